@@ -1,0 +1,113 @@
+# ferry: one Makefile, with or without nvcc.
+#   make              library, tool, samples, tests (CUDA when nvcc is found)
+#   make CUDA=0       without CUDA
+#   make STATIC=1     link libpng, zlib and the CUDA runtime statically
+#   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan)
+#   make run          install missing packages, then the demo
+BUILD    ?= build
+CUDA     ?= auto
+STATIC   ?= 0
+SAN      ?=
+CUDA_ARCH ?= 90
+CC       ?= gcc
+
+NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(CUDA),auto)
+  CUDA := $(if $(NVCC_FOUND),1,0)
+endif
+NVCC      ?= $(if $(NVCC_FOUND),$(NVCC_FOUND),nvcc)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURCE \
+               -Iinclude -Isrc -MMD -MP
+CFLAGS   += $(CFLAGS_BASE)
+LDLIBS   := -lpng -lz -lopenblas -lm -pthread
+ifeq ($(STATIC),1)
+  LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lopenblas -lm -pthread
+endif
+
+SRC_C  := $(sort $(shell find src -name '*.c'))
+SRC_CU :=
+ifeq ($(CUDA),1)
+  CFLAGS  += -DFERRY_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  SRC_CU  := $(sort $(shell find src -name '*.cu'))
+  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
+             -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] -MMD -MP
+  ifeq ($(STATIC),1)
+    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -Wl,-rpath,$(CUDA_HOME)/lib64
+  else
+    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+  endif
+  LDLIBS  += $(CUDA_LIBS) -lstdc++
+  BUILD_NOTE := ferry: building with CUDA ($(NVCC), sm_$(CUDA_ARCH))
+else
+  SRC_C   := $(filter-out %_cuda.c,$(SRC_C))
+  BUILD_NOTE := ferry: building without CUDA (CPU only$(if $(NVCC_FOUND),; CUDA=0 given,; nvcc not found))
+endif
+ifneq ($(SAN),)
+  CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
+  LDFLAGS += -fsanitize=$(SAN)
+endif
+
+OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
+TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
+SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
+TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
+HARNESS  := $(BUILD)/obj/tests/harness.o
+
+.PHONY: all lib tests test check-build run deps clean note
+all: note lib $(BUILD)/ferry $(SAMPLES) tests
+lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
+tests: $(TESTS)
+
+note:
+	@echo "$(BUILD_NOTE)"
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/libferry.a: $(OBJ)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libferry.so: $(OBJ)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/ferry: $(TOOL_OBJ) $(BUILD)/libferry.a
+	$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(BUILD)/libferry.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libferry.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(HARNESS) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+
+deps:
+	@sh scripts/install-deps.sh
+
+# The whole suite: the plain build (with CUDA when found), everything again under
+# ASan+UBSan, and the threaded tests under TSan. Sanitizer builds are CPU-only:
+# the CUDA runtime does not run under ASan's shadow memory layout.
+TSAN_TESTS ?= test_loader test_pinned test_device test_dataset_threads
+test: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
+		$(addprefix $(BUILD)/tsan/tests/,$(filter $(TSAN_TESTS),$(notdir $(TESTS))))
+	@sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests"
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@sh scripts/run.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,143 @@
+/* Datasets: a length, a sample format, labels, and "decode sample i into this
+ * buffer", safe to call from many threads at once. Images are PNG (through libpng)
+ * or IDX (MNIST / Fashion-MNIST); memory datasets use the caller's arrays. */
+#ifndef FERRY_DATASET_H
+#define FERRY_DATASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/status.h"
+#include "ferry/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ferry_layout {
+    FERRY_LAYOUT_CHW = 0, /* planar: all of channel 0, then channel 1, ... */
+    FERRY_LAYOUT_HWC = 1  /* interleaved */
+} ferry_layout;
+
+/* What one sample looks like once decoded: dtype u8 for images. */
+typedef struct ferry_sample_format {
+    size_t channels, height, width;
+    ferry_layout layout;
+    ferry_dtype dtype;
+} ferry_sample_format;
+
+/* channels * height * width * dtype size; 0 on overflow. */
+size_t ferry_sample_format_bytes(const ferry_sample_format *f);
+
+/* Per-thread reusable buffers (the file's bytes, a resize source image). One per
+ * worker: after warm-up, decoding allocates nothing. NULL scratch means the call
+ * allocates and frees its own. */
+typedef struct ferry_scratch ferry_scratch;
+ferry_status ferry_scratch_create(ferry_scratch **out);
+void ferry_scratch_destroy(ferry_scratch *s);
+
+/* Everything a get() call needs besides the index. Random augmentation of sample
+ * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
+typedef struct ferry_sample_ctx {
+    uint64_t seed;
+    uint64_t epoch;
+    bool train;             /* false: no random augmentation (evaluation) */
+    ferry_scratch *scratch; /* may be NULL */
+} ferry_sample_ctx;
+
+/* ---- image decoding options, shared by every image dataset ---- */
+typedef enum ferry_resize {
+    FERRY_RESIZE_BILINEAR = 0, /* images of another size are resized (bilinear, area-aware when shrinking) */
+    FERRY_RESIZE_CENTER_CROP,  /* cropped at the centre (and padded with 0 where smaller) */
+    FERRY_RESIZE_ERROR         /* another size is FERRY_ERR_FORMAT naming both sizes */
+} ferry_resize;
+
+typedef struct ferry_png_limits {
+    size_t max_width, max_height; /* default 16384 each */
+    size_t max_pixels;            /* default 64 Mpixel */
+    size_t max_file_bytes;        /* default 256 MiB */
+    size_t max_chunk_bytes;       /* ancillary chunks; default 8 MiB */
+} ferry_png_limits;
+
+typedef struct ferry_image_config {
+    /* Output format. 0 for height/width/channels: take it from the first image. */
+    size_t channels;          /* 1 (gray: ITU-R 601 luma, as PIL's convert('L')) or 3 */
+    size_t height, width;
+    ferry_layout layout;      /* default CHW */
+    ferry_resize resize;
+    bool alpha_composite;     /* false: drop alpha; true: composite on background */
+    uint8_t background[3];    /* RGB, for alpha_composite */
+    /* Augmentation, applied in place in the caller's buffer when ctx->train. */
+    size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
+    bool random_hflip;        /* flip left-right with probability 1/2 */
+    ferry_png_limits limits;
+} ferry_image_config;
+ferry_image_config ferry_image_config_default(void);
+
+/* ---- datasets ---- */
+typedef struct ferry_dataset ferry_dataset;
+
+/* ROOT/<class>/<file>.png: classes and files sorted by name (bytewise), class
+ * names kept; hidden files and other extensions ignored. An empty root or class
+ * is FERRY_ERR_INVALID_ARG naming the path. */
+ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
+                                        ferry_dataset **out);
+/* Lines "path,label" or "path<TAB>label" relative to the list file's folder; '#'
+ * comments and blank lines allowed. Errors give the line number. */
+ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
+                                     ferry_dataset **out);
+/* An IDX pair (images u8 [N,H,W] or [N,H,W,C]; labels u8 [N]), plain or .gz, read
+ * into memory. cfg may be NULL (native size, 1 channel, no augmentation). */
+ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
+                               const ferry_image_config *cfg, ferry_dataset **out);
+/* The caller's arrays, used without copying: n samples of fmt each (u8 or f32),
+ * and n labels. Both must outlive the dataset. */
+ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *fmt, size_t n,
+                                  const int64_t *labels, ferry_dataset **out);
+/* Views. A view keeps its base alive (datasets are reference counted). */
+ferry_status ferry_dataset_subset(ferry_dataset *base, size_t begin, size_t end,
+                                  ferry_dataset **out);
+ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *indices, size_t n,
+                                   ferry_dataset **out);
+/* A seeded random split: round(len * val_fraction) samples go to val. */
+ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint64_t seed,
+                                 ferry_dataset **train, ferry_dataset **val);
+
+/* A dataset of your own: fill in the callbacks. get() must be thread-safe. */
+typedef struct ferry_dataset_callbacks {
+    size_t len;
+    ferry_sample_format format;
+    size_t num_classes;
+    ferry_status (*get)(void *user, size_t index, void *dst, size_t dst_bytes,
+                        const ferry_sample_ctx *ctx, int64_t *label);
+    const char *(*name)(void *user, size_t index); /* optional: a path for messages */
+    void (*destroy)(void *user);                   /* optional */
+} ferry_dataset_callbacks;
+ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
+                                  ferry_dataset **out);
+
+ferry_dataset *ferry_dataset_retain(ferry_dataset *ds);
+void ferry_dataset_destroy(ferry_dataset *ds); /* drops a reference; NULL is a no-op */
+
+size_t ferry_dataset_len(const ferry_dataset *ds);
+const ferry_sample_format *ferry_dataset_format(const ferry_dataset *ds);
+size_t ferry_dataset_sample_bytes(const ferry_dataset *ds);
+size_t ferry_dataset_num_classes(const ferry_dataset *ds);
+const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls); /* NULL if none */
+/* The label without decoding. */
+ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label);
+/* A file path or other name for messages; NULL when the dataset has none. */
+const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
+
+/* Decodes sample index into dst (dst_bytes >= ferry_dataset_sample_bytes) and
+ * applies the configured transforms in place. Thread-safe. On failure returns the
+ * status with ferry_last_error() naming the file and the reason
+ * ("train/3/17.png: IDAT: CRC error"), and dst holds no promise. */
+ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
+                               size_t dst_bytes, const ferry_sample_ctx *ctx, int64_t *label);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

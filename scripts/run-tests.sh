@@ -1,0 +1,29 @@
+#!/bin/sh
+# Runs every test program in the given folders and sums their last lines into
+# one "N passed, N failed, N skipped". A program that crashes or prints no
+# summary counts as one failure.
+passed=0 failed=0 skipped=0
+for dir in "$@"; do
+    [ -d "$dir" ] || continue
+    for t in "$dir"/test_*; do
+        [ -x "$t" ] || continue
+        case "$t" in *.d|*.o) continue ;; esac
+        echo "== $t"
+        out=$("$t" 2>&1); rc=$?
+        printf '%s\n' "$out" | grep -v '^ok  ' 
+        last=$(printf '%s\n' "$out" | tail -n 1)
+        case "$last" in
+            *" passed, "*" failed, "*" skipped")
+                n=$(printf '%s\n' "$last" | awk '{print $1, $3, $5}')
+                passed=$((passed + ${n%% *})); n=${n#* }
+                failed=$((failed + ${n%% *})); skipped=$((skipped + ${n#* }))
+                ;;
+            *)
+                echo "$t: exited with status $rc without a summary (crash?)"
+                failed=$((failed + 1))
+                ;;
+        esac
+    done
+done
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

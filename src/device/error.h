@@ -1,0 +1,46 @@
+/* Internal: setting the thread-local error, logging, and the host allocation hook.
+ * Every host allocation in the library goes through ferry_host_*, so tests can fail
+ * the k-th one and count what is live. */
+#ifndef FERRY_INTERNAL_ERROR_H
+#define FERRY_INTERNAL_ERROR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ferry/status.h"
+
+#if defined(__GNUC__)
+#define FERRY_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define FERRY_PRINTF(a, b)
+#endif
+
+/* Sets the thread-local message and returns s, so callers write
+ * `return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));` */
+ferry_status ferry_fail(ferry_status s, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+/* Prefixes the current message with more context ("sample 17: " + old). */
+ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+void ferry_log(ferry_log_level level, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+/* Host allocations. Failures set the error message (with the size) and return NULL. */
+void *ferry_host_malloc(size_t n);
+void *ferry_host_calloc(size_t count, size_t size);
+void *ferry_host_realloc(void *p, size_t n);
+void *ferry_host_aligned(size_t align, size_t n); /* free with ferry_host_free */
+char *ferry_host_strdup(const char *s);
+void ferry_host_free(void *p);
+
+/* Test hooks: fail the k-th allocation from now (1 = the next one; 0 = never),
+ * and count allocations made / currently live. Process-wide, atomic. */
+void ferry_debug_fail_alloc_after(int64_t k);
+int64_t ferry_debug_alloc_count(void);
+int64_t ferry_debug_alloc_live(void);
+
+/* Overflow-checked size arithmetic: returns 0 on overflow. */
+static inline int ferry_mul_size(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+#endif

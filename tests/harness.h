@@ -1,0 +1,122 @@
+/* A tiny test harness. Each tests/test_*.c is its own program; TEST(name) registers
+ * a test, the ASSERT_* macros print file:line and both values and end the test, and
+ * SKIP(reason) ends it as skipped. The last line printed is
+ * "N passed, N failed, N skipped". Run one test with `build/tests/test_x name`. */
+#ifndef FERRY_TEST_HARNESS_H
+#define FERRY_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ferry.h"
+
+typedef void (*ft_test_fn)(void);
+void ft_register(const char *name, ft_test_fn fn);
+_Noreturn void ft_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+_Noreturn void ft_skip(const char *reason);
+
+#define TEST(name)                                                             \
+    static void name(void);                                                    \
+    __attribute__((constructor)) static void name##_register(void)             \
+    {                                                                          \
+        ft_register(#name, name);                                              \
+    }                                                                          \
+    static void name(void)
+
+#define SKIP(reason) ft_skip(reason)
+
+#define ASSERT(cond)                                                           \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            ft_fail(__FILE__, __LINE__, "assertion failed: %s", #cond);        \
+    } while (0)
+
+#define ASSERT_MSG(cond, ...)                                                  \
+    do {                                                                       \
+        if (!(cond))                                                           \
+            ft_fail(__FILE__, __LINE__, __VA_ARGS__);                          \
+    } while (0)
+
+#define ASSERT_EQ_INT(a, b)                                                    \
+    do {                                                                       \
+        long long a_ = (long long)(a), b_ = (long long)(b);                    \
+        if (a_ != b_)                                                          \
+            ft_fail(__FILE__, __LINE__, "%s == %s: %lld != %lld", #a, #b, a_, b_); \
+    } while (0)
+
+#define ASSERT_EQ_SIZE(a, b)                                                   \
+    do {                                                                       \
+        size_t a_ = (size_t)(a), b_ = (size_t)(b);                             \
+        if (a_ != b_)                                                          \
+            ft_fail(__FILE__, __LINE__, "%s == %s: %zu != %zu", #a, #b, a_, b_); \
+    } while (0)
+
+#define ASSERT_NEAR(a, b, tol)                                                 \
+    do {                                                                       \
+        double a_ = (double)(a), b_ = (double)(b);                             \
+        if (!(fabs(a_ - b_) <= (double)(tol)))                                 \
+            ft_fail(__FILE__, __LINE__, "%s ~= %s: %.9g vs %.9g (tol %g)", #a, #b, a_, b_, \
+                    (double)(tol));                                            \
+    } while (0)
+
+#define ASSERT_STR_EQ(a, b)                                                    \
+    do {                                                                       \
+        const char *a_ = (a), *b_ = (b);                                       \
+        if (!a_ || !b_ || strcmp(a_, b_) != 0)                                 \
+            ft_fail(__FILE__, __LINE__, "%s == %s: \"%s\" != \"%s\"", #a, #b,  \
+                    a_ ? a_ : "(null)", b_ ? b_ : "(null)");                   \
+    } while (0)
+
+#define ASSERT_STR_CONTAINS(hay, needle)                                       \
+    do {                                                                       \
+        const char *h_ = (hay), *n_ = (needle);                                \
+        if (!h_ || !strstr(h_, n_))                                            \
+            ft_fail(__FILE__, __LINE__, "\"%s\" does not contain \"%s\"",      \
+                    h_ ? h_ : "(null)", n_);                                   \
+    } while (0)
+
+/* Compares two byte ranges and names the first differing offset. */
+#define ASSERT_MEM_EQ(a, b, n) ft_assert_mem_eq(__FILE__, __LINE__, #a, #b, (a), (b), (n))
+void ft_assert_mem_eq(const char *file, int line, const char *an, const char *bn,
+                      const void *a, const void *b, size_t n);
+
+/* The call must return FERRY_OK; otherwise prints the status and ferry_last_error(). */
+#define ASSERT_OK(expr)                                                        \
+    do {                                                                       \
+        ferry_status s_ = (expr);                                              \
+        if (s_ != FERRY_OK)                                                    \
+            ft_fail(__FILE__, __LINE__, "%s: %s (%s)", #expr, ferry_status_str(s_), \
+                    ferry_last_error());                                       \
+    } while (0)
+
+/* The call must return the given status. */
+#define ASSERT_STATUS(expr, want)                                              \
+    do {                                                                       \
+        ferry_status s_ = (expr), w_ = (want);                                 \
+        if (s_ != w_)                                                          \
+            ft_fail(__FILE__, __LINE__, "%s: got %s, want %s (%s)", #expr,     \
+                    ferry_status_str(s_), ferry_status_str(w_), ferry_last_error()); \
+    } while (0)
+
+/* Skips the test with "no CUDA device" when none is present. */
+void ft_require_cuda(void);
+
+/* A private temporary folder for this test program, removed at exit. */
+const char *ft_tmpdir(void);
+/* ft_tmpdir()/rel, in a rotating static buffer (8 live at once). */
+const char *ft_tmp(const char *rel);
+/* Writes bytes to a file (creating parent folders); fails the test on error. */
+void ft_write_file(const char *path, const void *data, size_t n);
+/* Reads a whole file into memory (malloc); fails the test on error. */
+void *ft_read_file(const char *path, size_t *n);
+/* The PngSuite folder (FERRY_PNGSUITE, or ../shared/testdata/pngsuite beside the
+ * repository), or NULL when absent. */
+const char *ft_pngsuite_dir(void);
+
+#endif

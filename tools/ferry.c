@@ -1,0 +1,44 @@
+/* `ferry`: the command line. Dispatches to one function per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ferry.h"
+#include "commands.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"info", cmd_info, "version, build features, devices, pinned memory"},
+    {"bench", cmd_bench, "benchmarks: h2d, decode DIR, DIR (the pipeline)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ferry COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("ferry %s\n", ferry_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "ferry: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
