@@ -39,11 +39,19 @@ void ferry_scratch_destroy(ferry_scratch *s);
 
 /* Everything a get() call needs besides the index. Random augmentation of sample
  * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
+/* Seconds spent per stage, added to by get() when ctx->timing is set. */
+typedef struct ferry_sample_timing {
+    double read_s;      /* reading the file into memory */
+    double decode_s;    /* PNG/IDX decoding into the output format */
+    double transform_s; /* resize, crop, flip, channel conversion */
+} ferry_sample_timing;
+
 typedef struct ferry_sample_ctx {
     uint64_t seed;
     uint64_t epoch;
-    bool train;             /* false: no random augmentation (evaluation) */
-    ferry_scratch *scratch; /* may be NULL */
+    bool train;                   /* false: no random augmentation (evaluation) */
+    ferry_scratch *scratch;       /* may be NULL */
+    ferry_sample_timing *timing;  /* may be NULL; if set, get() adds its stage times */
 } ferry_sample_ctx;
 
 /* ---- image decoding options, shared by every image dataset ---- */
@@ -74,6 +82,38 @@ typedef struct ferry_image_config {
     ferry_png_limits limits;
 } ferry_image_config;
 ferry_image_config ferry_image_config_default(void);
+
+/* ---- single PNG images ----
+ * What a PNG header says, read without decoding anything (the chunks before IDAT
+ * are walked only to see a tRNS). */
+typedef struct ferry_image_info {
+    size_t width, height;
+    size_t channels;  /* after palette expansion: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
+    int bit_depth;    /* 1, 2, 4, 8 or 16 */
+    bool palette;     /* colour type 3 */
+    bool interlaced;  /* Adam7 */
+    bool has_alpha;   /* an alpha channel or a tRNS chunk */
+} ferry_image_info;
+ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out);
+
+/* The format cfg makes of an image described by info: 0 height/width take the
+ * image's, channels 0 gives 1 for gray files and 3 otherwise. cfg NULL: defaults. */
+ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image_info *info,
+                                ferry_sample_format *out);
+
+/* Decodes one PNG held in memory into dst, in the format ferry_image_format gives
+ * (resized or cropped per cfg->resize, alpha dropped or composited). The random
+ * augmentations of cfg are not applied here (they need a sample index). The limits
+ * are checked before anything large is allocated (FERRY_ERR_LIMIT); a corrupt file
+ * is FERRY_ERR_FORMAT with libpng's words, prefixed by name when given. */
+ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                              ferry_scratch *scratch, const char *name, void *dst,
+                              size_t dst_bytes);
+
+/* Writes 8-bit interleaved pixels (channels 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA)
+ * to a PNG file. For fixtures and `ferry export`. */
+ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
+                                  size_t height, size_t channels);
 
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;

@@ -36,6 +36,14 @@ const char *ferry_last_error(void);
 /* Forget the last error on this thread. */
 void ferry_clear_error(void);
 
+/* Sets this thread's error message and returns s: for callbacks of your own (a
+ * user dataset's get) to say what went wrong in the same words the library uses. */
+ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 typedef enum ferry_log_level {
     FERRY_LOG_DEBUG = 0,
     FERRY_LOG_INFO,

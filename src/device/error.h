@@ -12,6 +12,9 @@
 #define FERRY_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define FERRY_PRINTF(a, b)
+/* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
+const char *ferry_format_bytes(size_t n, char *buf, size_t size);
+
 #endif
 
 /* Sets the thread-local message and returns s, so callers write
@@ -36,11 +39,16 @@ void ferry_host_free(void *p);
 void ferry_debug_fail_alloc_after(int64_t k);
 int64_t ferry_debug_alloc_count(void);
 int64_t ferry_debug_alloc_live(void);
+/* Allocations made by the calling thread, ever (for per-thread accounting). */
+int64_t ferry_debug_thread_alloc_count(void);
 
 /* Overflow-checked size arithmetic: returns 0 on overflow. */
 static inline int ferry_mul_size(size_t a, size_t b, size_t *out)
 {
     return !__builtin_mul_overflow(a, b, out);
 }
+
+/* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
+const char *ferry_format_bytes(size_t n, char *buf, size_t size);
 
 #endif

@@ -9,10 +9,12 @@
 static atomic_llong fail_countdown; /* 0 = off; 1 = fail the next allocation */
 static atomic_llong alloc_count;
 static atomic_llong alloc_live;
+static _Thread_local int64_t thread_allocs;
 
 void ferry_debug_fail_alloc_after(int64_t k) { atomic_store(&fail_countdown, (long long)k); }
 int64_t ferry_debug_alloc_count(void) { return atomic_load(&alloc_count); }
 int64_t ferry_debug_alloc_live(void) { return atomic_load(&alloc_live); }
+int64_t ferry_debug_thread_alloc_count(void) { return thread_allocs; }
 
 /* True when this allocation must fail on purpose. */
 static int injected_failure(void)
@@ -33,6 +35,7 @@ static void *counted(void *p, size_t n)
     }
     atomic_fetch_add(&alloc_count, 1);
     atomic_fetch_add(&alloc_live, 1);
+    thread_allocs++;
     return p;
 }
 
@@ -62,8 +65,10 @@ void *ferry_host_realloc(void *p, size_t n)
     void *q = realloc(p, n ? n : 1);
     if (!q)
         ferry_fail(FERRY_ERR_NO_MEMORY, "out of host memory allocating %zu bytes", n);
-    else
+    else {
         atomic_fetch_add(&alloc_count, 1);
+        thread_allocs++;
+    }
     return q;
 }
 

@@ -52,6 +52,15 @@ ferry_status ferry_fail(ferry_status s, const char *fmt, ...)
     return s;
 }
 
+ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
 ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...)
 {
     char old[sizeof last_error];

@@ -1,0 +1,123 @@
+/* The loader: the data path from files to batches on a device.
+ *
+ *   workers --decode+transform straight into--> pinned slot k (host)
+ *           --one cudaMemcpyAsync on the copy stream--> device slot k
+ *           --event--> caller's stream: u8 -> f32/f16/bf16 + normalise, fused
+ *
+ * A ring of `prefetch` slots, sized once at create: after the first batch no host
+ * or device memory is allocated. Workers pull single samples from every batch in
+ * flight, so one slow file does not hold a whole batch behind one thread. The
+ * sequence of batches (order and bytes) depends only on (seed, epoch), never on
+ * the number of workers or on thread timing. */
+#ifndef FERRY_LOADER_H
+#define FERRY_LOADER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/dataset.h"
+#include "ferry/device.h"
+#include "ferry/status.h"
+#include "ferry/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ferry_sampler {
+    FERRY_SAMPLER_DEFAULT = 0,   /* sequential, or random when shuffle */
+    FERRY_SAMPLER_SEQUENTIAL,
+    FERRY_SAMPLER_RANDOM,
+    FERRY_SAMPLER_INDICES,       /* the caller's index list (permuted when shuffle) */
+    FERRY_SAMPLER_DISTRIBUTED    /* rank's share of world_size, padded as PyTorch's DistributedSampler */
+} ferry_sampler;
+
+typedef enum ferry_on_error {
+    FERRY_ON_ERROR_FAIL = 0, /* next() returns the error naming the sample and file */
+    FERRY_ON_ERROR_SKIP      /* the bad sample is replaced by the next good one in sampler order */
+} ferry_on_error;
+
+typedef struct ferry_loader_config {
+    ferry_dataset *dataset;     /* required; the loader keeps a reference */
+    size_t batch_size;          /* default 64 */
+    bool shuffle;               /* default false */
+    uint64_t seed;              /* default 0 */
+    bool drop_last;             /* drop a last, short batch; default false */
+    ferry_sampler sampler;
+    const size_t *indices;      /* FERRY_SAMPLER_INDICES: copied at create */
+    size_t num_indices;
+    size_t rank, world_size;    /* FERRY_SAMPLER_DISTRIBUTED */
+    size_t num_workers;         /* 0: decode in the caller's thread; default 2 */
+    size_t prefetch;            /* slots: batches in flight; default 4, at least 2 */
+    bool pin_memory;            /* page-locked slots; default true (warns once and falls back without a GPU) */
+    const char *device;         /* "cpu", "cuda", "cuda:N"; NULL: the default device */
+    ferry_dtype wire_dtype;     /* what crosses PCIe: U8 (default) or F32 (normalised on the host) */
+    ferry_dtype out_dtype;      /* F32 (default), F16, BF16, or U8 (raw, no normalisation) */
+    float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 */
+    ferry_layout layout;        /* images out as NCHW (default) or NHWC */
+    ferry_on_error on_error;
+    double sample_timeout_s;    /* > 0: a sample taking longer is FERRY_ERR_TIMEOUT; default 0 (none) */
+    bool persistent_workers;    /* keep threads across epochs; default true */
+    bool in_order;              /* deliver batches in sampler order; default true. false: as ready */
+    bool train;                 /* random augmentation on; default true */
+} ferry_loader_config;
+
+ferry_loader_config ferry_loader_config_default(void);
+
+typedef struct ferry_loader ferry_loader;
+
+/* A batch: views of the slot, valid until the next ferry_loader_next, reset or
+ * destroy on this loader. Do not release the tensors; copy what you keep. */
+typedef struct ferry_batch {
+    ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device */
+    ferry_tensor *labels;   /* [B] i64 on the loader's device */
+    size_t size;            /* B */
+    const size_t *indices;  /* the B dataset indices, on the host */
+    uint64_t epoch;
+    size_t index;           /* batch number within the epoch */
+} ferry_batch;
+
+ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out);
+void ferry_loader_destroy(ferry_loader *l);
+
+/* The next batch. Work for it is queued on `stream` (NULL: the device's default
+ * stream): the stream waits on the batch's copy, the host never does. Returns
+ * FERRY_END after the epoch's last batch; then call ferry_loader_reset. */
+ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out);
+
+/* Starts epoch `epoch` (an epoch's order depends on seed and epoch). Safe at any
+ * time, mid-epoch or after a failure. The loader starts at epoch 0. */
+ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
+
+/* Batches per epoch. */
+size_t ferry_loader_len(const ferry_loader *l);
+/* Samples per epoch (for this rank). */
+size_t ferry_loader_num_samples(const ferry_loader *l);
+ferry_device ferry_loader_device(const ferry_loader *l);
+
+#define FERRY_LOADER_MAX_SKIPPED_NAMES 64
+
+typedef struct ferry_loader_stats {
+    uint64_t batches, samples, skipped;
+    double read_s, decode_s, transform_s; /* summed over workers */
+    double wait_s;                        /* caller's time blocked in next(): starvation */
+    double next_s;                        /* caller's time in next() in all */
+    double h2d_s;                         /* copy time, from events (0 on the CPU) */
+    uint64_t h2d_bytes;
+    uint64_t allocs_after_warmup;         /* host+device allocations after the first batch */
+    bool pinned;                          /* the slots are page-locked */
+    size_t host_bytes;                    /* host memory held for slots */
+    size_t device_bytes;                  /* device memory held for slots */
+    size_t skipped_names_count;           /* names kept, at most FERRY_LOADER_MAX_SKIPPED_NAMES */
+    const char *skipped_names[FERRY_LOADER_MAX_SKIPPED_NAMES]; /* valid until reset/destroy */
+} ferry_loader_stats;
+
+/* Totals since create (or since ferry_loader_stats_reset). */
+ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out);
+void ferry_loader_stats_reset(ferry_loader *l);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

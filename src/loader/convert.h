@@ -1,0 +1,40 @@
+/* Internal: the batch conversion the loader runs last: wire dtype (u8 or f32) in
+ * the dataset's layout -> out dtype (f32/f16/bf16/u8) in the requested layout,
+ * with per-channel y = fmaf(x, scale[c], shift[c]). The CPU and CUDA versions use
+ * the same fmaf on the same float constants, so f32 results agree bit for bit. */
+#ifndef FERRY_LOADER_CONVERT_H
+#define FERRY_LOADER_CONVERT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "ferry/dataset.h"
+#include "ferry/device.h"
+
+#define FERRY_CONVERT_MAX_CHANNELS 4
+
+typedef struct ferry_convert_spec {
+    size_t count;                 /* samples */
+    size_t channels, height, width;
+    ferry_dtype src_dtype;        /* U8 or F32 */
+    ferry_layout src_layout;
+    ferry_dtype dst_dtype;        /* F32, F16, BF16, U8 */
+    ferry_layout dst_layout;
+    bool affine;                  /* apply scale/shift (false: plain cast/permute) */
+    float scale[FERRY_CONVERT_MAX_CHANNELS];
+    float shift[FERRY_CONVERT_MAX_CHANNELS];
+} ferry_convert_spec;
+
+/* Host version; also what the workers use for wire f32. */
+void ferry_convert_cpu(const ferry_convert_spec *spec, const void *src, void *dst);
+
+/* Converts one sample (count ignored) from src into dst on the host. */
+void ferry_convert_sample_cpu(const ferry_convert_spec *spec, const void *src, void *dst);
+
+#if FERRY_HAVE_CUDA
+/* Queues the conversion on the CUDA stream `stream` (a cudaStream_t). */
+ferry_status ferry_convert_cuda(const ferry_convert_spec *spec, const void *src, void *dst,
+                                void *stream);
+#endif
+
+#endif

@@ -1,0 +1,642 @@
+/* The caller's side of the loader: create (every buffer, once), next (hand out
+ * the next ready slot; the caller's stream waits on its copy and runs the
+ * conversion), reset, destroy, stats. workers.c is the other side. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device_internal.h"
+#include "device/error.h"
+#include "loader_impl.h"
+
+ferry_loader_config ferry_loader_config_default(void)
+{
+    ferry_loader_config c;
+    memset(&c, 0, sizeof c);
+    c.batch_size = 64;
+    c.num_workers = 2;
+    c.prefetch = 4;
+    c.pin_memory = true;
+    c.wire_dtype = FERRY_DTYPE_U8;
+    c.out_dtype = FERRY_DTYPE_F32;
+    for (int i = 0; i < 4; i++)
+        c.std[i] = 1.0f;
+    c.layout = FERRY_LAYOUT_CHW;
+    c.on_error = FERRY_ON_ERROR_FAIL;
+    c.persistent_workers = true;
+    c.in_order = true;
+    c.train = true;
+    return c;
+}
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+static bool is_float(ferry_dtype dt)
+{
+    return dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
+}
+
+static ferry_status check_config(const ferry_loader_config *c)
+{
+    if (!c->dataset)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: config.dataset is NULL");
+    if (c->batch_size == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: batch_size must be at least 1 (got 0)");
+    if (c->num_workers > 1024)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: num_workers %zu is more than 1024",
+                          c->num_workers);
+    if (c->prefetch > 1024)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: prefetch %zu is more than 1024", c->prefetch);
+    if (c->wire_dtype != FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_F32)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: wire_dtype must be u8 or f32 (got %s)",
+                          ferry_dtype_name(c->wire_dtype));
+    if (!is_float(c->out_dtype) && c->out_dtype != FERRY_DTYPE_U8)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: out_dtype must be f32, f16, bf16 or u8 (got %s)",
+                          ferry_dtype_name(c->out_dtype));
+    if (c->out_dtype == FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_U8)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: out_dtype u8 needs wire_dtype u8");
+    if (c->layout != FERRY_LAYOUT_CHW && c->layout != FERRY_LAYOUT_HWC)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: unknown layout %d", (int)c->layout);
+    if (c->on_error != FERRY_ON_ERROR_FAIL && c->on_error != FERRY_ON_ERROR_SKIP)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: unknown on_error %d", (int)c->on_error);
+    if (!(c->sample_timeout_s >= 0))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: sample_timeout_s must be >= 0");
+    for (int i = 0; i < 4; i++)
+        if (!(c->std[i] != 0.0f) || c->std[i] != c->std[i] || c->mean[i] != c->mean[i])
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "loader: std[%d] = %g must be non-zero and mean/std not NaN", i,
+                              (double)c->std[i]);
+    return FERRY_OK;
+}
+
+/* Chooses what crosses the wire and what the device does to it. */
+static ferry_status plan_conversion(ferry_loader *l)
+{
+    const ferry_sample_format *f = ferry_dataset_format(l->ds);
+    const ferry_loader_config *c = &l->cfg;
+    if (f->dtype != FERRY_DTYPE_U8 && f->dtype != FERRY_DTYPE_F32)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: datasets of %s samples are not supported",
+                          ferry_dtype_name(f->dtype));
+    if (f->dtype == FERRY_DTYPE_F32 && c->wire_dtype == FERRY_DTYPE_U8)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "loader: the dataset holds f32 samples; set wire_dtype to f32");
+    if (is_float(c->out_dtype) && f->channels > FERRY_CONVERT_MAX_CHANNELS)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: normalising %zu channels (at most %d)",
+                          f->channels, FERRY_CONVERT_MAX_CHANNELS);
+
+    /* u8 images go to 0..1 first (as ToTensor does), then (x - mean) / std. */
+    ferry_convert_spec affine = {
+        .channels = f->channels, .height = f->height, .width = f->width,
+        .src_dtype = f->dtype, .src_layout = f->layout,
+        .dst_dtype = FERRY_DTYPE_F32, .dst_layout = c->layout, .affine = true,
+    };
+    for (size_t ch = 0; ch < f->channels && ch < FERRY_CONVERT_MAX_CHANNELS; ch++) {
+        double range = f->dtype == FERRY_DTYPE_U8 ? 255.0 : 1.0;
+        affine.scale[ch] = (float)(1.0 / (range * (double)c->std[ch]));
+        affine.shift[ch] = (float)(-(double)c->mean[ch] / (double)c->std[ch]);
+    }
+
+    size_t elems = f->channels * f->height * f->width;
+    l->sample_bytes = ferry_dataset_sample_bytes(l->ds);
+    l->wire_sample_bytes = elems * ferry_dtype_size(c->wire_dtype);
+    l->out_sample_bytes = elems * ferry_dtype_size(c->out_dtype);
+
+    if (c->wire_dtype == FERRY_DTYPE_F32) {
+        /* Normalised on the host; the device only narrows f32 to f16/bf16. */
+        l->wire_spec = affine;
+        l->dev_spec = affine;
+        l->dev_spec.src_dtype = FERRY_DTYPE_F32;
+        l->dev_spec.src_layout = c->layout;
+        l->dev_spec.dst_dtype = c->out_dtype;
+        l->dev_spec.affine = false;
+        l->convert_on_device = c->out_dtype != FERRY_DTYPE_F32;
+    } else if (c->out_dtype == FERRY_DTYPE_U8) {
+        l->dev_spec = affine;
+        l->dev_spec.dst_dtype = FERRY_DTYPE_U8;
+        l->dev_spec.affine = false;
+        l->convert_on_device = f->layout != c->layout;
+    } else {
+        l->dev_spec = affine;
+        l->dev_spec.dst_dtype = c->out_dtype;
+        l->convert_on_device = true;
+    }
+    return FERRY_OK;
+}
+
+static ferry_status make_views(ferry_loader *l, ferry_slot *s)
+{
+    const ferry_sample_format *f = ferry_dataset_format(l->ds);
+    size_t sizes[2] = {l->batch, l->epoch_len % l->batch};
+    for (int v = 0; v < 2; v++) {
+        if (sizes[v] == 0 || (v == 1 && l->cfg.drop_last))
+            continue;
+        int64_t shape[4] = {(int64_t)sizes[v], (int64_t)f->channels, (int64_t)f->height,
+                            (int64_t)f->width};
+        if (l->cfg.layout == FERRY_LAYOUT_HWC) {
+            shape[1] = (int64_t)f->height;
+            shape[2] = (int64_t)f->width;
+            shape[3] = (int64_t)f->channels;
+        }
+        ferry_status st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
+        if (st != FERRY_OK)
+            return st;
+        st = ferry_tensor_from_blob(s->dev_labels, shape, 1, FERRY_DTYPE_I64, l->dev, &s->labels[v]);
+        if (st != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+static ferry_status alloc_slots(ferry_loader *l)
+{
+    /* Host: one pinned allocation for every slot (images, then labels). */
+    l->labels_offset = align_up(l->batch * l->wire_sample_bytes, 256);
+    l->slot_bytes = l->labels_offset + l->batch * sizeof(int64_t);
+    size_t host_stride = align_up(l->slot_bytes, 4096);
+    size_t host_total = host_stride * l->nslots;
+
+    bool want_pinned = l->cfg.pin_memory && l->gpu;
+    ferry_status st = ferry_pinned_pool_create(host_total, want_pinned, &l->pool);
+    if (st == FERRY_OK)
+        st = ferry_pinned_alloc(l->pool, host_total, 4096, &l->host_block);
+    if (st != FERRY_OK)
+        return ferry_fail_prefix(st, "loader: %zu slots of %zu bytes: ", l->nslots, l->slot_bytes);
+    ferry_pinned_stats ps;
+    ferry_pinned_pool_stats(l->pool, &ps);
+    l->stats.pinned = ps.pinned;
+    l->stats.host_bytes = host_total;
+
+    /* Device: the copy of each slot (not on the CPU, where the slot is used in
+     * place) and the converted output, in one allocation. */
+    size_t dev_stride = l->gpu ? align_up(l->slot_bytes, 256) : 0;
+    size_t out_stride = l->convert_on_device ? align_up(l->batch * l->out_sample_bytes, 256) : 0;
+    size_t dev_total = (dev_stride + out_stride) * l->nslots;
+    if (dev_total) {
+        st = ferry_device_malloc(l->dev, dev_total, NULL, &l->dev_block);
+        if (st != FERRY_OK)
+            return ferry_fail_prefix(st, "loader: device buffers for %zu slots: ", l->nslots);
+    }
+    l->stats.device_bytes = dev_total;
+
+    for (size_t k = 0; k < l->nslots; k++) {
+        ferry_slot *s = &l->slots[k];
+        s->host = (uint8_t *)l->host_block + k * host_stride;
+        s->host_labels = (int64_t *)(s->host + l->labels_offset);
+        uint8_t *d = (uint8_t *)l->dev_block + k * (dev_stride + out_stride);
+        s->dev = l->gpu ? (void *)d : (void *)s->host;
+        s->dev_labels = (int64_t *)((uint8_t *)s->dev + l->labels_offset);
+        s->out = l->convert_on_device ? (void *)(d + dev_stride) : s->dev;
+        s->indices = ferry_host_calloc(l->batch, sizeof *s->indices);
+        if (!s->indices)
+            return FERRY_ERR_NO_MEMORY;
+        if ((st = ferry_event_create(l->dev, true, &s->copy_start)) != FERRY_OK ||
+            (st = ferry_event_create(l->dev, true, &s->copy_done)) != FERRY_OK ||
+            (st = ferry_event_create(l->dev, false, &s->released)) != FERRY_OK ||
+            (st = make_views(l, s)) != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+static ferry_status alloc_workers(ferry_loader *l)
+{
+    size_t n = l->nworkers ? l->nworkers : 1; /* the caller acts as worker 0 */
+    l->workers = ferry_host_calloc(n, sizeof *l->workers);
+    if (!l->workers)
+        return FERRY_ERR_NO_MEMORY;
+    bool via_buffer = l->cfg.wire_dtype == FERRY_DTYPE_F32;
+    for (size_t i = 0; i < n; i++) {
+        ferry_worker *w = &l->workers[i];
+        w->id = i;
+        w->loader = l;
+        ferry_status st = ferry_scratch_create(&w->scratch);
+        if (st != FERRY_OK)
+            return st;
+        if (via_buffer && !(w->sample_buf = ferry_host_aligned(64, l->sample_bytes)))
+            return FERRY_ERR_NO_MEMORY;
+    }
+    return FERRY_OK;
+}
+
+/* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
+static void start_epoch(ferry_loader *l, uint64_t epoch)
+{
+    l->epoch = epoch;
+    ferry_sampler_order(&l->plan, epoch, l->order, l->order_scratch);
+    l->next_assign = 0;
+    l->next_deliver = 0;
+    l->delivered = 0;
+    l->failed = FERRY_OK;
+    l->failmsg[0] = '\0';
+    ferry_slots_assign(l);
+}
+
+ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_create: out is NULL");
+    *out = NULL;
+    if (!cfg)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_create: config is NULL");
+    ferry_status st = check_config(cfg);
+    if (st != FERRY_OK)
+        return st;
+
+    ferry_device dev;
+    if (cfg->device) {
+        if ((st = ferry_device_parse(cfg->device, &dev)) != FERRY_OK)
+            return ferry_fail_prefix(st, "loader: ");
+    } else {
+        dev = ferry_device_default();
+    }
+    if (dev.type == FERRY_DEVICE_CUDA && !ferry_cuda_is_available())
+        return ferry_fail(FERRY_ERR_NO_DEVICE, "loader: device \"%s\" asked for, but no CUDA device is available",
+                          cfg->device ? cfg->device : "cuda");
+    size_t len = ferry_dataset_len(cfg->dataset);
+    if (len == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: the dataset is empty");
+
+    ferry_loader *l = ferry_host_calloc(1, sizeof *l);
+    if (!l)
+        return FERRY_ERR_NO_MEMORY;
+    l->cfg = *cfg;
+    l->cfg.indices = NULL;
+    l->ds = ferry_dataset_retain(cfg->dataset);
+    l->dev = dev;
+    l->gpu = dev.type == FERRY_DEVICE_CUDA;
+    l->batch = cfg->batch_size;
+    l->nslots = cfg->prefetch < 2 ? 2 : cfg->prefetch;
+    l->nworkers = cfg->num_workers;
+    l->t0 = ferry_now();
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_mutex_init(&l->copy_lock, NULL);
+    pthread_mutex_init(&l->trace_lock, NULL);
+    pthread_cond_init(&l->work_cv, NULL);
+    pthread_cond_init(&l->ready_cv, NULL);
+
+    if (cfg->pin_memory && !l->gpu)
+        ferry_log(FERRY_LOG_WARN, "pin_memory requested but %s; using pageable memory",
+                  ferry_cuda_is_available() ? "the loader's device is the CPU"
+                                            : "no CUDA device is available");
+
+    ferry_loader_config plan_cfg = *cfg;
+    if (cfg->sampler == FERRY_SAMPLER_INDICES && cfg->indices && cfg->num_indices) {
+        l->own_indices = ferry_host_malloc(cfg->num_indices * sizeof(size_t));
+        if (!l->own_indices) {
+            st = FERRY_ERR_NO_MEMORY;
+            goto fail;
+        }
+        memcpy(l->own_indices, cfg->indices, cfg->num_indices * sizeof(size_t));
+        plan_cfg.indices = l->own_indices;
+        l->cfg.indices = l->own_indices;
+    }
+    if ((st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len)) != FERRY_OK)
+        goto fail;
+    l->epoch_len = ferry_sampler_len(&l->plan);
+    l->num_batches = cfg->drop_last ? l->epoch_len / l->batch
+                                    : (l->epoch_len + l->batch - 1) / l->batch;
+    if (l->num_batches == 0) {
+        st = ferry_fail(FERRY_ERR_INVALID_ARG,
+                        "loader: drop_last with batch_size %zu leaves no batch of %zu samples",
+                        l->batch, l->epoch_len);
+        goto fail;
+    }
+    if (l->nslots > l->num_batches + 1)
+        l->nslots = l->num_batches + 1 < 2 ? 2 : l->num_batches + 1;
+
+    l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
+    l->order_scratch = ferry_host_malloc(len * sizeof(size_t));
+    l->slots = ferry_host_calloc(l->nslots, sizeof *l->slots);
+    if (!l->order || !l->order_scratch || !l->slots) {
+        st = FERRY_ERR_NO_MEMORY;
+        goto fail;
+    }
+    if ((st = plan_conversion(l)) != FERRY_OK)
+        goto fail;
+    if (l->gpu && (st = ferry_stream_create(dev, &l->copy_stream)) != FERRY_OK)
+        goto fail;
+    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
+        goto fail;
+    ferry_trace_open(l);
+
+    pthread_mutex_lock(&l->lock);
+    start_epoch(l, 0);
+    pthread_mutex_unlock(&l->lock);
+    if ((st = ferry_workers_start(l)) != FERRY_OK)
+        goto fail;
+    *out = l;
+    return FERRY_OK;
+
+fail:
+    {
+        /* Keep the message of the first failure across the cleanup. */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", ferry_last_error());
+        ferry_loader_destroy(l);
+        return ferry_fail(st, "%s", msg);
+    }
+}
+
+void ferry_loader_destroy(ferry_loader *l)
+{
+    if (!l)
+        return;
+    ferry_workers_stop(l);
+    /* Kernels on the caller's stream may still read the slots. */
+    if (l->gpu)
+        ferry_device_synchronize(l->dev);
+    ferry_trace_close(l);
+    if (l->slots) {
+        for (size_t k = 0; k < l->nslots; k++) {
+            ferry_slot *s = &l->slots[k];
+            for (int v = 0; v < 2; v++) {
+                ferry_tensor_release(s->images[v]);
+                ferry_tensor_release(s->labels[v]);
+            }
+            ferry_event_destroy(s->copy_start);
+            ferry_event_destroy(s->copy_done);
+            ferry_event_destroy(s->released);
+            ferry_host_free(s->indices);
+        }
+    }
+    if (l->workers) {
+        size_t n = l->nworkers ? l->nworkers : 1;
+        for (size_t i = 0; i < n; i++) {
+            ferry_scratch_destroy(l->workers[i].scratch);
+            ferry_host_free(l->workers[i].sample_buf);
+        }
+    }
+    if (l->dev_block)
+        ferry_device_free(l->dev, l->dev_block);
+    if (l->host_block)
+        ferry_pinned_free(l->pool, l->host_block);
+    ferry_pinned_pool_destroy(l->pool);
+    ferry_stream_destroy(l->copy_stream);
+    ferry_host_free(l->workers);
+    ferry_host_free(l->slots);
+    ferry_host_free(l->order);
+    ferry_host_free(l->order_scratch);
+    ferry_host_free(l->own_indices);
+    ferry_dataset_destroy(l->ds);
+    pthread_cond_destroy(&l->work_cv);
+    pthread_cond_destroy(&l->ready_cv);
+    pthread_mutex_destroy(&l->trace_lock);
+    pthread_mutex_destroy(&l->copy_lock);
+    pthread_mutex_destroy(&l->lock);
+    ferry_host_free(l);
+}
+
+/* The slot next() should return, or NULL when it must wait. Lock held. */
+static ferry_slot *find_target(ferry_loader *l, bool *ready)
+{
+    ferry_slot *best = NULL;
+    for (size_t k = 0; k < l->nslots; k++) {
+        ferry_slot *s = &l->slots[k];
+        if (l->cfg.in_order) {
+            if ((s->state == SLOT_FILLING || s->state == SLOT_READY) && s->batch == l->next_deliver)
+                best = s;
+        } else if (s->state == SLOT_READY && (!best || s->batch < best->batch)) {
+            best = s;
+        }
+    }
+    *ready = best && best->state == SLOT_READY;
+    return best;
+}
+
+/* A worker has spent longer than the timeout on a sample of `target`. Lock held. */
+static bool timed_out(ferry_loader *l, ferry_slot *target)
+{
+    if (l->cfg.sample_timeout_s <= 0)
+        return false;
+    double now = ferry_now();
+    for (size_t i = 0; i < l->nworkers; i++) {
+        ferry_worker *w = &l->workers[i];
+        if (!w->busy || (target && &l->slots[w->slot] != target) ||
+            now - w->start <= l->cfg.sample_timeout_s)
+            continue;
+        const char *name = ferry_dataset_sample_name(l->ds, w->index);
+        l->failed = FERRY_ERR_TIMEOUT;
+        snprintf(l->failmsg, sizeof l->failmsg,
+                 "sample %zu%s%s%s has taken %.3f s, longer than the %.3f s timeout", w->index,
+                 name ? " (" : "", name ? name : "", name ? ")" : "", now - w->start,
+                 l->cfg.sample_timeout_s);
+        return true;
+    }
+    return false;
+}
+
+static void wait_ready(ferry_loader *l)
+{
+    if (l->cfg.sample_timeout_s <= 0) {
+        pthread_cond_wait(&l->ready_cv, &l->lock);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&l->ready_cv, &l->lock, &ts);
+}
+
+static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream)
+{
+    ferry_status st = FERRY_OK;
+    if (l->gpu) {
+        /* The caller's stream, not the host, waits for the copy. */
+        st = ferry_stream_wait_event(stream, s->copy_done);
+#if FERRY_HAVE_CUDA
+        if (st == FERRY_OK && l->convert_on_device) {
+            ferry_convert_spec sp = l->dev_spec;
+            sp.count = s->count;
+            st = ferry_convert_cuda(&sp, s->dev, s->out, ferry_stream_native(stream));
+        }
+#endif
+    } else if (l->convert_on_device) {
+        ferry_convert_spec sp = l->dev_spec;
+        sp.count = s->count;
+        ferry_convert_cpu(&sp, s->dev, s->out);
+    }
+    return st;
+}
+
+ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out)
+{
+    if (!l || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_next: %s is NULL", l ? "out" : "loader");
+    memset(out, 0, sizeof *out);
+    if (stream && !ferry_device_eq(ferry_stream_device(stream), l->dev)) {
+        char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_loader_next: the stream is on %s but the loader delivers to %s",
+                          ferry_device_format(ferry_stream_device(stream), a, sizeof a),
+                          ferry_device_format(l->dev, b, sizeof b));
+    }
+    double t_enter = ferry_now();
+    int64_t allocs0 = ferry_debug_thread_alloc_count();
+    pthread_mutex_lock(&l->lock);
+    if (l->failed != FERRY_OK) {
+        ferry_status st = ferry_fail(FERRY_ERR_BAD_STATE,
+                                     "the loader failed earlier (%s); call ferry_loader_reset or destroy it",
+                                     l->failmsg);
+        pthread_mutex_unlock(&l->lock);
+        return st;
+    }
+    l->last_stream = stream;
+
+    /* The caller is done with the previous batch once its stream gets here. */
+    if (l->current) {
+        ferry_slot *prev = l->current;
+        if (l->gpu && ferry_event_record(prev->released, stream) == FERRY_OK)
+            prev->wait_released = true;
+        prev->state = SLOT_FREE;
+        l->current = NULL;
+        ferry_slots_assign(l);
+        pthread_cond_broadcast(&l->work_cv);
+    }
+    if (l->delivered == l->num_batches) {
+        pthread_mutex_unlock(&l->lock);
+        return FERRY_END;
+    }
+
+    bool ready;
+    ferry_slot *s;
+    double t_wait = ferry_now();
+    ferry_worker *self = l->nworkers == 0 ? &l->workers[0] : NULL;
+    while (!(s = find_target(l, &ready)) || !ready) {
+        if (l->failed != FERRY_OK || (s && s->state == SLOT_READY))
+            break;
+        if (self) {
+            if (!ferry_worker_run_one(l, self, s))
+                break; /* nothing to run: cannot happen while a slot is filling */
+        } else if (timed_out(l, s)) {
+            break;
+        } else {
+            wait_ready(l);
+        }
+    }
+    double waited = ferry_now() - t_wait;
+    l->stats.wait_s += waited;
+
+    ferry_status st = FERRY_OK;
+    if (l->failed != FERRY_OK) {
+        st = ferry_fail(l->failed, "%s", l->failmsg);
+    } else if (!s || !ready) {
+        st = ferry_fail(FERRY_ERR_BAD_STATE, "loader: no batch is in flight (internal error)");
+    } else if (s->err != FERRY_OK) {
+        l->failed = s->err;
+        snprintf(l->failmsg, sizeof l->failmsg, "%s", s->errmsg);
+        st = ferry_fail(s->err, "%s", s->errmsg);
+    }
+    if (st != FERRY_OK) {
+        l->failed = st;
+        if (!l->failmsg[0])
+            snprintf(l->failmsg, sizeof l->failmsg, "%s", ferry_last_error());
+        pthread_cond_broadcast(&l->work_cv);
+        pthread_mutex_unlock(&l->lock);
+        return st;
+    }
+
+    s->state = SLOT_DELIVERED;
+    l->current = s;
+    l->delivered++;
+    if (l->cfg.in_order)
+        l->next_deliver++;
+    pthread_mutex_unlock(&l->lock);
+
+    /* The slot is ours now: no worker touches a delivered slot. */
+    st = deliver(l, s, stream);
+    int v = s->count == l->batch ? 0 : 1;
+    out->images = s->images[v];
+    out->labels = s->labels[v];
+    out->size = s->count;
+    out->indices = s->indices;
+    out->epoch = l->epoch;
+    out->index = s->batch;
+
+    double t_exit = ferry_now();
+    ferry_trace_event(l, waited > 0 ? "next (waiting)" : "next", 0, t_enter, t_exit, "batch", s->batch);
+    pthread_mutex_lock(&l->lock);
+    if (l->warm)
+        l->stats.allocs_after_warmup += (uint64_t)(ferry_debug_thread_alloc_count() - allocs0);
+    l->warm = true;
+    l->stats.batches++;
+    l->stats.samples += s->count;
+    l->stats.next_s += t_exit - t_enter;
+    pthread_mutex_unlock(&l->lock);
+    return st;
+}
+
+ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
+{
+    if (!l)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_reset: loader is NULL");
+    if (!l->cfg.persistent_workers)
+        ferry_workers_stop(l);
+    pthread_mutex_lock(&l->lock);
+    /* Void every claimed task and let the ones being decoded drain. */
+    l->generation++;
+    l->next_assign = l->num_batches;
+    for (size_t k = 0; k < l->nslots; k++)
+        if (l->slots[k].state == SLOT_FILLING)
+            l->slots[k].next_pos = l->slots[k].count;
+    while (l->inflight > 0)
+        pthread_cond_wait(&l->ready_cv, &l->lock);
+    if (l->current && l->gpu && ferry_event_record(l->current->released, l->last_stream) == FERRY_OK)
+        l->current->wait_released = true;
+    l->current = NULL;
+    for (size_t k = 0; k < l->nslots; k++) {
+        ferry_slot *s = &l->slots[k];
+        s->state = SLOT_FREE;
+        s->host_in_copy = l->gpu; /* a voided batch may have queued its copy */
+    }
+    start_epoch(l, epoch);
+    pthread_cond_broadcast(&l->work_cv);
+    pthread_mutex_unlock(&l->lock);
+    if (!l->cfg.persistent_workers)
+        return ferry_workers_start(l);
+    return FERRY_OK;
+}
+
+size_t ferry_loader_len(const ferry_loader *l) { return l ? l->num_batches : 0; }
+size_t ferry_loader_num_samples(const ferry_loader *l)
+{
+    if (!l)
+        return 0;
+    return l->cfg.drop_last ? l->num_batches * l->batch : l->epoch_len;
+}
+ferry_device ferry_loader_device(const ferry_loader *l) { return l ? l->dev : ferry_cpu(); }
+
+ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
+{
+    if (!l || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_stats_get: %s is NULL", l ? "out" : "loader");
+    pthread_mutex_lock(&l->lock);
+    for (size_t k = 0; k < l->nslots; k++)
+        ferry_slot_collect_timing(l, &l->slots[k], false);
+    *out = l->stats;
+    size_t n = l->nworkers ? l->nworkers : 1;
+    for (size_t i = 0; i < n; i++) {
+        out->read_s += l->workers[i].timing.read_s;
+        out->decode_s += l->workers[i].timing.decode_s;
+        out->transform_s += l->workers[i].timing.transform_s;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return FERRY_OK;
+}
+
+void ferry_loader_stats_reset(ferry_loader *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->lock);
+    ferry_loader_stats keep = l->stats;
+    memset(&l->stats, 0, sizeof l->stats);
+    l->stats.pinned = keep.pinned;
+    l->stats.host_bytes = keep.host_bytes;
+    l->stats.device_bytes = keep.device_bytes;
+    size_t n = l->nworkers ? l->nworkers : 1;
+    for (size_t i = 0; i < n; i++)
+        memset(&l->workers[i].timing, 0, sizeof l->workers[i].timing);
+    pthread_mutex_unlock(&l->lock);
+}

@@ -1,0 +1,142 @@
+/* Internal: the loader's state, shared by loader.c (the caller's side: create,
+ * next, reset, destroy) and workers.c (the workers' side: claim a sample, decode
+ * it into its slot, copy a finished slot to the device). */
+#ifndef FERRY_LOADER_IMPL_H
+#define FERRY_LOADER_IMPL_H
+
+#include <pthread.h>
+#include <stdio.h>
+
+#include "convert.h"
+#include "ferry/loader.h"
+#include "sampler.h"
+
+typedef enum slot_state {
+    SLOT_FREE = 0,  /* no batch assigned */
+    SLOT_FILLING,   /* workers decode samples into it */
+    SLOT_READY,     /* all samples in, H2D copy queued; waiting for the caller */
+    SLOT_DELIVERED  /* handed to the caller by next() */
+} slot_state;
+
+/* One batch in flight: a page-locked host buffer, its device twin and the
+ * converted output, sized once at create. */
+typedef struct ferry_slot {
+    /* Fixed at create. */
+    uint8_t *host;            /* wire images (batch * wire_sample_bytes), then int64 labels */
+    int64_t *host_labels;
+    void *dev;                /* device copy of host (== host on the CPU) */
+    int64_t *dev_labels;
+    void *out;                /* converted images (== dev when no conversion is needed) */
+    size_t *indices;          /* batch dataset indices, on the host */
+    ferry_event *copy_start, *copy_done; /* around the H2D copy, on the copy stream */
+    ferry_event *released;    /* on the caller's stream when it asked for the next batch */
+    ferry_tensor *images[2], *labels[2]; /* views: [0] full batch, [1] the short last batch */
+
+    /* Per fill; guarded by ferry_loader.lock. */
+    slot_state state;
+    size_t batch;             /* batch number within the epoch */
+    size_t count;             /* samples in this batch */
+    size_t next_pos;          /* next position to hand to a worker */
+    size_t done;              /* positions finished */
+    bool wait_released;       /* the next copy into dev must wait on `released` */
+    bool host_in_copy;        /* a copy from host may still run: sync copy_done before writing */
+    bool host_syncing;        /* a worker is waiting for that copy now */
+    bool timing_pending;      /* copy_start/copy_done not yet added to the stats */
+    double copy_issued;       /* host clock when the copy was queued (for the trace) */
+    ferry_status err;         /* policy fail: the first sample error of this batch */
+    char errmsg[768];
+} ferry_slot;
+
+/* What one worker is doing, for the timeout check; guarded by lock. */
+typedef struct ferry_worker {
+    pthread_t thread;
+    bool started;
+    size_t id;
+    ferry_loader *loader;
+    ferry_scratch *scratch;
+    void *sample_buf;          /* wire f32: the u8 sample before conversion */
+    ferry_sample_timing timing;/* guarded by lock */
+    bool busy;
+    size_t slot, pos, index;
+    double start;              /* seconds, monotonic */
+} ferry_worker;
+
+struct ferry_loader {
+    ferry_loader_config cfg;   /* copy; cfg.indices points at `own_indices` */
+    ferry_dataset *ds;         /* a reference */
+    ferry_device dev;
+    ferry_sampler_plan plan;
+    size_t *own_indices;
+    size_t *order;             /* the epoch's sample order */
+    size_t *order_scratch;     /* dataset_len entries, for the distributed sampler */
+    size_t epoch_len, num_batches, batch;
+    size_t sample_bytes;       /* decoded sample (dataset format) */
+    size_t wire_sample_bytes;  /* sample as it crosses to the device */
+    size_t out_sample_bytes;
+    size_t labels_offset;      /* in a slot's host buffer */
+    size_t slot_bytes;         /* bytes copied H2D per slot */
+    bool convert_on_device;    /* a conversion runs after the copy */
+    ferry_convert_spec wire_spec;  /* host: u8 sample -> f32 wire (wire f32 only) */
+    ferry_convert_spec dev_spec;   /* device: wire batch -> out batch */
+    bool gpu;                  /* dev is a CUDA device */
+
+    ferry_pinned_pool *pool;
+    void *host_block;          /* every slot's host memory: one allocation */
+    void *dev_block;           /* every slot's device memory: one allocation */
+    ferry_stream *copy_stream;
+    ferry_slot *slots;
+    size_t nslots;
+    ferry_worker *workers;
+    size_t nworkers;
+    ferry_scratch *caller_scratch;  /* num_workers == 0 */
+    void *caller_sample_buf;
+
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv;    /* workers: tasks appeared, or stop */
+    pthread_cond_t ready_cv;   /* caller: a slot became ready or failed; reset: idle */
+    pthread_mutex_t copy_lock; /* keeps each slot's record-copy-record together */
+
+    /* Guarded by lock. */
+    uint64_t epoch;
+    uint64_t generation;       /* bumped by reset: tasks of older generations are void */
+    size_t next_assign;        /* next batch to give a slot */
+    size_t next_deliver;       /* in order: the batch next() returns next */
+    size_t delivered;          /* batches returned this epoch */
+    size_t inflight;           /* samples being decoded now */
+    bool stop;                 /* destroy: workers exit */
+    ferry_status failed;       /* sticky failure until reset */
+    char failmsg[768];
+    ferry_slot *current;       /* the slot last returned by next() */
+    ferry_stream *last_stream; /* the stream given to the last next() */
+
+    /* Stats; guarded by lock. */
+    ferry_loader_stats stats;
+    char skipped_names[FERRY_LOADER_MAX_SKIPPED_NAMES][256];
+    bool warm;                 /* the first batch has been delivered */
+
+    FILE *trace;               /* FERRY_TRACE: Chrome trace events; guarded by trace_lock */
+    pthread_mutex_t trace_lock;
+    bool trace_first;
+    double t0;
+};
+
+double ferry_now(void);
+
+/* workers.c */
+ferry_status ferry_workers_start(ferry_loader *l);
+void ferry_workers_stop(ferry_loader *l);   /* sets stop, joins */
+/* Runs one task of `only` (or of any slot when NULL) in the calling thread.
+ * Call with lock held; returns with it held. False when there was nothing to do. */
+bool ferry_worker_run_one(ferry_loader *l, ferry_worker *w, ferry_slot *only);
+/* Gives free slots the next batches. Lock held. */
+void ferry_slots_assign(ferry_loader *l);
+/* Adds a slot's copy time to the stats if its events are done. Lock held. */
+void ferry_slot_collect_timing(ferry_loader *l, ferry_slot *s, bool wait);
+
+/* trace.c */
+void ferry_trace_open(ferry_loader *l);
+void ferry_trace_close(ferry_loader *l);
+void ferry_trace_event(ferry_loader *l, const char *name, size_t tid, double start, double end,
+                       const char *arg_name, size_t arg);
+
+#endif

@@ -1,0 +1,33 @@
+/* Internal: the order of an epoch's samples, from (sampler, seed, epoch). */
+#ifndef FERRY_LOADER_SAMPLER_H
+#define FERRY_LOADER_SAMPLER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/loader.h"
+
+typedef struct ferry_sampler_plan {
+    ferry_sampler kind;     /* resolved: never DEFAULT */
+    bool shuffle;
+    uint64_t seed;
+    size_t dataset_len;
+    const size_t *indices;  /* FERRY_SAMPLER_INDICES (owned by the loader) */
+    size_t num_indices;
+    size_t rank, world_size;
+} ferry_sampler_plan;
+
+/* Validates cfg's sampler fields against the dataset length and fills plan
+ * (indices are borrowed from cfg). */
+ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loader_config *cfg,
+                                     size_t dataset_len);
+
+/* Samples per epoch. */
+size_t ferry_sampler_len(const ferry_sampler_plan *plan);
+
+/* Writes the epoch's order into out[ferry_sampler_len]. scratch holds
+ * dataset_len entries (used by the distributed sampler); no allocation. */
+void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t *out,
+                         size_t *scratch);
+
+#endif
