@@ -49,6 +49,14 @@ ifneq ($(SAN),)
   LDFLAGS += -fsanitize=$(SAN)
 endif
 
+# Objects depend on the flags they were built with: switching CUDA, SAN or
+# STATIC in one build folder rebuilds what it must.
+FLAGS_FILE := $(BUILD)/.flags
+FLAGS_NOW  := $(CC) $(CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
+ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
+  $(shell mkdir -p $(BUILD) && echo '$(strip $(FLAGS_NOW))' > $(FLAGS_FILE))
+endif
+
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
@@ -63,11 +71,11 @@ tests: $(TESTS)
 note:
 	@echo "$(BUILD_NOTE)"
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
@@ -95,7 +103,7 @@ deps:
 # The whole suite: the plain build (with CUDA when found), everything again under
 # ASan+UBSan, and the threaded tests under TSan. Sanitizer builds are CPU-only:
 # the CUDA runtime does not run under ASan's shadow memory layout.
-TSAN_TESTS ?= test_loader test_pinned test_device test_dataset_threads
+TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults
 test: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests

@@ -5,6 +5,7 @@
 #include "ferry/status.h"
 #include "ferry/device.h"
 #include "ferry/tensor.h"
+#include "ferry/rng.h"
 #if __has_include("ferry/dataset.h")
 #include "ferry/dataset.h"
 #endif

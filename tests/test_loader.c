@@ -166,12 +166,12 @@ TEST(bytes_identical_across_worker_counts_and_runs)
     fixture f;
     fixture_make(&f, 200);
     uint64_t ref = 0;
-    size_t counts[] = {0, 1, 2, 8, 2};
+    size_t counts[] = {0, 1, 2, 8, 2, 3};
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
         ferry_loader_config c = raw_config(f.ds, 16, counts[k]);
         c.shuffle = true;
         c.seed = 1234;
-        c.prefetch = 3;
+        c.prefetch = k == 5 ? 1 : 3;
         ferry_loader *l;
         ASSERT_OK(ferry_loader_create(&c, &l));
         uint64_t d = run_epoch(l, &f, NULL, NULL);
@@ -496,7 +496,7 @@ TEST(early_destroy_under_load_many_times)
     for (int rep = 0; rep < 60; rep++) {
         ferry_loader_config c = raw_config(f.ds, 7, (size_t)(rep % 5));
         c.shuffle = rep & 1;
-        c.prefetch = 2 + (size_t)(rep % 3);
+        c.prefetch = 1 + (size_t)(rep % 3);
         ferry_loader *l;
         ASSERT_OK(ferry_loader_create(&c, &l));
         ferry_batch b;
@@ -672,6 +672,10 @@ TEST(bad_configs_are_named)
     c.std[0] = 0.0f;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "std[0]");
+    c = raw_config(f.ds, 2, 1);
+    c.prefetch = 0;
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "prefetch");
     c = raw_config(f.ds, 2, 1);
     c.wire_dtype = FERRY_DTYPE_I32;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);

@@ -9,6 +9,8 @@ static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
 } benches[] = {
+    {"h2d", bench_h2d},
+    {"decode", bench_decode},
     {"", NULL}, /* entries are added as benchmarks land */
 };
 
@@ -19,6 +21,6 @@ int cmd_bench(int argc, char **argv)
             if (benches[i].fn && !strcmp(argv[1], benches[i].name))
                 return benches[i].fn(argc - 1, argv + 1);
     }
-    fprintf(stderr, "usage: ferry bench h2d | decode DIR | [DIR] (pipeline)\n");
-    return 2;
+    /* Anything else is the pipeline benchmark over a folder. */
+    return bench_pipeline(argc, argv);
 }

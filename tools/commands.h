@@ -5,5 +5,12 @@
 
 int cmd_info(int argc, char **argv);   /* tools/info.c */
 int cmd_bench(int argc, char **argv);  /* tools/bench.c: h2d, decode, pipeline */
+int cmd_check(int argc, char **argv);  /* tools/check.c: decode every .png under paths */
+int cmd_export(int argc, char **argv); /* tools/export.c: IDX pairs to image folders */
+
+/* Benchmarks, dispatched by cmd_bench. */
+int bench_pipeline(int argc, char **argv); /* tools/bench_pipeline.c */
+int bench_h2d(int argc, char **argv);      /* tools/bench_h2d.c */
+int bench_decode(int argc, char **argv);   /* tools/bench_decode.c */
 
 #endif

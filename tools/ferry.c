@@ -12,6 +12,8 @@ static const struct {
 } commands[] = {
     {"info", cmd_info, "version, build features, devices, pinned memory"},
     {"bench", cmd_bench, "benchmarks: h2d, decode DIR, DIR (the pipeline)"},
+    {"check", cmd_check, "decode every .png under PATH...; report the bad ones"},
+    {"export", cmd_export, "write fashion-mnist (or an IDX pair) as a PNG image folder"},
 };
 
 static void usage(FILE *f)

@@ -156,7 +156,8 @@ void ferry_memory_reset_peak(ferry_device d);
 
 /* Build features: a bit set and a one-line description ("CUDA 13.0, cuBLAS, OpenBLAS"). */
 bool ferry_built_with_cuda(void);
-const char *ferry_version(void);
+const char *ferry_version(void);        /* "0.1.0" */
+const char *ferry_build_features(void); /* "CUDA 13.0, cuBLAS, OpenBLAS" or "CPU only ..." */
 
 #ifdef __cplusplus
 }

@@ -49,7 +49,7 @@ typedef struct ferry_loader_config {
     size_t num_indices;
     size_t rank, world_size;    /* FERRY_SAMPLER_DISTRIBUTED */
     size_t num_workers;         /* 0: decode in the caller's thread; default 2 */
-    size_t prefetch;            /* slots: batches in flight; default 4, at least 2 */
+    size_t prefetch;            /* slots: batches in flight; default 4. 1: no read-ahead */
     bool pin_memory;            /* page-locked slots; default true (warns once and falls back without a GPU) */
     const char *device;         /* "cpu", "cuda", "cuda:N"; NULL: the default device */
     ferry_dtype wire_dtype;     /* what crosses PCIe: U8 (default) or F32 (normalised on the host) */

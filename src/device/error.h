@@ -12,9 +12,6 @@
 #define FERRY_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define FERRY_PRINTF(a, b)
-/* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
-const char *ferry_format_bytes(size_t n, char *buf, size_t size);
-
 #endif
 
 /* Sets the thread-local message and returns s, so callers write
@@ -36,7 +33,8 @@ void ferry_host_free(void *p);
 
 /* Test hooks: fail the k-th allocation from now (1 = the next one; 0 = never),
  * and count allocations made / currently live. Process-wide, atomic. */
-void ferry_debug_fail_alloc_after(int64_t k);
+/* Returns the countdown it replaces: > 0 means the planned failure never came. */
+int64_t ferry_debug_fail_alloc_after(int64_t k);
 int64_t ferry_debug_alloc_count(void);
 int64_t ferry_debug_alloc_live(void);
 /* Allocations made by the calling thread, ever (for per-thread accounting). */

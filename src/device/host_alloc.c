@@ -11,7 +11,7 @@ static atomic_llong alloc_count;
 static atomic_llong alloc_live;
 static _Thread_local int64_t thread_allocs;
 
-void ferry_debug_fail_alloc_after(int64_t k) { atomic_store(&fail_countdown, (long long)k); }
+int64_t ferry_debug_fail_alloc_after(int64_t k) { return atomic_exchange(&fail_countdown, (long long)k); }
 int64_t ferry_debug_alloc_count(void) { return atomic_load(&alloc_count); }
 int64_t ferry_debug_alloc_live(void) { return atomic_load(&alloc_live); }
 int64_t ferry_debug_thread_alloc_count(void) { return thread_allocs; }

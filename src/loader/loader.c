@@ -44,6 +44,8 @@ static ferry_status check_config(const ferry_loader_config *c)
     if (c->num_workers > 1024)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: num_workers %zu is more than 1024",
                           c->num_workers);
+    if (c->prefetch == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: prefetch must be at least 1 batch (got 0)");
     if (c->prefetch > 1024)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: prefetch %zu is more than 1024", c->prefetch);
     if (c->wire_dtype != FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_F32)
@@ -264,7 +266,7 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     l->dev = dev;
     l->gpu = dev.type == FERRY_DEVICE_CUDA;
     l->batch = cfg->batch_size;
-    l->nslots = cfg->prefetch < 2 ? 2 : cfg->prefetch;
+    l->nslots = cfg->prefetch;
     l->nworkers = cfg->num_workers;
     l->t0 = ferry_now();
     pthread_mutex_init(&l->lock, NULL);
@@ -301,7 +303,7 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
         goto fail;
     }
     if (l->nslots > l->num_batches + 1)
-        l->nslots = l->num_batches + 1 < 2 ? 2 : l->num_batches + 1;
+        l->nslots = l->num_batches + 1;
 
     l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
     l->order_scratch = ferry_host_malloc(len * sizeof(size_t));

@@ -1,0 +1,192 @@
+/* What the training samples share: the models, one epoch of training or
+ * evaluation through the loader, and the curves (CSV and SVG). */
+#ifndef FERRY_SAMPLES_COMMON_H
+#define FERRY_SAMPLES_COMMON_H
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <ferry.h>
+
+#include "../tools/svg_plot.h"
+
+#define CHECK(call)                                                                    \
+    do {                                                                               \
+        ferry_status st_ = (call);                                                     \
+        if (st_ != FERRY_OK) {                                                         \
+            fprintf(stderr, "%s: %s\n", ferry_status_str(st_), ferry_last_error());   \
+            return st_;                                                                \
+        }                                                                              \
+    } while (0)
+
+static inline double sample_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static inline ferry_status add(ferry_module *seq, ferry_status st, ferry_module *m)
+{
+    return st == FERRY_OK ? ferry_sequential_add(seq, m) : st;
+}
+
+/* 784-256-128-10 (any input size, flattened). */
+static inline ferry_status model_mlp(int64_t inputs, int64_t classes, ferry_module **out)
+{
+    ferry_module *net, *m = NULL;
+    CHECK(ferry_sequential_create(&net));
+    ferry_status st = FERRY_OK;
+    st = add(net, ferry_flatten_create(&m), m);
+    st = add(net, st == FERRY_OK ? ferry_linear_create(inputs, 256, true, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_linear_create(256, 128, true, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_linear_create(128, classes, true, &m) : st, m);
+    if (st != FERRY_OK) {
+        ferry_module_destroy(net);
+        return st;
+    }
+    *out = net;
+    return FERRY_OK;
+}
+
+/* Two conv layers: conv3x3(32)-relu-pool2, conv3x3(64)-relu-pool2, fc 128, fc classes. */
+static inline ferry_status model_cnn(int64_t channels, int64_t height, int64_t width,
+                                     int64_t classes, ferry_module **out)
+{
+    ferry_module *net, *m = NULL;
+    CHECK(ferry_sequential_create(&net));
+    ferry_status st = FERRY_OK;
+    st = add(net, ferry_conv2d_create(channels, 32, 3, 1, 1, true, &m), m);
+    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_maxpool2d_create(2, 0, 0, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_conv2d_create(32, 64, 3, 1, 1, true, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_maxpool2d_create(2, 0, 0, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_flatten_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_linear_create(64 * (height / 4) * (width / 4), 128, true, &m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
+    st = add(net, st == FERRY_OK ? ferry_linear_create(128, classes, true, &m) : st, m);
+    if (st != FERRY_OK) {
+        ferry_module_destroy(net);
+        return st;
+    }
+    *out = net;
+    return FERRY_OK;
+}
+
+typedef struct epoch_result {
+    double loss, accuracy;
+    double seconds, images_per_s, stall_pct;
+    int64_t samples;
+} epoch_result;
+
+/* One pass over the loader: training steps when opt is set, else evaluation. */
+static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_module *net,
+                                     ferry_optim *opt, ferry_amp *amp, ferry_metrics *met,
+                                     ferry_stream *s, epoch_result *r)
+{
+    CHECK(ferry_loader_reset(l, epoch));
+    ferry_loader_stats_reset(l);
+    CHECK(ferry_metrics_reset(met, s));
+    double t0 = sample_now();
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
+        st = opt ? ferry_train_step(net, opt, amp, b.images, b.labels, met, s)
+                 : ferry_eval_step(net, b.images, b.labels, met, s);
+        if (st != FERRY_OK)
+            break;
+    }
+    if (st != FERRY_END) {
+        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
+        return st;
+    }
+    CHECK(ferry_metrics_read(met, &r->loss, &r->accuracy, &r->samples));
+    r->seconds = sample_now() - t0;
+    ferry_loader_stats ls;
+    CHECK(ferry_loader_stats_get(l, &ls));
+    r->images_per_s = (double)ls.samples / r->seconds;
+    r->stall_pct = 100.0 * ls.wait_s / r->seconds;
+    return FERRY_OK;
+}
+
+/* mkdir -p */
+static inline int make_dirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return -1;
+            if (!c)
+                return 0;
+            *p = c;
+        }
+    }
+}
+
+#define MAX_EPOCHS 1000
+
+typedef struct curves {
+    size_t n;
+    double train_loss[MAX_EPOCHS], train_acc[MAX_EPOCHS];
+    double val_loss[MAX_EPOCHS], val_acc[MAX_EPOCHS];
+    double images_per_s[MAX_EPOCHS], stall_pct[MAX_EPOCHS];
+} curves;
+
+/* OUT/curves.csv and OUT/curves.svg: loss and accuracy, train beside validation. */
+static inline int curves_write(const curves *c, const char *dir, const char *title)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/curves.csv", dir) >= (int)sizeof path)
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "epoch,train_loss,train_accuracy,val_loss,val_accuracy,images_per_s,stall_pct\n");
+    for (size_t i = 0; i < c->n; i++)
+        fprintf(f, "%zu,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f\n", i + 1, c->train_loss[i], c->train_acc[i],
+                c->val_loss[i], c->val_acc[i], c->images_per_s[i], c->stall_pct[i]);
+    if (fclose(f) != 0)
+        return -1;
+
+    if (snprintf(path, sizeof path, "%s/curves.svg", dir) >= (int)sizeof path || !(f = fopen(path, "w")))
+        return -1;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"380\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"60\" y=\"24\" font-size=\"16\">");
+    svg_escape(f, title);
+    fprintf(f, "</text>\n");
+    svg_series loss[2] = {{"train (in-sample)", c->train_loss}, {"validation (out-of-sample)", c->val_loss}};
+    svg_series acc[2] = {{"train (in-sample)", c->train_acc}, {"validation (out-of-sample)", c->val_acc}};
+    svg_line_panel(f, 60, 60, 360, 260, "loss", loss, 2, c->n);
+    svg_line_panel(f, 500, 60, 360, 260, "accuracy", acc, 2, c->n);
+    fprintf(f, "</svg>\n");
+    return fclose(f);
+}
+
+/* The device named on the command line, or the default; says which in one line. */
+static inline ferry_status pick_device(const char *name, ferry_device *d)
+{
+    if (name)
+        CHECK(ferry_device_parse(name, d));
+    else
+        *d = ferry_device_default();
+    char buf[FERRY_DEVICE_NAME_MAX];
+    ferry_device_props p;
+    if (ferry_device_properties(*d, &p) != FERRY_OK)
+        snprintf(p.name, sizeof p.name, "?");
+    printf("device: %s (%s)%s\n", ferry_device_format(*d, buf, sizeof buf), p.name,
+           d->type == FERRY_DEVICE_CPU && !ferry_cuda_is_available() ? ", no CUDA device found" : "");
+    return FERRY_OK;
+}
+
+#endif

@@ -1,0 +1,47 @@
+/* The shortest complete ferry program: a loader over an image folder, one epoch
+ * on the default device (the GPU when there is one), batch shapes printed.
+ *   build/samples/embed DIR */
+#include <stdio.h>
+
+#include <ferry.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR   (DIR/<class>/<file>.png)\n", argv[0]);
+        return 2;
+    }
+    ferry_image_config img = ferry_image_config_default();
+    ferry_dataset *ds;
+    if (ferry_dataset_image_folder(argv[1], &img, &ds) != FERRY_OK) {
+        fprintf(stderr, "embed: %s\n", ferry_last_error());
+        return 1;
+    }
+    ferry_loader_config cfg = ferry_loader_config_default();
+    cfg.dataset = ds;
+    cfg.batch_size = 256;
+    cfg.shuffle = true;
+    cfg.pin_memory = ferry_cuda_is_available();
+    ferry_loader *loader;
+    if (ferry_loader_create(&cfg, &loader) != FERRY_OK) {
+        fprintf(stderr, "embed: %s\n", ferry_last_error());
+        ferry_dataset_destroy(ds);
+        return 1;
+    }
+    char dev[FERRY_DEVICE_NAME_MAX];
+    printf("device: %s\n", ferry_device_format(ferry_loader_device(loader), dev, sizeof dev));
+
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(loader, NULL, &b)) == FERRY_OK) {
+        const int64_t *s = ferry_tensor_shape(b.images);
+        printf("batch %zu: images [%lld, %lld, %lld, %lld] %s, labels [%lld]\n", b.index,
+               (long long)s[0], (long long)s[1], (long long)s[2], (long long)s[3],
+               ferry_dtype_name(ferry_tensor_dtype(b.images)), (long long)b.size);
+    }
+    if (st != FERRY_END)
+        fprintf(stderr, "embed: %s\n", ferry_last_error());
+    ferry_loader_destroy(loader);
+    ferry_dataset_destroy(ds);
+    return st == FERRY_END ? 0 : 1;
+}

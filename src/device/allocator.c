@@ -1,0 +1,302 @@
+/* The caching device allocator. One per device for the whole process, created on
+ * first use: device memory and the CUDA context are process-wide, so a cache per
+ * loader or per model would hide freed blocks from the others and make every
+ * part pay for cudaMalloc again. Freed blocks go to free lists bucketed by size
+ * class and keyed by the stream they were allocated on (a block is only safe to
+ * hand to work on the same stream without extra synchronisation), so steady-state
+ * training makes no cudaMalloc calls. The CPU device uses the same code with
+ * aligned host memory underneath, so its statistics mean the same thing. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+
+#define MAX_CUDA_DEVICES 64
+#define SMALL_LIMIT ((size_t)1 << 20)  /* below this, round to SMALL_ROUND */
+#define SMALL_ROUND ((size_t)512)
+#define LARGE_ROUND ((size_t)2 << 20)  /* at or above, round to 2 MiB */
+#define NCLASS 64                      /* free lists by floor(log2(size)) */
+#define NLIVE 1024                     /* hash buckets for live blocks */
+
+typedef struct ablock {
+    struct ablock *next;
+    void *ptr;
+    size_t size;                /* rounded: what the block really holds */
+    /* The stream it belongs to (NULL: default). Only compared, never followed:
+     * if a stream is destroyed and a new one reuses its address, the new one
+     * inherits the cached blocks, which is safe because destroying a stream
+     * lets its queued work finish first. */
+    const ferry_stream *stream;
+} ablock;
+
+typedef struct dev_alloc {
+    pthread_mutex_t lock;
+    ferry_device dev;        /* fixed at creation */
+    const ferry_backend *be; /* fixed at creation */
+    ablock *live[NLIVE];     /* handed out, hashed by pointer; guarded by lock */
+    ablock *cached[NCLASS];  /* free, by size class; guarded by lock */
+    ablock *spare;           /* recycled records; guarded by lock */
+    ferry_memory_stats st;   /* guarded by lock */
+} dev_alloc;
+
+/* Slot 0 is the CPU, slot 1 + i is cuda:i. Written once each under
+ * registry_lock, read lock-free afterwards (acquire/release). */
+static _Atomic(dev_alloc *) allocators[1 + MAX_CUDA_DEVICES];
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static const char *devname(ferry_device d, char *buf)
+{
+    return ferry_device_format(d, buf, FERRY_DEVICE_NAME_MAX);
+}
+
+/* The allocator for d, created on first use; NULL with the error set. */
+static dev_alloc *get_alloc(ferry_device d, ferry_status *st)
+{
+    const ferry_backend *be = ferry_backend_for(d, st);
+    if (!be)
+        return NULL;
+    size_t slot = d.type == FERRY_DEVICE_CPU ? 0 : 1 + (size_t)d.index;
+    if (slot > MAX_CUDA_DEVICES) {
+        *st = ferry_fail(FERRY_ERR_UNSUPPORTED, "cuda:%d: ferry supports at most %d GPUs", d.index,
+                         MAX_CUDA_DEVICES);
+        return NULL;
+    }
+    dev_alloc *a = atomic_load_explicit(&allocators[slot], memory_order_acquire);
+    if (a)
+        return a;
+    pthread_mutex_lock(&registry_lock);
+    a = atomic_load_explicit(&allocators[slot], memory_order_relaxed);
+    if (!a) {
+        a = ferry_host_calloc(1, sizeof *a);
+        if (a && pthread_mutex_init(&a->lock, NULL) != 0) {
+            ferry_host_free(a);
+            a = NULL;
+            ferry_fail(FERRY_ERR_NO_MEMORY, "caching allocator: cannot create a mutex");
+        }
+        if (a) {
+            a->dev = d;
+            a->be = be;
+            atomic_store_explicit(&allocators[slot], a, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    *st = a ? FERRY_OK : FERRY_ERR_NO_MEMORY;
+    return a;
+}
+
+/* Rounding makes nearby sizes share cached blocks; 2 MiB for large blocks also
+ * matches the GPU's large page, so nothing is gained by finer steps. */
+static int round_size(size_t bytes, size_t *out)
+{
+    size_t r = bytes < SMALL_LIMIT ? SMALL_ROUND : LARGE_ROUND;
+    if (bytes > SIZE_MAX - (r - 1))
+        return 0;
+    *out = (bytes + r - 1) / r * r;
+    return 1;
+}
+
+static unsigned size_class(size_t size)
+{
+    return (unsigned)(63 - __builtin_clzll((unsigned long long)size));
+}
+
+static size_t live_hash(const void *p)
+{
+    uint64_t x = (uint64_t)(uintptr_t)p >> 8;
+    x *= UINT64_C(0x9e3779b97f4a7c15);
+    return (size_t)(x >> 54) % NLIVE;
+}
+
+/* Takes the best-fitting cached block of this stream: at least `size`, and at
+ * most a quarter larger, so a small request never pins down a huge block. */
+static ablock *take_cached(dev_alloc *a, size_t size, const ferry_stream *s)
+{
+    unsigned c = size_class(size);
+    ablock **best = NULL;
+    for (ablock **pp = &a->cached[c]; *pp; pp = &(*pp)->next) {
+        ablock *b = *pp;
+        if (b->stream != s || b->size < size || b->size - size > size / 4)
+            continue;
+        if (!best || b->size < (*best)->size)
+            best = pp;
+        if (b->size == size)
+            break;
+    }
+    if (!best)
+        return NULL;
+    ablock *b = *best;
+    *best = b->next;
+    return b;
+}
+
+/* Frees every cached block back to the driver; lock held. */
+static void flush_cache(dev_alloc *a)
+{
+    for (unsigned c = 0; c < NCLASS; c++) {
+        for (ablock *b = a->cached[c], *n; b; b = n) {
+            n = b->next;
+            a->be->free(a->dev.index, b->ptr);
+            a->st.reserved_bytes -= b->size;
+            b->next = a->spare;
+            a->spare = b;
+        }
+        a->cached[c] = NULL;
+    }
+}
+
+static ferry_status oom_message(dev_alloc *a, size_t bytes)
+{
+    size_t free_b = 0, total_b = 0;
+    char dn[FERRY_DEVICE_NAME_MAX], req[32], fr[32], tot[32], held[32];
+    a->be->mem_info(a->dev.index, &free_b, &total_b);
+    return ferry_fail(FERRY_ERR_DEVICE_OOM,
+                      "out of memory on %s allocating %s: %s free of %s total "
+                      "(ferry holds %s in live blocks; its cache was emptied and the allocation "
+                      "retried); try a smaller batch or half precision",
+                      devname(a->dev, dn), ferry_format_bytes(bytes, req, sizeof req),
+                      ferry_format_bytes(free_b, fr, sizeof fr),
+                      ferry_format_bytes(total_b, tot, sizeof tot),
+                      ferry_format_bytes(a->st.allocated_bytes, held, sizeof held));
+}
+
+ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, void **out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_device_malloc: out is NULL");
+    *out = NULL;
+    ferry_status st;
+    dev_alloc *a = get_alloc(d, &st);
+    if (!a)
+        return st;
+    if (s && !ferry_device_eq(ferry_stream_device(s), d)) {
+        char x[FERRY_DEVICE_NAME_MAX], y[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_device_malloc: memory on %s, stream on %s",
+                          devname(d, x), devname(ferry_stream_device(s), y));
+    }
+    size_t size;
+    if (bytes && !round_size(bytes, &size)) {
+        char dn[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_OOM, "out of memory on %s allocating %zu bytes: too large",
+                          devname(d, dn), bytes);
+    }
+
+    pthread_mutex_lock(&a->lock);
+    a->st.alloc_calls++;
+    if (bytes == 0) { /* like malloc(0) in spirit: nothing to hand out, not an error */
+        pthread_mutex_unlock(&a->lock);
+        return FERRY_OK;
+    }
+    ablock *b = take_cached(a, size, s);
+    if (b) {
+        a->st.cache_hits++;
+    } else {
+        b = a->spare;
+        if (b)
+            a->spare = b->next;
+        else if (!(b = ferry_host_calloc(1, sizeof *b))) {
+            pthread_mutex_unlock(&a->lock);
+            return FERRY_ERR_NO_MEMORY;
+        }
+        void *ptr = NULL;
+        st = a->be->malloc(d.index, size, &ptr);
+        if (st == FERRY_ERR_DEVICE_OOM) {
+            a->st.oom_retries++;
+            flush_cache(a);
+            st = a->be->malloc(d.index, size, &ptr);
+        }
+        if (st != FERRY_OK) {
+            b->next = a->spare;
+            a->spare = b;
+            if (st == FERRY_ERR_DEVICE_OOM)
+                st = oom_message(a, bytes);
+            pthread_mutex_unlock(&a->lock);
+            return st;
+        }
+        b->ptr = ptr;
+        b->size = size;
+        b->stream = s;
+        a->st.system_mallocs++;
+        a->st.reserved_bytes += size;
+    }
+    size_t h = live_hash(b->ptr);
+    b->next = a->live[h];
+    a->live[h] = b;
+    a->st.allocated_bytes += b->size;
+    if (a->st.allocated_bytes > a->st.peak_allocated_bytes)
+        a->st.peak_allocated_bytes = a->st.allocated_bytes;
+    *out = b->ptr;
+    pthread_mutex_unlock(&a->lock);
+    return FERRY_OK;
+}
+
+void ferry_device_free(ferry_device d, void *ptr)
+{
+    if (!ptr)
+        return;
+    ferry_status st;
+    dev_alloc *a = get_alloc(d, &st);
+    char dn[FERRY_DEVICE_NAME_MAX];
+    if (!a) {
+        ferry_log(FERRY_LOG_WARN, "ferry_device_free(%s, %p): %s; ignored", devname(d, dn), ptr,
+                  ferry_last_error());
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    for (ablock **pp = &a->live[live_hash(ptr)]; *pp; pp = &(*pp)->next) {
+        ablock *b = *pp;
+        if (b->ptr != ptr)
+            continue;
+        *pp = b->next;
+        a->st.allocated_bytes -= b->size;
+        unsigned c = size_class(b->size);
+        b->next = a->cached[c];
+        a->cached[c] = b;
+        pthread_mutex_unlock(&a->lock);
+        return;
+    }
+    pthread_mutex_unlock(&a->lock);
+    ferry_log(FERRY_LOG_WARN,
+              "ferry_device_free(%s, %p): not a live allocation of this device; ignored "
+              "(freed twice, or from another device or allocator?)", devname(d, dn), ptr);
+}
+
+ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memory_stats_get: out is NULL");
+    memset(out, 0, sizeof *out);
+    ferry_status st;
+    dev_alloc *a = get_alloc(d, &st);
+    if (!a)
+        return st;
+    pthread_mutex_lock(&a->lock);
+    *out = a->st;
+    pthread_mutex_unlock(&a->lock);
+    return FERRY_OK;
+}
+
+ferry_status ferry_memory_empty_cache(ferry_device d)
+{
+    ferry_status st;
+    dev_alloc *a = get_alloc(d, &st);
+    if (!a)
+        return st;
+    pthread_mutex_lock(&a->lock);
+    flush_cache(a);
+    pthread_mutex_unlock(&a->lock);
+    return FERRY_OK;
+}
+
+void ferry_memory_reset_peak(ferry_device d)
+{
+    ferry_status st;
+    dev_alloc *a = get_alloc(d, &st);
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->lock);
+    a->st.peak_allocated_bytes = a->st.allocated_bytes;
+    pthread_mutex_unlock(&a->lock);
+}

@@ -1,0 +1,311 @@
+/* The CUDA backend: the only C file that talks to the CUDA runtime. Every call
+ * goes through FERRY_CUDA_CHECK; calls that name a device switch to it for the
+ * duration and switch back, so the caller's current device never changes
+ * behind its back. */
+#include <string.h>
+
+#include "backend.h"
+#include "cuda_check.h"
+#include "error.h"
+
+int ferry_cuda_runtime_version(void)
+{
+    int v = 0;
+    if (cudaRuntimeGetVersion(&v) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CUDART_VERSION;
+    }
+    return v;
+}
+
+int ferry_cuda_driver_version(void)
+{
+    int v = 0;
+    if (cudaDriverGetVersion(&v) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return v;
+}
+
+/* Without a driver or GPU cudaGetDeviceCount fails; that is "0 devices", not
+ * an error the user has to handle. */
+static int cu_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
+static ferry_status cu_set_device(int index)
+{
+    FERRY_CUDA_CHECK(cudaSetDevice(index));
+    return FERRY_OK;
+}
+
+static ferry_status cu_get_device(int *index)
+{
+    FERRY_CUDA_CHECK(cudaGetDevice(index));
+    return FERRY_OK;
+}
+
+/* Makes index current; *prev gets what to restore (-1: nothing). */
+static ferry_status enter(int index, int *prev)
+{
+    *prev = -1;
+    int cur = 0;
+    FERRY_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != index) {
+        FERRY_CUDA_CHECK(cudaSetDevice(index));
+        *prev = cur;
+    }
+    return FERRY_OK;
+}
+
+static void leave(int prev)
+{
+    if (prev >= 0 && cudaSetDevice(prev) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static ferry_status cu_mem_info(int index, size_t *free_bytes, size_t *total_bytes)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaMemGetInfo(free_bytes, total_bytes));
+    leave(prev);
+    return st;
+}
+
+static ferry_status cu_props(int index, ferry_device_props *out)
+{
+    struct cudaDeviceProp p;
+    FERRY_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->total_memory = p.totalGlobalMem;
+    out->cc_major = p.major;
+    out->cc_minor = p.minor;
+    out->multiprocessors = p.multiProcessorCount;
+    size_t free_b = 0, total_b = 0;
+    ferry_status st = cu_mem_info(index, &free_b, &total_b);
+    if (st != FERRY_OK)
+        return st;
+    out->free_memory = free_b;
+    return FERRY_OK;
+}
+
+static ferry_status cu_synchronize(int index)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaDeviceSynchronize());
+    leave(prev);
+    return st;
+}
+
+static ferry_status cu_malloc(int index, size_t bytes, void **out)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaMalloc(out, bytes));
+    leave(prev);
+    return st;
+}
+
+static void cu_free(int index, void *ptr)
+{
+    int prev;
+    if (enter(index, &prev) != FERRY_OK)
+        return;
+    ferry_status st = FERRY_CUDA_STATUS(cudaFree(ptr));
+    if (st != FERRY_OK)
+        ferry_log(FERRY_LOG_WARN, "cudaFree on cuda:%d failed: %s", index, ferry_last_error());
+    leave(prev);
+}
+
+static ferry_status cu_memset_zero(int index, void *ptr, size_t bytes, void *stream)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    if (stream)
+        st = FERRY_CUDA_STATUS(cudaMemsetAsync(ptr, 0, bytes, (cudaStream_t)stream));
+    else
+        st = FERRY_CUDA_STATUS(cudaMemset(ptr, 0, bytes));
+    leave(prev);
+    return st;
+}
+
+static ferry_status cu_memcpy(int index, void *dst, const void *src, size_t bytes,
+                              ferry_copy_kind kind, void *stream)
+{
+    /* D2D uses cudaMemcpyDefault: with unified addressing the runtime finds the
+     * devices of both pointers, which makes copies between two GPUs work too. */
+    enum cudaMemcpyKind k = cudaMemcpyDefault;
+    switch (kind) {
+    case FERRY_COPY_H2D: k = cudaMemcpyHostToDevice; break;
+    case FERRY_COPY_D2H: k = cudaMemcpyDeviceToHost; break;
+    case FERRY_COPY_D2D: k = cudaMemcpyDefault; break;
+    case FERRY_COPY_H2H: k = cudaMemcpyHostToHost; break;
+    }
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    if (stream)
+        st = FERRY_CUDA_STATUS(cudaMemcpyAsync(dst, src, bytes, k, (cudaStream_t)stream));
+    else
+        st = FERRY_CUDA_STATUS(cudaMemcpy(dst, src, bytes, k));
+    leave(prev);
+    return st;
+}
+
+static ferry_status cu_stream_create(int index, void **out)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    /* Non-blocking: our streams must not serialise with the legacy default
+     * stream, or a copy stream would wait for every default-stream kernel. */
+    cudaStream_t s = NULL;
+    st = FERRY_CUDA_STATUS(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    leave(prev);
+    if (st == FERRY_OK)
+        *out = s;
+    return st;
+}
+
+static void cu_stream_destroy(int index, void *stream)
+{
+    (void)index;
+    if (stream && cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static ferry_status cu_stream_sync(void *stream)
+{
+    FERRY_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
+    return FERRY_OK;
+}
+
+static bool cu_stream_query(void *stream)
+{
+    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
+    if (e == cudaSuccess)
+        return true;
+    (void)cudaGetLastError();
+    if (e != cudaErrorNotReady)
+        ferry_log(FERRY_LOG_WARN, "cudaStreamQuery: %s", cudaGetErrorString(e));
+    return e != cudaErrorNotReady;
+}
+
+static ferry_status cu_stream_wait_event(void *stream, void *event)
+{
+    FERRY_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+    return FERRY_OK;
+}
+
+static ferry_status cu_event_create(int index, bool timing, void **out)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    cudaEvent_t e = NULL;
+    st = FERRY_CUDA_STATUS(
+        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    leave(prev);
+    if (st == FERRY_OK)
+        *out = e;
+    return st;
+}
+
+static void cu_event_destroy(int index, void *event)
+{
+    (void)index;
+    if (event && cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static ferry_status cu_event_record(void *event, void *stream)
+{
+    FERRY_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+    return FERRY_OK;
+}
+
+static ferry_status cu_event_sync(void *event)
+{
+    FERRY_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
+    return FERRY_OK;
+}
+
+static bool cu_event_query(void *event)
+{
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaSuccess)
+        return true;
+    (void)cudaGetLastError();
+    if (e != cudaErrorNotReady)
+        ferry_log(FERRY_LOG_WARN, "cudaEventQuery: %s", cudaGetErrorString(e));
+    return e != cudaErrorNotReady;
+}
+
+static ferry_status cu_event_elapsed_ms(void *start, void *end, float *ms)
+{
+    FERRY_CUDA_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
+    return FERRY_OK;
+}
+
+static ferry_status cu_host_alloc(size_t bytes, void **out)
+{
+    /* Portable: the pages count as pinned for every device's context, so one
+     * pool serves copies to any GPU. */
+    FERRY_CUDA_CHECK(cudaHostAlloc(out, bytes, cudaHostAllocPortable));
+    return FERRY_OK;
+}
+
+static void cu_host_free(void *ptr)
+{
+    if (ptr && cudaFreeHost(ptr) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
+static const ferry_backend cuda_backend = {
+    .name = "cuda",
+    .device_count = cu_count,
+    .set_device = cu_set_device,
+    .get_device = cu_get_device,
+    .props = cu_props,
+    .mem_info = cu_mem_info,
+    .synchronize = cu_synchronize,
+    .malloc = cu_malloc,
+    .free = cu_free,
+    .memset_zero = cu_memset_zero,
+    .memcpy = cu_memcpy,
+    .stream_create = cu_stream_create,
+    .stream_destroy = cu_stream_destroy,
+    .stream_sync = cu_stream_sync,
+    .stream_query = cu_stream_query,
+    .stream_wait_event = cu_stream_wait_event,
+    .event_create = cu_event_create,
+    .event_destroy = cu_event_destroy,
+    .event_record = cu_event_record,
+    .event_sync = cu_event_sync,
+    .event_query = cu_event_query,
+    .event_elapsed_ms = cu_event_elapsed_ms,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+};
+
+const ferry_backend *ferry_backend_cuda(void) { return &cuda_backend; }

@@ -1,0 +1,173 @@
+/* Streams, events and ferry_memcpy: thin handles that remember their device and
+ * backend, so every later call goes to the right place without asking again. */
+#include <string.h>
+
+#include "backend.h"
+#include "device_internal.h"
+#include "error.h"
+
+struct ferry_stream {
+    ferry_device dev;
+    const ferry_backend *be;
+    void *native;
+};
+
+struct ferry_event {
+    ferry_device dev;
+    const ferry_backend *be;
+    void *native;
+};
+
+void *ferry_stream_native(const ferry_stream *s) { return s ? s->native : NULL; }
+
+ferry_status ferry_stream_create(ferry_device d, ferry_stream **out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_create: out is NULL");
+    *out = NULL;
+    ferry_status st;
+    const ferry_backend *be = ferry_backend_for(d, &st);
+    if (!be)
+        return st;
+    ferry_stream *s = ferry_host_calloc(1, sizeof *s);
+    if (!s)
+        return FERRY_ERR_NO_MEMORY;
+    s->dev = d;
+    s->be = be;
+    if ((st = be->stream_create(d.index, &s->native)) != FERRY_OK) {
+        ferry_host_free(s);
+        return st;
+    }
+    *out = s;
+    return FERRY_OK;
+}
+
+void ferry_stream_destroy(ferry_stream *s)
+{
+    if (!s)
+        return;
+    s->be->stream_destroy(s->dev.index, s->native);
+    ferry_host_free(s);
+}
+
+ferry_device ferry_stream_device(const ferry_stream *s) { return s ? s->dev : ferry_cpu(); }
+
+ferry_status ferry_stream_synchronize(ferry_stream *s)
+{
+    if (!s)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_synchronize: stream is NULL");
+    return s->be->stream_sync(s->native);
+}
+
+bool ferry_stream_query(ferry_stream *s) { return !s || s->be->stream_query(s->native); }
+
+ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev)
+{
+    if (!s || !ev)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_wait_event: stream or event is NULL");
+    if (s->be != ev->be) {
+        /* A CPU event is complete the moment it is recorded; nothing to wait for.
+         * A CUDA event waited on by a CPU stream: the CPU has no queue, so wait now. */
+        if (ev->be == ferry_backend_cpu())
+            return FERRY_OK;
+        return ev->be->event_sync(ev->native);
+    }
+    return s->be->stream_wait_event(s->native, ev->native);
+}
+
+ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_create: out is NULL");
+    *out = NULL;
+    ferry_status st;
+    const ferry_backend *be = ferry_backend_for(d, &st);
+    if (!be)
+        return st;
+    ferry_event *e = ferry_host_calloc(1, sizeof *e);
+    if (!e)
+        return FERRY_ERR_NO_MEMORY;
+    e->dev = d;
+    e->be = be;
+    if ((st = be->event_create(d.index, timing, &e->native)) != FERRY_OK) {
+        ferry_host_free(e);
+        return st;
+    }
+    *out = e;
+    return FERRY_OK;
+}
+
+void ferry_event_destroy(ferry_event *e)
+{
+    if (!e)
+        return;
+    e->be->event_destroy(e->dev.index, e->native);
+    ferry_host_free(e);
+}
+
+ferry_status ferry_event_record(ferry_event *e, ferry_stream *s)
+{
+    if (!e)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_record: event is NULL");
+    if (s && !ferry_device_eq(s->dev, e->dev)) {
+        char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
+                          "ferry_event_record: event on %s, stream on %s",
+                          ferry_device_format(e->dev, a, sizeof a),
+                          ferry_device_format(s->dev, b, sizeof b));
+    }
+    return e->be->event_record(e->native, s ? s->native : NULL);
+}
+
+ferry_status ferry_event_synchronize(ferry_event *e)
+{
+    if (!e)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_synchronize: event is NULL");
+    return e->be->event_sync(e->native);
+}
+
+bool ferry_event_query(ferry_event *e) { return !e || e->be->event_query(e->native); }
+
+ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float *ms)
+{
+    if (!start || !end || !ms)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_elapsed_ms: NULL argument");
+    if (start->be != end->be)
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
+                          "ferry_event_elapsed_ms: events on different devices");
+    return start->be->event_elapsed_ms(start->native, end->native, ms);
+}
+
+ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
+                          ferry_device d, ferry_stream *s)
+{
+    if (bytes == 0)
+        return FERRY_OK;
+    if (!dst || !src)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memcpy: NULL pointer for %zu bytes", bytes);
+    if ((unsigned)kind > FERRY_COPY_H2H)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memcpy: invalid copy kind %d", (int)kind);
+    ferry_status st;
+    const ferry_backend *be = ferry_backend_for(d, &st);
+    if (!be)
+        return st;
+    if (s && !ferry_device_eq(s->dev, d)) {
+        char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_memcpy: copy on %s, stream on %s",
+                          ferry_device_format(d, a, sizeof a), ferry_device_format(s->dev, b, sizeof b));
+    }
+    return be->memcpy(d.index, dst, src, bytes, kind, s ? s->native : NULL);
+}
+
+ferry_status ferry_device_memset_zero(ferry_device d, void *ptr, size_t bytes, ferry_stream *s)
+{
+    if (bytes == 0)
+        return FERRY_OK;
+    if (!ptr)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "memset: NULL pointer for %zu bytes", bytes);
+    ferry_status st;
+    const ferry_backend *be = ferry_backend_for(d, &st);
+    if (!be)
+        return st;
+    return be->memset_zero(d.index, ptr, bytes, s && ferry_device_eq(s->dev, d) ? s->native : NULL);
+}

@@ -1,0 +1,406 @@
+/* `ferry bench DIR`: epochs over an image folder for a grid of loader
+ * configurations, with an optional synthetic compute stage, to show where the
+ * time goes: images/s, the consumer's stall %, H2D GB/s, and a digest of every
+ * delivered batch that must not change with the worker count. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ferry.h"
+#include "ferry/ops.h"
+#include "commands.h"
+#include "svg_plot.h"
+
+#define MAX_LIST 16
+
+typedef struct bench_opts {
+    const char *dir;
+    size_t workers[MAX_LIST], nworkers;
+    size_t batch;
+    int pin[2], npin;         /* 1 on, 0 off */
+    int overlap[2], noverlap;
+    ferry_dtype wire[2];
+    size_t nwire;
+    const char *device;
+    size_t epochs;
+    uint64_t seed;
+    double compute_ms;
+    bool json, digest;
+    size_t prefetch;
+    size_t limit;             /* > 0: a seeded random subset of this many images */
+    const char *plot;         /* SVG of images/s per configuration */
+} bench_opts;
+
+typedef struct bench_row {
+    size_t workers, batch;
+    int pin, overlap;
+    ferry_dtype wire;
+    char device[FERRY_DEVICE_NAME_MAX];
+    uint64_t images;
+    double seconds, images_per_s, mb_per_s, stall_pct, h2d_gbps;
+    uint64_t digest;
+    bool pinned;
+    ferry_loader_stats stats;
+} bench_row;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The synthetic compute: an n x n matmul repeated `reps` times on the device. */
+typedef struct compute {
+    ferry_tensor *a, *b;
+    size_t reps;
+} compute;
+
+static ferry_status compute_run(compute *c, ferry_stream *s)
+{
+    for (size_t i = 0; i < c->reps; i++) {
+        ferry_tensor *out = NULL;
+        ferry_status st = ferry_matmul(c->a, c->b, s, &out);
+        ferry_tensor_release(out);
+        if (st != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+/* Sizes the compute stage to take about ms milliseconds per batch. */
+static ferry_status compute_init(compute *c, ferry_device d, ferry_stream *s, double ms)
+{
+    memset(c, 0, sizeof *c);
+    if (ms <= 0)
+        return FERRY_OK;
+    int64_t n = d.type == FERRY_DEVICE_CUDA ? 2048 : 256;
+    int64_t shape[2] = {n, n};
+    ferry_status st = ferry_tensor_randn(shape, 2, FERRY_DTYPE_F32, d, 1, &c->a);
+    if (st == FERRY_OK)
+        st = ferry_tensor_randn(shape, 2, FERRY_DTYPE_F32, d, 2, &c->b);
+    if (st != FERRY_OK)
+        return st;
+    c->reps = 1;
+    double t = 0;
+    for (int k = 0; k < 3; k++) { /* warm up, then time */
+        double t0 = now_s();
+        if ((st = compute_run(c, s)) != FERRY_OK || (st = ferry_stream_synchronize(s)) != FERRY_OK)
+            return st;
+        t = now_s() - t0;
+    }
+    c->reps = (size_t)fmax(1.0, round(ms * 1e-3 / fmax(t, 1e-6)));
+    return FERRY_OK;
+}
+
+static void compute_free(compute *c)
+{
+    ferry_tensor_release(c->a);
+    ferry_tensor_release(c->b);
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t workers, int pin,
+                               int overlap, ferry_dtype wire, bench_row *row, void *hostbuf,
+                               size_t hostbuf_bytes)
+{
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = o->batch;
+    c.shuffle = true;
+    c.seed = o->seed;
+    c.num_workers = workers;
+    c.pin_memory = pin;
+    c.device = o->device;
+    c.wire_dtype = wire;
+    c.train = false;
+    c.prefetch = overlap ? o->prefetch : 1; /* overlap off: nothing is read ahead */
+    /* The device, stream and compute stage first: the clock starts at create,
+     * so read-ahead done by the workers is not free. */
+    ferry_device dev = ferry_device_default();
+    ferry_status st = o->device ? ferry_device_parse(o->device, &dev) : FERRY_OK;
+    ferry_stream *s = NULL;
+    compute comp;
+    memset(&comp, 0, sizeof comp);
+    if (st == FERRY_OK && (st = ferry_stream_create(dev, &s)) == FERRY_OK)
+        st = compute_init(&comp, dev, s, o->compute_ms);
+    if (st != FERRY_OK) {
+        compute_free(&comp);
+        ferry_stream_destroy(s);
+        return st;
+    }
+    double t0 = now_s();
+    ferry_loader *l;
+    if ((st = ferry_loader_create(&c, &l)) != FERRY_OK) {
+        compute_free(&comp);
+        ferry_stream_destroy(s);
+        return st;
+    }
+
+    uint64_t digest = 1469598103934665603ull, images = 0;
+    double excluded = 0;
+    for (size_t e = 0; e < o->epochs && st == FERRY_OK; e++) {
+        if (e && (st = ferry_loader_reset(l, e)) != FERRY_OK)
+            break;
+        ferry_batch b;
+        while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
+            images += b.size;
+            if ((st = compute_run(&comp, s)) != FERRY_OK)
+                break;
+            if (!overlap && (st = ferry_stream_synchronize(s)) != FERRY_OK)
+                break;
+            if (o->digest && e == 0) {
+                /* Not part of the pipeline: taken off the clock. */
+                double d0 = now_s();
+                size_t ib = ferry_tensor_nbytes(b.images), lb = ferry_tensor_nbytes(b.labels);
+                if (ib + lb <= hostbuf_bytes &&
+                    (st = ferry_stream_synchronize(s)) == FERRY_OK &&
+                    (st = ferry_tensor_copy_to_host(b.images, hostbuf, ib)) == FERRY_OK &&
+                    (st = ferry_tensor_copy_to_host(b.labels, (uint8_t *)hostbuf + ib, lb)) == FERRY_OK)
+                    digest = fnv(digest, hostbuf, ib + lb);
+                excluded += now_s() - d0;
+                if (st != FERRY_OK)
+                    break;
+            }
+        }
+        if (st == FERRY_END)
+            st = FERRY_OK;
+    }
+    if (st == FERRY_OK)
+        st = ferry_stream_synchronize(s);
+    double secs = now_s() - t0 - excluded;
+
+    if (st == FERRY_OK) {
+        ferry_loader_stats_get(l, &row->stats);
+        row->workers = workers;
+        row->batch = o->batch;
+        row->pin = pin;
+        row->overlap = overlap;
+        row->wire = wire;
+        ferry_device_format(dev, row->device, sizeof row->device);
+        row->images = images;
+        row->seconds = secs;
+        row->images_per_s = images / secs;
+        const ferry_sample_format *f = ferry_dataset_format(ds);
+        double bytes = (double)images * (double)(f->channels * f->height * f->width * ferry_dtype_size(wire));
+        row->mb_per_s = bytes / secs / 1e6;
+        row->stall_pct = 100.0 * row->stats.wait_s / secs;
+        row->h2d_gbps = row->stats.h2d_s > 0 ? row->stats.h2d_bytes / row->stats.h2d_s / 1e9 : 0;
+        row->digest = digest;
+        row->pinned = row->stats.pinned;
+    }
+    compute_free(&comp);
+    ferry_stream_destroy(s);
+    ferry_loader_destroy(l);
+    return st;
+}
+
+static size_t parse_list(const char *s, size_t *out, size_t max)
+{
+    size_t n = 0;
+    while (*s && n < max) {
+        char *end;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (end == s)
+            return 0;
+        out[n++] = (size_t)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return 0;
+    }
+    return n;
+}
+
+static int parse_onoff(const char *s, int *out, int *n)
+{
+    if (!strcmp(s, "on")) { out[0] = 1; *n = 1; }
+    else if (!strcmp(s, "off")) { out[0] = 0; *n = 1; }
+    else if (!strcmp(s, "both")) { out[0] = 1; out[1] = 0; *n = 2; }
+    else return 0;
+    return 1;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: ferry bench DIR [--workers 0,1,2] [--batch N] [--pin on|off|both]\n"
+            "                       [--overlap on|off|both] [--wire u8|f32|both] [--device D]\n"
+            "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
+            "                       [--limit N] [--plot FILE.svg] [--no-digest] [--format table|json]\n");
+}
+
+static void print_row(const bench_opts *o, const bench_row *r)
+{
+    if (o->json) {
+        printf("{\"workers\":%zu,\"batch\":%zu,\"pin\":%s,\"pinned\":%s,\"overlap\":%s,\"wire\":\"%s\","
+               "\"device\":\"%s\",\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,"
+               "\"mb_per_s\":%.2f,\"stall_pct\":%.2f,\"h2d_gbps\":%.3f,\"digest\":\"%016llx\","
+               "\"read_s\":%.4f,\"decode_s\":%.4f,\"transform_s\":%.4f,\"wait_s\":%.4f,"
+               "\"allocs_after_warmup\":%llu}\n",
+               r->workers, r->batch, r->pin ? "true" : "false", r->pinned ? "true" : "false",
+               r->overlap ? "true" : "false", ferry_dtype_name(r->wire), r->device,
+               (unsigned long long)r->images, r->seconds, r->images_per_s, r->mb_per_s,
+               r->stall_pct, r->h2d_gbps, (unsigned long long)r->digest, r->stats.read_s,
+               r->stats.decode_s, r->stats.transform_s, r->stats.wait_s,
+               (unsigned long long)r->stats.allocs_after_warmup);
+    } else {
+        printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx\n", r->workers,
+               r->batch, r->pin ? (r->pinned ? "on" : "on*") : "off", r->overlap ? "on" : "off",
+               ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
+               r->h2d_gbps, (unsigned long long)r->digest);
+    }
+    fflush(stdout);
+}
+
+int bench_pipeline(int argc, char **argv)
+{
+    bench_opts o = {0};
+    o.workers[0] = 0; o.workers[1] = 1; o.workers[2] = 2; o.nworkers = 3;
+    o.batch = 256;
+    o.pin[0] = 1; o.npin = 1;
+    o.overlap[0] = 1; o.noverlap = 1;
+    o.wire[0] = FERRY_DTYPE_U8; o.nwire = 1;
+    o.epochs = 1;
+    o.seed = 0;
+    o.digest = true;
+    o.prefetch = 4;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool ok = true;
+        if (!strcmp(a, "--workers") && v) { ok = (o.nworkers = parse_list(v, o.workers, MAX_LIST)) > 0; i++; }
+        else if (!strcmp(a, "--batch") && v) { ok = (o.batch = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--pin") && v) { ok = parse_onoff(v, o.pin, &o.npin); i++; }
+        else if (!strcmp(a, "--overlap") && v) { ok = parse_onoff(v, o.overlap, &o.noverlap); i++; }
+        else if (!strcmp(a, "--wire") && v) {
+            if (!strcmp(v, "u8")) { o.wire[0] = FERRY_DTYPE_U8; o.nwire = 1; }
+            else if (!strcmp(v, "f32")) { o.wire[0] = FERRY_DTYPE_F32; o.nwire = 1; }
+            else if (!strcmp(v, "both")) { o.wire[0] = FERRY_DTYPE_U8; o.wire[1] = FERRY_DTYPE_F32; o.nwire = 2; }
+            else ok = false;
+            i++;
+        }
+        else if (!strcmp(a, "--device") && v) { o.device = v; i++; }
+        else if (!strcmp(a, "--epochs") && v) { ok = (o.epochs = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--seed") && v) { o.seed = strtoull(v, NULL, 10); i++; }
+        else if (!strcmp(a, "--prefetch") && v) { ok = (o.prefetch = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--compute-ms") && v) { o.compute_ms = atof(v); ok = o.compute_ms >= 0; i++; }
+        else if (!strcmp(a, "--no-digest")) o.digest = false;
+        else if (!strcmp(a, "--limit") && v) { ok = (o.limit = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--plot") && v) { o.plot = v; i++; }
+        else if (!strcmp(a, "--format") && v) {
+            ok = !strcmp(v, "json") || !strcmp(v, "table");
+            o.json = !strcmp(v, "json");
+            i++;
+        }
+        else if (a[0] != '-' && !o.dir) o.dir = a;
+        else ok = false;
+        if (!ok) {
+            fprintf(stderr, "ferry bench: bad argument '%s'%s%s\n", a, v ? " " : "", v ? v : "");
+            usage();
+            return 2;
+        }
+    }
+    if (!o.dir) {
+        usage();
+        return 2;
+    }
+
+    ferry_image_config icfg = ferry_image_config_default();
+    ferry_dataset *ds;
+    if (ferry_dataset_image_folder(o.dir, &icfg, &ds) != FERRY_OK) {
+        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        return 1;
+    }
+    if (o.limit && o.limit < ferry_dataset_len(ds)) {
+        /* A seeded random subset, so every class is in it. */
+        ferry_dataset *rest, *sub;
+        double frac = (double)o.limit / (double)ferry_dataset_len(ds);
+        ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
+        ferry_dataset_destroy(ds);
+        if (st != FERRY_OK) {
+            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+            return 1;
+        }
+        ferry_dataset_destroy(rest);
+        ds = sub;
+    }
+    size_t hostbuf_bytes = o.batch * ferry_dataset_sample_bytes(ds) * 4 + o.batch * 8;
+    void *hostbuf = malloc(hostbuf_bytes);
+    if (!hostbuf) {
+        ferry_dataset_destroy(ds);
+        fprintf(stderr, "ferry bench: out of memory\n");
+        return 1;
+    }
+    if (!o.json) {
+        const ferry_sample_format *f = ferry_dataset_format(ds);
+        printf("ferry bench: %s: %zu images of %zux%zux%zu, %zu epoch(s), compute %.1f ms/batch\n",
+               o.dir, ferry_dataset_len(ds), f->channels, f->height, f->width, o.epochs, o.compute_ms);
+        printf("%7s %6s %4s %7s %4s %-7s %10s %8s %8s %8s  %s\n", "workers", "batch", "pin",
+               "overlap", "wire", "device", "images/s", "MB/s", "stall", "H2D GB/s", "digest");
+    }
+    int rc = 0;
+    char labels[64][96];
+    const char *label_ptrs[64];
+    double rates[64];
+    size_t nrows = 0;
+    uint64_t first_digest = 0;
+    bool have_digest = false;
+    for (size_t wi = 0; wi < o.nwire; wi++)
+        for (int pi = 0; pi < o.npin; pi++)
+            for (int oi = 0; oi < o.noverlap; oi++)
+                for (size_t k = 0; k < o.nworkers; k++) {
+                    bench_row row;
+                    memset(&row, 0, sizeof row);
+                    ferry_status st = run_config(&o, ds, o.workers[k], o.pin[pi], o.overlap[oi],
+                                                 o.wire[wi], &row, hostbuf, hostbuf_bytes);
+                    if (st != FERRY_OK) {
+                        fprintf(stderr, "ferry bench: workers %zu: %s: %s\n", o.workers[k],
+                                ferry_status_str(st), ferry_last_error());
+                        rc = 1;
+                        continue;
+                    }
+                    print_row(&o, &row);
+                    if (nrows < 64) {
+                        snprintf(labels[nrows], sizeof labels[nrows], "workers %zu, pin %s, overlap %s, %s",
+                                 row.workers, row.pin ? "on" : "off", row.overlap ? "on" : "off",
+                                 ferry_dtype_name(row.wire));
+                        label_ptrs[nrows] = labels[nrows];
+                        rates[nrows++] = row.images_per_s;
+                    }
+                    if (o.digest && row.wire == FERRY_DTYPE_U8) {
+                        if (have_digest && row.digest != first_digest) {
+                            fprintf(stderr, "ferry bench: digest changed with the configuration!\n");
+                            rc = 1;
+                        }
+                        first_digest = row.digest;
+                        have_digest = true;
+                    }
+                }
+    if (!o.json)
+        printf("stall = the caller's time waiting in next() (the GPU starving); pin on* = asked for, "
+               "but no GPU: pageable memory\n");
+    if (o.plot && nrows) {
+        char title[256];
+        snprintf(title, sizeof title, "ferry bench: %zu images, batch %zu, device %s", ferry_dataset_len(ds),
+                 o.batch, o.device ? o.device : "default");
+        if (svg_bar_chart(o.plot, title, "images/s", label_ptrs, rates, nrows) != 0) {
+            fprintf(stderr, "ferry bench: cannot write %s\n", o.plot);
+            rc = 1;
+        } else if (!o.json) {
+            printf("plot: %s\n", o.plot);
+        }
+    }
+    free(hostbuf);
+    ferry_dataset_destroy(ds);
+    return rc;
+}

@@ -1,0 +1,65 @@
+/* `ferry info`: version, build features, every device with its properties, and
+ * whether pinned host memory works. Exits 0 without a GPU. */
+#include <stdio.h>
+
+#include "ferry.h"
+#include "commands.h"
+
+static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+static void print_device(ferry_device d)
+{
+    char name[FERRY_DEVICE_NAME_MAX];
+    ferry_device_props p;
+    ferry_device_format(d, name, sizeof name);
+    if (ferry_device_properties(d, &p) != FERRY_OK) {
+        printf("  %-7s (properties unavailable: %s)\n", name, ferry_last_error());
+        return;
+    }
+    if (d.type == FERRY_DEVICE_CPU)
+        printf("  %-7s %s, %d cores, %.2f GiB memory (%.2f GiB available)\n", name, p.name,
+               p.multiprocessors, gib(p.total_memory), gib(p.free_memory));
+    else
+        printf("  %-7s %s, compute capability %d.%d, %d SMs, %.2f GiB memory (%.2f GiB free)\n",
+               name, p.name, p.cc_major, p.cc_minor, p.multiprocessors, gib(p.total_memory),
+               gib(p.free_memory));
+}
+
+/* Takes one small piece from a pinned pool to see whether page-locking works. */
+static void print_pinned(void)
+{
+    ferry_pinned_pool *pool = NULL;
+    void *piece = NULL;
+    if (ferry_pinned_pool_create(1 << 20, true, &pool) != FERRY_OK ||
+        ferry_pinned_alloc(pool, 4096, 0, &piece) != FERRY_OK) {
+        printf("pinned memory: failed: %s\n", ferry_last_error());
+        ferry_pinned_pool_destroy(pool);
+        return;
+    }
+    ferry_pinned_stats st;
+    ferry_pinned_pool_stats(pool, &st);
+    printf("pinned memory: %s\n", st.pinned ? "yes (page-locked via cudaHostAlloc)"
+                                            : "no (no CUDA device; aligned pageable memory instead)");
+    ferry_pinned_free(pool, piece);
+    ferry_pinned_pool_destroy(pool);
+}
+
+int cmd_info(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "usage: ferry info\n");
+        return 2;
+    }
+    printf("ferry %s\n", ferry_version());
+    printf("build: %s\n", ferry_build_features());
+    int n = ferry_cuda_device_count();
+    printf("devices:\n");
+    print_device(ferry_cpu());
+    if (n == 0)
+        printf("  no CUDA device%s\n", ferry_built_with_cuda() ? "" : " (built without CUDA)");
+    for (int i = 0; i < n; i++)
+        print_device(ferry_cuda(i));
+    print_pinned();
+    return 0;
+}

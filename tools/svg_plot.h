@@ -1,0 +1,134 @@
+/* A small SVG plotter for the bench and the samples: bar charts and line charts
+ * with axes and a legend, written straight to a FILE. Header-only so that the
+ * samples, which are single files, can share it. */
+#ifndef FERRY_TOOLS_SVG_PLOT_H
+#define FERRY_TOOLS_SVG_PLOT_H
+
+#include <math.h>
+#include <stdio.h>
+
+static const char *const svg_colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                                         "#9467bd", "#8c564b"};
+
+static inline void svg_escape(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* A "nice" axis maximum: 1, 2 or 5 times a power of ten at or above v. */
+static inline double svg_nice_max(double v)
+{
+    if (!(v > 0))
+        return 1.0;
+    double p = pow(10.0, floor(log10(v)));
+    double m = v / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+/* Horizontal bars: one per label, value in `unit`. */
+static inline int svg_bar_chart(const char *path, const char *title, const char *unit,
+                         const char *const *labels, const double *values, size_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    const double left = 230, right = 40, top = 50, bar_h = 22, gap = 8;
+    const double width = 760, height = top + n * (bar_h + gap) + 50;
+    double vmax = 0;
+    for (size_t i = 0; i < n; i++)
+        vmax = values[i] > vmax ? values[i] : vmax;
+    vmax = svg_nice_max(vmax);
+    const double plot_w = width - left - right;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+               "font-family=\"sans-serif\" font-size=\"12\">\n", width, height);
+    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"16\">", left);
+    svg_escape(f, title);
+    fprintf(f, "</text>\n");
+    for (int t = 0; t <= 5; t++) {
+        double x = left + plot_w * t / 5.0, v = vmax * t / 5.0;
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ddd\"/>\n", x, top - 5,
+                x, height - 40);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.4g</text>\n", x, height - 25, v);
+    }
+    fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", left + plot_w / 2, height - 8);
+    svg_escape(f, unit);
+    fprintf(f, "</text>\n");
+    for (size_t i = 0; i < n; i++) {
+        double y = top + i * (bar_h + gap), w = plot_w * values[i] / vmax;
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", left - 8, y + bar_h * 0.7);
+        svg_escape(f, labels[i]);
+        fprintf(f, "</text>\n<rect x=\"%.0f\" y=\"%.1f\" width=\"%.1f\" height=\"%.0f\" fill=\"%s\"/>\n",
+                left, y, w, bar_h, svg_colors[0]);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">%.0f</text>\n", left + w + 4, y + bar_h * 0.7, values[i]);
+    }
+    fprintf(f, "</svg>\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* One panel of a line chart: `nseries` series of n points each, x = 1..n. */
+typedef struct svg_series {
+    const char *name;
+    const double *y;
+} svg_series;
+
+static inline void svg_line_panel(FILE *f, double x0, double y0, double w, double h, const char *title,
+                           const svg_series *series, size_t nseries, size_t n)
+{
+    double ymin = INFINITY, ymax = -INFINITY;
+    for (size_t s = 0; s < nseries; s++)
+        for (size_t i = 0; i < n; i++) {
+            ymin = series[s].y[i] < ymin ? series[s].y[i] : ymin;
+            ymax = series[s].y[i] > ymax ? series[s].y[i] : ymax;
+        }
+    if (!(ymax > ymin)) {
+        ymin -= 0.5;
+        ymax += 0.5;
+    }
+    double pad = (ymax - ymin) * 0.08;
+    ymin -= pad;
+    ymax += pad;
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">", x0, y0 - 10);
+    svg_escape(f, title);
+    fprintf(f, "</text>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
+               "stroke=\"#999\"/>\n", x0, y0, w, h);
+    for (int t = 0; t <= 4; t++) {
+        double v = ymin + (ymax - ymin) * t / 4.0, y = y0 + h - h * t / 4.0;
+        fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", x0, y,
+                x0 + w, y);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", x0 - 4, y + 4, v);
+    }
+    for (size_t i = 0; i < n; i++) {
+        double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%zu</text>\n", x, y0 + h + 16, i + 1);
+    }
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">epoch</text>\n", x0 + w / 2, y0 + h + 32);
+    for (size_t s = 0; s < nseries; s++) {
+        const char *color = svg_colors[s % 6];
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
+        for (size_t i = 0; i < n; i++) {
+            double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;
+            double y = y0 + h - h * (series[s].y[i] - ymin) / (ymax - ymin);
+            fprintf(f, "%.1f,%.1f ", x, y);
+        }
+        fprintf(f, "\"/>\n");
+        for (size_t i = 0; i < n; i++) {
+            double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;
+            double y = y0 + h - h * (series[s].y[i] - ymin) / (ymax - ymin);
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", x, y, color);
+        }
+        fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"3\" fill=\"%s\"/>"
+                   "<text x=\"%.0f\" y=\"%.0f\">", x0 + 10, y0 + 14 + 16 * s, color, x0 + 26, y0 + 19 + 16 * s);
+        svg_escape(f, series[s].name);
+        fprintf(f, "</text>\n");
+    }
+}
+
+#endif
