@@ -18,7 +18,7 @@ endif
 NVCC      ?= $(if $(NVCC_FOUND),$(NVCC_FOUND),nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURCE \
+CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURCE -ffp-contract=off \
                -Iinclude -Isrc -MMD -MP
 CFLAGS   += $(CFLAGS_BASE)
 LDLIBS   := -lpng -lz -lopenblas -lm -pthread
@@ -63,7 +63,7 @@ SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
 HARNESS  := $(BUILD)/obj/tests/harness.o
 
-.PHONY: all lib tests test check-build run deps clean note
+.PHONY: all lib tests test check-build run deps clean note fuzz memcheck lint
 all: note lib $(BUILD)/ferry $(SAMPLES) tests
 lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
 tests: $(TESTS)
@@ -110,6 +110,35 @@ test: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
 		$(addprefix $(BUILD)/tsan/tests/,$(filter $(TSAN_TESTS),$(notdir $(TESTS))))
 	@sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests"
+
+# ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
+# make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there
+#                with -fsanitize=fuzzer-no-link,address,undefined, CPU only)
+# make memcheck  valgrind on the CPU loader tests
+# make lint      clang-tidy (.clang-tidy) and cppcheck over src/ and tools/
+FUZZ_CC      ?= clang
+FUZZ_TARGETS := png idx list device
+FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_SECONDS ?= 10
+fuzz:
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) CUDA=0 \
+		SAN=fuzzer-no-link,address,undefined $(FUZZ_BINS)
+
+# Used by the sub-make above (BUILD is then the fuzz folder).
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLAGS_FILE)
+	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
+		$(LDFLAGS) $(LDLIBS)
+
+MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))
+MEMCHECK_TESTS  ?= test_loader test_faults
+memcheck:
+	@$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
+		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)
+	@sh scripts/memcheck.sh $(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)
+
+LINT_SRC := $(filter-out %_cuda.c,$(sort $(shell find src tools -name '*.c')))
+lint:
+	@sh scripts/lint.sh $(LINT_SRC)
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -29,54 +29,60 @@ static inline double sample_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static inline ferry_status add(ferry_module *seq, ferry_status st, ferry_module *m)
+/* Appends layers made by the create calls in `made` to a new Sequential. */
+static inline ferry_status sequential(ferry_module **layers, const ferry_status *made, size_t n,
+                                      ferry_module **out)
 {
-    return st == FERRY_OK ? ferry_sequential_add(seq, m) : st;
-}
-
-/* 784-256-128-10 (any input size, flattened). */
-static inline ferry_status model_mlp(int64_t inputs, int64_t classes, ferry_module **out)
-{
-    ferry_module *net, *m = NULL;
-    CHECK(ferry_sequential_create(&net));
-    ferry_status st = FERRY_OK;
-    st = add(net, ferry_flatten_create(&m), m);
-    st = add(net, st == FERRY_OK ? ferry_linear_create(inputs, 256, true, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_linear_create(256, 128, true, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_linear_create(128, classes, true, &m) : st, m);
+    ferry_module *net = NULL;
+    ferry_status st = ferry_sequential_create(&net);
+    for (size_t i = 0; i < n; i++) {
+        if (st == FERRY_OK && made[i] != FERRY_OK)
+            st = made[i];
+        if (st == FERRY_OK)
+            st = ferry_sequential_add(net, layers[i]); /* net owns it from here */
+        else
+            ferry_module_destroy(layers[i]);
+    }
     if (st != FERRY_OK) {
+        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
         ferry_module_destroy(net);
         return st;
     }
     *out = net;
     return FERRY_OK;
+}
+
+/* 784-256-128-10 (any input size, flattened). */
+static inline ferry_status model_mlp(int64_t inputs, int64_t classes, ferry_module **out)
+{
+    ferry_module *m[6] = {0};
+    ferry_status st[6];
+    st[0] = ferry_flatten_create(&m[0]);
+    st[1] = ferry_linear_create(inputs, 256, true, &m[1]);
+    st[2] = ferry_relu_create(&m[2]);
+    st[3] = ferry_linear_create(256, 128, true, &m[3]);
+    st[4] = ferry_relu_create(&m[4]);
+    st[5] = ferry_linear_create(128, classes, true, &m[5]);
+    return sequential(m, st, 6, out);
 }
 
 /* Two conv layers: conv3x3(32)-relu-pool2, conv3x3(64)-relu-pool2, fc 128, fc classes. */
 static inline ferry_status model_cnn(int64_t channels, int64_t height, int64_t width,
                                      int64_t classes, ferry_module **out)
 {
-    ferry_module *net, *m = NULL;
-    CHECK(ferry_sequential_create(&net));
-    ferry_status st = FERRY_OK;
-    st = add(net, ferry_conv2d_create(channels, 32, 3, 1, 1, true, &m), m);
-    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_maxpool2d_create(2, 0, 0, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_conv2d_create(32, 64, 3, 1, 1, true, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_maxpool2d_create(2, 0, 0, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_flatten_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_linear_create(64 * (height / 4) * (width / 4), 128, true, &m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_relu_create(&m) : st, m);
-    st = add(net, st == FERRY_OK ? ferry_linear_create(128, classes, true, &m) : st, m);
-    if (st != FERRY_OK) {
-        ferry_module_destroy(net);
-        return st;
-    }
-    *out = net;
-    return FERRY_OK;
+    ferry_module *m[10] = {0};
+    ferry_status st[10];
+    st[0] = ferry_conv2d_create(channels, 32, 3, 1, 1, true, &m[0]);
+    st[1] = ferry_relu_create(&m[1]);
+    st[2] = ferry_maxpool2d_create(2, 0, 0, &m[2]);
+    st[3] = ferry_conv2d_create(32, 64, 3, 1, 1, true, &m[3]);
+    st[4] = ferry_relu_create(&m[4]);
+    st[5] = ferry_maxpool2d_create(2, 0, 0, &m[5]);
+    st[6] = ferry_flatten_create(&m[6]);
+    st[7] = ferry_linear_create(64 * (height / 4) * (width / 4), 128, true, &m[7]);
+    st[8] = ferry_relu_create(&m[8]);
+    st[9] = ferry_linear_create(128, classes, true, &m[9]);
+    return sequential(m, st, 10, out);
 }
 
 typedef struct epoch_result {

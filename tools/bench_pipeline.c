@@ -103,6 +103,22 @@ static void compute_free(compute *c)
     ferry_tensor_release(c->b);
 }
 
+/* Each distinct warning once: the bench creates a loader per configuration. */
+static void log_once(ferry_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    static char seen[8][256];
+    static size_t nseen;
+    if (level < FERRY_LOG_WARN)
+        return;
+    for (size_t i = 0; i < nseen; i++)
+        if (!strncmp(seen[i], msg, sizeof seen[i] - 1))
+            return;
+    if (nseen < 8)
+        snprintf(seen[nseen++], sizeof seen[0], "%s", msg);
+    fprintf(stderr, "ferry: warning: %s\n", msg);
+}
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
 {
     const uint8_t *b = p;
@@ -315,6 +331,7 @@ int bench_pipeline(int argc, char **argv)
         return 2;
     }
 
+    ferry_set_log(log_once, NULL);
     ferry_image_config icfg = ferry_image_config_default();
     ferry_dataset *ds;
     if (ferry_dataset_image_folder(o.dir, &icfg, &ds) != FERRY_OK) {

@@ -1,7 +1,9 @@
 /* Internal: the batch conversion the loader runs last: wire dtype (u8 or f32) in
  * the dataset's layout -> out dtype (f32/f16/bf16/u8) in the requested layout,
- * with per-channel y = fmaf(x, scale[c], shift[c]). The CPU and CUDA versions use
- * the same fmaf on the same float constants, so f32 results agree bit for bit. */
+ * with per-channel y = x * scale[c] + shift[c], rounded after the multiply and
+ * after the add (never fused: gcc does not contract in ISO C mode, and the CUDA
+ * kernel uses __fmul_rn/__fadd_rn), on the same float constants, so the CPU and
+ * CUDA results agree bit for bit. */
 #ifndef FERRY_LOADER_CONVERT_H
 #define FERRY_LOADER_CONVERT_H
 

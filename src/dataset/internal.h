@@ -1,0 +1,136 @@
+/* Internal to src/dataset: the scratch buffers, the dataset vtable every kind of
+ * dataset implements, and the pixel routines shared by the PNG, IDX and transform
+ * code. Nothing here is public API. */
+#ifndef FERRY_DATASET_INTERNAL_H
+#define FERRY_DATASET_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "ferry/dataset.h"
+
+/* Seconds on a monotonic clock, for ctx->timing; 0 when timing is off. */
+static inline double ferry__clock(const ferry_sample_ctx *ctx)
+{
+    if (!ctx || !ctx->timing)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- scratch: per-thread buffers that grow and are reused ---- */
+typedef struct ferry_arena_block ferry_arena_block;
+
+struct ferry_scratch {
+    uint8_t *file;      size_t file_cap;  /* the bytes of the file being decoded */
+    uint8_t *image;     size_t image_cap; /* a whole decoded image (interlaced, resize source) */
+    uint8_t *row;       size_t row_cap;   /* one row as libpng hands it out */
+    float *work;        size_t work_cap;  /* resize intermediate and filter weights (floats) */
+    /* libpng's own allocations come from this arena, reset per decode, so that a
+     * warm scratch makes decoding allocation-free. Past the arena they go to the
+     * host allocator (overflow list) and the arena grows to the peak next time. */
+    uint8_t *arena;     size_t arena_cap, arena_used, arena_over, arena_peak;
+    ferry_arena_block *overflow;
+};
+
+/* Makes buf hold at least n bytes (contents not kept). */
+ferry_status ferry__scratch_grow(uint8_t **buf, size_t *cap, size_t n);
+/* Reads a whole file into s->file. Over max_bytes is FERRY_ERR_LIMIT. */
+ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
+                                      size_t *n);
+void *ferry__arena_alloc(ferry_scratch *s, size_t n);
+void ferry__arena_free(ferry_scratch *s, void *p);
+void ferry__arena_reset(ferry_scratch *s);
+
+/* ---- pixels (transform.c) ---- */
+
+/* The output format of an image of size (w, h) with src_channels (1..4) under cfg
+ * (0 fields of cfg take the image's). */
+void ferry__image_resolve(const ferry_image_config *cfg, size_t w, size_t h, size_t src_channels,
+                          ferry_sample_format *out);
+
+/* Where decoded rows go: the output image and where the source sits in it. */
+typedef struct ferry_row_sink {
+    uint8_t *dst;
+    size_t C, H, W;        /* output channels (1 or 3), size */
+    ferry_layout layout;
+    ptrdiff_t oy, ox;      /* output (y, x) = source (y + oy, x + ox) */
+    size_t src_w;          /* source row width in pixels */
+    size_t sc;             /* source channels: 1 gray, 2 GA, 3 RGB, 4 RGBA */
+    int composite;         /* composite alpha on bg (else it is ignored) */
+    uint8_t bg[3], bg_gray;
+} ferry_row_sink;
+
+/* Converts source row y (8-bit, sc channels) into the sink, clipped to the output. */
+void ferry__sink_row(const ferry_row_sink *k, size_t y, const uint8_t *row);
+
+/* Puts a whole source image (8-bit HWC, sc channels, sw x sh) into dst in format
+ * fmt, resizing or cropping per cfg->resize. name is for messages. */
+ferry_status ferry__image_place(const uint8_t *src, size_t sw, size_t sh, size_t sc,
+                                const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                                uint8_t *dst, ferry_scratch *scratch, const char *name);
+
+/* Bilinear (triangle filter, support widened when shrinking) resize of an 8-bit HWC
+ * image with C channels into dst (layout given). */
+ferry_status ferry__resize_bilinear(const uint8_t *src, size_t sw, size_t sh, size_t C,
+                                    uint8_t *dst, size_t dw, size_t dh, ferry_layout layout,
+                                    ferry_scratch *scratch);
+
+/* The random augmentations of cfg applied in place; nothing when ctx is NULL or
+ * !ctx->train. */
+void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
+                    size_t index, const ferry_sample_ctx *ctx);
+
+/* ITU-R 601 luma as PIL computes it ((19595 R + 38470 G + 7471 B + 2^15) >> 16). */
+static inline uint8_t ferry__luma(unsigned r, unsigned g, unsigned b)
+{
+    return (uint8_t)((r * 19595u + g * 38470u + b * 7471u + 0x8000u) >> 16);
+}
+
+/* ---- PNG (png_decode.c) ---- */
+/* ferry_png_info with errors prefixed by name ("PNG" when NULL). */
+ferry_status ferry__png_header(const uint8_t *data, size_t n, const char *name, ferry_image_info *out);
+/* Checks header limits first; then decodes. Errors name `name`. */
+ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                               const ferry_sample_format *fmt, ferry_scratch *scratch,
+                               const char *name, void *dst);
+
+/* ---- datasets (dataset.c) ---- */
+typedef struct ferry_dataset_vtable {
+    ferry_status (*get)(const ferry_dataset *ds, size_t index, void *dst,
+                        const ferry_sample_ctx *ctx, int64_t *label);
+    ferry_status (*label)(const ferry_dataset *ds, size_t index, int64_t *label);
+    const char *(*name)(const ferry_dataset *ds, size_t index);
+    void (*destroy)(ferry_dataset *ds);
+} ferry_dataset_vtable;
+
+struct ferry_dataset {
+    atomic_size_t refs;
+    const ferry_dataset_vtable *vt;
+    size_t len;
+    ferry_sample_format format;
+    size_t sample_bytes;
+    size_t num_classes;
+    char **class_names;    /* num_classes entries or NULL; owned */
+    void *impl;            /* the kind's own state, freed by vt->destroy */
+};
+
+/* A new dataset with one reference; impl is owned from here on (vt->destroy is
+ * called on it even when this fails). */
+ferry_status ferry__dataset_new(const ferry_dataset_vtable *vt, void *impl, size_t len,
+                                const ferry_sample_format *fmt, size_t num_classes,
+                                ferry_dataset **out);
+
+/* Image files (image_files.c): the shared core of image-folder and list-file. Takes
+ * ownership of paths (each ferry_host_strdup'd), labels and class_names, even on failure. */
+ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
+                                       char **class_names, size_t num_classes,
+                                       const ferry_image_config *cfg, ferry_dataset **out);
+
+/* Validates a user's config (NULL: defaults). */
+ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);
+
+#endif

@@ -1,0 +1,341 @@
+/* Pixels: image config defaults, channel conversion (gray <-> RGB, alpha dropped or
+ * composited), placement with centre crop or bilinear resize, and the random
+ * augmentations (crop with padding, horizontal flip) applied in place. */
+#include <math.h>
+#include <string.h>
+
+#include "device/error.h"
+#include "ferry/rng.h"
+#include "internal.h"
+
+ferry_image_config ferry_image_config_default(void)
+{
+    ferry_image_config c;
+    memset(&c, 0, sizeof c);
+    c.layout = FERRY_LAYOUT_CHW;
+    c.resize = FERRY_RESIZE_BILINEAR;
+    c.background[0] = c.background[1] = c.background[2] = 255;
+    c.limits.max_width = 16384;
+    c.limits.max_height = 16384;
+    c.limits.max_pixels = (size_t)64 << 20;
+    c.limits.max_file_bytes = (size_t)256 << 20;
+    c.limits.max_chunk_bytes = (size_t)8 << 20;
+    return c;
+}
+
+ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out)
+{
+    ferry_image_config d = ferry_image_config_default();
+    if (!cfg) {
+        *out = d;
+        return FERRY_OK;
+    }
+    *out = *cfg;
+    if (cfg->channels != 0 && cfg->channels != 1 && cfg->channels != 3)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: channels must be 0, 1 or 3, not %zu",
+                          cfg->channels);
+    if ((cfg->height == 0) != (cfg->width == 0))
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: height and width must both be set or both be 0 (%zux%zu)",
+                          cfg->height, cfg->width);
+    if (cfg->layout != FERRY_LAYOUT_CHW && cfg->layout != FERRY_LAYOUT_HWC)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: unknown layout %d", (int)cfg->layout);
+    if (cfg->resize != FERRY_RESIZE_BILINEAR && cfg->resize != FERRY_RESIZE_CENTER_CROP &&
+        cfg->resize != FERRY_RESIZE_ERROR)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: unknown resize mode %d",
+                          (int)cfg->resize);
+    if (cfg->random_crop_pad > 4096)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: random_crop_pad %zu is too large",
+                          cfg->random_crop_pad);
+    /* 0 limits mean "the default", so a zeroed config is usable. */
+    if (!out->limits.max_width) out->limits.max_width = d.limits.max_width;
+    if (!out->limits.max_height) out->limits.max_height = d.limits.max_height;
+    if (!out->limits.max_pixels) out->limits.max_pixels = d.limits.max_pixels;
+    if (!out->limits.max_file_bytes) out->limits.max_file_bytes = d.limits.max_file_bytes;
+    if (!out->limits.max_chunk_bytes) out->limits.max_chunk_bytes = d.limits.max_chunk_bytes;
+    return FERRY_OK;
+}
+
+void ferry__image_resolve(const ferry_image_config *cfg, size_t w, size_t h, size_t src_channels,
+                          ferry_sample_format *out)
+{
+    out->channels = cfg->channels ? cfg->channels : (src_channels <= 2 ? 1 : 3);
+    out->height = cfg->height ? cfg->height : h;
+    out->width = cfg->width ? cfg->width : w;
+    out->layout = cfg->layout;
+    out->dtype = FERRY_DTYPE_U8;
+}
+
+ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image_info *info,
+                                ferry_sample_format *out)
+{
+    if (!info || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_image_format: NULL argument");
+    ferry_image_config c;
+    ferry_status st = ferry__image_config_check(cfg, &c);
+    if (st != FERRY_OK)
+        return st;
+    ferry__image_resolve(&c, info->width, info->height, info->channels, out);
+    return FERRY_OK;
+}
+
+static inline uint8_t blend(unsigned c, unsigned a, unsigned bg)
+{
+    return (uint8_t)((c * a + bg * (255u - a) + 127u) / 255u);
+}
+
+void ferry__sink_row(const ferry_row_sink *k, size_t y, const uint8_t *row)
+{
+    ptrdiff_t oy = (ptrdiff_t)y + k->oy;
+    if (oy < 0 || oy >= (ptrdiff_t)k->H)
+        return;
+    ptrdiff_t x0 = k->ox < 0 ? -k->ox : 0;                     /* first source column */
+    ptrdiff_t x1 = (ptrdiff_t)k->W - k->ox;                      /* one past the last */
+    if (x1 > (ptrdiff_t)k->src_w)
+        x1 = (ptrdiff_t)k->src_w;
+    if (x1 <= x0)
+        return;
+    size_t n = (size_t)(x1 - x0);
+    size_t C = k->C, sc = k->sc;
+    const uint8_t *s = row + (size_t)x0 * sc;
+    size_t ps, cs; /* pixel stride and channel stride in the output */
+    uint8_t *d;
+    if (k->layout == FERRY_LAYOUT_HWC) {
+        ps = C;
+        cs = 1;
+        d = k->dst + ((size_t)oy * k->W + (size_t)(x0 + k->ox)) * C;
+    } else {
+        ps = 1;
+        cs = k->H * k->W;
+        d = k->dst + (size_t)oy * k->W + (size_t)(x0 + k->ox);
+    }
+    int alpha = k->composite && (sc == 2 || sc == 4);
+    if (C == sc && ps == C && !alpha && (sc == 1 || sc == 3)) {
+        memcpy(d, s, n * sc);
+        return;
+    }
+    for (size_t x = 0; x < n; x++, s += sc, d += ps) {
+        unsigned r, g, b;
+        if (sc <= 2) {
+            r = g = b = s[0];
+        } else {
+            r = s[0];
+            g = s[1];
+            b = s[2];
+        }
+        if (C == 1) {
+            unsigned l = sc <= 2 ? r : ferry__luma(r, g, b);
+            if (alpha)
+                l = blend(l, s[sc - 1], k->bg_gray);
+            d[0] = (uint8_t)l;
+        } else {
+            if (alpha) {
+                unsigned a = s[sc - 1];
+                r = blend(r, a, k->bg[0]);
+                g = blend(g, a, k->bg[1]);
+                b = blend(b, a, k->bg[2]);
+            }
+            d[0] = (uint8_t)r;
+            d[cs] = (uint8_t)g;
+            d[2 * cs] = (uint8_t)b;
+        }
+    }
+}
+
+/* Computes PIL-style triangle-filter taps for one axis: bounds[2i], bounds[2i+1]
+ * are the first source index and the tap count of output i; weights has ksize per
+ * output. Returns ksize. */
+static size_t filter_taps(size_t in, size_t out, float *weights, int32_t *bounds, int fill)
+{
+    double scale = (double)in / (double)out;
+    double fs = scale < 1.0 ? 1.0 : scale; /* widen the filter when shrinking */
+    double support = 1.0 * fs;
+    size_t ksize = (size_t)ceil(support) * 2 + 1;
+    if (!fill)
+        return ksize;
+    for (size_t i = 0; i < out; i++) {
+        double center = ((double)i + 0.5) * scale;
+        double lo = center - support + 0.5, hi = center + support + 0.5;
+        ptrdiff_t xmin = lo < 0 ? 0 : (ptrdiff_t)lo;
+        ptrdiff_t xmax = hi > (double)in ? (ptrdiff_t)in : (ptrdiff_t)hi;
+        if (xmax - xmin > (ptrdiff_t)ksize)
+            xmax = xmin + (ptrdiff_t)ksize;
+        float *w = weights + i * ksize;
+        double sum = 0;
+        for (ptrdiff_t x = xmin; x < xmax; x++) {
+            double t = fabs(((double)x - center + 0.5) / fs);
+            double v = t < 1.0 ? 1.0 - t : 0.0;
+            w[x - xmin] = (float)v;
+            sum += v;
+        }
+        for (ptrdiff_t x = xmin; x < xmax; x++)
+            w[x - xmin] = sum != 0 ? (float)(w[x - xmin] / sum) : 0.0f;
+        bounds[2 * i] = (int32_t)xmin;
+        bounds[2 * i + 1] = (int32_t)(xmax - xmin);
+    }
+    return ksize;
+}
+
+ferry_status ferry__resize_bilinear(const uint8_t *src, size_t sw, size_t sh, size_t C,
+                                    uint8_t *dst, size_t dw, size_t dh, ferry_layout layout,
+                                    ferry_scratch *scratch)
+{
+    size_t kx = filter_taps(sw, dw, NULL, NULL, 0), ky = filter_taps(sh, dh, NULL, NULL, 0);
+    /* work: x weights, y weights, x bounds, y bounds, then the horizontal pass. */
+    size_t nwx = kx * dw, nwy = ky * dh, nbx = 2 * dw, nby = 2 * dh, ntmp;
+    size_t total;
+    if (!ferry_mul_size(sh, dw, &ntmp) || !ferry_mul_size(ntmp, C, &ntmp) ||
+        __builtin_add_overflow(nwx + nwy + nbx + nby, ntmp, &total) ||
+        !ferry_mul_size(total, sizeof(float), &total))
+        return ferry_fail(FERRY_ERR_LIMIT, "resize %zux%zu -> %zux%zu is too large", sw, sh, dw, dh);
+    uint8_t *wb = (uint8_t *)scratch->work;
+    ferry_status st = ferry__scratch_grow(&wb, &scratch->work_cap, total);
+    scratch->work = (float *)wb;
+    if (st != FERRY_OK)
+        return st;
+    float *wx = scratch->work, *wy = wx + nwx;
+    int32_t *bx = (int32_t *)(wy + nwy), *by = bx + nbx;
+    float *tmp = (float *)(by + nby);
+    filter_taps(sw, dw, wx, bx, 1);
+    filter_taps(sh, dh, wy, by, 1);
+
+    for (size_t y = 0; y < sh; y++) {
+        const uint8_t *srow = src + y * sw * C;
+        float *trow = tmp + y * dw * C;
+        for (size_t x = 0; x < dw; x++) {
+            const float *w = wx + x * kx;
+            size_t x0 = (size_t)bx[2 * x], n = (size_t)bx[2 * x + 1];
+            for (size_t c = 0; c < C; c++) {
+                float acc = 0;
+                for (size_t k = 0; k < n; k++)
+                    acc += w[k] * (float)srow[(x0 + k) * C + c];
+                trow[x * C + c] = acc;
+            }
+        }
+    }
+    size_t plane = dw * dh;
+    for (size_t y = 0; y < dh; y++) {
+        const float *w = wy + y * ky;
+        size_t y0 = (size_t)by[2 * y], n = (size_t)by[2 * y + 1];
+        for (size_t x = 0; x < dw; x++) {
+            for (size_t c = 0; c < C; c++) {
+                float acc = 0;
+                for (size_t k = 0; k < n; k++)
+                    acc += w[k] * tmp[((y0 + k) * dw + x) * C + c];
+                long v = lrintf(acc);
+                uint8_t u = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                if (layout == FERRY_LAYOUT_HWC)
+                    dst[(y * dw + x) * C + c] = u;
+                else
+                    dst[c * plane + y * dw + x] = u;
+            }
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status ferry__image_place(const uint8_t *src, size_t sw, size_t sh, size_t sc,
+                                const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                                uint8_t *dst, ferry_scratch *scratch, const char *name)
+{
+    ferry_row_sink k = {
+        .dst = dst, .C = fmt->channels, .H = fmt->height, .W = fmt->width,
+        .layout = fmt->layout, .src_w = sw, .sc = sc, .composite = cfg->alpha_composite,
+        .bg = {cfg->background[0], cfg->background[1], cfg->background[2]},
+        .bg_gray = ferry__luma(cfg->background[0], cfg->background[1], cfg->background[2]),
+    };
+    int same = sw == fmt->width && sh == fmt->height;
+    if (!same && cfg->resize == FERRY_RESIZE_ERROR)
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: image is %zux%zu, samples are %zux%zu",
+                          name ? name : "image", sw, sh, fmt->width, fmt->height);
+    if (!same && cfg->resize == FERRY_RESIZE_BILINEAR) {
+        /* Convert channels at the native size first, then resample once. */
+        size_t bytes;
+        if (!ferry_mul_size(sw * sh, fmt->channels, &bytes))
+            return ferry_fail(FERRY_ERR_LIMIT, "%s: %zux%zu is too large", name ? name : "image", sw, sh);
+        ferry_status st = ferry__scratch_grow(&scratch->image, &scratch->image_cap, bytes);
+        if (st != FERRY_OK)
+            return st;
+        k.dst = scratch->image;
+        k.H = sh;
+        k.W = sw;
+        k.layout = FERRY_LAYOUT_HWC;
+        for (size_t y = 0; y < sh; y++)
+            ferry__sink_row(&k, y, src + y * sw * sc);
+        return ferry__resize_bilinear(scratch->image, sw, sh, fmt->channels, dst, fmt->width,
+                                      fmt->height, fmt->layout, scratch);
+    }
+    if (!same) {
+        k.oy = ((ptrdiff_t)fmt->height - (ptrdiff_t)sh) / 2;
+        k.ox = ((ptrdiff_t)fmt->width - (ptrdiff_t)sw) / 2;
+        if (sw < fmt->width || sh < fmt->height)
+            memset(dst, 0, fmt->channels * fmt->height * fmt->width);
+    }
+    for (size_t y = 0; y < sh; y++)
+        ferry__sink_row(&k, y, src + y * sw * sc);
+    return FERRY_OK;
+}
+
+/* out(y, x) = in(y + sy, x + sx), zero outside; rows of w elements of e bytes. */
+static void shift_plane(uint8_t *p, size_t h, size_t w, size_t e, ptrdiff_t sy, ptrdiff_t sx)
+{
+    size_t rb = w * e;
+    for (size_t i = 0; i < h; i++) {
+        /* Walk rows so each source row is read before it is overwritten. */
+        size_t y = sy >= 0 ? i : h - 1 - i;
+        ptrdiff_t ys = (ptrdiff_t)y + sy;
+        uint8_t *d = p + y * rb;
+        if (ys < 0 || ys >= (ptrdiff_t)h) {
+            memset(d, 0, rb);
+            continue;
+        }
+        const uint8_t *s = p + (size_t)ys * rb;
+        size_t a = (size_t)(sx < 0 ? -sx : sx);
+        if (a >= w) {
+            memset(d, 0, rb);
+        } else if (sx >= 0) {
+            memmove(d, s + a * e, (w - a) * e);
+            memset(d + (w - a) * e, 0, a * e);
+        } else {
+            memmove(d + a * e, s, (w - a) * e);
+            memset(d, 0, a * e);
+        }
+    }
+}
+
+static void flip_plane(uint8_t *p, size_t h, size_t w, size_t e)
+{
+    for (size_t y = 0; y < h; y++) {
+        uint8_t *row = p + y * w * e;
+        for (size_t a = 0, b = w - 1; a < b; a++, b--)
+            for (size_t c = 0; c < e; c++) {
+                uint8_t t = row[a * e + c];
+                row[a * e + c] = row[b * e + c];
+                row[b * e + c] = t;
+            }
+    }
+}
+
+void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
+                    size_t index, const ferry_sample_ctx *ctx)
+{
+    if (!ctx || !ctx->train || (!cfg->random_crop_pad && !cfg->random_hflip))
+        return;
+    if (!fmt->width || !fmt->height)
+        return;
+    ferry_rng r;
+    ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
+    size_t C = fmt->channels, H = fmt->height, W = fmt->width;
+    size_t planes = fmt->layout == FERRY_LAYOUT_HWC ? 1 : C;
+    size_t e = fmt->layout == FERRY_LAYOUT_HWC ? C : 1;
+    if (cfg->random_crop_pad) {
+        size_t p = cfg->random_crop_pad;
+        ptrdiff_t sy = (ptrdiff_t)ferry_rng_below(&r, 2 * p + 1) - (ptrdiff_t)p;
+        ptrdiff_t sx = (ptrdiff_t)ferry_rng_below(&r, 2 * p + 1) - (ptrdiff_t)p;
+        for (size_t c = 0; c < planes; c++)
+            shift_plane(img + c * H * W, H, W, e, sy, sx);
+    }
+    if (cfg->random_hflip && (ferry_rng_u32(&r) & 1))
+        for (size_t c = 0; c < planes; c++)
+            flip_plane(img + c * H * W, H, W, e);
+}

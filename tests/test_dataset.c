@@ -1,0 +1,291 @@
+/* Datasets: image-folder ordering and labels, list files and their errors, memory,
+ * views (subset, indices, split) and custom callbacks. */
+#include <stdlib.h>
+
+#include "harness.h"
+
+static void put_png(const char *rel, uint8_t value, size_t w, size_t h)
+{
+    uint8_t px[64 * 64];
+    memset(px, value, w * h);
+    const char *p = ft_tmp(rel);
+    ft_write_file(p, "", 0); /* makes the folders */
+    ASSERT_OK(ferry_png_write_file(p, px, w, h, 1));
+}
+
+TEST(image_folder_orders_bytewise_and_labels)
+{
+    put_png("f/b/2.png", 1, 4, 3);
+    put_png("f/b/10.png", 2, 4, 3);
+    put_png("f/a/x.png", 3, 4, 3);
+    put_png("f/B/z.png", 4, 4, 3);
+    ft_write_file(ft_tmp("f/a/notes.txt"), "x", 1);
+    ft_write_file(ft_tmp("f/a/.hidden.png"), "x", 1);
+    ft_write_file(ft_tmp("f/.git/c.png"), "x", 1);
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("f"), NULL, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 4);
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_STR_EQ(ferry_dataset_class_name(ds, 0), "B");
+    ASSERT_STR_EQ(ferry_dataset_class_name(ds, 1), "a");
+    ASSERT_STR_EQ(ferry_dataset_class_name(ds, 2), "b");
+    ASSERT(ferry_dataset_class_name(ds, 3) == NULL);
+    const ferry_sample_format *f = ferry_dataset_format(ds);
+    ASSERT_EQ_SIZE(f->channels, 1);
+    ASSERT_EQ_SIZE(f->height, 3);
+    ASSERT_EQ_SIZE(f->width, 4);
+    static const uint8_t values[4] = {4, 3, 2, 1}; /* B/z, a/x, b/10, b/2 */
+    static const int64_t labels[4] = {0, 1, 2, 2};
+    uint8_t out[12];
+    for (size_t i = 0; i < 4; i++) {
+        int64_t l;
+        ASSERT_OK(ferry_dataset_get(ds, i, out, sizeof out, NULL, &l));
+        ASSERT_EQ_INT(out[0], values[i]);
+        ASSERT_EQ_INT(l, labels[i]);
+        ASSERT_OK(ferry_dataset_label(ds, i, &l));
+        ASSERT_EQ_INT(l, labels[i]);
+    }
+    ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 2), "f/b/10.png");
+    /* Stage timing is added up when asked for. */
+    ferry_sample_timing timing = {0};
+    ferry_sample_ctx ctx = {.timing = &timing};
+    ASSERT_OK(ferry_dataset_get(ds, 0, out, sizeof out, &ctx, NULL));
+    ASSERT(timing.read_s > 0 && timing.decode_s > 0 && timing.transform_s >= 0);
+    /* Out of range and a short buffer. */
+    ASSERT_STATUS(ferry_dataset_get(ds, 4, out, sizeof out, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_dataset_get(ds, 0, out, 11, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ferry_dataset_destroy(ds);
+    ferry_dataset_destroy(NULL);
+}
+
+TEST(image_folder_errors_name_the_path)
+{
+    ferry_dataset *ds = NULL;
+    ft_write_file(ft_tmp("empty/.keep"), "", 0);
+    ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("empty"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "empty");
+    put_png("e2/a/1.png", 1, 2, 2);
+    ft_write_file(ft_tmp("e2/b/readme.txt"), "x", 1);
+    ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("e2"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "e2/b: class folder has no .png files");
+    ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("missing"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "missing");
+    /* A corrupt file fails get() with its path and libpng's reason. */
+    put_png("bad/a/0.png", 1, 4, 4);
+    size_t n;
+    uint8_t *good = ft_read_file(ft_tmp("bad/a/0.png"), &n);
+    good[n - 20] ^= 0xff;
+    ft_write_file(ft_tmp("bad/a/1.png"), good, n);
+    ft_write_file(ft_tmp("bad/a/2.png"), "text, not png", 13);
+    free(good);
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("bad"), NULL, &ds));
+    uint8_t out[16];
+    ASSERT_OK(ferry_dataset_get(ds, 0, out, sizeof out, NULL, NULL));
+    ASSERT_STATUS(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "bad/a/1.png: ");
+    ASSERT_STATUS(ferry_dataset_get(ds, 2, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "bad/a/2.png: not a PNG file");
+    ferry_dataset_destroy(ds);
+    /* Another size: resized by default; an error when asked. */
+    put_png("sz/a/0.png", 5, 4, 4);
+    put_png("sz/a/1.png", 6, 8, 2);
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.resize = FERRY_RESIZE_ERROR;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), &cfg, &ds));
+    ASSERT_STATUS(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "image is 8x2, samples are 4x4");
+    ferry_dataset_destroy(ds);
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), NULL, &ds));
+    ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL));
+    for (int i = 0; i < 16; i++)
+        ASSERT_EQ_INT(out[i], 6);
+    ferry_dataset_destroy(ds);
+}
+
+TEST(list_file_paths_labels_and_comments)
+{
+    put_png("l/img/a.png", 10, 3, 3);
+    put_png("l/img/b,c.png", 20, 3, 3);
+    const char *list = "# a comment\n\nimg/a.png,3\n  img/b,c.png\t1 \r\n";
+    ft_write_file(ft_tmp("l/list.txt"), list, strlen(list));
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_list_file(ft_tmp("l/list.txt"), NULL, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 4);
+    uint8_t out[9];
+    int64_t l;
+    ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, &l));
+    ASSERT_EQ_INT(out[4], 20);
+    ASSERT_EQ_INT(l, 1);
+    ferry_dataset_destroy(ds);
+}
+
+TEST(list_file_errors_give_line_numbers)
+{
+    ferry_dataset *ds = NULL;
+    const char *bad1 = "# header\nimg/a.png,1\nimg/b.png\n";
+    ft_write_file(ft_tmp("le/1.txt"), bad1, strlen(bad1));
+    ASSERT_STATUS(ferry_dataset_list_file(ft_tmp("le/1.txt"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "1.txt:3: expected \"path,label\"");
+    const char *bad2 = "a.png,1\n\nb.png,cat\n";
+    ft_write_file(ft_tmp("le/2.txt"), bad2, strlen(bad2));
+    ASSERT_STATUS(ferry_dataset_list_file(ft_tmp("le/2.txt"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "2.txt:3: label \"cat\"");
+    const char *bad3 = "a.png,-1\n";
+    ft_write_file(ft_tmp("le/3.txt"), bad3, strlen(bad3));
+    ASSERT_STATUS(ferry_dataset_list_file(ft_tmp("le/3.txt"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "3.txt:1:");
+    ft_write_file(ft_tmp("le/4.txt"), "# nothing\n", 10);
+    ASSERT_STATUS(ferry_dataset_list_file(ft_tmp("le/4.txt"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "no entries");
+    /* The first image is missing: creating the dataset names it. */
+    ft_write_file(ft_tmp("le/5.txt"), "gone.png,0\n", 11);
+    ASSERT_STATUS(ferry_dataset_list_file(ft_tmp("le/5.txt"), NULL, &ds), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "le/gone.png");
+    ASSERT(ds == NULL);
+}
+
+TEST(memory_dataset_u8_and_f32_without_copy)
+{
+    float data[3 * 2 * 2];
+    for (int i = 0; i < 12; i++)
+        data[i] = (float)i * 0.5f;
+    int64_t labels[3] = {2, 0, 1};
+    ferry_sample_format fmt = {1, 2, 2, FERRY_LAYOUT_CHW, FERRY_DTYPE_F32};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_memory(data, &fmt, 3, labels, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), 16);
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    float out[4];
+    int64_t l;
+    data[9] = 42.0f; /* not copied: changes show */
+    ASSERT_OK(ferry_dataset_get(ds, 2, out, sizeof out, NULL, &l));
+    ASSERT_EQ_INT(l, 1);
+    ASSERT_NEAR(out[1], 42.0, 0);
+    ASSERT_NEAR(out[0], 4.0, 0);
+    ferry_dataset_destroy(ds);
+    fmt.dtype = FERRY_DTYPE_I64;
+    ASSERT_STATUS(ferry_dataset_memory(data, &fmt, 3, labels, &ds), FERRY_ERR_DTYPE);
+}
+
+static uint8_t mem[100];
+static int64_t mem_labels[100];
+
+static ferry_dataset *hundred(void)
+{
+    for (int i = 0; i < 100; i++) {
+        mem[i] = (uint8_t)i;
+        mem_labels[i] = i % 10;
+    }
+    ferry_sample_format fmt = {1, 1, 1, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_memory(mem, &fmt, 100, mem_labels, &ds));
+    return ds;
+}
+
+TEST(views_keep_base_alive)
+{
+    ferry_dataset *base = hundred(), *sub, *idx;
+    ASSERT_OK(ferry_dataset_subset(base, 10, 20, &sub));
+    size_t pick[3] = {99, 0, 50};
+    ASSERT_OK(ferry_dataset_indices(base, pick, 3, &idx));
+    ferry_dataset_destroy(base); /* the views still hold it */
+    ASSERT_EQ_SIZE(ferry_dataset_len(sub), 10);
+    uint8_t v;
+    int64_t l;
+    ASSERT_OK(ferry_dataset_get(sub, 3, &v, 1, NULL, &l));
+    ASSERT_EQ_INT(v, 13);
+    ASSERT_EQ_INT(l, 3);
+    ASSERT_OK(ferry_dataset_get(idx, 0, &v, 1, NULL, NULL));
+    ASSERT_EQ_INT(v, 99);
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(idx), 10);
+    ferry_dataset *sub2;
+    ASSERT_OK(ferry_dataset_subset(sub, 2, 4, &sub2));
+    ASSERT_OK(ferry_dataset_get(sub2, 1, &v, 1, NULL, NULL));
+    ASSERT_EQ_INT(v, 13);
+    ferry_dataset_destroy(sub);
+    ferry_dataset_destroy(sub2);
+    ferry_dataset_destroy(idx);
+    base = hundred();
+    ASSERT_STATUS(ferry_dataset_subset(base, 5, 101, &sub), FERRY_ERR_INVALID_ARG);
+    size_t badpick[1] = {100};
+    ASSERT_STATUS(ferry_dataset_indices(base, badpick, 1, &idx), FERRY_ERR_INVALID_ARG);
+    ferry_dataset_destroy(base);
+}
+
+TEST(split_is_seeded_disjoint_and_complete)
+{
+    ferry_dataset *base = hundred(), *tr, *va, *tr2, *va2;
+    ASSERT_OK(ferry_dataset_split(base, 0.25, 5, &tr, &va));
+    ASSERT_OK(ferry_dataset_split(base, 0.25, 5, &tr2, &va2));
+    ASSERT_EQ_SIZE(ferry_dataset_len(tr), 75);
+    ASSERT_EQ_SIZE(ferry_dataset_len(va), 25);
+    int seen[100] = {0};
+    for (size_t i = 0; i < 75; i++) {
+        uint8_t a, b;
+        ASSERT_OK(ferry_dataset_get(tr, i, &a, 1, NULL, NULL));
+        ASSERT_OK(ferry_dataset_get(tr2, i, &b, 1, NULL, NULL));
+        ASSERT_EQ_INT(a, b);
+        seen[a]++;
+    }
+    for (size_t i = 0; i < 25; i++) {
+        uint8_t a;
+        ASSERT_OK(ferry_dataset_get(va, i, &a, 1, NULL, NULL));
+        seen[a]++;
+    }
+    for (int i = 0; i < 100; i++)
+        ASSERT_EQ_INT(seen[i], 1);
+    ferry_dataset *tr3, *va3;
+    ASSERT_OK(ferry_dataset_split(base, 0.25, 6, &tr3, &va3));
+    int same = 1;
+    for (size_t i = 0; i < 25 && same; i++) {
+        uint8_t a, b;
+        ASSERT_OK(ferry_dataset_get(va, i, &a, 1, NULL, NULL));
+        ASSERT_OK(ferry_dataset_get(va3, i, &b, 1, NULL, NULL));
+        same = a == b;
+    }
+    ASSERT(!same);
+    ASSERT_STATUS(ferry_dataset_split(base, 1.5, 5, &tr3, &va3), FERRY_ERR_INVALID_ARG);
+    ferry_dataset_destroy(base);
+    ferry_dataset_destroy(tr);
+    ferry_dataset_destroy(va);
+    ferry_dataset_destroy(tr2);
+    ferry_dataset_destroy(va2);
+    ferry_dataset_destroy(tr3);
+    ferry_dataset_destroy(va3);
+}
+
+static int destroyed;
+static ferry_status cb_get(void *user, size_t index, void *dst, size_t bytes,
+                           const ferry_sample_ctx *ctx, int64_t *label)
+{
+    (void)user; (void)ctx;
+    if (index == 3)
+        return FERRY_ERR_IO;
+    memset(dst, (int)index, bytes);
+    *label = (int64_t)index * 2;
+    return FERRY_OK;
+}
+static const char *cb_name(void *user, size_t index) { (void)user; return index == 3 ? "three" : "other"; }
+static void cb_destroy(void *user) { (void)user; destroyed++; }
+
+TEST(custom_callbacks)
+{
+    ferry_dataset_callbacks cb = {.len = 5, .format = {1, 2, 2, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8},
+                                  .num_classes = 10, .get = cb_get, .name = cb_name,
+                                  .destroy = cb_destroy};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
+    uint8_t out[4];
+    int64_t l;
+    ASSERT_OK(ferry_dataset_get(ds, 2, out, sizeof out, NULL, &l));
+    ASSERT_EQ_INT(out[3], 2);
+    ASSERT_EQ_INT(l, 4);
+    ASSERT_OK(ferry_dataset_label(ds, 4, &l));
+    ASSERT_EQ_INT(l, 8);
+    ASSERT_STATUS(ferry_dataset_get(ds, 3, out, sizeof out, NULL, &l), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "three: ");
+    ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 3), "three");
+    ferry_dataset_destroy(ds);
+    ASSERT_EQ_INT(destroyed, 1);
+}

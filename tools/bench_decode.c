@@ -1,0 +1,215 @@
+/* `ferry bench decode DIR`: ferry's PNG decode beside a plain single-thread libpng
+ * loop (png_image_begin_read_from_memory + png_image_finish_read), same files,
+ * same output format, same run. `--generate DIR N` writes N 256x256 RGB images
+ * with real structure for the large-image case. */
+#include <errno.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "ferry.h"
+#include "ferry/rng.h"
+#include "files.h"
+
+/* Smooth gradients, a few shapes and a little noise: compresses like a photo-ish
+ * image rather than like flat colour or pure noise. Deterministic in i. */
+static int generate(const char *dir, long n)
+{
+    enum { S = 256 };
+    static uint8_t px[S * S * 3];
+    if (tool_mkdirs(dir) != 0) {
+        fprintf(stderr, "ferry bench decode: %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    for (long i = 0; i < n; i++) {
+        ferry_rng r;
+        ferry_rng_init(&r, 20261123, 0, (uint64_t)i);
+        float fx = ferry_rng_uniform(&r) * 2 + 0.5f, fy = ferry_rng_uniform(&r) * 2 + 0.5f;
+        int base[3] = {(int)ferry_rng_below(&r, 256), (int)ferry_rng_below(&r, 256),
+                       (int)ferry_rng_below(&r, 256)};
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++)
+                for (int c = 0; c < 3; c++) {
+                    float v = (float)base[c] + 60.0f * sinf((float)x * fx * 0.02f + (float)c) +
+                              60.0f * cosf((float)y * fy * 0.02f - (float)c);
+                    px[(y * S + x) * 3 + c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                }
+        for (int k = 0; k < 6; k++) {
+            int cx = (int)ferry_rng_below(&r, S), cy = (int)ferry_rng_below(&r, S);
+            int rad = 8 + (int)ferry_rng_below(&r, 48), rect = (int)ferry_rng_below(&r, 2);
+            uint8_t col[3] = {(uint8_t)ferry_rng_u32(&r), (uint8_t)ferry_rng_u32(&r),
+                              (uint8_t)ferry_rng_u32(&r)};
+            for (int y = cy - rad; y <= cy + rad; y++)
+                for (int x = cx - rad; x <= cx + rad; x++) {
+                    if (x < 0 || y < 0 || x >= S || y >= S)
+                        continue;
+                    if (!rect && (x - cx) * (x - cx) + (y - cy) * (y - cy) > rad * rad)
+                        continue;
+                    memcpy(px + (y * S + x) * 3, col, 3);
+                }
+        }
+        for (size_t p = 0; p < sizeof px; p++) {
+            int v = px[p] + (int)ferry_rng_below(&r, 9) - 4;
+            px[p] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%06ld.png", dir, i);
+        if (ferry_png_write_file(path, px, S, S, 3) != FERRY_OK) {
+            fprintf(stderr, "ferry bench decode: %s\n", ferry_last_error());
+            return 1;
+        }
+    }
+    printf("wrote %ld 256x256 RGB images to %s\n", n, dir);
+    return 0;
+}
+
+typedef struct bench_state {
+    tool_paths *files;
+    int gray;
+    uint8_t *file, *out;
+    size_t file_cap, out_cap;
+    ferry_scratch *scratch;
+    ferry_image_config cfg;
+} bench_state;
+
+/* One pass of the plain libpng loop; returns images decoded (or -1). */
+static long pass_plain(bench_state *b)
+{
+    for (size_t i = 0; i < b->files->n; i++) {
+        size_t n;
+        if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
+            return -1;
+        png_image img;
+        memset(&img, 0, sizeof img);
+        img.version = PNG_IMAGE_VERSION;
+        if (!png_image_begin_read_from_memory(&img, b->file, n))
+            return -1;
+        img.format = b->gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+        if (PNG_IMAGE_SIZE(img) > b->out_cap) {
+            png_image_free(&img);
+            return -1;
+        }
+        if (!png_image_finish_read(&img, NULL, b->out, 0, NULL))
+            return -1;
+    }
+    return (long)b->files->n;
+}
+
+static long pass_ferry(bench_state *b)
+{
+    for (size_t i = 0; i < b->files->n; i++) {
+        size_t n;
+        if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
+            return -1;
+        if (ferry_png_decode(b->file, n, &b->cfg, b->scratch, b->files->v[i], b->out,
+                             b->out_cap) != FERRY_OK)
+            return -1;
+    }
+    return (long)b->files->n;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: ferry bench decode DIR [--limit N] [--format table|json]\n"
+                    "       ferry bench decode --generate DIR N\n");
+    return 2;
+}
+
+int bench_decode(int argc, char **argv)
+{
+    const char *dir = NULL, *format = "table";
+    long limit = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--generate")) {
+            if (i + 2 >= argc || atol(argv[i + 2]) < 1)
+                return usage();
+            return generate(argv[i + 1], atol(argv[i + 2]));
+        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
+            limit = atol(argv[++i]);
+        } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
+            format = argv[++i];
+            if (strcmp(format, "table") && strcmp(format, "json"))
+                return usage();
+        } else if (argv[i][0] == '-' || dir) {
+            return usage();
+        } else {
+            dir = argv[i];
+        }
+    }
+    if (!dir)
+        return usage();
+    tool_paths files = {0};
+    if (tool_collect_png(dir, &files) != 0 || files.n == 0) {
+        fprintf(stderr, "ferry bench decode: %s: no .png files\n", dir);
+        tool_paths_free(&files);
+        return 1;
+    }
+    if (limit > 0 && (size_t)limit < files.n)
+        files.n = (size_t)limit; /* tool_paths_free frees only n: drop the rest now */
+
+    bench_state b = {.files = &files, .cfg = ferry_image_config_default()};
+    size_t n0 = 0;
+    if (tool_read_file(files.v[0], &b.file, &b.file_cap, &n0, 0) != 0) {
+        fprintf(stderr, "ferry bench decode: %s: %s\n", files.v[0], strerror(errno));
+        return 1;
+    }
+    ferry_image_info info;
+    if (ferry_png_info(b.file, n0, &info) != FERRY_OK) {
+        fprintf(stderr, "ferry bench decode: %s: %s\n", files.v[0], ferry_last_error());
+        return 1;
+    }
+    /* Same output for both: 8-bit gray for gray files, else 8-bit RGB, interleaved;
+     * each file decoded at its own size. */
+    b.gray = info.channels <= 2;
+    b.cfg.channels = b.gray ? 1 : 3;
+    b.cfg.layout = FERRY_LAYOUT_HWC;
+    b.out_cap = (size_t)16384 * 16384 * 3 / 16; /* 48 MiB: any file under 16 Mpixel */
+    b.out = malloc(b.out_cap);
+    ferry_scratch_create(&b.scratch);
+    if (!b.out || !b.scratch) {
+        fprintf(stderr, "ferry bench decode: out of memory\n");
+        return 1;
+    }
+    /* Warm the page cache and both decoders, then alternate timed passes and keep
+     * the best of each, so drift on a shared machine hits both alike. */
+    if (pass_plain(&b) < 0 || pass_ferry(&b) < 0) {
+        fprintf(stderr, "ferry bench decode: a file failed to decode (%s); run `ferry check %s`\n",
+                ferry_last_error(), dir);
+        return 1;
+    }
+    double best_plain = 1e30, best_ferry = 1e30, budget = tool_now() + 20.0;
+    for (int round = 0; round < 5 || (round < 3 && tool_now() < budget); round++) {
+        double t0 = tool_now();
+        pass_plain(&b);
+        double t1 = tool_now();
+        pass_ferry(&b);
+        double t2 = tool_now();
+        if (t1 - t0 < best_plain) best_plain = t1 - t0;
+        if (t2 - t1 < best_ferry) best_ferry = t2 - t1;
+        if (tool_now() > budget && round >= 2)
+            break;
+    }
+    double ips_plain = (double)files.n / best_plain, ips_ferry = (double)files.n / best_ferry;
+    const char *fmt_name = b.gray ? "gray u8" : "rgb u8";
+    if (!strcmp(format, "json")) {
+        printf("{\"bench\": \"decode\", \"dir\": \"%s\", \"files\": %zu, \"format\": \"%s\", "
+               "\"size\": \"%zux%zu\", \"libpng_simplified_ips\": %.1f, \"ferry_ips\": %.1f, "
+               "\"ratio\": %.3f}\n", dir, files.n, fmt_name, info.width, info.height, ips_plain,
+               ips_ferry, ips_ferry / ips_plain);
+    } else {
+        printf("decode %s: %zu files, first %zux%zu, output %s, single thread, best of rounds\n",
+               dir, files.n, info.width, info.height, fmt_name);
+        printf("  %-28s %12s\n", "decoder", "images/s");
+        printf("  %-28s %12.1f\n", "libpng simplified API", ips_plain);
+        printf("  %-28s %12.1f\n", "ferry_png_decode", ips_ferry);
+        printf("  ratio ferry / libpng: %.3f\n", ips_ferry / ips_plain);
+    }
+    ferry_scratch_destroy(b.scratch);
+    free(b.out);
+    free(b.file);
+    tool_paths_free(&files);
+    return 0;
+}
