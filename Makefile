@@ -109,7 +109,13 @@ test: deps
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
 	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
 		$(addprefix $(BUILD)/tsan/tests/,$(filter $(TSAN_TESTS),$(notdir $(TESTS))))
-	@sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests"
+	@if sh scripts/fuzz-run.sh --check; then $(MAKE) --no-print-directory fuzz || rm -f $(FUZZ_BINS); fi
+	@$(if $(filter 1,$(CUDA)),$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
+		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%),:)
+	@FERRY_FUZZ_DIR=$(BUILD)/fuzz FERRY_FUZZ_SECONDS=$(FUZZ_SECONDS) \
+		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
+		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
+		scripts/memcheck.sh scripts/fuzz-run.sh
 
 # ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
 # make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there
@@ -130,7 +136,7 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLA
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))
-MEMCHECK_TESTS  ?= test_loader test_faults
+MEMCHECK_TESTS  ?= test_loader test_faults test_fuzz_replay
 memcheck:
 	@$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
 		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)

@@ -1,11 +1,14 @@
 #!/bin/sh
 # Runs every test program in the given folders and sums their last lines into
 # one "N passed, N failed, N skipped". A program that crashes or prints no
-# summary counts as one failure.
+# summary counts as one failure. An argument that is an executable file (such
+# as scripts/fuzz-run.sh) is run as one more program of the same kind.
 passed=0 failed=0 skipped=0
 for dir in "$@"; do
+    pat='test_*'
+    if [ -f "$dir" ] && [ -x "$dir" ]; then pat=${dir##*/}; dir=$(dirname "$dir"); fi
     [ -d "$dir" ] || continue
-    for t in "$dir"/test_*; do
+    for t in "$dir"/$pat; do
         [ -x "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
         echo "== $t"

@@ -19,7 +19,7 @@ if [ ! -f "$data/.complete" ]; then
 fi
 
 echo "== host-to-device bandwidth"
-"$ferry" bench h2d --max-size 64M
+"$ferry" bench h2d --max-mib 64
 echo
 
 echo "== the pipeline: PNG folder -> batches, by worker count"

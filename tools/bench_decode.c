@@ -213,3 +213,49 @@ int bench_decode(int argc, char **argv)
     tool_paths_free(&files);
     return 0;
 }
+
+double bench_plain_libpng_rate(const char *dir, size_t max_files)
+{
+    tool_paths files = {0};
+    if (tool_collect_png(dir, &files) != 0 || files.n == 0) {
+        tool_paths_free(&files);
+        return -1;
+    }
+    /* An evenly spread subset, so every class folder is in it. */
+    size_t n = max_files && max_files < files.n ? max_files : files.n;
+    tool_paths sub = files;
+    char **keep = malloc(n * sizeof *keep);
+    if (!keep) {
+        tool_paths_free(&files);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        keep[i] = files.v[i * (files.n / n)];
+    sub.v = keep;
+    sub.n = n;
+    bench_state b = {.files = &sub};
+    double rate = -1;
+    size_t n0 = 0;
+    ferry_image_info info;
+    if (tool_read_file(keep[0], &b.file, &b.file_cap, &n0, 0) == 0 &&
+        ferry_png_info(b.file, n0, &info) == FERRY_OK) {
+        b.gray = info.channels <= 2;
+        b.out_cap = info.width * info.height * 3;
+        b.out = malloc(b.out_cap);
+        double best = 1e30;
+        if (b.out && pass_plain(&b) >= 0) {
+            for (int round = 0; round < 3; round++) {
+                double t0 = tool_now();
+                pass_plain(&b);
+                double t = tool_now() - t0;
+                best = t < best ? t : best;
+            }
+            rate = (double)n / best;
+        }
+    }
+    free(b.out);
+    free(b.file);
+    free(keep);
+    tool_paths_free(&files);
+    return rate;
+}

@@ -33,6 +33,7 @@ typedef struct bench_opts {
     size_t prefetch;
     size_t limit;             /* > 0: a seeded random subset of this many images */
     const char *plot;         /* SVG of images/s per configuration */
+    bool baseline;            /* also time the plain single-thread libpng loop */
 } bench_opts;
 
 typedef struct bench_row {
@@ -253,7 +254,10 @@ static void usage(void)
             "usage: ferry bench DIR [--workers 0,1,2] [--batch N] [--pin on|off|both]\n"
             "                       [--overlap on|off|both] [--wire u8|f32|both] [--device D]\n"
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
-            "                       [--limit N] [--plot FILE.svg] [--no-digest] [--format table|json]\n");
+            "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
+            "                       [--format table|json]\n"
+            "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
+            "              show each row against workers x that rate\n");
 }
 
 static void print_row(const bench_opts *o, const bench_row *r)
@@ -313,6 +317,7 @@ int bench_pipeline(int argc, char **argv)
         else if (!strcmp(a, "--no-digest")) o.digest = false;
         else if (!strcmp(a, "--limit") && v) { ok = (o.limit = strtoull(v, NULL, 10)) > 0; i++; }
         else if (!strcmp(a, "--plot") && v) { o.plot = v; i++; }
+        else if (!strcmp(a, "--baseline")) o.baseline = true;
         else if (!strcmp(a, "--format") && v) {
             ok = !strcmp(v, "json") || !strcmp(v, "table");
             o.json = !strcmp(v, "json");
@@ -365,6 +370,20 @@ int bench_pipeline(int argc, char **argv)
         printf("%7s %6s %4s %7s %4s %-7s %10s %8s %8s %8s  %s\n", "workers", "batch", "pin",
                "overlap", "wire", "device", "images/s", "MB/s", "stall", "H2D GB/s", "digest");
     }
+    double plain = 0;
+    if (o.baseline) {
+        plain = bench_plain_libpng_rate(o.dir, o.limit ? o.limit : 20000);
+        if (plain <= 0) {
+            fprintf(stderr, "ferry bench: the plain libpng loop failed on %s\n", o.dir);
+            free(hostbuf);
+            ferry_dataset_destroy(ds);
+            return 1;
+        }
+        if (o.json)
+            printf("{\"baseline\":\"plain libpng, 1 thread\",\"images_per_s\":%.1f}\n", plain);
+        else
+            printf("plain libpng loop, 1 thread: %.0f images/s\n", plain);
+    }
     int rc = 0;
     char labels[64][96];
     const char *label_ptrs[64];
@@ -387,6 +406,9 @@ int bench_pipeline(int argc, char **argv)
                         continue;
                     }
                     print_row(&o, &row);
+                    if (plain > 0 && !o.json && row.workers > 0)
+                        printf("        %.2f x (%zu x the plain libpng rate)\n",
+                               row.images_per_s / (plain * (double)row.workers), row.workers);
                     if (nrows < 64) {
                         snprintf(labels[nrows], sizeof labels[nrows], "workers %zu, pin %s, overlap %s, %s",
                                  row.workers, row.pin ? "on" : "off", row.overlap ? "on" : "off",

@@ -13,4 +13,8 @@ int bench_pipeline(int argc, char **argv); /* tools/bench_pipeline.c */
 int bench_h2d(int argc, char **argv);      /* tools/bench_h2d.c */
 int bench_decode(int argc, char **argv);   /* tools/bench_decode.c */
 
+/* The plain single-thread libpng loop (read file, png_image_* decode) over up to
+ * max_files files of dir spread evenly (0: all): images/s, or -1. tools/bench_decode.c */
+double bench_plain_libpng_rate(const char *dir, size_t max_files);
+
 #endif

@@ -378,8 +378,12 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
 {
     if (!cb || !out || !cb->get)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_custom: NULL callbacks or get");
-    if (!ferry_sample_format_bytes(&cb->format))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "custom dataset: invalid sample format");
+    if (!ferry_sample_format_bytes(&cb->format) ||
+        (cb->format.layout != FERRY_LAYOUT_CHW && cb->format.layout != FERRY_LAYOUT_HWC))
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "custom dataset: invalid sample format (%zux%zux%zu, layout %d, dtype %d)",
+                          cb->format.channels, cb->format.height, cb->format.width,
+                          (int)cb->format.layout, (int)cb->format.dtype);
     custom_ds *c = ferry_host_calloc(1, sizeof *c);
     if (!c)
         return FERRY_ERR_NO_MEMORY;

@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include "ferry/status.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #if defined(__GNUC__)
 #define FERRY_PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
@@ -48,5 +52,9 @@ static inline int ferry_mul_size(size_t a, size_t b, size_t *out)
 
 /* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
 const char *ferry_format_bytes(size_t n, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

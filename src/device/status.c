@@ -54,6 +54,10 @@ ferry_status ferry_fail(ferry_status s, const char *fmt, ...)
 
 ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
 {
+    if (!fmt) {
+        snprintf(last_error, sizeof last_error, "%s", ferry_status_str(s));
+        return s;
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);

@@ -151,10 +151,17 @@ static ferry_status make_views(ferry_loader *l, ferry_slot *s)
 static ferry_status alloc_slots(ferry_loader *l)
 {
     /* Host: one pinned allocation for every slot (images, then labels). */
-    l->labels_offset = align_up(l->batch * l->wire_sample_bytes, 256);
+    size_t images, out_images, host_total;
+    if (!ferry_mul_size(l->batch, l->wire_sample_bytes, &images) ||
+        !ferry_mul_size(l->batch, l->out_sample_bytes, &out_images) ||
+        images > SIZE_MAX / 4 || out_images > SIZE_MAX / 4 ||
+        !ferry_mul_size(align_up(align_up(images, 256) + l->batch * sizeof(int64_t), 4096),
+                        l->nslots, &host_total))
+        return ferry_fail(FERRY_ERR_LIMIT, "loader: %zu slots of %zu samples of %zu bytes do not fit in memory",
+                          l->nslots, l->batch, l->wire_sample_bytes);
+    l->labels_offset = align_up(images, 256);
     l->slot_bytes = l->labels_offset + l->batch * sizeof(int64_t);
     size_t host_stride = align_up(l->slot_bytes, 4096);
-    size_t host_total = host_stride * l->nslots;
 
     bool want_pinned = l->cfg.pin_memory && l->gpu;
     ferry_status st = ferry_pinned_pool_create(host_total, want_pinned, &l->pool);
@@ -170,7 +177,7 @@ static ferry_status alloc_slots(ferry_loader *l)
     /* Device: the copy of each slot (not on the CPU, where the slot is used in
      * place) and the converted output, in one allocation. */
     size_t dev_stride = l->gpu ? align_up(l->slot_bytes, 256) : 0;
-    size_t out_stride = l->convert_on_device ? align_up(l->batch * l->out_sample_bytes, 256) : 0;
+    size_t out_stride = l->convert_on_device ? align_up(out_images, 256) : 0;
     size_t dev_total = (dev_stride + out_stride) * l->nslots;
     if (dev_total) {
         st = ferry_device_malloc(l->dev, dev_total, NULL, &l->dev_block);
@@ -294,8 +301,11 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     if ((st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len)) != FERRY_OK)
         goto fail;
     l->epoch_len = ferry_sampler_len(&l->plan);
-    l->num_batches = cfg->drop_last ? l->epoch_len / l->batch
-                                    : (l->epoch_len + l->batch - 1) / l->batch;
+    /* Written so that a huge batch_size cannot overflow. */
+    l->num_batches = l->epoch_len / l->batch + (!cfg->drop_last && l->epoch_len % l->batch != 0);
+    /* A batch never holds more than the epoch: size the slots for that. */
+    if (l->batch > l->epoch_len)
+        l->batch = l->epoch_len;
     if (l->num_batches == 0) {
         st = ferry_fail(FERRY_ERR_INVALID_ARG,
                         "loader: drop_last with batch_size %zu leaves no batch of %zu samples",

@@ -1,0 +1,53 @@
+#!/bin/sh
+# Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
+# files given (make lint passes src/ and tools/ without the CUDA backend), with
+# the project's flags. Prints the findings, one line per tool, and a
+# "N passed, N failed, N skipped" summary; exits 1 when anything was found.
+#   scripts/lint.sh src/loader/*.c
+# JOBS=N runs N clang-tidy processes at once (default: the CPU count).
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+flags="-std=c11 -D_GNU_SOURCE -Iinclude -Isrc"
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+tidy=${CLANG_TIDY:-$(command -v clang-tidy || command -v clang-tidy-14)}
+passed=0 failed=0 skipped=0
+out=$(mktemp "${TMPDIR:-/tmp}/ferry-lint-XXXXXX") || exit 1
+trap 'rm -f "$out"' EXIT
+
+if [ -n "$tidy" ]; then
+    printf '%s\n' "$@" | xargs -P "$jobs" -I{} "$tidy" --quiet {} -- $flags > "$out" 2>/dev/null
+    n=$(grep -c ': warning: \|: error: ' "$out")
+    if [ "$n" -eq 0 ]; then
+        echo "ok    clang-tidy ($# files)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL  clang-tidy: $n findings"
+        grep -A3 ': warning: \|: error: ' "$out" | grep -v '^--$'
+        failed=$((failed + 1))
+    fi
+else
+    echo "skip  clang-tidy (not found)"
+    skipped=$((skipped + 1))
+fi
+
+if command -v cppcheck >/dev/null 2>&1; then
+    supp=
+    [ -f "$root/.cppcheck-suppressions" ] && supp="--suppressions-list=$root/.cppcheck-suppressions"
+    cppcheck --quiet --std=c11 -D_GNU_SOURCE -Iinclude -Isrc --enable=warning,portability,performance \
+        --inline-suppr --library=posix $supp -j "$jobs" \
+        --template='{file}:{line}: {severity}: {message} [{id}]' "$@" > "$out" 2>&1
+    n=$(grep -c ': \(error\|warning\|portability\|performance\|style\): ' "$out")
+    if [ "$n" -eq 0 ]; then
+        echo "ok    cppcheck ($# files)"
+        passed=$((passed + 1))
+    else
+        echo "FAIL  cppcheck: $n findings"
+        cat "$out"
+        failed=$((failed + 1))
+    fi
+else
+    echo "skip  cppcheck (not found)"
+    skipped=$((skipped + 1))
+fi
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

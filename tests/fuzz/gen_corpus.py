@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes the small seed corpora of tests/fuzz/corpus/ (run from anywhere; the
+files are checked in, this only documents and reproduces them)."""
+import os, struct, zlib, gzip
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def out(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def chunk(kind, body):
+    c = kind + body
+    return struct.pack(">I", len(body)) + c + struct.pack(">I", zlib.crc32(c) & 0xffffffff)
+
+
+def png(w, h, ct, bd, rows, interlace=0, extra=b""):
+    sig = b"\x89PNG\r\n\x1a\n"
+    ihdr = chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, bd, ct, 0, 0, interlace))
+    raw = b"".join(b"\x00" + r for r in rows)
+    return sig + ihdr + extra + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def main():
+    # PNG: the colour types and depths, palette + tRNS, interlace, damage.
+    g8 = png(5, 3, 0, 8, [bytes((x * 40 + y) & 255 for x in range(5)) for y in range(3)])
+    out("png", "gray8.png", g8)
+    out("png", "gray1.png", png(9, 2, 0, 1, [b"\xa5\x80", b"\x5a\x00"]))
+    out("png", "rgb8.png", png(3, 3, 2, 8, [bytes(range(y, y + 9)) for y in range(3)]))
+    out("png", "rgba16.png", png(2, 2, 6, 16, [bytes(range(16)), bytes(range(16, 32))]))
+    plte = chunk(b"PLTE", bytes([255, 0, 0, 0, 255, 0, 0, 0, 255, 9, 9, 9]))
+    trns = chunk(b"tRNS", bytes([0, 128]))
+    out("png", "pal_trns.png", png(4, 2, 3, 2, [b"\x1b", b"\xe4"], extra=plte + trns))
+    out("png", "gray_alpha_interlaced.png",
+        png(7, 7, 4, 8, [bytes((x * y) & 255 for x in range(14)) for y in range(7)], interlace=1))
+    # Interlaced raw rows are per pass; the encoder above writes them as one image,
+    # so this file is "corrupt" in an interesting way: the decoder must fail cleanly.
+    out("png", "truncated.png", g8[: len(g8) - 20])
+    bad = bytearray(g8)
+    bad[-20] ^= 0x55
+    out("png", "bad_crc.png", bytes(bad))
+    out("png", "text_chunk.png",
+        png(2, 1, 0, 8, [b"\x01\x02"], extra=chunk(b"tEXt", b"k\x00v") + chunk(b"zTXt", b"k\x00\x00" + zlib.compress(b"x" * 100))))
+
+    # IDX: 2-byte little-endian labels length, labels file, images file.
+    def idx(dims, data):
+        return bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + data
+
+    def pair(labels, images):
+        return struct.pack("<H", len(labels)) + labels + images
+
+    lab3 = idx([3], bytes([1, 0, 7]))
+    out("idx", "three_2x3.idx", pair(lab3, idx([3, 2, 3], bytes(range(18)))))
+    out("idx", "rgb_1x2x2x3.idx", pair(idx([1], b"\x04"), idx([1, 2, 2, 3], bytes(range(12)))))
+    out("idx", "gz.idx", pair(gzip.compress(lab3, mtime=0), gzip.compress(idx([3, 1, 1], b"\x01\x02\x03"), mtime=0)))
+    out("idx", "truncated.idx", pair(lab3, idx([3, 4, 4], bytes(10))))
+    out("idx", "trailing.idx", pair(lab3, idx([3, 1, 1], bytes(5))))
+    out("idx", "huge_dims.idx", pair(lab3, idx([3, 0xffffffff, 0xffffffff], b"")))
+    out("idx", "f32.idx", pair(lab3, bytes([0, 0, 0x0D, 1]) + struct.pack(">I", 1) + b"\0\0\0\0"))
+
+    # List files; a.png and b.png exist beside the list when the target runs.
+    out("list", "simple.txt", b"a.png,0\nb.png,3\n")
+    out("list", "tabs_comments.txt", b"# header\n\n  a.png\t1  \r\nb.png , 2\n# end")
+    out("list", "commas_in_path.txt", b"x,y.png,4\na.png,0\n")
+    out("list", "bad_label.txt", b"a.png,-1\n")
+    out("list", "no_sep.txt", b"a.png\n")
+    out("list", "abs_and_missing.txt", b"/nonexistent/z.png,0\nmissing.png,2147483647\n")
+    out("list", "nul.txt", b"a.png,0\n\x00b.png,1\n")
+
+    # Device strings.
+    for i, s in enumerate([b"cpu", b"cuda", b"cuda:0", b"cuda:1", b"cuda:2147483647",
+                           b"cuda:2147483648", b"cuda:-1", b"cuda:", b"CPU", b"cuda:0x1",
+                           b"cuda:00", b"cuda:1 ", b""]):
+        out("device", "s%02d" % i, s)
+
+
+if __name__ == "__main__":
+    main()
