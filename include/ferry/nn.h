@@ -1,0 +1,233 @@
+/* Layers, losses, optimisers, mixed precision and checkpoints.
+ *
+ * Explicit forward and backward, as llm.c does, not a tape-based autograd: each
+ * layer's forward saves exactly what its backward needs (Linear its input, ReLU
+ * its output, MaxPool the argmax indices) and its backward computes the input
+ * gradient and accumulates parameter gradients. A Sequential runs its children
+ * forward, then backward in reverse. For the models ferry trains (MLPs, CNNs on
+ * loader batches) this is less code than a graph, has no per-op bookkeeping, and
+ * makes memory plain to see: activations are freed when backward has used them,
+ * and output buffers are reused across steps when no one else holds them.
+ * Gradient checks against finite differences cover every layer and loss.
+ *
+ * A training step on a batch (x: u8 images [N, 1, 28, 28] on the device, y: i64 labels [N]):
+ *
+ *     ferry_module *net; ferry_sequential_create(&net);
+ *     ferry_module *l; ferry_flatten_create(&l);           ferry_sequential_add(net, l);
+ *     ferry_linear_create(784, 256, true, &l);             ferry_sequential_add(net, l);
+ *     ferry_relu_create(&l);                               ferry_sequential_add(net, l);
+ *     ferry_linear_create(256, 10, true, &l);              ferry_sequential_add(net, l);
+ *     ferry_module_init(net, 42);  ferry_module_to(net, dev);
+ *     ferry_optim *opt; ferry_sgd_create(net, 0.1, 0.9, 0.0, &opt);
+ *     ...
+ *     ferry_tensor *xf; ferry_affine(x, 1 / 255.0, 0, FERRY_DTYPE_F32, stream, &xf);
+ *     ferry_train_step(net, opt, NULL, xf, y, metrics, stream);   // or by hand:
+ *         ferry_module_zero_grad(net, s); ferry_module_forward(net, xf, s, &logits);
+ *         ferry_cross_entropy(logits, y, 1.0f, metrics, s, &dlogits);
+ *         ferry_module_backward(net, dlogits, s, NULL); ferry_optim_step(opt, s);
+ *
+ * Parameters are f32 unless converted (ferry_module_to_dtype, or an ferry_amp for
+ * mixed precision). f16/bf16 layers run on CUDA natively and on the CPU through
+ * f32 (correct, for testing and portability, but slower than f32 there). */
+#ifndef FERRY_NN_H
+#define FERRY_NN_H
+
+#include "ferry/ops.h"
+#include "ferry/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- modules ---- */
+typedef struct ferry_module ferry_module;
+
+/* Weights and biases start as PyTorch's defaults (uniform in +-1/sqrt(fan_in)),
+ * drawn with seed 0; call ferry_module_init to draw them from a seed. */
+ferry_status ferry_linear_create(int64_t in_features, int64_t out_features, bool bias,
+                                 ferry_module **out);
+/* Square kernel; input [N, C_in, H, W]. */
+ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                 int64_t stride, int64_t padding, bool bias, ferry_module **out);
+/* stride 0 means stride = kernel (PyTorch's default). */
+ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
+                                    ferry_module **out);
+ferry_status ferry_avgpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
+                                    ferry_module **out);
+/* eps 1e-5 and momentum 0.1 are PyTorch's defaults; statistics stay f32. */
+ferry_status ferry_batchnorm2d_create(int64_t channels, double eps, double momentum,
+                                      ferry_module **out);
+/* Masks come from Philox keyed by (seed, FERRY_RNG_DROPOUT, call number). */
+ferry_status ferry_dropout_create(double p, uint64_t seed, ferry_module **out);
+ferry_status ferry_relu_create(ferry_module **out);
+/* [N, ...] -> [N, prod(...)] */
+ferry_status ferry_flatten_create(ferry_module **out);
+ferry_status ferry_sequential_create(ferry_module **out);
+/* Appends child; seq owns it from now on, even when this call fails. Children
+ * must be on seq's device and dtype (move the whole model afterwards). */
+ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child);
+void ferry_module_destroy(ferry_module *m);
+
+/* "Linear(784, 256)", "Sequential(4)". */
+const char *ferry_module_name(const ferry_module *m);
+/* Prints the model tree with parameter counts. */
+void ferry_module_print(const ferry_module *m, FILE *f);
+
+/* Redraws every parameter from (seed, FERRY_RNG_INIT, parameter number), so a
+ * seed names one model on any device. BatchNorm resets to weight 1, bias 0. */
+ferry_status ferry_module_init(ferry_module *m, uint64_t seed);
+
+/* y = m(x). x must be on m's device; a dtype other than m's is converted (values,
+ * not scaled: normalise u8 images with ferry_affine first). In training mode the
+ * module keeps what backward needs until backward runs. */
+ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s,
+                                  ferry_tensor **y);
+/* From dL/dy, accumulates dL/dparameters into the gradients and returns dL/dx in
+ * *dx (pass dx NULL when not wanted: the first layer then skips that work).
+ * Needs a training-mode forward first. */
+ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s,
+                                   ferry_tensor **dx);
+ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s);
+/* Moves parameters, gradients, buffers (and AMP masters) to d. */
+ferry_status ferry_module_to(ferry_module *m, ferry_device d);
+/* Converts parameters and gradients (not BatchNorm statistics) to dt: .half(). */
+ferry_status ferry_module_to_dtype(ferry_module *m, ferry_dtype dt);
+/* Training mode (the default) or evaluation mode (BatchNorm uses running
+ * statistics, Dropout passes through, nothing is saved for backward). */
+void ferry_module_train(ferry_module *m, bool training);
+bool ferry_module_is_training(const ferry_module *m);
+ferry_device ferry_module_device(const ferry_module *m);
+ferry_dtype ferry_module_dtype(const ferry_module *m);
+/* Number of trainable scalars (PyTorch's sum(p.numel() for p in parameters())). */
+int64_t ferry_module_num_parameters(const ferry_module *m);
+
+/* Parameters and buffers, in a stable order, named like PyTorch's state_dict
+ * ("0.weight", "2.running_mean"). The tensors belong to the module: valid until
+ * the next to/to_dtype/destroy; retain them to keep them longer. */
+typedef struct ferry_param {
+    const char *name;
+    ferry_tensor *value;
+    ferry_tensor *grad; /* NULL for buffers */
+    bool buffer;        /* running statistics: saved and moved, not trained */
+} ferry_param;
+size_t ferry_module_param_count(const ferry_module *m);
+ferry_status ferry_module_param(const ferry_module *m, size_t i, ferry_param *out);
+
+/* ---- losses ----
+ * Metrics accumulate loss, correct predictions and sample count on the device, so
+ * a training loop reads them once per epoch, not once per step. */
+typedef struct ferry_metrics ferry_metrics;
+ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out);
+void ferry_metrics_destroy(ferry_metrics *m);
+ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s);
+/* Waits for the device (all its streams). Mean loss per sample, accuracy in [0, 1] (0 when no
+ * classification loss was added), samples seen. Fails (FERRY_ERR_INVALID_ARG)
+ * when some label was outside [0, classes). */
+ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy, int64_t *count);
+
+/* Mean cross-entropy of logits [N, C] against class labels [N] (i64 or i32),
+ * as torch.nn.functional.cross_entropy. Adds to metrics (may be NULL). When
+ * dlogits is not NULL, *dlogits gets dL/dlogits times grad_scale (1 normally; the
+ * loss scale under mixed precision). On the CPU a label outside [0, C) fails at
+ * once; on CUDA it is reported by ferry_metrics_read. */
+ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
+                                 ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits);
+/* Mean squared error over all elements; pred and target have one shape and dtype. */
+ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad_scale,
+                            ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dpred);
+
+/* ---- optimisers (PyTorch's update rules) ----
+ * They update the module's parameters in place from its gradients; state
+ * (momentum, moments) is created on the first step, on the parameters' device. */
+typedef struct ferry_optim ferry_optim;
+ferry_status ferry_sgd_create(ferry_module *m, double lr, double momentum, double weight_decay,
+                              ferry_optim **out);
+/* dampening 0, nesterov false are the defaults of ferry_sgd_create. */
+ferry_status ferry_sgd_create_ex(ferry_module *m, double lr, double momentum, double dampening,
+                                 double weight_decay, bool nesterov, ferry_optim **out);
+/* L2 weight decay added to the gradient (torch.optim.Adam). */
+ferry_status ferry_adam_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
+                               double weight_decay, ferry_optim **out);
+/* Decoupled weight decay (torch.optim.AdamW; its default weight_decay is 0.01). */
+ferry_status ferry_adamw_create(ferry_module *m, double lr, double beta1, double beta2,
+                                double eps, double weight_decay, ferry_optim **out);
+void ferry_optim_destroy(ferry_optim *o);
+ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s);
+void ferry_optim_set_lr(ferry_optim *o, double lr);
+double ferry_optim_lr(const ferry_optim *o);
+int64_t ferry_optim_steps(const ferry_optim *o); /* steps taken */
+
+/* ---- mixed precision ----
+ * The model computes in f16 or bf16 (BatchNorm statistics and affine parameters
+ * stay f32) while the optimiser updates f32 master weights. The loss gradient is
+ * multiplied by a dynamic scale; a step whose gradients hold inf or nan is
+ * skipped and halves the scale, and growth_interval good steps in a row double
+ * it (torch.cuda.amp.GradScaler's policy). */
+typedef struct ferry_amp_config {
+    ferry_dtype dtype;       /* FERRY_DTYPE_F16 or FERRY_DTYPE_BF16 */
+    float init_scale;        /* 65536 */
+    float growth_factor;     /* 2 */
+    float backoff_factor;    /* 0.5 */
+    int64_t growth_interval; /* 2000 */
+} ferry_amp_config;
+ferry_amp_config ferry_amp_config_default(ferry_dtype dt);
+typedef struct ferry_amp ferry_amp;
+/* Converts m to cfg->dtype with f32 master copies of its parameters. */
+ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferry_amp **out);
+/* Destroying the amp leaves the model in its half dtype. */
+void ferry_amp_destroy(ferry_amp *a);
+float ferry_amp_scale(const ferry_amp *a);
+/* Unscales the gradients into the masters; if all are finite, steps o on them and
+ * copies the masters back into the half weights. Waits for the device (to read
+ * the inf check). *skipped (may be NULL) tells whether the step was skipped. */
+ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped);
+
+/* One classification training step: zero_grad, forward, cross-entropy (scaled
+ * when amp is not NULL), backward, optimiser (or amp) step. x is converted to the
+ * model's dtype. If it fails (FERRY_ERR_DEVICE_OOM for a batch that does not
+ * fit), the parameters are unchanged, saved activations are freed and the model
+ * stays usable. */
+ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, ferry_tensor *x,
+                              ferry_tensor *labels, ferry_metrics *metrics, ferry_stream *s);
+/* Forward in evaluation mode plus loss and accuracy into metrics; restores the
+ * module's mode afterwards. */
+ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,
+                             ferry_metrics *metrics, ferry_stream *s);
+
+/* ---- checkpoints: safetensors ----
+ * Parameters and buffers under their state_dict names, optimiser state under
+ * "optim.<param>.<state>" with its hyper-parameters and step count in the
+ * header's __metadata__. Loading checks every name, shape and dtype against the
+ * module before changing anything: a mismatch is FERRY_ERR_SHAPE / FERRY_ERR_DTYPE
+ * naming the tensor, and leaves the module as it was. */
+ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o);
+ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o);
+
+/* A safetensors file: 8-byte little-endian header length, a JSON header
+ * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [a, b]}, ...,
+ * "__metadata__": {"key": "value"}}, then the raw little-endian data. The parser
+ * rejects anything malformed with FERRY_ERR_FORMAT. */
+typedef struct ferry_safetensors ferry_safetensors;
+ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out);
+/* The same from bytes in memory (copied). */
+ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safetensors **out);
+void ferry_safetensors_close(ferry_safetensors *f);
+size_t ferry_safetensors_count(const ferry_safetensors *f);
+const char *ferry_safetensors_name(const ferry_safetensors *f, size_t i);
+/* FERRY_ERR_INVALID_ARG naming the tensor when absent. */
+ferry_status ferry_safetensors_get(const ferry_safetensors *f, const char *name, ferry_device d,
+                                   ferry_tensor **out);
+/* dtype and shape (shape: FERRY_MAX_DIMS entries) of a tensor without reading it. */
+ferry_status ferry_safetensors_info(const ferry_safetensors *f, const char *name, ferry_dtype *dt,
+                                    int64_t *shape, size_t *ndim);
+/* NULL when absent. */
+const char *ferry_safetensors_metadata(const ferry_safetensors *f, const char *key);
+/* meta: n_meta key/value pairs (meta[2i], meta[2i+1]); may be NULL. */
+ferry_status ferry_safetensors_save(const char *path, const char *const *names,
+                                    ferry_tensor *const *tensors, size_t n,
+                                    const char *const *meta, size_t n_meta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
