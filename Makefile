@@ -103,11 +103,12 @@ deps:
 # The whole suite: the plain build (with CUDA when found), everything again under
 # ASan+UBSan, and the threaded tests under TSan. Sanitizer builds are CPU-only:
 # the CUDA runtime does not run under ASan's shadow memory layout.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults
 test: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
+	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
 		$(addprefix $(BUILD)/tsan/tests/,$(filter $(TSAN_TESTS),$(notdir $(TESTS))))
 	@if sh scripts/fuzz-run.sh --check; then $(MAKE) --no-print-directory fuzz || rm -f $(FUZZ_BINS); fi
 	@$(if $(filter 1,$(CUDA)),$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
@@ -147,7 +148,7 @@ lint:
 	@sh scripts/lint.sh $(LINT_SRC)
 
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@sh scripts/run.sh $(BUILD)
 
 clean:

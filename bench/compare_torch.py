@@ -106,10 +106,16 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--ferry", default=os.path.join(os.path.dirname(__file__), "..", "build", "ferry"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--torch-only", action="store_true", help="run only PyTorch's side")
     args = p.parse_args()
     ensure_torch()
 
     channels = first_image_channels(args.dir)
+    if args.torch_only:
+        t = torch_epochs(args, channels)
+        print(json.dumps({"torch": t["torch"], "images": t["images"], "seconds": t["seconds"],
+                          "images_per_s": t["images_per_s"]}))
+        return
     f = ferry_epochs(args)
     t = torch_epochs(args, channels)
     ratio = f["images_per_s"] / t["images_per_s"]

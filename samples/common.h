@@ -148,6 +148,30 @@ typedef struct curves {
     double images_per_s[MAX_EPOCHS], stall_pct[MAX_EPOCHS];
 } curves;
 
+static inline void curves_header(void)
+{
+    printf("%5s %10s %9s %8s %7s %8s %10s\n", "epoch", "train loss", "train acc", "val loss",
+           "val acc", "stall", "images/s");
+}
+
+/* Prints one epoch's line and keeps it for the plot. */
+static inline void curves_add(curves *c, const epoch_result *train, const epoch_result *val)
+{
+    size_t e = c->n;
+    printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, train->loss, train->accuracy,
+           val->loss, val->accuracy, train->stall_pct, train->images_per_s);
+    fflush(stdout);
+    if (e == MAX_EPOCHS)
+        return;
+    c->train_loss[e] = train->loss;
+    c->train_acc[e] = train->accuracy;
+    c->val_loss[e] = val->loss;
+    c->val_acc[e] = val->accuracy;
+    c->images_per_s[e] = train->images_per_s;
+    c->stall_pct[e] = train->stall_pct;
+    c->n = e + 1;
+}
+
 /* OUT/curves.csv and OUT/curves.svg: loss and accuracy, train beside validation. */
 static inline int curves_write(const curves *c, const char *dir, const char *title)
 {

@@ -159,22 +159,13 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
 
     static curves c;
     c.n = 0;
-    printf("-- %zu channel(s)\n%5s %10s %9s %8s %7s %8s %10s\n", channels, "epoch", "train loss",
-           "train acc", "val loss", "val acc", "stall", "images/s");
+    printf("-- %zu channel(s)\n", channels);
+    curves_header();
     for (size_t e = 0; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
         CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt));
         CHECK(run_epoch(l[1], 0, net, NULL, NULL, met, s, &rv));
-        printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, rt.loss, rt.accuracy, rv.loss,
-               rv.accuracy, rt.stall_pct, rt.images_per_s);
-        fflush(stdout);
-        c.train_loss[e] = rt.loss;
-        c.train_acc[e] = rt.accuracy;
-        c.val_loss[e] = rv.loss;
-        c.val_acc[e] = rv.accuracy;
-        c.images_per_s[e] = rt.images_per_s;
-        c.stall_pct[e] = rt.stall_pct;
-        c.n = e + 1;
+        curves_add(&c, &rt, &rv);
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");

@@ -47,11 +47,12 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     return ferry_dataset_image_folder(dir, &img, test);
 }
 
-static ferry_status make_loader(ferry_dataset *ds, const opts *o, bool train, ferry_loader **out)
+static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, bool train,
+                                ferry_loader **out)
 {
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
-    c.batch_size = o->batch;
+    c.batch_size = batch;
     c.shuffle = train;
     c.train = train;
     c.seed = o->seed;
@@ -79,9 +80,10 @@ static ferry_status train(const opts *o)
            ferry_dataset_len(val), ferry_dataset_len(test));
 
     ferry_loader *ltr, *lval, *ltest;
-    CHECK(make_loader(tr, o, true, &ltr));
-    CHECK(make_loader(val, o, false, &lval));
-    CHECK(make_loader(test, o, false, &ltest));
+    size_t batch = o->batch;
+    CHECK(make_loader(tr, o, batch, true, &ltr));
+    CHECK(make_loader(val, o, batch, false, &lval));
+    CHECK(make_loader(test, o, batch, false, &ltest));
 
     ferry_module *net;
     bool cnn = !strcmp(o->model, "cnn");
@@ -102,25 +104,24 @@ static ferry_status train(const opts *o)
     CHECK(ferry_stream_create(dev, &s));
 
     static curves c;
-    printf("%5s %10s %9s %8s %7s %8s %10s\n", "epoch", "train loss", "train acc", "val loss",
-           "val acc", "stall", "images/s");
+    curves_header();
     for (size_t e = 0; e < o->epochs && e < MAX_EPOCHS; e++) {
         /* Step the learning rate down for the last third. */
         if (e == o->epochs - o->epochs / 3 && o->epochs >= 3)
             ferry_optim_set_lr(opt, o->lr * 0.1);
         epoch_result rt, rv;
-        CHECK(run_epoch(ltr, e, net, opt, amp, met, s, &rt));
+        ferry_status st;
+        /* A step that does not fit leaves the model usable: halve the batch and
+         * run the epoch again. */
+        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt)) == FERRY_ERR_DEVICE_OOM && batch > 1) {
+            batch /= 2;
+            printf("out of device memory: running epoch %zu again with batch %zu\n", e + 1, batch);
+            ferry_loader_destroy(ltr);
+            CHECK(make_loader(tr, o, batch, true, &ltr));
+        }
+        CHECK(st);
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv));
-        printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, rt.loss, rt.accuracy, rv.loss,
-               rv.accuracy, rt.stall_pct, rt.images_per_s);
-        fflush(stdout);
-        c.train_loss[e] = rt.loss;
-        c.train_acc[e] = rt.accuracy;
-        c.val_loss[e] = rv.loss;
-        c.val_acc[e] = rv.accuracy;
-        c.images_per_s[e] = rt.images_per_s;
-        c.stall_pct[e] = rt.stall_pct;
-        c.n = e + 1;
+        curves_add(&c, &rt, &rv);
     }
     if (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0)
         fprintf(stderr, "train_gray: cannot write the curves to %s\n", o->out);

@@ -16,6 +16,7 @@
 #include "svg_plot.h"
 
 #define MAX_LIST 16
+#define DEFAULT_DATA "build/data/fashion-mnist"
 
 typedef struct bench_opts {
     const char *dir;
@@ -34,6 +35,8 @@ typedef struct bench_opts {
     size_t limit;             /* > 0: a seeded random subset of this many images */
     const char *plot;         /* SVG of images/s per configuration */
     bool baseline;            /* also time the plain single-thread libpng loop */
+    bool compare_torch;       /* add PyTorch's DataLoader as a row */
+    bool progress;            /* a progress bar on stderr (a terminal) */
 } bench_opts;
 
 typedef struct bench_row {
@@ -171,8 +174,18 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         if (e && (st = ferry_loader_reset(l, e)) != FERRY_OK)
             break;
         ferry_batch b;
+        size_t nb = ferry_loader_len(l), total = nb * o->epochs;
         while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
             images += b.size;
+            size_t done = e * nb + b.index + 1;
+            if (o->progress && (done % 8 == 0 || done == total)) {
+                int bar = (int)(40 * done / total);
+                fprintf(stderr, "\r  workers %zu [%.*s%*s] %3d%%", workers, bar,
+                        "########################################", 40 - bar, "",
+                        (int)(100 * done / total));
+                if (done == total)
+                    fprintf(stderr, "\r%*s\r", 60, "");
+            }
             if ((st = compute_run(&comp, s)) != FERRY_OK)
                 break;
             if (!overlap && (st = ferry_stream_synchronize(s)) != FERRY_OK)
@@ -223,6 +236,53 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     return st;
 }
 
+/* The default dataset: Fashion-MNIST's train split as a PNG folder, exported once. */
+static int prepare_default(const char **dir)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/.complete", DEFAULT_DATA);
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "ferry bench: exporting Fashion-MNIST to %s (once)\n", DEFAULT_DATA);
+        char *args[] = {"export", "fashion-mnist", DEFAULT_DATA, NULL};
+        if (cmd_export(3, args) != 0)
+            return -1;
+        FILE *f = fopen(path, "w");
+        if (f)
+            fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/train", DEFAULT_DATA);
+    *dir = path;
+    return 0;
+}
+
+/* PyTorch's DataLoader on the same folder, through bench/compare_torch.py. */
+static int torch_row(const bench_opts *o, size_t workers, double *images_per_s, char *version,
+                     size_t vsize)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "python3 '%s/bench/compare_torch.py' '%s' --torch-only --json --workers %zu --batch %zu "
+             "--epochs %zu --pin %s --device %s",
+             FERRY_SOURCE_DIR, o->dir, workers, o->batch, o->epochs, o->pin[0] ? "on" : "off",
+             o->device && !strncmp(o->device, "cuda", 4) ? "cuda" : "cpu");
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    char line[4096] = "";
+    while (fgets(line, sizeof line, p)) {
+        const char *k = strstr(line, "\"images_per_s\":");
+        const char *v = strstr(line, "\"torch\": \"");
+        if (k)
+            *images_per_s = atof(k + strlen("\"images_per_s\":"));
+        if (v) {
+            v += strlen("\"torch\": \"");
+            size_t n = strcspn(v, "\"");
+            snprintf(version, vsize, "%.*s", (int)(n < vsize ? n : vsize - 1), v);
+        }
+    }
+    return pclose(p) == 0 && *images_per_s > 0 ? 0 : -1;
+}
+
 static size_t parse_list(const char *s, size_t *out, size_t max)
 {
     size_t n = 0;
@@ -257,7 +317,9 @@ static void usage(void)
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json]\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
-            "              show each row against workers x that rate\n");
+            "              show each row against workers x that rate\n"
+            "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
+            "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent\n");
 }
 
 static void print_row(const bench_opts *o, const bench_row *r)
@@ -318,6 +380,7 @@ int bench_pipeline(int argc, char **argv)
         else if (!strcmp(a, "--limit") && v) { ok = (o.limit = strtoull(v, NULL, 10)) > 0; i++; }
         else if (!strcmp(a, "--plot") && v) { o.plot = v; i++; }
         else if (!strcmp(a, "--baseline")) o.baseline = true;
+        else if (!strcmp(a, "--compare-torch")) o.compare_torch = true;
         else if (!strcmp(a, "--format") && v) {
             ok = !strcmp(v, "json") || !strcmp(v, "table");
             o.json = !strcmp(v, "json");
@@ -331,9 +394,10 @@ int bench_pipeline(int argc, char **argv)
             return 2;
         }
     }
+    o.progress = isatty(2) && !o.json;
     if (!o.dir) {
-        usage();
-        return 2;
+        if (prepare_default(&o.dir) != 0)
+            return 1;
     }
 
     ferry_set_log(log_once, NULL);
@@ -442,6 +506,27 @@ int bench_pipeline(int argc, char **argv)
                         have_digest = true;
                     }
                 }
+    if (o.compare_torch) {
+        size_t w = o.workers[o.nworkers - 1];
+        double ips = 0;
+        char version[64] = "?";
+        if (torch_row(&o, w, &ips, version, sizeof version) != 0) {
+            fprintf(stderr, "ferry bench: bench/compare_torch.py failed (see its message above)\n");
+            rc = 1;
+        } else {
+            if (o.json)
+                printf("{\"loader\":\"torch %s\",\"workers\":%zu,\"batch\":%zu,\"images_per_s\":%.1f}\n",
+                       version, w, o.batch, ips);
+            else
+                printf("%7zu %6zu %4s %7s %4s %-7s %10.0f  (PyTorch %s DataLoader)\n", w, o.batch,
+                       o.pin[0] ? "on" : "off", "-", "f32", o.device ? o.device : "cpu", ips, version);
+            if (nrows < 64) {
+                snprintf(labels[nrows], sizeof labels[nrows], "PyTorch DataLoader, workers %zu", w);
+                label_ptrs[nrows] = labels[nrows];
+                rates[nrows++] = ips;
+            }
+        }
+    }
     if (!o.json)
         printf("stall = the caller's time waiting in next() (the GPU starving); pin on* = asked for, "
                "but no GPU: pageable memory\n");
