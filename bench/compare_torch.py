@@ -10,6 +10,12 @@ machine, with whatever python3 has torch.
 
   bench/compare_torch.py DIR [--workers N] [--batch N] [--epochs N] [--pin on|off]
                              [--device cpu|cuda] [--ferry build/ferry] [--json]
+                             [--model mlp|cnn]
+
+With --model, both sides also train the model of samples/train_gray on every batch
+(SGD, momentum 0.9, lr 0.05, weight decay 5e-4): PyTorch's loop beside
+build/samples/train_gray --epochs 1 on DIR's parent (train/ and test/ inside; ferry
+trains on its 90 % train split and reports that epoch's images/s).
 """
 import argparse
 import json
@@ -76,6 +82,70 @@ def torch_epochs(args, channels):
             "torch": torch.__version__}
 
 
+def torch_model(kind, channels):
+    import torch.nn as nn
+    if kind == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(channels * 28 * 28, 256), nn.ReLU(),
+                             nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    return nn.Sequential(nn.Conv2d(channels, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def torch_train_epoch(args, channels):
+    import torch
+    import torchvision
+    from PIL import Image
+    from torch.utils.data import DataLoader
+
+    mode = "L" if channels == 1 else "RGB"
+
+    def load(path):
+        with open(path, "rb") as f:
+            return Image.open(f).convert(mode)
+
+    tf = torchvision.transforms.Compose([torchvision.transforms.ToTensor(),
+                                         torchvision.transforms.Normalize([0.2860], [0.3530])])
+    ds = torchvision.datasets.ImageFolder(args.dir, loader=load, transform=tf)
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = torch_model(args.model, channels).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    dl = DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=args.workers,
+                    pin_memory=(args.pin == "on" and device.type == "cuda"),
+                    persistent_workers=args.workers > 0)
+    images = 0
+    t0 = time.perf_counter()
+    for x, y in dl:
+        x = x.to(device, non_blocking=True)
+        y = y.to(device, non_blocking=True)
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        images += y.shape[0]
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    return {"images": images, "seconds": secs, "images_per_s": images / secs,
+            "torch": torch.__version__}
+
+
+def ferry_train_epoch(args):
+    exe = os.path.join(os.path.dirname(args.ferry), "samples", "train_gray")
+    data = os.path.dirname(os.path.normpath(args.dir))
+    cmd = [exe, "--data", data, "--model", args.model, "--epochs", "1", "--batch",
+           str(args.batch), "--workers", str(args.workers), "--device", args.device,
+           "--out", os.path.join(os.path.dirname(args.ferry), "run", "compare")]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        cols = line.split()
+        if len(cols) == 7 and cols[0] == "1":  # the epoch line: images/s is last
+            return {"images_per_s": float(cols[6]), "log": out}
+    sys.exit("compare_torch: no epoch line in train_gray's output:\n" + out)
+
+
 def ferry_epochs(args):
     cmd = [args.ferry, "bench", args.dir, "--workers", str(args.workers), "--batch",
            str(args.batch), "--pin", args.pin, "--epochs", str(args.epochs),
@@ -107,10 +177,25 @@ def main():
     p.add_argument("--ferry", default=os.path.join(os.path.dirname(__file__), "..", "build", "ferry"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--torch-only", action="store_true", help="run only PyTorch's side")
+    p.add_argument("--model", choices=["mlp", "cnn"], help="also train this model on each batch")
     args = p.parse_args()
     ensure_torch()
 
     channels = first_image_channels(args.dir)
+    if args.model:
+        f = ferry_train_epoch(args)
+        t = torch_train_epoch(args, channels)
+        ratio = f["images_per_s"] / t["images_per_s"]
+        if args.json:
+            print(json.dumps({"model": args.model, "ferry_images_per_s": f["images_per_s"],
+                              "torch": t, "ratio": ratio}))
+            return
+        print(f"one training epoch of the {args.model}, batch {args.batch}, {args.workers} workers, "
+              f"device {args.device}")
+        print(f"{'ferry (train_gray)':<22} {f['images_per_s']:>10.0f} images/s")
+        print(f"{'torch ' + t['torch']:<22} {t['images_per_s']:>10.0f} images/s")
+        print(f"ratio (ferry / torch): {ratio:.2f}x")
+        return
     if args.torch_only:
         t = torch_epochs(args, channels)
         print(json.dumps({"torch": t["torch"], "images": t["images"], "seconds": t["seconds"],

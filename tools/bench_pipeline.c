@@ -13,6 +13,7 @@
 #include "ferry.h"
 #include "ferry/ops.h"
 #include "commands.h"
+#include "files.h"
 #include "svg_plot.h"
 
 #define MAX_LIST 16
@@ -51,13 +52,6 @@ typedef struct bench_row {
     ferry_loader_stats stats;
 } bench_row;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The synthetic compute: an n x n matmul repeated `reps` times on the device. */
 typedef struct compute {
     ferry_tensor *a, *b;
@@ -92,10 +86,10 @@ static ferry_status compute_init(compute *c, ferry_device d, ferry_stream *s, do
     c->reps = 1;
     double t = 0;
     for (int k = 0; k < 3; k++) { /* warm up, then time */
-        double t0 = now_s();
+        double t0 = tool_now();
         if ((st = compute_run(c, s)) != FERRY_OK || (st = ferry_stream_synchronize(s)) != FERRY_OK)
             return st;
-        t = now_s() - t0;
+        t = tool_now() - t0;
     }
     c->reps = (size_t)fmax(1.0, round(ms * 1e-3 / fmax(t, 1e-6)));
     return FERRY_OK;
@@ -160,7 +154,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         ferry_stream_destroy(s);
         return st;
     }
-    double t0 = now_s();
+    double t0 = tool_now();
     ferry_loader *l;
     if ((st = ferry_loader_create(&c, &l)) != FERRY_OK) {
         compute_free(&comp);
@@ -192,14 +186,14 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
                 break;
             if (o->digest && e == 0) {
                 /* Not part of the pipeline: taken off the clock. */
-                double d0 = now_s();
+                double d0 = tool_now();
                 size_t ib = ferry_tensor_nbytes(b.images), lb = ferry_tensor_nbytes(b.labels);
                 if (ib + lb <= hostbuf_bytes &&
                     (st = ferry_stream_synchronize(s)) == FERRY_OK &&
                     (st = ferry_tensor_copy_to_host(b.images, hostbuf, ib)) == FERRY_OK &&
                     (st = ferry_tensor_copy_to_host(b.labels, (uint8_t *)hostbuf + ib, lb)) == FERRY_OK)
                     digest = fnv(digest, hostbuf, ib + lb);
-                excluded += now_s() - d0;
+                excluded += tool_now() - d0;
                 if (st != FERRY_OK)
                     break;
             }
@@ -209,7 +203,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     }
     if (st == FERRY_OK)
         st = ferry_stream_synchronize(s);
-    double secs = now_s() - t0 - excluded;
+    double secs = tool_now() - t0 - excluded;
 
     if (st == FERRY_OK) {
         ferry_loader_stats_get(l, &row->stats);

@@ -8,7 +8,11 @@
  * or device memory is allocated. Workers pull single samples from every batch in
  * flight, so one slow file does not hold a whole batch behind one thread. The
  * sequence of batches (order and bytes) depends only on (seed, epoch), never on
- * the number of workers or on thread timing. */
+ * the number of workers or on thread timing.
+ *
+ * One thread drives a loader (next, reset, stats, destroy); the loader's own
+ * workers are its business. Pass the same stream to every next() of an epoch:
+ * that stream's order is what keeps a slot from being refilled while in use. */
 #ifndef FERRY_LOADER_H
 #define FERRY_LOADER_H
 

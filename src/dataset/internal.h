@@ -14,11 +14,7 @@
 /* Seconds on a monotonic clock, for ctx->timing; 0 when timing is off. */
 static inline double ferry__clock(const ferry_sample_ctx *ctx)
 {
-    if (!ctx || !ctx->timing)
-        return 0;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return ctx && ctx->timing ? ferry_now() : 0;
 }
 
 /* ---- scratch: per-thread buffers that grow and are reused ---- */

@@ -50,6 +50,9 @@ static inline int ferry_mul_size(size_t a, size_t b, size_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* Seconds on the monotonic clock. */
+double ferry_now(void);
+
 /* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
 const char *ferry_format_bytes(size_t n, char *buf, size_t size);
 

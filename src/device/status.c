@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "error.h"
 
@@ -40,6 +41,13 @@ const char *ferry_status_str(ferry_status s)
 }
 
 const char *ferry_last_error(void) { return last_error; }
+
+double ferry_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void ferry_clear_error(void) { last_error[0] = '\0'; }
 

@@ -120,8 +120,6 @@ struct ferry_loader {
     double t0;
 };
 
-double ferry_now(void);
-
 /* workers.c */
 ferry_status ferry_workers_start(ferry_loader *l);
 void ferry_workers_stop(ferry_loader *l);   /* sets stop, joins */

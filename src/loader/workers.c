@@ -8,13 +8,6 @@
 #include "device/error.h"
 #include "loader_impl.h"
 
-double ferry_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void ferry_slots_assign(ferry_loader *l)
 {
     for (size_t k = 0; k < l->nslots && l->next_assign < l->num_batches; k++) {
