@@ -131,7 +131,7 @@ int bench_decode(int argc, char **argv)
             limit = atol(argv[++i]);
         } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
             format = argv[++i];
-            if (strcmp(format, "table") && strcmp(format, "json"))
+            if (strcmp(format, "table") != 0 && strcmp(format, "json") != 0)
                 return usage();
         } else if (argv[i][0] == '-' || dir) {
             return usage();

@@ -16,6 +16,9 @@
 #include "files.h"
 #include "svg_plot.h"
 
+#ifndef FERRY_SOURCE_DIR /* set by the Makefile: where bench/compare_torch.py lives */
+#define FERRY_SOURCE_DIR "."
+#endif
 #define MAX_LIST 16
 #define DEFAULT_DATA "build/data/fashion-mnist"
 

@@ -42,7 +42,7 @@ static int walk(const char *dir, tool_paths *out)
     tool_paths names = {0};
     struct dirent *e;
     while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
             push(&names, e->d_name);
     closedir(d);
     if (names.n)

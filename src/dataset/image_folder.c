@@ -64,7 +64,8 @@ static char *join(const char *a, const char *b)
     memcpy(p, a, na);
     if (slash)
         p[na] = '/';
-    memcpy(p + na + slash, b, nb + 1);
+    memcpy(p + na + slash, b, nb);
+    p[na + slash + nb] = '\0';
     return p;
 }
 

@@ -80,7 +80,7 @@ ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out)
 static ferry_status check_limits(const ferry_image_info *info, const ferry_png_limits *lim,
                                  const char *name)
 {
-    size_t px;
+    size_t px = 0;
     if (info->width > lim->max_width || info->height > lim->max_height ||
         !ferry_mul_size(info->width, info->height, &px) || px > lim->max_pixels)
         return ferry_fail(FERRY_ERR_LIMIT,
@@ -246,7 +246,7 @@ ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_con
                                const ferry_sample_format *fmt, ferry_scratch *scratch,
                                const char *name, void *dst)
 {
-    ferry_image_info info;
+    ferry_image_info info = {0};
     ferry_status st = ferry__png_header(data, n, name, &info);
     if (st != FERRY_OK)
         return st;
@@ -295,7 +295,7 @@ ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_conf
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
         return st;
-    ferry_image_info info;
+    ferry_image_info info = {0};
     if ((st = ferry__png_header(data, n, name, &info)) != FERRY_OK)
         return st;
     if ((st = check_limits(&info, &c.limits, name)) != FERRY_OK)

@@ -540,7 +540,7 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
         snprintf(l->failmsg, sizeof l->failmsg, "%s", s->errmsg);
         st = ferry_fail(s->err, "%s", s->errmsg);
     }
-    if (st != FERRY_OK) {
+    if (st != FERRY_OK || !s) {
         l->failed = st;
         if (!l->failmsg[0])
             snprintf(l->failmsg, sizeof l->failmsg, "%s", ferry_last_error());

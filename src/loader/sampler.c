@@ -102,7 +102,7 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
             scratch[i] = i;
         if (plan->shuffle)
             shuffle(scratch, n, plan->seed, epoch);
-        size_t per_rank = ferry_sampler_len(plan);
+        size_t per_rank = n ? ferry_sampler_len(plan) : 0; /* an empty dataset has no share */
         for (size_t k = 0; k < per_rank; k++) {
             size_t pos = k * plan->world_size + plan->rank;
             out[k] = scratch[pos % n];
