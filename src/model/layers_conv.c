@@ -177,17 +177,5 @@ ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels, int6
     c->has_bias = bias;
     double bound = 1.0 / sqrt((double)(in_channels * kernel * kernel));
     int64_t wshape[4] = {out_channels, in_channels, kernel, kernel};
-    st = fm_param_alloc(m, 0, "weight", wshape, 4, false, -bound, bound);
-    if (st == FERRY_OK && bias)
-        st = fm_param_alloc(m, 1, "bias", &out_channels, 1, false, -bound, bound);
-    if (st == FERRY_OK)
-        st = fm_flat_rebuild(m);
-    if (st == FERRY_OK)
-        st = ferry_module_init(m, 0);
-    if (st != FERRY_OK) {
-        ferry_module_destroy(m);
-        return st;
-    }
-    *out = m;
-    return FERRY_OK;
+    return fm_weight_bias_finish(m, wshape, 4, bias, bound, out);
 }

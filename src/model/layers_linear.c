@@ -122,17 +122,5 @@ ferry_status ferry_linear_create(int64_t in_features, int64_t out_features, bool
     l->has_bias = bias;
     double bound = 1.0 / sqrt((double)in_features);
     int64_t wshape[2] = {out_features, in_features};
-    st = fm_param_alloc(m, 0, "weight", wshape, 2, false, -bound, bound);
-    if (st == FERRY_OK && bias)
-        st = fm_param_alloc(m, 1, "bias", &out_features, 1, false, -bound, bound);
-    if (st == FERRY_OK)
-        st = fm_flat_rebuild(m);
-    if (st == FERRY_OK)
-        st = ferry_module_init(m, 0);
-    if (st != FERRY_OK) {
-        ferry_module_destroy(m);
-        return st;
-    }
-    *out = m;
-    return FERRY_OK;
+    return fm_weight_bias_finish(m, wshape, 2, bias, bound, out);
 }

@@ -46,6 +46,24 @@ ferry_status fm_param_alloc(ferry_module *m, size_t i, const char *name, const i
     return st;
 }
 
+ferry_status fm_weight_bias_finish(ferry_module *m, const int64_t *wshape, size_t wdims, bool bias,
+                                   double bound, ferry_module **out)
+{
+    ferry_status st = fm_param_alloc(m, 0, "weight", wshape, wdims, false, -bound, bound);
+    if (st == FERRY_OK && bias)
+        st = fm_param_alloc(m, 1, "bias", &wshape[0], 1, false, -bound, bound);
+    if (st == FERRY_OK)
+        st = fm_flat_rebuild(m);
+    if (st == FERRY_OK)
+        st = ferry_module_init(m, 0);
+    if (st != FERRY_OK) {
+        ferry_module_destroy(m);
+        return st;
+    }
+    *out = m;
+    return FERRY_OK;
+}
+
 ferry_status fm_flat_rebuild(ferry_module *m)
 {
     size_t n = m->nparams;

@@ -56,6 +56,11 @@ ferry_status fm_param_alloc(ferry_module *m, size_t i, const char *name, const i
                             size_t ndim, bool buffer, double lo, double hi);
 /* Rebuilds m->flat from its params or children. */
 ferry_status fm_flat_rebuild(ferry_module *m);
+/* Finishes a new Linear or Conv2d: params[0] "weight" of wshape and, when bias,
+ * params[1] "bias" of [out_features], both uniform in +-bound (PyTorch's
+ * default), then the initial draw. On failure m is destroyed; on success *out = m. */
+ferry_status fm_weight_bias_finish(ferry_module *m, const int64_t *wshape, size_t wdims, bool bias,
+                                   double bound, ferry_module **out);
 
 /* A tensor of the given shape in *slot, reusing the one there when this module
  * holds its only reference and it fits; returns a new reference for the caller. */
