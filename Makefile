@@ -1,14 +1,16 @@
 # ferry: one Makefile, with or without nvcc.
 #   make              library, tool, samples, tests (CUDA when nvcc is found)
 #   make CUDA=0       without CUDA
+#   make DIST=0       without MPI/NCCL (data-parallel training; built when mpicc is found)
 #   make STATIC=1     link libpng, zlib and the CUDA runtime statically
-#   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan)
+#   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan, lint)
 #   make run          install missing packages, then the demo
 BUILD    ?= build
 CUDA     ?= auto
 STATIC   ?= 0
 SAN      ?=
 CUDA_ARCH ?= 90
+DIST     ?= auto
 CC       ?= gcc
 
 NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
@@ -44,6 +46,30 @@ else
   SRC_C   := $(filter-out %_cuda.c,$(SRC_C))
   BUILD_NOTE := ferry: building without CUDA (CPU only$(if $(NVCC_FOUND),; CUDA=0 given,; nvcc not found))
 endif
+
+# Distributed training: MPI when mpicc is found, NCCL (from the CUDA toolkit)
+# on top when CUDA is built and nccl.h is there. Without MPI, dist_nompi.c
+# answers every call with "built without MPI".
+ifeq ($(DIST),auto)
+  DIST := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+endif
+ifeq ($(DIST),1)
+  CFLAGS += -DFERRY_HAVE_MPI=1 $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
+  LDLIBS += $(shell mpicc --showme:link)
+  SRC_C  := $(filter-out %_nompi.c,$(SRC_C))
+  NCCL   := $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0),0)
+  ifeq ($(NCCL),1)
+    CFLAGS += -DFERRY_HAVE_NCCL=1
+    LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl
+  else
+    SRC_C  := $(filter-out src/dist/%_nccl_cuda.c,$(SRC_C))
+  endif
+  BUILD_NOTE += (MPI$(if $(filter 1,$(NCCL)), + NCCL))
+else
+  SRC_C  := $(filter-out src/dist/%,$(SRC_C)) src/dist/dist_nompi.c
+  BUILD_NOTE += (no MPI)
+endif
+
 ifneq ($(SAN),)
   CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
   LDFLAGS += -fsanitize=$(SAN)
@@ -62,11 +88,12 @@ TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
 HARNESS  := $(BUILD)/obj/tests/harness.o
+DRILL    := $(BUILD)/tests/dist_drill
 
 .PHONY: all lib tests test check-build run deps clean note fuzz memcheck lint
 all: note lib $(BUILD)/ferry $(SAMPLES) tests
 lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
-tests: $(TESTS)
+tests: $(TESTS) $(DRILL)
 
 note:
 	@echo "$(BUILD_NOTE)"
@@ -93,6 +120,11 @@ $(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(BUILD)/libferry.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
 
+# The distributed failure drills have their own main (scripts/dist-test.sh runs them).
+$(DRILL): $(BUILD)/obj/tests/dist_drill.o $(BUILD)/libferry.a
+	@mkdir -p $(@D)
+	$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libferry.a
 	@mkdir -p $(@D)
 	$(CC) -o $@ $< $(HARNESS) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
@@ -108,15 +140,17 @@ TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_th
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
-	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/tsan CUDA=0 SAN=thread \
+	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/tsan CUDA=0 DIST=0 SAN=thread \
 		$(addprefix $(BUILD)/tsan/tests/,$(filter $(TSAN_TESTS),$(notdir $(TESTS))))
 	@if sh scripts/fuzz-run.sh --check; then $(MAKE) --no-print-directory fuzz || rm -f $(FUZZ_BINS); fi
 	@$(if $(filter 1,$(CUDA)),$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
 		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%),:)
 	@FERRY_FUZZ_DIR=$(BUILD)/fuzz FERRY_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
+		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
+		FERRY_DIST_BUILD=$(BUILD) \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
-		scripts/memcheck.sh scripts/fuzz-run.sh
+		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh
 
 # ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
 # make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there
@@ -128,7 +162,7 @@ FUZZ_TARGETS := png idx list device
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 10
 fuzz:
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) CUDA=0 \
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) CUDA=0 DIST=0 \
 		SAN=fuzzer-no-link,address,undefined $(FUZZ_BINS)
 
 # Used by the sub-make above (BUILD is then the fuzz folder).
@@ -143,9 +177,13 @@ memcheck:
 		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)
 	@sh scripts/memcheck.sh $(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)
 
-LINT_SRC := $(filter-out %_cuda.c,$(sort $(shell find src tools -name '*.c')))
+# The C files this build compiles, less the CUDA variants (the lint reads the CPU
+# side), with the MPI headers when the build uses them. make test runs the same.
+LINT_SRC   := $(filter-out %_cuda.c,$(SRC_C)) $(sort $(wildcard tools/*.c))
+LINT_FLAGS := $(if $(filter 1,$(DIST)),-DFERRY_HAVE_MPI=1 \
+                $(patsubst -I%,-isystem%,$(shell mpicc --showme:compile 2>/dev/null)))
 lint:
-	@sh scripts/lint.sh $(LINT_SRC)
+	@FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) sh scripts/lint.sh $(LINT_SRC)
 
 run: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all

@@ -6,14 +6,10 @@
 #include "ferry/device.h"
 #include "ferry/tensor.h"
 #include "ferry/rng.h"
-#if __has_include("ferry/dataset.h")
 #include "ferry/dataset.h"
-#endif
-#if __has_include("ferry/loader.h")
 #include "ferry/loader.h"
-#endif
-#if __has_include("ferry/nn.h")
+#include "ferry/ops.h"
 #include "ferry/nn.h"
-#endif
+#include "ferry/dist.h"
 
 #endif

@@ -1,10 +1,19 @@
 /* Fashion-MNIST, 1 x 28 x 28 grayscale, through the loader, trained in C.
  *   build/samples/train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N]
  *       [--batch N] [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]
+ *       [--limit N] [--save FILE] [--dist]
  * --data: a folder with train/ and test/ as `ferry export fashion-mnist` writes it
  * (default build/data/fashion-mnist); --idx: a folder with the four IDX files.
- * 10% of train (seeded) is held out for validation. The last line printed is
- * "test accuracy: 0.XXXX" on the 10,000 test images. */
+ * 10% of train (seeded) is held out for validation; --limit trains on the first N
+ * of the rest. The last line printed is "test accuracy: 0.XXXX" on the 10,000
+ * test images. --save writes the model and optimiser as a safetensors checkpoint.
+ *
+ * --dist: data-parallel, one process per rank under mpirun (docs/DISTRIBUTED.md):
+ *   mpirun -np 2 build/samples/train_gray --dist
+ * Each rank trains on its share of every epoch with --batch images per step, so
+ * a step sees ranks x batch images, as one process with that batch would; rank 0
+ * prints (its own share's training loss) and saves. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "common.h"
@@ -12,17 +21,18 @@
 static const float MEAN = 0.2860f, STD = 0.3530f; /* Fashion-MNIST's train set */
 
 typedef struct opts {
-    const char *data, *idx, *model, *device, *out;
-    size_t epochs, batch, workers;
+    const char *data, *idx, *model, *device, *out, *save;
+    size_t epochs, batch, workers, limit;
     double lr;
-    bool amp;
+    bool amp, dist;
     uint64_t seed;
 } opts;
 
 static int usage(void)
 {
     fprintf(stderr, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
-                    "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n");
+                    "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
+                    "                  [--limit N] [--save FILE] [--dist]\n");
     return 2;
 }
 
@@ -47,10 +57,16 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     return ferry_dataset_image_folder(dir, &img, test);
 }
 
+/* dist (may be NULL) gives the training loader its rank's share. */
 static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, bool train,
-                                ferry_loader **out)
+                                ferry_dist *dist, ferry_loader **out)
 {
     ferry_loader_config c = ferry_loader_config_default();
+    if (dist && train) {
+        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+        c.rank = (size_t)ferry_dist_rank(dist);
+        c.world_size = (size_t)ferry_dist_world_size(dist);
+    }
     c.dataset = ds;
     c.batch_size = batch;
     c.shuffle = train;
@@ -64,10 +80,17 @@ static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, 
     return ferry_loader_create(&c, out);
 }
 
-static ferry_status train(const opts *o)
+static ferry_status train(const opts *o, ferry_dist *dist)
 {
     ferry_device dev;
-    CHECK(pick_device(o->device, &dev));
+    if (dist) {
+        dev = ferry_dist_device(dist);
+        char dn[FERRY_DEVICE_NAME_MAX];
+        printf("distributed: %d ranks over %s; rank 0 on %s\n", ferry_dist_world_size(dist),
+               ferry_dist_backend(dist), ferry_device_format(dev, dn, sizeof dn));
+    } else {
+        CHECK(pick_device(o->device, &dev));
+    }
     ferry_dataset *all, *test, *tr, *val;
     ferry_status st = open_datasets(o, &all, &test);
     if (st != FERRY_OK) {
@@ -76,14 +99,20 @@ static ferry_status train(const opts *o)
     }
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
     ferry_dataset_destroy(all);
+    if (o->limit && o->limit < ferry_dataset_len(tr)) {
+        ferry_dataset *first;
+        CHECK(ferry_dataset_subset(tr, 0, o->limit, &first));
+        ferry_dataset_destroy(tr);
+        tr = first;
+    }
     printf("data: %zu train, %zu validation, %zu test images\n", ferry_dataset_len(tr),
            ferry_dataset_len(val), ferry_dataset_len(test));
 
     ferry_loader *ltr, *lval, *ltest;
     size_t batch = o->batch;
-    CHECK(make_loader(tr, o, batch, true, &ltr));
-    CHECK(make_loader(val, o, batch, false, &lval));
-    CHECK(make_loader(test, o, batch, false, &ltest));
+    CHECK(make_loader(tr, o, batch, true, dist, &ltr));
+    CHECK(make_loader(val, o, batch, false, dist, &lval));
+    CHECK(make_loader(test, o, batch, false, dist, &ltest));
 
     ferry_module *net;
     bool cnn = !strcmp(o->model, "cnn");
@@ -98,6 +127,10 @@ static ferry_status train(const opts *o)
         ferry_amp_config ac = ferry_amp_config_default(FERRY_DTYPE_BF16);
         CHECK(ferry_amp_create(net, &ac, &amp));
     }
+    /* Every rank starts from rank 0's weights; backward averages the gradients. */
+    ferry_ddp *ddp = NULL;
+    if (dist)
+        CHECK(ferry_ddp_create(dist, net, 0, &ddp));
     ferry_metrics *met;
     CHECK(ferry_metrics_create(dev, &met));
     ferry_stream *s;
@@ -113,26 +146,35 @@ static ferry_status train(const opts *o)
         ferry_status st;
         /* A step that does not fit leaves the model usable: halve the batch and
          * run the epoch again. */
-        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt)) == FERRY_ERR_DEVICE_OOM && batch > 1) {
+        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt)) == FERRY_ERR_DEVICE_OOM && batch > 1 &&
+               !dist) {
             batch /= 2;
             printf("out of device memory: running epoch %zu again with batch %zu\n", e + 1, batch);
             ferry_loader_destroy(ltr);
-            CHECK(make_loader(tr, o, batch, true, &ltr));
+            CHECK(make_loader(tr, o, batch, true, dist, &ltr));
         }
         CHECK(st);
+        if (ddp)
+            CHECK(ferry_ddp_sync_buffers(ddp, s));
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv));
         curves_add(&c, &rt, &rv);
     }
-    if (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0)
+    bool rank0 = ferry_dist_rank(dist) == 0;
+    if (rank0 && (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0))
         fprintf(stderr, "train_gray: cannot write the curves to %s\n", o->out);
-    else
+    else if (rank0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", o->out, o->out);
+    if (o->save && rank0) {
+        CHECK(ferry_checkpoint_save(o->save, net, opt));
+        printf("saved: %s\n", o->save);
+    }
 
     epoch_result rtest;
     CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest));
     printf("test accuracy: %.4f\n", rtest.accuracy);
 
     ferry_stream_destroy(s);
+    ferry_ddp_destroy(ddp);
     ferry_metrics_destroy(met);
     ferry_amp_destroy(amp);
     ferry_optim_destroy(opt);
@@ -153,6 +195,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--amp")) { o.amp = true; continue; }
+        if (!strcmp(a, "--dist")) { o.dist = true; continue; }
         if (!v)
             return usage();
         i++;
@@ -161,6 +204,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--device")) o.device = v;
         else if (!strcmp(a, "--out")) o.out = v;
+        else if (!strcmp(a, "--save")) o.save = v;
+        else if (!strcmp(a, "--limit")) o.limit = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--epochs")) o.epochs = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--batch")) o.batch = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--workers")) o.workers = strtoull(v, NULL, 10);
@@ -176,5 +221,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "train_gray: --epochs, --batch and --lr must be positive\n");
         return 2;
     }
-    return train(&o) == FERRY_OK ? 0 : 1;
+    if (!o.dist)
+        return train(&o, NULL) == FERRY_OK ? 0 : 1;
+
+    ferry_dist *dist;
+    ferry_dist_config dc = ferry_dist_config_default();
+    dc.device = o.device;
+    ferry_status st = ferry_dist_init(&dc, &dist);
+    if (st != FERRY_OK) {
+        fprintf(stderr, "train_gray: %s\n", ferry_last_error());
+        return 1;
+    }
+    /* Rank 0 speaks for all; the others' errors still reach stderr. */
+    if (ferry_dist_rank(dist) != 0 && !freopen("/dev/null", "w", stdout))
+        fprintf(stderr, "train_gray: rank %d: cannot silence stdout\n", ferry_dist_rank(dist));
+    st = train(&o, dist);
+    if (st != FERRY_OK) /* tell the other ranks, so they stop instead of waiting */
+        ferry_dist_abort(dist, st);
+    ferry_dist_finalize(dist);
+    return st == FERRY_OK ? 0 : 1;
 }

@@ -5,7 +5,7 @@
 # Usage: scripts/install-deps.sh [extra-package ...]
 set -u
 
-want="libpng-dev zlib1g-dev libopenblas-dev pkg-config dataset-fashion-mnist $*"
+want="libpng-dev zlib1g-dev libopenblas-dev pkg-config dataset-fashion-mnist libopenmpi-dev openmpi-bin clang-tidy cppcheck $*"
 
 missing=""
 for p in $want; do

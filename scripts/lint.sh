@@ -1,13 +1,28 @@
 #!/bin/sh
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
-# files given (make lint passes src/ and tools/ without the CUDA backend), with
-# the project's flags. Prints the findings, one line per tool, and a
-# "N passed, N failed, N skipped" summary; exits 1 when anything was found.
+# files given (make lint passes what the build compiles, without the CUDA
+# variants), with the project's flags. Prints the findings, one line per tool,
+# and a "N passed, N failed, N skipped" summary; exits 1 when anything was found.
 #   scripts/lint.sh src/loader/*.c
+# Without arguments it reads the list from FERRY_LINT_SRC (how make test runs it
+# through run-tests.sh), else takes every C file in src/ and tools/ but *_cuda.c.
+# FERRY_LINT_FLAGS adds compiler flags (the MPI headers as -isystem, so clang-tidy
+# leaves them alone; cppcheck gets only the -D and -I ones).
 # JOBS=N runs N clang-tidy processes at once (default: the CPU count).
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
-flags="-std=c11 -D_GNU_SOURCE -Iinclude -Isrc"
+if [ $# -eq 0 ]; then
+    # split on purpose: a list of paths without spaces
+    if [ -n "${FERRY_LINT_SRC:-}" ]; then set -- $FERRY_LINT_SRC
+    else set -- $(find src tools -name '*.c' ! -name '*_cuda.c' | sort); fi
+fi
+extra=${FERRY_LINT_FLAGS:-}
+flags="-std=c11 -D_GNU_SOURCE -Iinclude -Isrc $extra"
+# cppcheck takes the defines and include folders only.
+cpp_extra=
+for f in $extra; do
+    case "$f" in -D*|-I*) cpp_extra="$cpp_extra $f" ;; esac
+done
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 tidy=${CLANG_TIDY:-$(command -v clang-tidy || command -v clang-tidy-14)}
 passed=0 failed=0 skipped=0
@@ -33,7 +48,7 @@ fi
 if command -v cppcheck >/dev/null 2>&1; then
     supp=
     [ -f "$root/.cppcheck-suppressions" ] && supp="--suppressions-list=$root/.cppcheck-suppressions"
-    cppcheck --quiet --std=c11 -D_GNU_SOURCE -Iinclude -Isrc --enable=warning,portability,performance \
+    cppcheck --quiet --std=c11 -D_GNU_SOURCE -Iinclude -Isrc $cpp_extra --enable=warning,portability,performance \
         --inline-suppr --library=posix $supp -j "$jobs" \
         --template='{file}:{line}: {severity}: {message} [{id}]' "$@" > "$out" 2>&1
     n=$(grep -c ': \(error\|warning\|portability\|performance\|style\): ' "$out")

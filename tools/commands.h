@@ -7,6 +7,7 @@ int cmd_info(int argc, char **argv);   /* tools/info.c */
 int cmd_bench(int argc, char **argv);  /* tools/bench.c: h2d, decode, pipeline */
 int cmd_check(int argc, char **argv);  /* tools/check.c: decode every .png under paths */
 int cmd_export(int argc, char **argv); /* tools/export.c: IDX pairs to image folders */
+int cmd_diff(int argc, char **argv);   /* tools/diff.c: compare two safetensors files */
 
 /* Benchmarks, dispatched by cmd_bench. */
 int bench_pipeline(int argc, char **argv); /* tools/bench_pipeline.c */

@@ -14,6 +14,7 @@ static const struct {
     {"bench", cmd_bench, "benchmarks: h2d, decode DIR, DIR (the pipeline)"},
     {"check", cmd_check, "decode every .png under PATH...; report the bad ones"},
     {"export", cmd_export, "write fashion-mnist (or an IDX pair) as a PNG image folder"},
+    {"diff", cmd_diff, "compare two safetensors files (checkpoints) tensor by tensor"},
 };
 
 static void usage(FILE *f)

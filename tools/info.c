@@ -53,6 +53,9 @@ int cmd_info(int argc, char **argv)
     }
     printf("ferry %s\n", ferry_version());
     printf("build: %s\n", ferry_build_features());
+    printf("distributed: %s\n", !ferry_dist_mpi_built() ? "no (built without MPI)"
+                                 : ferry_dist_nccl_built() ? "MPI (CPU) and NCCL (CUDA)"
+                                                           : "MPI (CPU; no NCCL for CUDA)");
     int n = ferry_cuda_device_count();
     printf("devices:\n");
     print_device(ferry_cpu());

@@ -113,6 +113,17 @@ typedef struct ferry_param {
 size_t ferry_module_param_count(const ferry_module *m);
 ferry_status ferry_module_param(const ferry_module *m, size_t i, ferry_param *out);
 
+/* Called by ferry_module_backward(m, ...) each time the gradients of params
+ * [first, first + count) of m (indices as ferry_module_param's) are final: for a
+ * Sequential after each child's backward, last child first; for a single layer
+ * once, at the end. count may be 0 (a child without parameters). A status other
+ * than FERRY_OK stops the backward with it. Data-parallel training (ferry_ddp,
+ * ferry/dist.h) uses this to all-reduce a bucket of gradients while backward
+ * still runs. One hook per module; fn NULL removes it. */
+typedef ferry_status (*ferry_grad_ready_fn)(void *ctx, ferry_module *m, size_t first, size_t count,
+                                            ferry_stream *s);
+ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn, void *ctx);
+
 /* ---- losses ----
  * Metrics accumulate loss, correct predictions and sample count on the device, so
  * a training loop reads them once per epoch, not once per step. */

@@ -23,6 +23,7 @@ typedef enum ferry_status {
     FERRY_ERR_BAD_STATE,       /* the handle cannot do this now (failed, busy, destroyed) */
     FERRY_ERR_SHAPE,           /* tensor shapes do not fit */
     FERRY_ERR_DTYPE,           /* tensor dtypes do not fit */
+    FERRY_ERR_DIST,            /* MPI or NCCL failed, or another rank did */
     FERRY_STATUS_COUNT_
 } ferry_status;
 

@@ -8,6 +8,7 @@
  * aligned host memory underneath, so its statistics mean the same thing. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -46,6 +47,23 @@ typedef struct dev_alloc {
  * registry_lock, read lock-free afterwards (acquire/release). */
 static _Atomic(dev_alloc *) allocators[1 + MAX_CUDA_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The test hook's countdown (ferry_debug_fail_device_alloc_after): 0 = off,
+ * 1 = the next allocation fails as if the device were full. */
+static atomic_llong oom_countdown;
+
+int64_t ferry_debug_fail_device_alloc_after(int64_t k) { return atomic_exchange(&oom_countdown, (long long)k); }
+
+/* True when this allocation must fail on purpose. */
+static bool injected_oom(void)
+{
+    long long c = atomic_load(&oom_countdown);
+    while (c > 0) {
+        if (atomic_compare_exchange_weak(&oom_countdown, &c, c - 1))
+            return c == 1;
+    }
+    return false;
+}
 
 static const char *devname(ferry_device d, char *buf)
 {
@@ -189,7 +207,10 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
         pthread_mutex_unlock(&a->lock);
         return FERRY_OK;
     }
-    ablock *b = take_cached(a, size, s);
+    /* An injected failure plays a full device: no cached block fits and both
+     * backend attempts fail, so the cache is emptied and the message is the real one. */
+    bool full = injected_oom();
+    ablock *b = full ? NULL : take_cached(a, size, s);
     if (b) {
         a->st.cache_hits++;
     } else {
@@ -201,11 +222,11 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
             return FERRY_ERR_NO_MEMORY;
         }
         void *ptr = NULL;
-        st = a->be->malloc(d.index, size, &ptr);
+        st = full ? FERRY_ERR_DEVICE_OOM : a->be->malloc(d.index, size, &ptr);
         if (st == FERRY_ERR_DEVICE_OOM) {
             a->st.oom_retries++;
             flush_cache(a);
-            st = a->be->malloc(d.index, size, &ptr);
+            st = full ? FERRY_ERR_DEVICE_OOM : a->be->malloc(d.index, size, &ptr);
         }
         if (st != FERRY_OK) {
             b->next = a->spare;

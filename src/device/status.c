@@ -34,6 +34,7 @@ const char *ferry_status_str(ferry_status s)
         [FERRY_ERR_BAD_STATE] = "FERRY_ERR_BAD_STATE",
         [FERRY_ERR_SHAPE] = "FERRY_ERR_SHAPE",
         [FERRY_ERR_DTYPE] = "FERRY_ERR_DTYPE",
+        [FERRY_ERR_DIST] = "FERRY_ERR_DIST",
     };
     if ((unsigned)s >= FERRY_STATUS_COUNT_ || !names[s])
         return "FERRY_ERR_UNKNOWN";

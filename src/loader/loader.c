@@ -629,9 +629,9 @@ ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
     *out = l->stats;
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
-        out->read_s += l->workers[i].timing.read_s;
-        out->decode_s += l->workers[i].timing.decode_s;
-        out->transform_s += l->workers[i].timing.transform_s;
+        out->read_s += atomic_load(&l->workers[i].read_s);
+        out->decode_s += atomic_load(&l->workers[i].decode_s);
+        out->transform_s += atomic_load(&l->workers[i].transform_s);
     }
     pthread_mutex_unlock(&l->lock);
     return FERRY_OK;
@@ -648,7 +648,10 @@ void ferry_loader_stats_reset(ferry_loader *l)
     l->stats.host_bytes = keep.host_bytes;
     l->stats.device_bytes = keep.device_bytes;
     size_t n = l->nworkers ? l->nworkers : 1;
-    for (size_t i = 0; i < n; i++)
-        memset(&l->workers[i].timing, 0, sizeof l->workers[i].timing);
+    for (size_t i = 0; i < n; i++) {
+        atomic_store(&l->workers[i].read_s, 0.0);
+        atomic_store(&l->workers[i].decode_s, 0.0);
+        atomic_store(&l->workers[i].transform_s, 0.0);
+    }
     pthread_mutex_unlock(&l->lock);
 }

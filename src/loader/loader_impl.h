@@ -5,6 +5,7 @@
 #define FERRY_LOADER_IMPL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 
 #include "convert.h"
@@ -55,7 +56,9 @@ typedef struct ferry_worker {
     ferry_loader *loader;
     ferry_scratch *scratch;
     void *sample_buf;          /* wire f32: the u8 sample before conversion */
-    ferry_sample_timing timing;/* guarded by lock */
+    /* Stage seconds of this worker's samples. Added to by the worker without the
+     * lock (once per sample), read and reset by stats under it: atomic. */
+    _Atomic double read_s, decode_s, transform_s;
     bool busy;
     size_t slot, pos, index;
     double start;              /* seconds, monotonic */

@@ -81,6 +81,16 @@ static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_release
 }
 
 /* Decodes dataset sample `index` into dst in the wire format. Lock not held. */
+/* *a += v as one atomic step (stats_get reads and resets it under the lock the
+ * worker does not hold). A CAS loop: `+=` on an _Atomic double needs libatomic. */
+static void add_seconds(_Atomic double *a, double v)
+{
+    double old = atomic_load_explicit(a, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(a, &old, old + v, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
 static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, void *dst,
                                int64_t *label)
 {
@@ -103,9 +113,9 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, v
     } else {
         st = ferry_dataset_get(l->ds, index, dst, l->sample_bytes, &ctx, label);
     }
-    w->timing.read_s += t.read_s;
-    w->timing.decode_s += t.decode_s;
-    w->timing.transform_s += t.transform_s;
+    add_seconds(&w->read_s, t.read_s);
+    add_seconds(&w->decode_s, t.decode_s);
+    add_seconds(&w->transform_s, t.transform_s);
     return st;
 }
 

@@ -43,7 +43,7 @@ ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferr
             return ferry_fail(FERRY_ERR_BAD_STATE, "the module already has an ferry_amp");
     ferry_amp *a = ferry_host_calloc(1, sizeof *a);
     size_t n = m->nflat;
-    ferry_tensor **nv = n ? ferry_host_calloc(n * 2, sizeof *nv) : NULL;
+    ferry_tensor **nv = n ? ferry_host_calloc(n, 2 * sizeof(ferry_tensor *)) : NULL;
     if (!a || (n && !nv)) {
         ferry_host_free(a);
         ferry_host_free(nv);

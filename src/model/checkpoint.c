@@ -61,7 +61,7 @@ ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_opti
     if (st != FERRY_OK)
         return st;
     const char **names = ferry_host_calloc(n + 1, sizeof *names);
-    ferry_tensor **ts = ferry_host_calloc(n + 1, sizeof *ts);
+    ferry_tensor **ts = ferry_host_calloc(n + 1, sizeof(ferry_tensor *));
     if (!names || !ts)
         st = FERRY_ERR_NO_MEMORY;
     for (size_t i = 0; st == FERRY_OK && i < n; i++) {

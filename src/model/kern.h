@@ -68,10 +68,10 @@ typedef struct fk_conv {
       int64_t inner)                                                                               \
     X(P, softmax, bool log, ferry_dtype dt, void *y, const void *x, int64_t outer, int64_t n,      \
       int64_t inner)                                                                               \
-    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch */                          \
+    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc) */               \
     X(P, gemm, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,      \
       const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,  \
-      float beta, void *c, int64_t ldc, int64_t stride_c, int64_t batch)                           \
+      float beta, void *cc, int64_t ldc, int64_t stride_c, int64_t batch)                          \
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(P, rand, ferry_dtype dt, void *y, int64_t n, uint64_t seed, uint64_t stream, bool normal)    \
     /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner] */                                  \
@@ -100,11 +100,11 @@ typedef struct fk_conv {
       void *dx)                                                                                    \
     X(P, avgpool_fwd, ferry_dtype dt, const fk_conv *g, const void *x, void *y)                    \
     X(P, avgpool_bwd, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)                  \
-    /* batch norm over [n, c, hw]; f32 statistics and affine parameters */                        \
-    X(P, bn_fwd, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t c, int64_t hw,         \
+    /* batch norm over [n, ch, hw]; f32 statistics and affine parameters */                       \
+    X(P, bn_fwd, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch, int64_t hw,        \
       const float *gamma, const float *beta, float *rmean, float *rvar, float *smean,            \
       float *sinvstd, bool training, float momentum, float eps)                                    \
-    X(P, bn_bwd, ferry_dtype dt, const void *x, const void *dy, void *dx, int64_t n, int64_t c,    \
+    X(P, bn_bwd, ferry_dtype dt, const void *x, const void *dy, void *dx, int64_t n, int64_t ch,   \
       int64_t hw, const float *gamma, const float *smean, const float *sinvstd, float *dgamma,     \
       float *dbeta)                                                                                \
     /* y = x * keep / (1 - p), keep drawn from Philox (seed, stream) at element i */              \
@@ -119,7 +119,9 @@ typedef struct fk_conv {
     X(P, unscale, ferry_dtype dt, const void *g, float *master, int64_t n, float inv_scale,         \
       float *found)
 
-#define FK_DECL(P, name, ...) ferry_status fk_##P##_##name(const fk_ctx *ctx_, __VA_ARGS__);
+/* The context is named c, as in every definition; so the table names C's matrix cc and
+ * the channel count ch (a name at another position reads as swapped arguments). */
+#define FK_DECL(P, name, ...) ferry_status fk_##P##_##name(const fk_ctx *c, __VA_ARGS__);
 FK_KERNELS(FK_DECL, cpu)
 /* The CPU's f32 implementations behind fk_cpu_* (kern_cpu_half.c converts). */
 FK_KERNELS(FK_DECL, f32)

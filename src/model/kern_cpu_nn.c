@@ -87,8 +87,9 @@ ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *l
                 mx = row[k];
                 arg = k;
             }
-        float sum = 0;
-        for (int64_t k = 0; k < classes; k++)
+        /* From the first term (classes >= 1, checked by the caller): never log(0). */
+        float sum = expf(row[0] - mx);
+        for (int64_t k = 1; k < classes; k++)
             sum += expf(row[k] - mx);
         float lse = mx + logf(sum);
         if (label < 0 || label >= classes) {

@@ -285,15 +285,20 @@ ferry_status fk_cpu_softmax(const fk_ctx *c, bool log_, ferry_dtype dt, void *y,
                             int64_t outer, int64_t n, int64_t inner)
 {
     (void)c;
+    if (n < 1) /* an empty axis: y has no elements */
+        return FERRY_OK;
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * n * inner + i;
-            double mx = -INFINITY, sum = 0;
+            double mx = -INFINITY;
             for (int64_t j = 0; j < n; j++) {
                 double v = fk_ldd(dt, x, base + j * inner);
                 mx = v > mx ? v : mx;
             }
-            for (int64_t j = 0; j < n; j++)
+            /* The sum starts from its first term (n >= 1), so it is never the 0 that
+             * log would turn into -inf; the max's own term makes it >= 1. */
+            double sum = exp(fk_ldd(dt, x, base) - mx);
+            for (int64_t j = 1; j < n; j++)
                 sum += exp(fk_ldd(dt, x, base + j * inner) - mx);
             double lse = mx + log(sum);
             for (int64_t j = 0; j < n; j++) {

@@ -27,6 +27,8 @@ static void conv_destroy(ferry_module *m) { ferry_tensor_release(((fm_conv2d *)m
 
 static ferry_status conv_geom(fm_conv2d *c, const ferry_tensor *x, fk_conv *g)
 {
+    /* Defined on every path: a caller's error path must not compute with garbage. */
+    *g = (fk_conv){0};
     char sb[128];
     if (x->ndim != 4 || x->shape[1] != c->cin)
         return ferry_fail(FERRY_ERR_SHAPE, "%s expects input [N, %lld, H, W], got %s", c->base.name,
@@ -57,8 +59,10 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     fm_conv2d *c = (fm_conv2d *)m;
     char where[192];
     snprintf(where, sizeof where, "%s.forward", m->name);
+    if (!x) /* fm_input words the NULL-input error as every layer does */
+        return fm_input(m, x, s, where, NULL);
     fk_conv g;
-    ferry_status st = x ? conv_geom(c, x, &g) : fm_input(m, x, s, where, NULL);
+    ferry_status st = conv_geom(c, x, &g);
     if (st != FERRY_OK)
         return st;
     ferry_tensor *xi = NULL, *yt = NULL, *col = NULL;

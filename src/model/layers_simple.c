@@ -267,13 +267,22 @@ static ferry_status seq_forward(ferry_module *m, ferry_tensor *x, ferry_stream *
 static ferry_status seq_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s, ferry_tensor **dx)
 {
     ferry_tensor *cur = ferry_tensor_retain(dy);
+    size_t end = m->nflat; /* children's parameters are consecutive in m->flat */
     for (size_t i = m->nchildren; i-- > 0;) {
         ferry_tensor *next = NULL;
         bool want = i > 0 || dx;
-        ferry_status st = m->children[i]->ops->backward(m->children[i], cur, s, want ? &next : NULL);
+        ferry_module *c = m->children[i];
+        ferry_status st = c->ops->backward(c, cur, s, want ? &next : NULL);
         ferry_tensor_release(cur);
-        if (st != FERRY_OK)
+        /* Child i's gradients are final now: tell the hook (data-parallel
+         * training starts reducing them while the children before it run). */
+        end -= c->nflat;
+        if (st == FERRY_OK && m->grad_ready)
+            st = m->grad_ready(m->grad_ready_ctx, m, end, c->nflat, s);
+        if (st != FERRY_OK) {
+            ferry_tensor_release(next);
             return ferry_fail_prefix(st, "%s[%zu]: ", m->name, i);
+        }
         cur = next;
     }
     if (dx)
@@ -316,7 +325,7 @@ ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child)
     }
     if (seq->nchildren == seq->cap) {
         size_t cap = seq->cap ? seq->cap * 2 : 8;
-        ferry_module **c = ferry_host_realloc(seq->children, cap * sizeof *c);
+        ferry_module **c = ferry_host_realloc(seq->children, cap * sizeof(ferry_module *));
         if (!c) {
             ferry_module_destroy(child);
             return FERRY_ERR_NO_MEMORY;

@@ -124,9 +124,10 @@ ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, flo
         st = ferry_tensor_contiguous(labels, s, &y);
     if (st == FERRY_OK && dlogits)
         st = ferry_tensor_empty(x->shape, 2, x->dtype, x->device, &d);
-    bool cpu = x && x->device.type == FERRY_DEVICE_CPU;
     int64_t bad_host = 0;
     if (st == FERRY_OK) {
+        /* x and y exist here: ferry_tensor_contiguous sets its out exactly on FERRY_OK. */
+        bool cpu = x->device.type == FERRY_DEVICE_CPU;
         fk_ctx c = fm_ctx(x, s);
         float *lp = metrics ? ferry_tensor_data(metrics->loss) : NULL;
         int64_t *ip = metrics ? ferry_tensor_data(metrics->ints) : NULL;

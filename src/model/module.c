@@ -69,8 +69,16 @@ ferry_status fm_flat_rebuild(ferry_module *m)
     size_t n = m->nparams;
     for (size_t i = 0; i < m->nchildren; i++)
         n += m->children[i]->nflat;
-    fm_ref *flat = n ? ferry_host_calloc(n, sizeof *flat) : NULL;
-    if (n && !flat)
+    if (n == 0) {
+        /* No parameters anywhere below (ReLU, Flatten): an empty list, and the
+         * loops below may assume flat exists. */
+        ferry_host_free(m->flat);
+        m->flat = NULL;
+        m->nflat = 0;
+        return FERRY_OK;
+    }
+    fm_ref *flat = ferry_host_calloc(n, sizeof *flat);
+    if (!flat)
         return FERRY_ERR_NO_MEMORY;
     size_t k = 0;
     for (size_t i = 0; i < m->nparams; i++, k++) {
@@ -259,9 +267,26 @@ ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stre
     if (dx)
         *dx = NULL;
     ferry_status st = m->ops->backward(m, dy, s, dx);
-    if (st != FERRY_OK)
+    /* A Sequential reports child by child (seq_backward); a single layer here. */
+    if (st == FERRY_OK && m->grad_ready && m->nchildren == 0 && m->nflat > 0)
+        st = m->grad_ready(m->grad_ready_ctx, m, 0, m->nflat, s);
+    if (st != FERRY_OK) {
         fm_drop_saved_all(m);
+        if (dx) {
+            ferry_tensor_release(*dx);
+            *dx = NULL;
+        }
+    }
     return st;
+}
+
+ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn, void *ctx)
+{
+    if (!m)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_set_grad_hook)");
+    m->grad_ready = fn;
+    m->grad_ready_ctx = fn ? ctx : NULL;
+    return FERRY_OK;
 }
 
 ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s)
@@ -307,10 +332,14 @@ typedef ferry_status (*conv_fn)(fm_param *p, int which, ferry_tensor *t, void *c
 
 static ferry_status convert_params(ferry_module *m, conv_fn fn, void *ctx)
 {
-    size_t n = m->nflat * 4;
-    ferry_tensor **tmp = n ? ferry_host_calloc(n, sizeof *tmp) : NULL;
-    if (n && !tmp)
+    if (m->nflat == 0)
+        return FERRY_OK;
+    /* Four slots per parameter (value, grad, master, master_grad); calloc checks
+     * the product, so n below cannot have wrapped once tmp exists. */
+    ferry_tensor **tmp = ferry_host_calloc(m->nflat, 4 * sizeof(ferry_tensor *));
+    if (!tmp)
         return FERRY_ERR_NO_MEMORY;
+    size_t n = m->nflat * 4;
     ferry_status st = FERRY_OK;
     for (size_t i = 0; i < m->nflat && st == FERRY_OK; i++) {
         fm_param *p = m->flat[i].p;

@@ -46,6 +46,8 @@ struct ferry_module {
     bool training;
     ferry_tensor *out;          /* forward output buffer, reused when no one else holds it */
     ferry_tensor *dxbuf;        /* backward input-gradient buffer, likewise */
+    ferry_grad_ready_fn grad_ready; /* ferry_module_set_grad_hook; NULL when none */
+    void *grad_ready_ctx;
 };
 
 /* Allocates a zeroed layer struct of `size` bytes with name and params. */

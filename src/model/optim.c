@@ -140,7 +140,7 @@ ferry_status fm_optim_prepare(ferry_optim *o)
                           "the module's parameters changed since the optimiser's first step (%zu then, %zu now)",
                           o->nparams, m->nflat);
     if (!o->state) {
-        o->state = m->nflat ? ferry_host_calloc(m->nflat * 2, sizeof *o->state) : NULL;
+        o->state = m->nflat ? ferry_host_calloc(m->nflat, 2 * sizeof(ferry_tensor *)) : NULL;
         if (m->nflat && !o->state)
             return FERRY_ERR_NO_MEMORY;
         o->nparams = m->nflat;

@@ -2,6 +2,7 @@
  * offset and nesting level is checked, and bad input is FERRY_ERR_FORMAT, never
  * a crash) and writer. Data is little-endian, as on every machine ferry runs on. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,10 @@ typedef struct jp {
 
 static ferry_status jfail(const jp *j, const char *what)
 {
-    return ferry_fail(FERRY_ERR_FORMAT, "safetensors header: %s at byte %zu", what, (size_t)(j->p - j->begin));
+    ferry_fail(FERRY_ERR_FORMAT, "safetensors header: %s at byte %zu", what, (size_t)(j->p - j->begin));
+    /* The constant, not ferry_fail's result: the parser's callers rely on "not OK
+     * means no string was made", and that must be visible within this file. */
+    return FERRY_ERR_FORMAT;
 }
 
 static void jws(jp *j)
@@ -614,9 +618,8 @@ ferry_status ferry_safetensors_save(const char *path, const char *const *names, 
             snprintf(tmp, sizeof tmp, d ? ",%lld" : "%lld", (long long)ferry_tensor_dim(t, d));
             sb_put(&h, tmp, strlen(tmp));
         }
-        uint64_t bytes = ferry_tensor_nbytes(t);
-        snprintf(tmp, sizeof tmp, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                 (unsigned long long)(off + bytes));
+        uint64_t bytes = ferry_tensor_nbytes(t), end = off + bytes;
+        snprintf(tmp, sizeof tmp, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, end);
         sb_put(&h, tmp, strlen(tmp));
         off += bytes;
     }

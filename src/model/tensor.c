@@ -38,6 +38,9 @@ const char *ferry_shape_format_(const int64_t *shape, size_t ndim, char *buf, si
 ferry_status ferry_shape_check_(const int64_t *shape, size_t ndim, ferry_dtype dt,
                                 int64_t *numel, size_t *nbytes)
 {
+    /* Defined on every path, so a caller never reads an indeterminate size. */
+    *numel = 0;
+    *nbytes = 0;
     if (ferry_dtype_size(dt) == 0)
         return ferry_fail(FERRY_ERR_DTYPE, "invalid dtype %d", (int)dt);
     if (ndim > FERRY_MAX_DIMS)
@@ -148,8 +151,11 @@ static ferry_status tensor_alloc(const int64_t *shape, size_t ndim, ferry_dtype 
     void *data = NULL;
     if ((st = ferry_device_malloc(d, bytes, s, &data)) != FERRY_OK) {
         char sbuf[256];
-        return ferry_fail_prefix(st, "tensor %s %s: ", ferry_shape_format_(shape, ndim, sbuf, sizeof sbuf),
-                                 ferry_dtype_name(dt));
+        ferry_fail_prefix(st, "tensor %s %s: ", ferry_shape_format_(shape, ndim, sbuf, sizeof sbuf),
+                          ferry_dtype_name(dt));
+        /* st, not the prefix call's result: callers rely on *out != NULL exactly when
+         * FERRY_OK comes back, and that must be visible within this file. */
+        return st;
     }
     ferry_storage *sto;
     if ((st = storage_new(d, data, bytes, true, &sto)) != FERRY_OK) {
