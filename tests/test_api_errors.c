@@ -936,3 +936,740 @@ TEST(loader_stats_errors)
     ferry_loader_destroy(l);
     ferry_dataset_destroy(ds);
 }
+
+/* ================= ops.h ================= */
+/* Shared operands, held by globals (a test that fails early leaks nothing). */
+static ferry_tensor *cached(int k, const int64_t *shape, size_t ndim, ferry_dtype dt)
+{
+    static ferry_tensor *c[16];
+    if (!c[k])
+        ASSERT_OK(ferry_tensor_zeros(shape, ndim, dt, ferry_cpu(), &c[k]));
+    return c[k];
+}
+#define T23 cached(0, (const int64_t[]){2, 3}, 2, FERRY_DTYPE_F32)
+#define T34 cached(1, (const int64_t[]){3, 4}, 2, FERRY_DTYPE_F32)
+#define T45 cached(2, (const int64_t[]){4, 5}, 2, FERRY_DTYPE_F32)
+#define T23_F16 cached(3, (const int64_t[]){2, 3}, 2, FERRY_DTYPE_F16)
+#define T23_U8 cached(4, (const int64_t[]){2, 3}, 2, FERRY_DTYPE_U8)
+#define T1 cached(5, (const int64_t[]){1}, 1, FERRY_DTYPE_F32)
+#define T0D cached(6, NULL, 0, FERRY_DTYPE_F32)
+#define T20 cached(7, (const int64_t[]){2, 0}, 2, FERRY_DTYPE_F32)
+#define T234 cached(8, (const int64_t[]){2, 3, 4}, 3, FERRY_DTYPE_F32)
+#define T3 cached(9, (const int64_t[]){3}, 1, FERRY_DTYPE_F32)
+#define L2_I64 cached(10, (const int64_t[]){2}, 1, FERRY_DTYPE_I64)
+#define L3_I64 cached(11, (const int64_t[]){3}, 1, FERRY_DTYPE_I64)
+#define L2_F32 cached(12, (const int64_t[]){2}, 1, FERRY_DTYPE_F32)
+
+/* T23 transposed: a view that is not contiguous. */
+static ferry_tensor *t32_view(void)
+{
+    static ferry_tensor *v;
+    if (!v)
+        ASSERT_OK(ferry_tensor_transpose(T23, 0, 1, &v));
+    return v;
+}
+
+static const int64_t SHAPE23[] = {2, 3};
+static const int64_t SHAPE_NEG[] = {2, -3};
+static const int64_t SHAPE_HUGE[] = {(int64_t)1 << 62, (int64_t)1 << 62};
+
+static ferry_status ones_with(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d)
+{
+    ferry_tensor *t = NULL;
+    ferry_status st = ferry_tensor_ones(shape, ndim, dt, d, &t);
+    ferry_tensor_release(t);
+    return st;
+}
+
+static ferry_status full_with(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d)
+{
+    ferry_tensor *t = NULL;
+    ferry_status st = ferry_tensor_full(shape, ndim, 2.5, dt, d, &t);
+    ferry_tensor_release(t);
+    return st;
+}
+
+static ferry_status rand_with(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d, bool normal)
+{
+    ferry_tensor *t = NULL;
+    ferry_status st = normal ? ferry_tensor_randn(shape, ndim, dt, d, 1, &t)
+                             : ferry_tensor_rand(shape, ndim, dt, d, 1, &t);
+    ferry_tensor_release(t);
+    return st;
+}
+
+static ferry_status arange_with(double a, double b, double step, ferry_dtype dt, ferry_device d)
+{
+    ferry_tensor *t = NULL;
+    ferry_status st = ferry_tensor_arange(a, b, step, dt, d, &t);
+    ferry_tensor_release(t);
+    return st;
+}
+
+TEST(ops_ones_full_errors)
+{
+    ferry_tensor *t;
+    CHK(ferry_tensor_ones(NULL, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
+    CHK(full_with(NULL, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(ones_with(SHAPE_NEG, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(full_with(SHAPE23, FERRY_MAX_DIMS + 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(ones_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
+    CHK(full_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
+    CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_COUNT_, ferry_cpu()), FERRY_ERR_DTYPE);
+    CHK(full_with(SHAPE23, 2, (ferry_dtype)-1, ferry_cpu()), FERRY_ERR_DTYPE);
+    CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_F32, BAD_DEVICE), FERRY_ERR_INVALID_ARG);
+    CHK(full_with(SHAPE23, 2, FERRY_DTYPE_F32, NEG_CUDA), FERRY_ERR_INVALID_ARG);
+    if (no_gpu()) {
+        CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
+        CHK(full_with(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
+    }
+    CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cuda(1000)), FERRY_ERR_NO_DEVICE);
+}
+
+TEST(ops_arange_errors)
+{
+    CHK(arange_with(0, 4, 0, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(arange_with(0, 4, -0.0, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(arange_with(0, NAN, 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(arange_with(0, INFINITY, 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(arange_with(0, 1e18, 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
+    CHK(arange_with(0, 4, -1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_OK); /* empty */
+    CHK(arange_with(0, 4, 1, FERRY_DTYPE_COUNT_, ferry_cpu()), FERRY_ERR_DTYPE);
+    CHK(arange_with(0, 4, 1, FERRY_DTYPE_F32, BAD_DEVICE), FERRY_ERR_INVALID_ARG);
+    if (no_gpu())
+        CHK(arange_with(0, 4, 1, FERRY_DTYPE_F32, ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
+}
+
+TEST(ops_rand_randn_errors)
+{
+    for (int normal = 0; normal < 2; normal++) {
+        CHK(rand_with(NULL, 2, FERRY_DTYPE_F32, ferry_cpu(), normal), FERRY_ERR_INVALID_ARG);
+        CHK(rand_with(SHAPE_NEG, 2, FERRY_DTYPE_F32, ferry_cpu(), normal), FERRY_ERR_INVALID_ARG);
+        CHK(rand_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu(), normal), FERRY_ERR_LIMIT);
+        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_I64, ferry_cpu(), normal), FERRY_ERR_DTYPE);
+        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_U8, ferry_cpu(), normal), FERRY_ERR_DTYPE);
+        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_COUNT_, ferry_cpu(), normal), FERRY_ERR_DTYPE);
+        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_F32, BAD_DEVICE, normal), FERRY_ERR_INVALID_ARG);
+        if (no_gpu())
+            CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cuda(0), normal), FERRY_ERR_NO_DEVICE);
+    }
+}
+
+TEST(ops_fill_copy_errors)
+{
+    CHK(ferry_tensor_fill(NULL, 1.0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_copy(NULL, T23, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_copy(T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_copy(T23, T34, NULL), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_copy(T3, T23, NULL), FERRY_ERR_SHAPE);   /* would need to shrink */
+    CHK(ferry_tensor_copy(T23, T3, NULL), FERRY_OK);          /* broadcasts */
+    CHK(ferry_tensor_copy(T23, T23_U8, NULL), FERRY_OK);      /* converts */
+}
+
+TEST(ops_clone_contiguous_item_errors)
+{
+    ferry_tensor *o, *tt = t32_view();
+    double v;
+    CHK(ferry_tensor_clone(NULL, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_contiguous(NULL, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_contiguous(tt, NULL, &o), FERRY_OK); /* a copy */
+    CHK(ferry_tensor_item(NULL, &v), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_item(T23, &v), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_item(T20, &v), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_item(T0D, &v), FERRY_OK);
+}
+
+TEST(ops_view_errors)
+{
+    ferry_tensor *o;
+    const int64_t s4[] = {4}, s_inf2[] = {-1, -1}, s_neg[] = {-2, -3}, s_inf0[] = {0, -1};
+    const int64_t s9[FERRY_MAX_DIMS + 1] = {1, 1, 1, 1, 1, 1, 1, 1, 6};
+    CHK(ferry_tensor_reshape(NULL, SHAPE23, 2, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_reshape(T23, s4, 1, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, s_inf2, 2, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, s_neg, 2, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, s_inf0, 2, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, SHAPE_HUGE, 2, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, s9, FERRY_MAX_DIMS + 1, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_slice(NULL, 0, 0, 1, 1, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_slice(T23, 2, 0, 1, 1, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_slice(T23, -3, 0, 1, 1, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_slice(T23, 0, 0, 1, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_slice(T23, 0, 0, 1, -1, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_slice(T23, 1, 100, INT64_MIN, 1, &o), FERRY_OK); /* clamped: empty */
+    CHK(ferry_tensor_transpose(NULL, 0, 1, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_transpose(T23, 0, 2, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_transpose(T23, INT64_MIN, 0, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_flatten(NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_flatten(T0D, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_tensor_reshape(T23, NULL, 2, &o), FERRY_ERR_INVALID_ARG);
+}
+
+TEST(ops_binary_errors)
+{
+    ferry_tensor *o;
+    CHK(ferry_binary(FERRY_OP_ADD, NULL, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_add(T23, NULL, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mul(T23, T34, NULL, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_div(T23, T45, NULL, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_add(T23, T3, NULL, &o), FERRY_OK); /* broadcasts */
+    CHK(ferry_add(T23, T23_F16, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_add(T23_U8, T23_U8, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_binary((ferry_binary_op)99, T23, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_binary((ferry_binary_op)-1, T23, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
+}
+
+TEST(ops_scalar_unary_affine_errors)
+{
+    ferry_tensor *o;
+    CHK(ferry_scalar(FERRY_OP_ADD_SCALAR, NULL, 1, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mul_scalar(T23_U8, 2, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_scalar((ferry_scalar_op)99, T23, 1, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_unary(FERRY_OP_NEG, NULL, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_exp(T23_U8, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_unary((ferry_unary_op)99, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_unary((ferry_unary_op)-1, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_affine(NULL, 1, 0, FERRY_DTYPE_F32, NULL, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_COUNT_, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_I64, NULL, &o), FERRY_OK); /* any to any */
+}
+
+TEST(ops_reduction_errors)
+{
+    ferry_tensor *o;
+    ferry_status (*red[])(ferry_tensor *, int64_t, bool, ferry_stream *, ferry_tensor **) = {
+        ferry_sum, ferry_mean, ferry_max, ferry_argmax};
+    for (size_t i = 0; i < sizeof red / sizeof red[0]; i++) {
+        CHK(red[i](NULL, 0, false, NULL, &o), FERRY_ERR_INVALID_ARG);
+        CHK(red[i](T23, 2, false, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(red[i](T23, -3, true, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(red[i](T0D, 0, false, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(red[i](T23_U8, 0, false, NULL, &o), FERRY_ERR_DTYPE);
+    }
+    CHK(ferry_max(T20, 1, false, NULL, &o), FERRY_ERR_SHAPE);
+    CHK(ferry_argmax(T20, 1, false, NULL, &o), FERRY_ERR_SHAPE);
+    ferry_status (*sm[])(ferry_tensor *, int64_t, ferry_stream *, ferry_tensor **) = {
+        ferry_softmax, ferry_log_softmax};
+    for (size_t i = 0; i < 2; i++) {
+        CHK(sm[i](NULL, 0, NULL, &o), FERRY_ERR_INVALID_ARG);
+        CHK(sm[i](T23, 2, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(sm[i](T23, INT64_MIN, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(sm[i](T23_U8, 1, NULL, &o), FERRY_ERR_DTYPE);
+    }
+}
+
+TEST(ops_matmul_errors)
+{
+    ferry_tensor *o;
+    ferry_status (*mm[])(ferry_tensor *, ferry_tensor *, ferry_stream *, ferry_tensor **) = {
+        ferry_matmul, ferry_bmm};
+    for (size_t i = 0; i < 2; i++) {
+        CHK(mm[i](NULL, T34, NULL, &o), FERRY_ERR_INVALID_ARG);
+        CHK(mm[i](T23, NULL, NULL, &o), FERRY_ERR_INVALID_ARG);
+        CHK(mm[i](T23, T23, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(mm[i](T23, T45, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(mm[i](T3, T34, NULL, &o), FERRY_ERR_SHAPE);   /* 1-d */
+        CHK(mm[i](T0D, T0D, NULL, &o), FERRY_ERR_SHAPE);  /* 0-d */
+        CHK(mm[i](T234, T234, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(mm[i](T23, T3, NULL, &o), FERRY_ERR_SHAPE);
+        CHK(mm[i](T23_F16, T34, NULL, &o), FERRY_ERR_DTYPE);
+        CHK(mm[i](T23_U8, T23_U8, NULL, &o), FERRY_ERR_DTYPE);
+        CHK(mm[i](T234, T45, NULL, &o), FERRY_OK); /* [b,m,k] @ [k,n] */
+    }
+}
+
+/* Every op with out NULL: INVALID_ARG, before any work. */
+TEST(ops_out_null)
+{
+    ferry_tensor *tt = t32_view();
+    CHK(ferry_tensor_arange(0, 4, 1, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_ones(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_full(SHAPE23, 2, 1.0, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_rand(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cpu(), 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_randn(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cpu(), 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_clone(T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_contiguous(T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_contiguous(tt, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_item(T1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_reshape(T23, SHAPE23, 2, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_slice(T23, 0, 0, 1, 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_transpose(T23, 0, 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_tensor_flatten(T23, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_binary(FERRY_OP_MUL, T23, T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sub(T23, T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_scalar(FERRY_OP_POW_SCALAR, T23, 2, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_add_scalar(T23, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_unary(FERRY_OP_TANH, T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_relu(T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_F32, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sum(T23, 0, false, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mean(T23, 0, false, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_max(T23, 0, false, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_argmax(T23, 0, false, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_softmax(T23, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_log_softmax(T23, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_matmul(T23, T34, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_bmm(T23, T34, NULL, NULL), FERRY_ERR_INVALID_ARG);
+}
+
+/* ================= nn.h ================= */
+/* Sequential(Linear(3, 4)), f32 on the CPU, held by a global; nothing runs a
+ * forward on it outside a child. */
+static ferry_module *net(void)
+{
+    static ferry_module *n;
+    if (!n) {
+        ferry_module *l;
+        ASSERT_OK(ferry_sequential_create(&n));
+        ASSERT_OK(ferry_linear_create(3, 4, true, &l));
+        ASSERT_OK(ferry_sequential_add(n, l));
+    }
+    return n;
+}
+
+static ferry_optim *net_sgd(void)
+{
+    static ferry_optim *o;
+    if (!o)
+        ASSERT_OK(ferry_sgd_create(net(), 0.1, 0.0, 0.0, &o));
+    return o;
+}
+
+static ferry_metrics *cpu_metrics(void)
+{
+    static ferry_metrics *m;
+    if (!m)
+        ASSERT_OK(ferry_metrics_create(ferry_cpu(), &m));
+    return m;
+}
+
+/* Labels {0, 5}: 5 is out of range for 4 classes. */
+static ferry_tensor *bad_labels(void)
+{
+    static ferry_tensor *t;
+    static const int64_t v[2] = {0, 5}, n = 2;
+    if (!t)
+        ASSERT_OK(ferry_tensor_from_host(v, &n, 1, FERRY_DTYPE_I64, ferry_cpu(), &t));
+    return t;
+}
+
+static ferry_status linear_with(int64_t in, int64_t out)
+{
+    ferry_module *m = NULL;
+    ferry_status st = ferry_linear_create(in, out, true, &m);
+    ferry_module_destroy(m);
+    return st;
+}
+
+static ferry_status conv_with(int64_t ci, int64_t co, int64_t k, int64_t s, int64_t p)
+{
+    ferry_module *m = NULL;
+    ferry_status st = ferry_conv2d_create(ci, co, k, s, p, true, &m);
+    ferry_module_destroy(m);
+    return st;
+}
+
+static ferry_status pool_with(bool max, int64_t k, int64_t s, int64_t p)
+{
+    ferry_module *m = NULL;
+    ferry_status st = max ? ferry_maxpool2d_create(k, s, p, &m) : ferry_avgpool2d_create(k, s, p, &m);
+    ferry_module_destroy(m);
+    return st;
+}
+
+static ferry_status bn_with(int64_t c, double eps, double mom)
+{
+    ferry_module *m = NULL;
+    ferry_status st = ferry_batchnorm2d_create(c, eps, mom, &m);
+    ferry_module_destroy(m);
+    return st;
+}
+
+static ferry_status dropout_with(double p)
+{
+    ferry_module *m = NULL;
+    ferry_status st = ferry_dropout_create(p, 1, &m);
+    ferry_module_destroy(m);
+    return st;
+}
+
+TEST(nn_module_create_errors)
+{
+    CHK(ferry_linear_create(3, 4, true, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(linear_with(0, 4), FERRY_ERR_INVALID_ARG);
+    CHK(linear_with(3, 0), FERRY_ERR_INVALID_ARG);
+    CHK(linear_with(-1, 4), FERRY_ERR_INVALID_ARG);
+    CHK(linear_with(INT64_MAX, INT64_MAX), FERRY_ERR_LIMIT);
+    CHK(ferry_conv2d_create(1, 1, 3, 1, 0, true, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(conv_with(0, 1, 3, 1, 0), FERRY_ERR_INVALID_ARG);
+    CHK(conv_with(1, 0, 3, 1, 0), FERRY_ERR_INVALID_ARG);
+    CHK(conv_with(1, 1, 0, 1, 0), FERRY_ERR_INVALID_ARG);
+    CHK(conv_with(1, 1, 3, 0, 0), FERRY_ERR_INVALID_ARG);
+    CHK(conv_with(1, 1, 3, 1, -1), FERRY_ERR_INVALID_ARG);
+    for (int max = 0; max < 2; max++) {
+        CHK(pool_with(max, 0, 0, 0), FERRY_ERR_INVALID_ARG);
+        CHK(pool_with(max, 2, -1, 0), FERRY_ERR_INVALID_ARG);
+        CHK(pool_with(max, 2, 2, -1), FERRY_ERR_INVALID_ARG);
+        CHK(pool_with(max, 2, 2, 2), FERRY_ERR_INVALID_ARG); /* padding > kernel / 2 */
+    }
+    CHK(ferry_maxpool2d_create(2, 0, 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_avgpool2d_create(2, 0, 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_batchnorm2d_create(4, 1e-5, 0.1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(bn_with(0, 1e-5, 0.1), FERRY_ERR_INVALID_ARG);
+    CHK(bn_with(-4, 1e-5, 0.1), FERRY_ERR_INVALID_ARG);
+    CHK(bn_with(4, 0, 0.1), FERRY_ERR_INVALID_ARG);
+    CHK(bn_with(4, NAN, 0.1), FERRY_ERR_INVALID_ARG);
+    CHK(bn_with(4, 1e-5, 1.5), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dropout_create(0.5, 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(dropout_with(-0.1), FERRY_ERR_INVALID_ARG);
+    CHK(dropout_with(1.5), FERRY_ERR_INVALID_ARG);
+    CHK(dropout_with(NAN), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_relu_create(NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_flatten_create(NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sequential_create(NULL), FERRY_ERR_INVALID_ARG);
+}
+
+/* seq owns child from the call on, even when it fails. */
+static ferry_status add_linear_to(ferry_module *seq, ferry_dtype dt)
+{
+    ferry_module *l = NULL;
+    ferry_status st = ferry_linear_create(3, 3, false, &l);
+    if (st == FERRY_OK && dt != FERRY_DTYPE_F32)
+        st = ferry_module_to_dtype(l, dt);
+    return st != FERRY_OK ? st : ferry_sequential_add(seq, l);
+}
+
+static ferry_status add_to_self(void)
+{
+    ferry_module *s = NULL;
+    ferry_status st = ferry_sequential_create(&s);
+    if (st == FERRY_OK)
+        st = ferry_sequential_add(s, s);
+    ferry_module_destroy(s);
+    return st;
+}
+
+static ferry_status add_to_linear(void)
+{
+    ferry_module *l = NULL;
+    ferry_status st = ferry_linear_create(3, 3, false, &l);
+    if (st == FERRY_OK)
+        st = add_linear_to(l, FERRY_DTYPE_F32);
+    ferry_module_destroy(l);
+    return st;
+}
+
+TEST(nn_sequential_add_errors)
+{
+    CHK(add_linear_to(NULL, FERRY_DTYPE_F32), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sequential_add(net(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(add_to_self(), FERRY_ERR_INVALID_ARG);
+    CHK(add_to_linear(), FERRY_ERR_INVALID_ARG);
+    CHK(add_linear_to(net(), FERRY_DTYPE_F16), FERRY_ERR_DTYPE);
+}
+
+static ferry_status forward_then_backward(ferry_module *m, const int64_t *dy_shape, size_t nd)
+{
+    ferry_tensor *y = NULL, *dy = NULL, *dx = NULL;
+    ferry_status st = ferry_module_forward(m, T23, NULL, &y);
+    if (st == FERRY_OK)
+        st = ferry_tensor_zeros(dy_shape, nd, FERRY_DTYPE_F32, ferry_cpu(), &dy);
+    if (st == FERRY_OK)
+        st = ferry_module_backward(m, dy, NULL, &dx);
+    ferry_tensor_release(y);
+    ferry_tensor_release(dy);
+    ferry_tensor_release(dx);
+    return st;
+}
+
+TEST(nn_forward_backward_errors)
+{
+    ferry_tensor *y, *dx;
+    const int64_t s24[] = {2, 4}, s25[] = {2, 5};
+    CHK(ferry_module_forward(NULL, T23, NULL, &y), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_forward(net(), NULL, NULL, &y), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_forward(net(), T23, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_forward(net(), T34, NULL, &y), FERRY_ERR_SHAPE);
+    CHK(ferry_module_forward(net(), T0D, NULL, &y), FERRY_ERR_SHAPE);
+    CHK(ferry_module_backward(NULL, T34, NULL, &dx), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_backward(net(), NULL, NULL, &dx), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_backward(net(), T34, NULL, &dx), FERRY_ERR_BAD_STATE); /* no forward yet */
+    CHK(forward_then_backward(net(), s25, 2), FERRY_ERR_SHAPE);
+    CHK(forward_then_backward(net(), s24, 2), FERRY_OK);
+}
+
+TEST(nn_module_state_errors)
+{
+    ferry_param p;
+    CHK(ferry_module_init(NULL, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_zero_grad(NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_to(NULL, ferry_cpu()), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_to(net(), BAD_DEVICE), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_to(net(), NEG_CUDA), FERRY_ERR_INVALID_ARG);
+    if (no_gpu())
+        CHK(ferry_module_to(net(), ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
+    CHK(ferry_module_to_dtype(NULL, FERRY_DTYPE_F16), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_to_dtype(net(), FERRY_DTYPE_I64), FERRY_ERR_DTYPE);
+    CHK(ferry_module_to_dtype(net(), FERRY_DTYPE_COUNT_), FERRY_ERR_DTYPE);
+    CHK(ferry_module_param(NULL, 0, &p), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_param(net(), 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_param(net(), 2, &p), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_param(net(), SIZE_MAX, &p), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_module_set_grad_hook(NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_module_param_count(NULL) == 0);
+    CHK_TRUE(ferry_module_num_parameters(NULL) == 0);
+    CHK_TRUE(ferry_module_name(NULL) != NULL);
+    CHK_TRUE(!ferry_module_is_training(NULL));
+    CHK_TRUE(ferry_device_eq(ferry_module_device(NULL), ferry_cpu()));
+    NOCRASH(ferry_module_train(NULL, true));
+    NOCRASH(ferry_module_print(NULL, stderr));
+    NOCRASH(ferry_module_print(net(), NULL));
+    NOCRASH(ferry_module_destroy(NULL));
+}
+
+TEST(nn_metrics_errors)
+{
+    ferry_metrics *m;
+    double l, a;
+    int64_t n;
+    CHK(ferry_metrics_create(ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_metrics_create(BAD_DEVICE, &m), FERRY_ERR_INVALID_ARG);
+    if (no_gpu())
+        CHK(ferry_metrics_create(ferry_cuda(0), &m), FERRY_ERR_NO_DEVICE);
+    CHK(ferry_metrics_reset(NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_metrics_read(NULL, &l, &a, &n), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_metrics_read(cpu_metrics(), NULL, NULL, NULL), FERRY_OK);
+    NOCRASH(ferry_metrics_destroy(NULL));
+}
+
+static ferry_status ce_with(ferry_tensor *logits, ferry_tensor *labels)
+{
+    ferry_tensor *d = NULL;
+    ferry_status st = ferry_cross_entropy(logits, labels, 1.0f, cpu_metrics(), NULL, &d);
+    ferry_tensor_release(d);
+    return st;
+}
+
+TEST(nn_loss_errors)
+{
+    ferry_tensor *d;
+    CHK(ferry_cross_entropy(NULL, L2_I64, 1.0f, NULL, NULL, &d), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_cross_entropy(T23, NULL, 1.0f, NULL, NULL, &d), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_cross_entropy(T23, L2_I64, 1.0f, NULL, NULL, NULL), FERRY_OK); /* no gradient wanted */
+    CHK(ce_with(T23, L3_I64), FERRY_ERR_SHAPE);
+    CHK(ce_with(T234, L2_I64), FERRY_ERR_SHAPE);
+    CHK(ce_with(T3, L3_I64), FERRY_ERR_SHAPE);
+    CHK(ce_with(T20, L2_I64), FERRY_ERR_SHAPE); /* no classes */
+    CHK(ce_with(T23, L2_F32), FERRY_ERR_DTYPE);
+    CHK(ce_with(T23_U8, L2_I64), FERRY_ERR_DTYPE);
+    CHK(ce_with(T23, bad_labels()), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mse_loss(NULL, T23, 1.0f, NULL, NULL, &d), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mse_loss(T23, NULL, 1.0f, NULL, NULL, &d), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_mse_loss(T23, T34, 1.0f, NULL, NULL, &d), FERRY_ERR_SHAPE);
+    CHK(ferry_mse_loss(T23, T3, 1.0f, NULL, NULL, &d), FERRY_ERR_SHAPE); /* no broadcasting */
+    CHK(ferry_mse_loss(T23, T23_F16, 1.0f, NULL, NULL, &d), FERRY_ERR_DTYPE);
+    CHK(ferry_mse_loss(T23_U8, T23_U8, 1.0f, NULL, NULL, &d), FERRY_ERR_DTYPE);
+}
+
+TEST(nn_optim_errors)
+{
+    ferry_optim *o;
+    CHK(ferry_sgd_create(NULL, 0.1, 0, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create(net(), 0.1, 0, 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create(net(), -0.1, 0, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create(net(), NAN, 0, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create(net(), 0.1, -0.9, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create(net(), 0.1, 0, -1, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_sgd_create_ex(net(), 0.1, 0, 0, 0, true, &o), FERRY_ERR_INVALID_ARG); /* Nesterov, no momentum */
+    CHK(ferry_adam_create(NULL, 1e-3, 0.9, 0.999, 1e-8, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adam_create(net(), 1e-3, 0.9, 0.999, 1e-8, 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adam_create(net(), -1e-3, 0.9, 0.999, 1e-8, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adam_create(net(), 1e-3, 1.0, 0.999, 1e-8, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adam_create(net(), 1e-3, 0.9, -0.1, 1e-8, 0, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adamw_create(net(), 1e-3, NAN, 0.999, 1e-8, 0.01, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adamw_create(net(), 1e-3, 0.9, 0.999, -1, 0.01, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_adamw_create(NULL, 1e-3, 0.9, 0.999, 1e-8, 0.01, &o), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_optim_step(NULL, NULL), FERRY_ERR_INVALID_ARG);
+    NOCRASH(ferry_optim_destroy(NULL));
+    NOCRASH(ferry_optim_set_lr(NULL, 0.1));
+    CHK_TRUE(ferry_optim_lr(NULL) == 0.0);
+    CHK_TRUE(ferry_optim_steps(NULL) == 0);
+}
+
+static ferry_status amp_with(ferry_module *m, ferry_dtype dt)
+{
+    ferry_amp_config c = ferry_amp_config_default(dt);
+    c.dtype = dt;
+    ferry_amp *a = NULL;
+    ferry_status st = ferry_amp_create(m, &c, &a);
+    ferry_amp_destroy(a);
+    return st;
+}
+
+TEST(nn_amp_errors)
+{
+    ferry_amp_config c = ferry_amp_config_default(FERRY_DTYPE_F16);
+    ferry_amp *a;
+    bool skipped;
+    CHK(ferry_amp_create(NULL, &c, &a), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_amp_create(net(), NULL, &a), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_amp_create(net(), &c, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(amp_with(net(), FERRY_DTYPE_F32), FERRY_ERR_DTYPE);
+    CHK(amp_with(net(), FERRY_DTYPE_U8), FERRY_ERR_DTYPE);
+    CHK(amp_with(net(), FERRY_DTYPE_COUNT_), FERRY_ERR_DTYPE);
+    c.init_scale = 0;
+    CHK(ferry_amp_create(net(), &c, &a), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_amp_step(NULL, net_sgd(), NULL, &skipped), FERRY_ERR_INVALID_ARG);
+    NOCRASH(ferry_amp_destroy(NULL));
+    CHK_TRUE(ferry_amp_scale(NULL) == 1.0f);
+}
+
+TEST(nn_train_eval_step_errors)
+{
+    CHK(ferry_train_step(NULL, net_sgd(), NULL, T23, L2_I64, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_train_step(net(), NULL, NULL, T23, L2_I64, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_train_step(net(), net_sgd(), NULL, NULL, L2_I64, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_train_step(net(), net_sgd(), NULL, T23, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_train_step(net(), net_sgd(), NULL, T34, L3_I64, NULL, NULL), FERRY_ERR_SHAPE);
+    CHK(ferry_train_step(net(), net_sgd(), NULL, T23, L3_I64, NULL, NULL), FERRY_ERR_SHAPE);
+    CHK(ferry_train_step(net(), net_sgd(), NULL, T23, L2_F32, NULL, NULL), FERRY_ERR_DTYPE);
+    CHK(ferry_eval_step(NULL, T23, L2_I64, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_eval_step(net(), NULL, L2_I64, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_eval_step(net(), T23, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_eval_step(net(), T34, L3_I64, NULL, NULL), FERRY_ERR_SHAPE);
+}
+
+/* A checkpoint of net() and its optimiser, written once per run, removed at exit. */
+static char ckpt_name[64];
+static void remove_ckpt(void) { remove(ckpt_name); }
+static const char *ckpt_path(void)
+{
+    if (!ckpt_name[0]) {
+        snprintf(ckpt_name, sizeof ckpt_name, "/tmp/ferry_api_errors_%d.safetensors", (int)getpid());
+        atexit(remove_ckpt);
+        ASSERT_OK(ferry_checkpoint_save(ckpt_name, net(), net_sgd()));
+    }
+    return ckpt_name;
+}
+
+static ferry_status load_into(int64_t in, int64_t out, bool wrap)
+{
+    ferry_module *s = NULL, *l = NULL;
+    ferry_status st = ferry_linear_create(in, out, true, &l);
+    if (st == FERRY_OK && wrap && (st = ferry_sequential_create(&s)) == FERRY_OK) {
+        st = ferry_sequential_add(s, l);
+        l = s;
+    }
+    if (st == FERRY_OK)
+        st = ferry_checkpoint_load(ckpt_path(), l, NULL);
+    ferry_module_destroy(l);
+    return st;
+}
+
+TEST(nn_checkpoint_errors)
+{
+    const char *p = ckpt_path();
+    CHK(ferry_checkpoint_save(NULL, net(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save(p, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save("/nonexistent-dir/x.safetensors", net(), NULL), FERRY_ERR_IO);
+    CHK(ferry_checkpoint_load(NULL, net(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_load(p, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_load("/nonexistent-dir/x.safetensors", net(), NULL), FERRY_ERR_IO);
+    CHK(load_into(3, 4, true), FERRY_OK);
+    CHK(load_into(4, 4, true), FERRY_ERR_SHAPE);
+    CHK(load_into(3, 4, false), FERRY_ERR_FORMAT); /* wants "weight", the file has "0.weight" */
+}
+
+static ferry_safetensors *ckpt_file(void)
+{
+    static ferry_safetensors *f;
+    if (!f)
+        ASSERT_OK(ferry_safetensors_open(ckpt_path(), &f));
+    return f;
+}
+
+static ferry_status parse_bytes(const void *data, size_t n)
+{
+    ferry_safetensors *f = NULL;
+    ferry_status st = ferry_safetensors_parse(data, n, &f);
+    ferry_safetensors_close(f);
+    return st;
+}
+
+TEST(nn_safetensors_errors)
+{
+    ferry_safetensors *f;
+    ferry_tensor *t;
+    ferry_dtype dt;
+    int64_t shape[FERRY_MAX_DIMS];
+    size_t nd;
+    static const char garbage[] = "\x10\0\0\0\0\0\0\0not json at all!";
+    static const char huge_len[] = "\xff\xff\xff\xff\xff\xff\xff\x7f{}";
+    const char *names[1] = {"x"};
+    ferry_tensor *ts[1] = {NULL};
+    CHK(ferry_safetensors_open(NULL, &f), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_open(ckpt_path(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_open("/nonexistent-dir/x.safetensors", &f), FERRY_ERR_IO);
+    CHK(ferry_safetensors_parse(NULL, 8, &f), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_parse(garbage, sizeof garbage - 1, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(parse_bytes(NULL, 0), FERRY_ERR_FORMAT);
+    CHK(parse_bytes(garbage, 5), FERRY_ERR_FORMAT);
+    CHK(parse_bytes(garbage, sizeof garbage - 1), FERRY_ERR_FORMAT);
+    CHK(parse_bytes(huge_len, sizeof huge_len - 1), FERRY_ERR_FORMAT);
+    CHK(ferry_safetensors_get(NULL, "0.weight", ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_get(ckpt_file(), NULL, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_get(ckpt_file(), "0.weight", ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_get(ckpt_file(), "nope", ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_get(ckpt_file(), "0.weight", BAD_DEVICE, &t), FERRY_ERR_INVALID_ARG);
+    if (no_gpu())
+        CHK(ferry_safetensors_get(ckpt_file(), "0.weight", ferry_cuda(0), &t), FERRY_ERR_NO_DEVICE);
+    CHK(ferry_safetensors_info(NULL, "0.weight", &dt, shape, &nd), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_info(ckpt_file(), NULL, &dt, shape, &nd), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_info(ckpt_file(), "0.weight", NULL, shape, &nd), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_info(ckpt_file(), "0.weight", &dt, NULL, &nd), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_info(ckpt_file(), "0.weight", &dt, shape, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_info(ckpt_file(), "nope", &dt, shape, &nd), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_safetensors_count(NULL) == 0);
+    CHK_TRUE(ferry_safetensors_name(NULL, 0) == NULL);
+    CHK_TRUE(ferry_safetensors_name(ckpt_file(), SIZE_MAX) == NULL);
+    CHK_TRUE(ferry_safetensors_metadata(NULL, "k") == NULL);
+    CHK_TRUE(ferry_safetensors_metadata(ckpt_file(), NULL) == NULL);
+    CHK_TRUE(ferry_safetensors_metadata(ckpt_file(), "nope") == NULL);
+    NOCRASH(ferry_safetensors_close(NULL));
+    CHK(ferry_safetensors_save(NULL, names, ts, 0, NULL, 0), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_save("/tmp/x", NULL, ts, 1, NULL, 0), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_save("/tmp/x", names, NULL, 1, NULL, 0), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_safetensors_save("/tmp/x", names, ts, 1, NULL, 0), FERRY_ERR_INVALID_ARG); /* NULL tensor */
+    CHK(ferry_safetensors_save("/tmp/x", names, ts, 0, NULL, 1), FERRY_ERR_INVALID_ARG);
+    ts[0] = T23;
+    CHK(ferry_safetensors_save("/nonexistent-dir/x.safetensors", names, ts, 1, NULL, 0), FERRY_ERR_IO);
+}
+
+/* ================= dist.h (only what does not start MPI) ================= */
+TEST(dist_without_a_dist)
+{
+    ferry_dist_config c = ferry_dist_config_default();
+    /* Without MPI built, every call that needs a dist is UNSUPPORTED. */
+    ferry_status arg = ferry_dist_mpi_built() ? FERRY_ERR_INVALID_ARG : FERRY_ERR_UNSUPPORTED;
+    ferry_ddp *p = (ferry_ddp *)&c; /* not NULL: the call must clear it */
+    CHK(ferry_dist_init(&c, NULL), arg);
+    CHK(ferry_dist_init(NULL, NULL), arg);
+    CHK(ferry_dist_all_reduce(NULL, T23, FERRY_REDUCE_SUM, NULL), arg);
+    CHK(ferry_dist_broadcast(NULL, T23, 0, NULL), arg);
+    CHK(ferry_dist_barrier(NULL), arg);
+    CHK_TRUE(ferry_dist_abort(NULL, FERRY_ERR_IO) == FERRY_ERR_IO);
+    CHK_TRUE(ferry_dist_abort(NULL, FERRY_OK) == FERRY_OK);
+    NOCRASH(ferry_dist_finalize(NULL));
+    CHK_TRUE(ferry_dist_rank(NULL) == 0);
+    CHK_TRUE(ferry_dist_world_size(NULL) == 1);
+    CHK_TRUE(ferry_dist_local_rank(NULL) == 0);
+    CHK_TRUE(ferry_device_eq(ferry_dist_device(NULL), ferry_cpu()));
+    CHK_TRUE(strcmp(ferry_dist_backend(NULL), "none") == 0);
+    CHK_TRUE(!ferry_dist_nccl_built() || ferry_dist_mpi_built());
+    CHK(ferry_ddp_create(NULL, net(), 0, &p), arg);
+    CHK_TRUE(ferry_ddp_create(NULL, net(), 0, &p) != FERRY_OK && p == NULL);
+    CHK(ferry_ddp_create(NULL, net(), 0, NULL), arg);
+    NOCRASH(ferry_ddp_destroy(NULL));
+    CHK_TRUE(ferry_ddp_bucket_count(NULL) == 0);
+    CHK(ferry_ddp_sync_buffers(NULL, NULL), arg);
+}

@@ -314,7 +314,9 @@ ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child)
     }
     if (!ferry_device_eq(child->device, seq->device) || child->dtype != seq->dtype) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
-        ferry_status st = ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
+        /* A dtype that does not fit on the right device is a dtype error. */
+        bool same_dev = ferry_device_eq(child->device, seq->device);
+        ferry_status st = ferry_fail(same_dev ? FERRY_ERR_DTYPE : FERRY_ERR_DEVICE_MISMATCH,
                                      "%s is on %s (%s) but the Sequential is on %s (%s); build on one "
                                      "device, then move the whole model",
                                      child->name, ferry_device_format(child->device, a, sizeof a),

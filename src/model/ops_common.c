@@ -43,6 +43,11 @@ ferry_status fm_check_arg(const ferry_tensor *t, const char *name, const char *o
     return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is NULL (in %s)", name, op);
 }
 
+ferry_status fm_check_out(const void *out, const char *op)
+{
+    return out ? FERRY_OK : ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in %s)", op);
+}
+
 ferry_status fm_check_device(const ferry_tensor *a, const ferry_tensor *b, const char *op)
 {
     ferry_device da = ferry_tensor_device(a), db = ferry_tensor_device(b);

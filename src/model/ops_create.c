@@ -22,7 +22,9 @@ ferry_status ferry_tensor_full(const int64_t *shape, size_t ndim, double value, 
                                ferry_device d, ferry_tensor **out)
 {
     ferry_tensor *t = NULL;
-    ferry_status st = ferry_tensor_empty(shape, ndim, dt, d, &t);
+    ferry_status st = fm_check_out(out, "ferry_tensor_full");
+    if (st == FERRY_OK)
+        st = ferry_tensor_empty(shape, ndim, dt, d, &t);
     if (st == FERRY_OK)
         st = ferry_tensor_fill(t, value, NULL);
     if (st != FERRY_OK) {
@@ -68,6 +70,8 @@ ferry_status ferry_tensor_arange(double start, double end, double step, ferry_dt
 static ferry_status make_rand(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                               uint64_t seed, bool normal, ferry_tensor **out)
 {
+    if (!out)
+        return fm_check_out(out, normal ? "ferry_tensor_randn" : "ferry_tensor_rand");
     if (!fm_is_float(dt))
         return ferry_fail(FERRY_ERR_DTYPE, "%s needs a floating dtype, not %s",
                           normal ? "randn" : "rand", ferry_dtype_name(dt));
@@ -153,6 +157,8 @@ ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype d
                           ferry_stream *s, ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(x, "x", "ferry_affine");
+    if (st == FERRY_OK)
+        st = fm_check_out(out, "ferry_affine");
     if (st != FERRY_OK)
         return st;
     if (!ferry_dtype_size(dt))
@@ -177,6 +183,8 @@ ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype d
 ferry_status ferry_tensor_clone(ferry_tensor *t, ferry_stream *s, ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(t, "t", "ferry_tensor_clone");
+    if (st == FERRY_OK)
+        st = fm_check_out(out, "ferry_tensor_clone");
     if (st != FERRY_OK)
         return st;
     return ferry_affine(t, 1.0, 0.0, ferry_tensor_dtype(t), s, out);
@@ -185,6 +193,8 @@ ferry_status ferry_tensor_clone(ferry_tensor *t, ferry_stream *s, ferry_tensor *
 ferry_status ferry_tensor_contiguous(ferry_tensor *t, ferry_stream *s, ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(t, "t", "ferry_tensor_contiguous");
+    if (st == FERRY_OK)
+        st = fm_check_out(out, "ferry_tensor_contiguous");
     if (st != FERRY_OK)
         return st;
     if (ferry_tensor_is_contiguous(t)) {
@@ -197,6 +207,8 @@ ferry_status ferry_tensor_contiguous(ferry_tensor *t, ferry_stream *s, ferry_ten
 ferry_status ferry_tensor_item(const ferry_tensor *t, double *out)
 {
     ferry_status st = fm_check_arg(t, "t", "ferry_tensor_item");
+    if (st == FERRY_OK)
+        st = fm_check_out(out, "ferry_tensor_item");
     if (st != FERRY_OK)
         return st;
     if (ferry_tensor_numel(t) != 1) {

@@ -33,6 +33,8 @@ ferry_status ferry_binary(ferry_binary_op op, ferry_tensor *a, ferry_tensor *b, 
     const char *name = binary_name(op);
     ferry_status st = fm_check_arg(a, "a", name);
     if (st == FERRY_OK)
+        st = fm_check_out(out, name);
+    if (st == FERRY_OK)
         st = fm_check_arg(b, "b", name);
     if (st == FERRY_OK)
         st = fm_check_device(a, b, name);
@@ -87,6 +89,8 @@ static ferry_status map(fk_uop op, double alpha, ferry_tensor *a, ferry_stream *
                         ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(a, "a", name);
+    if (st == FERRY_OK)
+        st = fm_check_out(out, name);
     if (st == FERRY_OK)
         st = fm_check_float(a, name);
     if (st != FERRY_OK)

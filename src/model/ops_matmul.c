@@ -31,6 +31,8 @@ static ferry_status do_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s,
 {
     ferry_status st = fm_check_arg(a, "a", name);
     if (st == FERRY_OK)
+        st = fm_check_out(out, name);
+    if (st == FERRY_OK)
         st = fm_check_arg(b, "b", name);
     if (st == FERRY_OK)
         st = fm_check_device(a, b, name);

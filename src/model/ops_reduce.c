@@ -22,6 +22,8 @@ static ferry_status reduce(fk_rop op, ferry_tensor *a, int64_t dim, bool keepdim
 {
     ferry_status st = fm_check_arg(a, "a", name);
     if (st == FERRY_OK)
+        st = fm_check_out(out, name);
+    if (st == FERRY_OK)
         st = fm_check_float(a, name);
     size_t d = 0;
     if (st == FERRY_OK)
@@ -96,6 +98,8 @@ static ferry_status softmax(bool log_, ferry_tensor *a, int64_t dim, ferry_strea
                             ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(a, "a", name);
+    if (st == FERRY_OK)
+        st = fm_check_out(out, name);
     if (st == FERRY_OK)
         st = fm_check_float(a, name);
     size_t d = 0;

@@ -9,9 +9,13 @@ ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t 
 {
     const char *op = "ferry_tensor_reshape";
     ferry_status st = fm_check_arg(t, "t", op);
+    if (st == FERRY_OK)
+        st = fm_check_out(out, op);
     if (st != FERRY_OK)
         return st;
-    if (ndim > FERRY_MAX_DIMS || (ndim && !shape))
+    if (ndim && !shape)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "shape is NULL with %zu dims (in %s)", ndim, op);
+    if (ndim > FERRY_MAX_DIMS)
         return ferry_fail(FERRY_ERR_SHAPE, "reshape: %zu dims (at most %d) (in %s)", ndim,
                           FERRY_MAX_DIMS, op);
     int64_t sh[FERRY_MAX_DIMS], known = 1;
@@ -55,6 +59,8 @@ ferry_status ferry_tensor_slice(ferry_tensor *t, int64_t dim, int64_t start, int
 {
     const char *op = "ferry_tensor_slice";
     ferry_status st = fm_check_arg(t, "t", op);
+    if (st == FERRY_OK)
+        st = fm_check_out(out, op);
     size_t d = 0;
     if (st == FERRY_OK)
         st = fm_norm_dim(t, dim, op, &d);
@@ -85,6 +91,8 @@ ferry_status ferry_tensor_transpose(ferry_tensor *t, int64_t dim0, int64_t dim1,
 {
     const char *op = "ferry_tensor_transpose";
     ferry_status st = fm_check_arg(t, "t", op);
+    if (st == FERRY_OK)
+        st = fm_check_out(out, op);
     size_t d0 = 0, d1 = 0;
     if (st == FERRY_OK)
         st = fm_norm_dim(t, dim0, op, &d0);
@@ -107,6 +115,8 @@ ferry_status ferry_tensor_transpose(ferry_tensor *t, int64_t dim0, int64_t dim1,
 ferry_status ferry_tensor_flatten(ferry_tensor *t, ferry_tensor **out)
 {
     ferry_status st = fm_check_arg(t, "t", "ferry_tensor_flatten");
+    if (st == FERRY_OK)
+        st = fm_check_out(out, "ferry_tensor_flatten");
     if (st != FERRY_OK)
         return st;
     if (t->ndim < 1)
