@@ -48,7 +48,7 @@ else
 endif
 
 # Distributed training: MPI when mpicc is found, NCCL (from the CUDA toolkit)
-# on top when CUDA is built and nccl.h is there. Without MPI, dist_nompi.c
+# on top when CUDA is built and nccl.h is there. Without MPI, distributed/nompi.c
 # answers every call with "built without MPI".
 ifeq ($(DIST),auto)
   DIST := $(if $(shell command -v mpicc 2>/dev/null),1,0)
@@ -56,17 +56,17 @@ endif
 ifeq ($(DIST),1)
   CFLAGS += -DFERRY_HAVE_MPI=1 $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
   LDLIBS += $(shell mpicc --showme:link)
-  SRC_C  := $(filter-out %_nompi.c,$(SRC_C))
+  SRC_C  := $(filter-out %/nompi.c,$(SRC_C))
   NCCL   := $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0),0)
   ifeq ($(NCCL),1)
     CFLAGS += -DFERRY_HAVE_NCCL=1
     LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl
   else
-    SRC_C  := $(filter-out src/dist/%_nccl_cuda.c,$(SRC_C))
+    SRC_C  := $(filter-out src/distributed/nccl_cuda.c,$(SRC_C))
   endif
   BUILD_NOTE += (MPI$(if $(filter 1,$(NCCL)), + NCCL))
 else
-  SRC_C  := $(filter-out src/dist/%,$(SRC_C)) src/dist/dist_nompi.c
+  SRC_C  := $(filter-out src/distributed/%,$(SRC_C)) src/distributed/nompi.c
   BUILD_NOTE += (no MPI)
 endif
 

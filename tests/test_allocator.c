@@ -6,7 +6,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "device/error.h" /* the allocation test hooks */
+#include "common/error.h" /* the allocation test hooks */
 
 static ferry_memory_stats stats(ferry_device d)
 {

@@ -4,7 +4,7 @@
  * directly; scripts/dist-test.sh runs it again under mpirun -np 2. */
 #include <stdlib.h>
 
-#include "device/error.h"
+#include "common/error.h"
 #include "harness.h"
 
 #if FERRY_HAVE_MPI

@@ -2,7 +2,7 @@
  * created, runs one epoch and is destroyed. Each attempt must fail cleanly (an
  * error, not a crash), leave nothing allocated, and the next attempt succeed. */
 #include "harness.h"
-#include "device/error.h"
+#include "common/error.h"
 
 enum { N = 37, SAMPLE = 2 * 3 * 5 };
 

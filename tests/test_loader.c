@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "harness.h"
-#include "device/error.h"
+#include "common/error.h"
 
 enum { C = 1, H = 4, W = 3 };
 #define SAMPLE (C * H * W)

@@ -5,8 +5,8 @@
 
 #include "harness.h"
 #include "ferry/nn.h"
-#include "device/error.h"
-#include "model/tensor_impl.h"
+#include "common/error.h"
+#include "model/tensor/internal.h"
 
 #define CPU ferry_cpu()
 

@@ -9,7 +9,7 @@
 
 #include "harness.h"
 #include "ferry/nn.h"
-#include "device/error.h" /* the allocation test hooks */
+#include "common/error.h" /* the allocation test hooks */
 
 enum { IN = 16, HIDDEN = 32, CLASSES = 4, B = 32 };
 enum { NPARAMS = IN * HIDDEN + HIDDEN + HIDDEN * CLASSES + CLASSES };

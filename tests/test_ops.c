@@ -5,7 +5,7 @@
 #include "harness.h"
 #include "ferry/ops.h"
 #include "ferry/rng.h"
-#include "model/tensor_impl.h"
+#include "model/tensor/internal.h"
 
 #define CPU ferry_cpu()
 

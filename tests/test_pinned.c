@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "device/error.h" /* the allocation test hooks */
+#include "common/error.h" /* the allocation test hooks */
 
 TEST(pool_pieces_are_aligned_and_exact)
 {

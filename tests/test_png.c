@@ -7,7 +7,7 @@
 #include <zlib.h>
 
 #include "harness.h"
-#include "device/error.h" /* the allocation counters and fault injection */
+#include "common/error.h" /* the allocation counters and fault injection */
 
 /* A copy of a PNG without its colour-space chunks, so the simplified API does no
  * gamma conversion: ferry returns stored sample values, as PIL does. */

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "device/error.h"
-#include "model/tensor_impl.h"
+#include "common/error.h"
+#include "model/tensor/internal.h"
 
 static char *print_to_string(const ferry_tensor *t)
 {

@@ -3,9 +3,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "device/error.h"
+#include "common/error.h"
 #include "ferry/rng.h"
-#include "internal.h"
+#include "dataset/internal.h"
 
 size_t ferry_sample_format_bytes(const ferry_sample_format *f)
 {

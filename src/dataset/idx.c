@@ -4,8 +4,8 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 /* Where an IDX file's bytes come from: the raw file or a gzip stream over it. */
 typedef struct idx_source {

@@ -3,8 +3,8 @@
  * into dst and applies the augmentations; it touches no shared mutable state. */
 #include <string.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 typedef struct image_files {
     char **paths;

@@ -9,8 +9,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 typedef struct name_list {
     char **v;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 static char *path_join(const char *dir, size_t dn, const char *rel)
 {

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 static const uint8_t png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 typedef struct encoder {
     FILE *f;

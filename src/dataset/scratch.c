@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device/error.h"
-#include "internal.h"
+#include "common/error.h"
+#include "dataset/internal.h"
 
 /* libpng's allocations past the arena: a doubly linked list so each can be freed. */
 struct ferry_arena_block {

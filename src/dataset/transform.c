@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "device/error.h"
+#include "common/error.h"
 #include "ferry/rng.h"
-#include "internal.h"
+#include "dataset/internal.h"
 
 ferry_image_config ferry_image_config_default(void)
 {

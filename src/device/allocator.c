@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend.h"
-#include "error.h"
+#include "device/backend.h"
+#include "common/error.h"
 
 #define MAX_CUDA_DEVICES 64
 #define SMALL_LIMIT ((size_t)1 << 20)  /* below this, round to SMALL_ROUND */

@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "error.h"
+#include "device/backend.h"
+#include "common/error.h"
 
 /* Device memory alignment on the CPU: a cache line is enough for correctness;
  * 256 matches what cudaMalloc guarantees, so code tested here is not surprised

@@ -4,9 +4,9 @@
  * behind its back. */
 #include <string.h>
 
-#include "backend.h"
-#include "cuda_check.h"
-#include "error.h"
+#include "device/backend.h"
+#include "device/cuda_check.h"
+#include "common/error.h"
 
 int ferry_cuda_runtime_version(void)
 {

@@ -1,6 +1,6 @@
 /* The CUDA error mapping behind FERRY_CUDA_CHECK (src/device/cuda_check.h). */
-#include "cuda_check.h"
-#include "error.h"
+#include "device/cuda_check.h"
+#include "common/error.h"
 
 ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const char *call)
 {

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "device_internal.h"
-#include "error.h"
+#include "device/backend.h"
+#include "device/device_internal.h"
+#include "common/error.h"
 
 #define FERRY_VERSION_STRING "0.1.0"
 

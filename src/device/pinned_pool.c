@@ -8,8 +8,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend.h"
-#include "error.h"
+#include "device/backend.h"
+#include "common/error.h"
 
 #define DEFAULT_BLOCK_BYTES ((size_t)64 << 20)
 #define DEFAULT_ALIGN 256

@@ -2,9 +2,9 @@
  * backend, so every later call goes to the right place without asking again. */
 #include <string.h>
 
-#include "backend.h"
-#include "device_internal.h"
-#include "error.h"
+#include "device/backend.h"
+#include "device/device_internal.h"
+#include "common/error.h"
 
 struct ferry_stream {
     ferry_device dev;

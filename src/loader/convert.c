@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "convert.h"
+#include "loader/convert.h"
 #include "ferry/tensor.h"
 
 static inline float load(const void *src, ferry_dtype dt, size_t i)

@@ -9,7 +9,7 @@
 #include "device/cuda_check.h"
 
 extern "C" {
-#include "convert.h"
+#include "loader/convert.h"
 }
 
 struct convert_params {

@@ -5,8 +5,8 @@
 #include <string.h>
 
 #include "device/device_internal.h"
-#include "device/error.h"
-#include "loader_impl.h"
+#include "common/error.h"
+#include "loader/loader_impl.h"
 
 ferry_loader_config ferry_loader_config_default(void)
 {

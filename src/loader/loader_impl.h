@@ -8,9 +8,9 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "convert.h"
+#include "loader/convert.h"
 #include "ferry/loader.h"
-#include "sampler.h"
+#include "loader/sampler.h"
 
 typedef enum slot_state {
     SLOT_FREE = 0,  /* no batch assigned */

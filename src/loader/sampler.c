@@ -2,9 +2,9 @@
  * rank a disjoint, equal share, padded the way PyTorch's DistributedSampler pads). */
 #include <string.h>
 
-#include "device/error.h"
+#include "common/error.h"
 #include "ferry/rng.h"
-#include "sampler.h"
+#include "loader/sampler.h"
 
 ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loader_config *cfg,
                                      size_t dataset_len)

@@ -3,8 +3,8 @@
  * chrome://tracing or Perfetto. Written through stdio under a lock. */
 #include <stdlib.h>
 
-#include "device/error.h"
-#include "loader_impl.h"
+#include "common/error.h"
+#include "loader/loader_impl.h"
 
 void ferry_trace_open(ferry_loader *l)
 {

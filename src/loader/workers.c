@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/error.h"
-#include "loader_impl.h"
+#include "common/error.h"
+#include "loader/loader_impl.h"
 
 void ferry_slots_assign(ferry_loader *l)
 {

@@ -1,0 +1,482 @@
+/* CPU kernels for the layers, losses and optimisers, in f32, written as flat
+ * loops the compiler vectorises. f16/bf16 tensors reach them through the
+ * converting wrappers in kernels/cpu/half.c. */
+#include <math.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "ferry/rng.h"
+#include "model/kernels/kernels.h"
+
+ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b,
+                             int64_t outer, int64_t ch, int64_t inner)
+{
+    (void)c;
+    (void)dt;
+    float *yp = y;
+    const float *bp = b;
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < ch; k++) {
+            float *row = yp + (o * ch + k) * inner;
+            float v = bp[k];
+            if (inner == 1) {
+                row[0] += v;
+                continue;
+            }
+            for (int64_t i = 0; i < inner; i++)
+                row[i] += v;
+        }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_bias_grad(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy,
+                              int64_t outer, int64_t ch, int64_t inner)
+{
+    (void)c;
+    (void)dt;
+    float *g = db;
+    const float *d = dy;
+    if (inner == 1) {
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < ch; k++)
+                g[k] += d[o * ch + k];
+        return FERRY_OK;
+    }
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < ch; k++) {
+            const float *row = d + (o * ch + k) * inner;
+            float s = 0;
+            for (int64_t i = 0; i < inner; i++)
+                s += row[i];
+            g[k] += s;
+        }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y,
+                             const void *dy, int64_t n)
+{
+    (void)c;
+    (void)dt;
+    float *o = dx;
+    const float *yp = y, *g = dy;
+    for (int64_t i = 0; i < n; i++)
+        o[i] = yp[i] > 0 ? g[i] : 0.0f;
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits,
+                                  ferry_dtype ldt, const void *labels, int64_t rows,
+                                  int64_t classes, float *loss, int64_t *correct, int64_t *bad,
+                                  void *dlogits, float gscale)
+{
+    (void)c;
+    (void)dt;
+    const float *x = logits;
+    float *dx = dlogits;
+    double total = 0;
+    int64_t ok = 0, nbad = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *row = x + r * classes;
+        int64_t label = ldt == FERRY_DTYPE_I32 ? ((const int32_t *)labels)[r]
+                                               : ((const int64_t *)labels)[r];
+        float mx = row[0];
+        int64_t arg = 0;
+        for (int64_t k = 1; k < classes; k++)
+            if (row[k] > mx) {
+                mx = row[k];
+                arg = k;
+            }
+        /* From the first term (classes >= 1, checked by the caller): never log(0). */
+        float sum = expf(row[0] - mx);
+        for (int64_t k = 1; k < classes; k++)
+            sum += expf(row[k] - mx);
+        float lse = mx + logf(sum);
+        if (label < 0 || label >= classes) {
+            nbad++;
+            if (dx)
+                memset(dx + r * classes, 0, (size_t)classes * sizeof(float));
+            continue;
+        }
+        total += (double)(lse - row[label]);
+        ok += arg == label;
+        if (dx) {
+            float inv = 1.0f / sum;
+            float *drow = dx + r * classes;
+            for (int64_t k = 0; k < classes; k++)
+                drow[k] = expf(row[k] - mx) * inv * gscale;
+            drow[label] -= gscale;
+        }
+    }
+    if (loss)
+        loss[0] += (float)total;
+    if (correct)
+        correct[0] += ok;
+    if (bad)
+        bad[0] += nbad;
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_mse(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
+                        float *loss, float lscale, void *dp, float gscale)
+{
+    (void)c;
+    (void)dt;
+    const float *a = p, *b = t;
+    float *d = dp;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float e = a[i] - b[i];
+        s += (double)e * e;
+        if (d)
+            d[i] = 2.0f * e * gscale;
+    }
+    if (loss)
+        loss[0] += (float)(s * lscale);
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x,
+                           void *col)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x;
+    float *cp = col;
+    int64_t ohw = g->oh * g->ow;
+    for (int64_t ch = 0; ch < g->c; ch++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * ohw;
+                for (int64_t oy = 0; oy < g->oh; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + ki;
+                    float *out = row + oy * g->ow;
+                    if (iy < 0 || iy >= g->h) {
+                        memset(out, 0, (size_t)g->ow * sizeof(float));
+                        continue;
+                    }
+                    const float *in = xp + (ch * g->h + iy) * g->w;
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t ix = ox * g->sw - g->pw + kj;
+                        out[ox] = ix >= 0 && ix < g->w ? in[ix] : 0.0f;
+                    }
+                }
+            }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col,
+                           void *x)
+{
+    (void)c;
+    (void)dt;
+    float *xp = x;
+    const float *cp = col;
+    int64_t ohw = g->oh * g->ow;
+    for (int64_t ch = 0; ch < g->c; ch++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                const float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * ohw;
+                for (int64_t oy = 0; oy < g->oh; oy++) {
+                    int64_t iy = oy * g->sh - g->ph + ki;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    float *out = xp + (ch * g->h + iy) * g->w;
+                    const float *in = row + oy * g->ow;
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t ix = ox * g->sw - g->pw + kj;
+                        if (ix >= 0 && ix < g->w)
+                            out[ix] += in[ox];
+                    }
+                }
+            }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x,
+                                void *y, int32_t *idx)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x;
+    float *yp = y;
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *plane = xp + p * g->h * g->w;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float best = -INFINITY;
+                int32_t bi = -1;
+                for (int64_t ki = 0; ki < g->kh; ki++) {
+                    int64_t iy = oy * g->sh - g->ph + ki;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t ix = ox * g->sw - g->pw + kj;
+                        if (ix < 0 || ix >= g->w)
+                            continue;
+                        float v = plane[iy * g->w + ix];
+                        if (bi < 0 || v > best || v != v) {
+                            best = v;
+                            bi = (int32_t)(iy * g->w + ix);
+                        }
+                    }
+                }
+                int64_t o = (p * g->oh + oy) * g->ow + ox;
+                yp[o] = best;
+                idx[o] = bi;
+            }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
+                                const int32_t *idx, void *dx)
+{
+    (void)c;
+    (void)dt;
+    const float *d = dy;
+    float *o = dx;
+    int64_t ohw = g->oh * g->ow, hw = g->h * g->w;
+    memset(o, 0, (size_t)(g->n * g->c * hw) * sizeof(float));
+    for (int64_t p = 0; p < g->n * g->c; p++)
+        for (int64_t i = 0; i < ohw; i++)
+            if (idx[p * ohw + i] >= 0)
+                o[p * hw + idx[p * ohw + i]] += d[p * ohw + i];
+    return FERRY_OK;
+}
+
+/* Average pooling divides by the full window, padding included
+ * (PyTorch's count_include_pad=True default). */
+ferry_status fk_f32_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x,
+                                void *y)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x;
+    float *yp = y;
+    float inv = 1.0f / (float)(g->kh * g->kw);
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        const float *plane = xp + p * g->h * g->w;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float s = 0;
+                for (int64_t ki = 0; ki < g->kh; ki++) {
+                    int64_t iy = oy * g->sh - g->ph + ki;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t ix = ox * g->sw - g->pw + kj;
+                        if (ix >= 0 && ix < g->w)
+                            s += plane[iy * g->w + ix];
+                    }
+                }
+                yp[(p * g->oh + oy) * g->ow + ox] = s * inv;
+            }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
+                                void *dx)
+{
+    (void)c;
+    (void)dt;
+    const float *d = dy;
+    float *o = dx;
+    float inv = 1.0f / (float)(g->kh * g->kw);
+    memset(o, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof(float));
+    for (int64_t p = 0; p < g->n * g->c; p++) {
+        float *plane = o + p * g->h * g->w;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float v = d[(p * g->oh + oy) * g->ow + ox] * inv;
+                for (int64_t ki = 0; ki < g->kh; ki++) {
+                    int64_t iy = oy * g->sh - g->ph + ki;
+                    if (iy < 0 || iy >= g->h)
+                        continue;
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t ix = ox * g->sw - g->pw + kj;
+                        if (ix >= 0 && ix < g->w)
+                            plane[iy * g->w + ix] += v;
+                    }
+                }
+            }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n,
+                           int64_t ch, int64_t hw, const float *gamma, const float *beta,
+                           float *rmean, float *rvar, float *smean, float *sinvstd, bool training,
+                           float momentum, float eps)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x;
+    float *yp = y;
+    int64_t count = n * hw;
+    for (int64_t k = 0; k < ch; k++) {
+        float mean, invstd;
+        if (training) {
+            double s = 0, sq = 0;
+            for (int64_t b = 0; b < n; b++) {
+                const float *p = xp + (b * ch + k) * hw;
+                for (int64_t i = 0; i < hw; i++)
+                    s += p[i];
+            }
+            double m = s / (double)count;
+            for (int64_t b = 0; b < n; b++) {
+                const float *p = xp + (b * ch + k) * hw;
+                for (int64_t i = 0; i < hw; i++)
+                    sq += (p[i] - m) * (p[i] - m);
+            }
+            double var = sq / (double)count;
+            mean = (float)m;
+            invstd = (float)(1.0 / sqrt(var + eps));
+            smean[k] = mean;
+            sinvstd[k] = invstd;
+            /* Running variance is unbiased, as in PyTorch. */
+            double unbiased = count > 1 ? sq / (double)(count - 1) : var;
+            rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
+            rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
+        } else {
+            mean = rmean[k];
+            invstd = 1.0f / sqrtf(rvar[k] + eps);
+        }
+        float a = gamma[k] * invstd, bb = beta[k] - mean * a;
+        for (int64_t b = 0; b < n; b++) {
+            const float *p = xp + (b * ch + k) * hw;
+            float *q = yp + (b * ch + k) * hw;
+            for (int64_t i = 0; i < hw; i++)
+                q[i] = p[i] * a + bb;
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy,
+                           void *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
+                           const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x, *d = dy;
+    float *o = dx;
+    double count = (double)(n * hw);
+    for (int64_t k = 0; k < ch; k++) {
+        double sd = 0, sdx = 0;
+        float m = smean[k], is = sinvstd[k];
+        for (int64_t b = 0; b < n; b++) {
+            const float *p = xp + (b * ch + k) * hw, *g = d + (b * ch + k) * hw;
+            for (int64_t i = 0; i < hw; i++) {
+                sd += g[i];
+                sdx += g[i] * (p[i] - m) * is;
+            }
+        }
+        dgamma[k] += (float)sdx;
+        dbeta[k] += (float)sd;
+        if (!o)
+            continue;
+        float a = gamma[k] * is, mdy = (float)(sd / count), mdyx = (float)(sdx / count);
+        for (int64_t b = 0; b < n; b++) {
+            const float *p = xp + (b * ch + k) * hw, *g = d + (b * ch + k) * hw;
+            float *q = o + (b * ch + k) * hw;
+            for (int64_t i = 0; i < hw; i++)
+                q[i] = a * (g[i] - mdy - (p[i] - m) * is * mdyx);
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void *x, int64_t n,
+                            float p, uint64_t seed, uint64_t stream)
+{
+    (void)c;
+    (void)dt;
+    const float *xp = x;
+    float *yp = y;
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    /* One Philox block gives the keep bits of 4 elements: element i uses word i % 4
+     * of block i / 4 (the CUDA kernel does the same). */
+    for (int64_t i = 0; i < n; i += 4) {
+        uint64_t blk = (uint64_t)i / 4;
+        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)stream,
+                           (uint32_t)(stream >> 32)};
+        uint32_t w[4];
+        ferry_philox4x32_10(ctr, key, w);
+        for (int64_t j = 0; j < 4 && i + j < n; j++) {
+            float u = (float)(w[j] >> 8) * (1.0f / 16777216.0f);
+            yp[i + j] = u >= p ? xp[i + j] * scale : 0.0f;
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restrict g, float *restrict buf,
+                        int64_t n, float lr, float momentum, float dampening, float wd, bool nesterov, bool first)
+{
+    (void)c;
+    /* One branch-free loop per case, so each vectorises. */
+    if (momentum == 0.0f) {
+        for (int64_t i = 0; i < n; i++)
+            p[i] -= lr * (g[i] + wd * p[i]);
+    } else if (first) {
+        for (int64_t i = 0; i < n; i++) {
+            float d = g[i] + wd * p[i];
+            buf[i] = d;
+            p[i] -= lr * (nesterov ? d + momentum * d : d);
+        }
+    } else if (nesterov) {
+        float keep = 1.0f - dampening;
+        for (int64_t i = 0; i < n; i++) {
+            float d = g[i] + wd * p[i];
+            float b = momentum * buf[i] + keep * d;
+            buf[i] = b;
+            p[i] -= lr * (d + momentum * b);
+        }
+    } else {
+        float keep = 1.0f - dampening;
+        for (int64_t i = 0; i < n; i++) {
+            float b = momentum * buf[i] + keep * (g[i] + wd * p[i]);
+            buf[i] = b;
+            p[i] -= lr * b;
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
+                         float lr, float b1, float b2, float eps, float wd, bool decoupled,
+                         int64_t step)
+{
+    (void)c;
+    float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
+    float step_size = lr / bc1, sbc2 = sqrtf(bc2);
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (decoupled)
+            p[i] *= 1.0f - lr * wd;
+        else
+            d += wd * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * d;
+        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+        p[i] -= step_size * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master,
+                            int64_t n, float inv_scale, float *found)
+{
+    (void)c;
+    bool bad = false;
+    for (int64_t i = 0; i < n; i++) {
+        float v = fk_ldf(dt, g, i) * inv_scale;
+        bad |= !isfinite(v);
+        master[i] = v;
+    }
+    if (bad)
+        found[0] = 1.0f;
+    return FERRY_OK;
+}

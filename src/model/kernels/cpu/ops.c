@@ -1,0 +1,362 @@
+/* CPU kernels for the tensor ops: fill, convert, elementwise maps with
+ * broadcasting, reductions, softmax, gemm (CBLAS) and Philox random numbers.
+ * These are also the reference the CUDA kernels are tested against, so they
+ * favour plain, obviously-right loops (in double where it is cheap) over speed;
+ * the layers' hot paths use the f32 kernels in kernels/cpu/nn.c and sgemm. */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "ferry/rng.h"
+#include "model/kernels/kernels.h"
+
+void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case FERRY_DTYPE_F32: ((float *)p)[i] = (float)v; break;
+    case FERRY_DTYPE_F16: ((uint16_t *)p)[i] = ferry_f32_to_f16((float)v); break;
+    case FERRY_DTYPE_BF16: ((uint16_t *)p)[i] = ferry_f32_to_bf16((float)v); break;
+    case FERRY_DTYPE_U8:
+        /* Saturate: images converted back to bytes should clamp, not wrap. */
+        ((uint8_t *)p)[i] = v != v ? 0 : v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+        break;
+    case FERRY_DTYPE_I32:
+        ((int32_t *)p)[i] = v != v ? 0 : v <= -2147483648.0 ? INT32_MIN
+                          : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+        break;
+    case FERRY_DTYPE_I64:
+        ((int64_t *)p)[i] = v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN
+                          : v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
+        break;
+    default: break;
+    }
+}
+
+ferry_status fk_no_cuda(void)
+{
+    return ferry_fail(FERRY_ERR_NO_DEVICE, "this build of ferry has no CUDA support");
+}
+
+/* Calls fn once per innermost row of the iteration space with the row's
+ * starting offsets; the row has shape[ndim-1] elements. */
+typedef void (*nd_row_fn)(void *ctx, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
+                          int64_t sa, int64_t sb);
+
+static void nd_rows(const fk_nd *nd, nd_row_fn fn, void *ctx)
+{
+    if (nd->numel == 0)
+        return;
+    if (nd->ndim == 0) {
+        fn(ctx, 0, 0, 0, 1, 0, 0, 0);
+        return;
+    }
+    int last = nd->ndim - 1;
+    int64_t idx[FERRY_MAX_DIMS] = {0};
+    int64_t o = 0, a = 0, b = 0;
+    for (;;) {
+        fn(ctx, o, a, b, nd->shape[last], nd->so[last], nd->sa[last], nd->sb[last]);
+        int d = last - 1;
+        for (; d >= 0; d--) {
+            idx[d]++;
+            o += nd->so[d];
+            a += nd->sa[d];
+            b += nd->sb[d];
+            if (idx[d] < nd->shape[d])
+                break;
+            o -= nd->so[d] * nd->shape[d];
+            a -= nd->sa[d] * nd->shape[d];
+            b -= nd->sb[d] * nd->shape[d];
+            idx[d] = 0;
+        }
+        if (d < 0)
+            return;
+    }
+}
+
+struct fill_ctx { ferry_dtype dt; void *y; double v; };
+
+/* Zero is all-zero bits in every ferry dtype. */
+static bool fm_bits_zero(ferry_dtype dt) { return ferry_dtype_size(dt) != 0; }
+
+static void fill_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
+                     int64_t sa, int64_t sb)
+{
+    (void)a; (void)b; (void)sa; (void)sb;
+    struct fill_ctx *c = vc;
+    if (so == 1 && c->v == 0.0 && fm_bits_zero(c->dt)) {
+        size_t es = ferry_dtype_size(c->dt);
+        memset((char *)c->y + (size_t)o * es, 0, (size_t)n * es);
+        return;
+    }
+    if (so == 1 && c->dt == FERRY_DTYPE_F32) {
+        float *y = (float *)c->y + o, v = (float)c->v;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = v;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fk_std(c->dt, c->y, o + i * so, c->v);
+}
+
+ferry_status fk_cpu_fill(const fk_ctx *c, ferry_dtype dt, void *y, const fk_nd *nd, double v)
+{
+    (void)c;
+    struct fill_ctx fc = {dt, y, v};
+    nd_rows(nd, fill_row, &fc);
+    return FERRY_OK;
+}
+
+struct conv_ctx { ferry_dtype ydt, xdt; void *y; const void *x; double mul, add; };
+
+static void convert_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
+                        int64_t sa, int64_t sb)
+{
+    (void)b; (void)sb;
+    struct conv_ctx *c = vc;
+    if (c->ydt == c->xdt && c->mul == 1.0 && c->add == 0.0 && so == 1 && sa == 1) {
+        size_t es = ferry_dtype_size(c->ydt);
+        memcpy((char *)c->y + (size_t)o * es, (const char *)c->x + (size_t)a * es, (size_t)n * es);
+        return;
+    }
+    /* The hot conversions of a training loop: u8 images and f32 to f32. */
+    if (c->ydt == FERRY_DTYPE_F32 && so == 1 && sa == 1 &&
+        (c->xdt == FERRY_DTYPE_U8 || c->xdt == FERRY_DTYPE_F32)) {
+        float *y = (float *)c->y + o, mul = (float)c->mul, add = (float)c->add;
+        if (c->xdt == FERRY_DTYPE_U8) {
+            const uint8_t *x = (const uint8_t *)c->x + a;
+            for (int64_t i = 0; i < n; i++)
+                y[i] = (float)x[i] * mul + add;
+        } else {
+            const float *x = (const float *)c->x + a;
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] * mul + add;
+        }
+        return;
+    }
+    if (c->ydt == FERRY_DTYPE_I64 && c->xdt == FERRY_DTYPE_I64 && c->mul == 1.0 && c->add == 0.0) {
+        for (int64_t i = 0; i < n; i++) /* exact: no trip through double */
+            ((int64_t *)c->y)[o + i * so] = ((const int64_t *)c->x)[a + i * sa];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fk_std(c->ydt, c->y, o + i * so, fk_ldd(c->xdt, c->x, a + i * sa) * c->mul + c->add);
+}
+
+ferry_status fk_cpu_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt,
+                            const void *x, const fk_nd *nd, double mul, double add)
+{
+    (void)c;
+    struct conv_ctx cc = {ydt, xdt, y, x, mul, add};
+    nd_rows(nd, convert_row, &cc);
+    return FERRY_OK;
+}
+
+static double uop(fk_uop op, double x, double s)
+{
+    switch (op) {
+    case FK_NEG: return -x;
+    case FK_RELU: return x > 0 ? x : 0;
+    case FK_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
+    case FK_EXP: return exp(x);
+    case FK_LOG: return log(x);
+    case FK_SQRT: return sqrt(x);
+    case FK_TANH: return tanh(x);
+    case FK_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case FK_ABS: return fabs(x);
+    case FK_ADD_S: return x + s;
+    case FK_MUL_S: return x * s;
+    case FK_RSUB_S: return s - x;
+    case FK_RDIV_S: return s / x;
+    case FK_POW_S: return pow(x, s);
+    case FK_MAX_S: return x > s || x != x ? x : s;
+    case FK_MIN_S: return x < s || x != x ? x : s;
+    default: return 0;
+    }
+}
+
+static double bop(fk_bop op, double a, double b)
+{
+    switch (op) {
+    case FK_ADD: return a + b;
+    case FK_SUB: return a - b;
+    case FK_MUL: return a * b;
+    case FK_DIV: return a / b;
+    case FK_MAXIMUM: return a != a || b != b ? NAN : a > b ? a : b;
+    case FK_MINIMUM: return a != a || b != b ? NAN : a < b ? a : b;
+    default: return 0;
+    }
+}
+
+struct map_ctx { int op; ferry_dtype dt; void *y; const void *a, *b; double s; };
+
+static void unary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
+                      int64_t sa, int64_t sb)
+{
+    (void)b; (void)sb;
+    struct map_ctx *c = vc;
+    if (c->dt == FERRY_DTYPE_F32 && so == 1 && sa == 1 &&
+        (c->op == FK_RELU || c->op == FK_ADD_S || c->op == FK_MUL_S)) {
+        float *y = (float *)c->y + o, s = (float)c->s;
+        const float *x = (const float *)c->a + a;
+        if (c->op == FK_RELU)
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        else if (c->op == FK_ADD_S)
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] + s;
+        else
+            for (int64_t i = 0; i < n; i++)
+                y[i] = x[i] * s;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fk_std(c->dt, c->y, o + i * so, uop((fk_uop)c->op, fk_ldd(c->dt, c->a, a + i * sa), c->s));
+}
+
+static void binary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
+                       int64_t sa, int64_t sb)
+{
+    struct map_ctx *c = vc;
+    if (c->dt == FERRY_DTYPE_F32 && so == 1 && (sa == 1 || sa == 0) && (sb == 1 || sb == 0) &&
+        c->op <= FK_DIV) {
+        float *y = (float *)c->y + o;
+        const float *x = (const float *)c->a + a, *z = (const float *)c->b + b;
+        for (int64_t i = 0; i < n; i++) {
+            float u = x[i * sa], v = z[i * sb];
+            y[i] = c->op == FK_ADD ? u + v : c->op == FK_SUB ? u - v : c->op == FK_MUL ? u * v : u / v;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        fk_std(c->dt, c->y, o + i * so,
+               bop((fk_bop)c->op, fk_ldd(c->dt, c->a, a + i * sa), fk_ldd(c->dt, c->b, b + i * sb)));
+}
+
+ferry_status fk_cpu_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
+                          const fk_nd *nd, double alpha)
+{
+    (void)c;
+    struct map_ctx mc = {(int)op, dt, y, x, NULL, alpha};
+    nd_rows(nd, unary_row, &mc);
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_binary(const fk_ctx *c, fk_bop op, ferry_dtype dt, void *y, const void *a,
+                           const void *b, const fk_nd *nd)
+{
+    (void)c;
+    struct map_ctx mc = {(int)op, dt, y, a, b, 0};
+    nd_rows(nd, binary_row, &mc);
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_reduce(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, const void *x,
+                           int64_t outer, int64_t n, int64_t inner)
+{
+    (void)c;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * n * inner + i;
+            double acc = op == FK_MAX || op == FK_ARGMAX ? -INFINITY : 0.0;
+            int64_t arg = 0;
+            for (int64_t j = 0; j < n; j++) {
+                double v = fk_ldd(dt, x, base + j * inner);
+                if (op == FK_SUM || op == FK_MEAN) {
+                    acc += v;
+                } else if (v > acc || (v != v && acc == acc)) {
+                    /* NaN wins, as in PyTorch; the first maximum is kept. */
+                    acc = v;
+                    arg = j;
+                }
+            }
+            if (op == FK_MEAN)
+                acc = n ? acc / (double)n : NAN;
+            if (op == FK_ARGMAX)
+                ((int64_t *)y)[o * inner + i] = arg;
+            else
+                fk_std(dt, y, o * inner + i, acc);
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_softmax(const fk_ctx *c, bool log_, ferry_dtype dt, void *y, const void *x,
+                            int64_t outer, int64_t n, int64_t inner)
+{
+    (void)c;
+    if (n < 1) /* an empty axis: y has no elements */
+        return FERRY_OK;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * n * inner + i;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < n; j++) {
+                double v = fk_ldd(dt, x, base + j * inner);
+                mx = v > mx ? v : mx;
+            }
+            /* The sum starts from its first term (n >= 1), so it is never the 0 that
+             * log would turn into -inf; the max's own term makes it >= 1. */
+            double sum = exp(fk_ldd(dt, x, base) - mx);
+            for (int64_t j = 1; j < n; j++)
+                sum += exp(fk_ldd(dt, x, base + j * inner) - mx);
+            double lse = mx + log(sum);
+            for (int64_t j = 0; j < n; j++) {
+                double v = fk_ldd(dt, x, base + j * inner) - lse;
+                fk_std(dt, y, base + j * inner, log_ ? v : exp(v));
+            }
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status fk_f32_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                         int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+                         const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc,
+                         int64_t ldc, int64_t stride_c, int64_t batch)
+{
+    (void)c;
+    (void)dt;
+    if (m == 0 || n == 0)
+        return FERRY_OK;
+    for (int64_t i = 0; i < batch; i++) {
+        float *cp = (float *)cc + i * stride_c;
+        if (k == 0) { /* sgemm with k = 0 is legal but some BLAS reject lda = 0 */
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t q = 0; q < n; q++)
+                    cp[r * ldc + q] = beta == 0 ? 0 : beta * cp[r * ldc + q];
+            continue;
+        }
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    (blasint)m, (blasint)n, (blasint)k, alpha, (const float *)a + i * stride_a,
+                    (blasint)lda, (const float *)b + i * stride_b, (blasint)ldb, beta, cp,
+                    (blasint)ldc);
+    }
+    return FERRY_OK;
+}
+
+/* Element i of a random tensor draws from one Philox block whose counter is
+ * (i, stream) and key the seed, so any backend and any split of the work gives
+ * the same numbers. The CUDA kernel (kernels/cuda/ops.cu) computes the same formula. */
+ferry_status fk_cpu_rand(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
+                         uint64_t stream, bool normal)
+{
+    (void)c;
+    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)stream,
+                           (uint32_t)(stream >> 32)};
+        uint32_t w[4];
+        ferry_philox4x32_10(ctr, key, w);
+        float v;
+        if (normal) {
+            float u1 = ((float)(w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
+            float u2 = (float)(w[1] >> 8) * (1.0f / 16777216.0f);
+            v = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+        } else {
+            v = (float)(w[0] >> 8) * (1.0f / 16777216.0f);
+        }
+        fk_std(dt, y, i, v);
+    }
+    return FERRY_OK;
+}

@@ -1,0 +1,193 @@
+/* Internal, CUDA kernel files only: the helpers the model's .cu files share —
+ * dtype dispatch, float/double loads and stores for every dtype, launch sizes,
+ * block reductions, and Philox4x32-10 on the device (same as src/dataset/rng.c). */
+#ifndef FERRY_MODEL_KERN_CUDA_CUH
+#define FERRY_MODEL_KERN_CUDA_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "device/cuda_check.h"
+#include "common/error.h"
+#include "model/kernels/kernels.h"
+
+#define FK_THREADS 256
+
+static inline cudaStream_t fk_stream(const fk_ctx *c) { return (cudaStream_t)c->native; }
+
+/* Makes c's device current (kernels launch on the current device). */
+static inline ferry_status fk_enter(const fk_ctx *c)
+{
+    int cur = -1;
+    FERRY_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != c->dev.index)
+        FERRY_CUDA_CHECK(cudaSetDevice(c->dev.index));
+    return FERRY_OK;
+}
+
+static inline unsigned fk_blocks(int64_t n)
+{
+    int64_t b = (n + FK_THREADS - 1) / FK_THREADS;
+    if (b < 1)
+        b = 1;
+    return (unsigned)(b > (1 << 20) ? (1 << 20) : b); /* grid-stride loops cover the rest */
+}
+
+static inline ferry_status fk_launched(const char *what)
+{
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? FERRY_OK : ferry_cuda_status(e, __FILE__, __LINE__, what);
+}
+
+static inline ferry_status fk_bad_dtype(ferry_dtype dt, const char *what)
+{
+    return ferry_fail(FERRY_ERR_DTYPE, "%s on CUDA does not support %s", what, ferry_dtype_name(dt));
+}
+
+#define FK_GRID_STRIDE(i, n)                                                                      \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                     \
+         i += (int64_t)blockDim.x * gridDim.x)
+
+/* ---- loads and stores ---- */
+__device__ __forceinline__ float fk_f(float x) { return x; }
+__device__ __forceinline__ float fk_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float fk_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float fk_f(uint8_t x) { return (float)x; }
+__device__ __forceinline__ float fk_f(int32_t x) { return (float)x; }
+__device__ __forceinline__ float fk_f(int64_t x) { return (float)x; }
+
+__device__ __forceinline__ double fk_d(float x) { return x; }
+__device__ __forceinline__ double fk_d(__half x) { return __half2float(x); }
+__device__ __forceinline__ double fk_d(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ double fk_d(uint8_t x) { return x; }
+__device__ __forceinline__ double fk_d(int32_t x) { return x; }
+__device__ __forceinline__ double fk_d(int64_t x) { return (double)x; }
+
+template <typename T> __device__ __forceinline__ T fk_to(double v);
+template <> __device__ __forceinline__ float fk_to<float>(double v) { return (float)v; }
+template <> __device__ __forceinline__ __half fk_to<__half>(double v) { return __float2half_rn((float)v); }
+template <> __device__ __forceinline__ __nv_bfloat16 fk_to<__nv_bfloat16>(double v)
+{
+    return __float2bfloat16_rn((float)v);
+}
+template <> __device__ __forceinline__ uint8_t fk_to<uint8_t>(double v)
+{
+    return v != v ? 0 : v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
+}
+template <> __device__ __forceinline__ int32_t fk_to<int32_t>(double v)
+{
+    return v != v ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+}
+template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v)
+{
+    return v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN : v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
+}
+
+/* Float dtypes only / every dtype: runs BODY with T bound to the C type. */
+#define FK_FLOAT_TYPES(dt, T, what, ...)                                                          \
+    switch (dt) {                                                                                 \
+    case FERRY_DTYPE_F32: { typedef float T; __VA_ARGS__; } break;                                \
+    case FERRY_DTYPE_F16: { typedef __half T; __VA_ARGS__; } break;                               \
+    case FERRY_DTYPE_BF16: { typedef __nv_bfloat16 T; __VA_ARGS__; } break;                       \
+    default: return fk_bad_dtype(dt, what);                                                       \
+    }
+
+#define FK_ALL_TYPES(dt, T, what, ...)                                                            \
+    switch (dt) {                                                                                 \
+    case FERRY_DTYPE_F32: { typedef float T; __VA_ARGS__; } break;                                \
+    case FERRY_DTYPE_F16: { typedef __half T; __VA_ARGS__; } break;                               \
+    case FERRY_DTYPE_BF16: { typedef __nv_bfloat16 T; __VA_ARGS__; } break;                       \
+    case FERRY_DTYPE_U8: { typedef uint8_t T; __VA_ARGS__; } break;                               \
+    case FERRY_DTYPE_I32: { typedef int32_t T; __VA_ARGS__; } break;                              \
+    case FERRY_DTYPE_I64: { typedef int64_t T; __VA_ARGS__; } break;                              \
+    default: return fk_bad_dtype(dt, what);                                                       \
+    }
+
+/* ---- block reductions (blockDim.x == FK_THREADS) ---- */
+__device__ __forceinline__ float fk_block_sum(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
+/* Max with the smallest index on ties; NaN wins. */
+__device__ __forceinline__ void fk_argmax_merge(float &v, int64_t &i, float v2, int64_t i2)
+{
+    bool take = (v2 != v2 && v == v) || v2 > v || (v2 == v && i2 < i) ||
+                (v2 != v2 && v != v && i2 < i);
+    if (take) {
+        v = v2;
+        i = i2;
+    }
+}
+
+__device__ __forceinline__ void fk_block_argmax(float &v, int64_t &i, float *shv, int64_t *shi)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_down_sync(0xffffffffu, v, o);
+        int64_t i2 = __shfl_down_sync(0xffffffffu, i, o);
+        fk_argmax_merge(v, i, v2, i2);
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) {
+        shv[warp] = v;
+        shi[warp] = i;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? shv[lane] : -INFINITY;
+        i = lane < (int)(blockDim.x >> 5) ? shi[lane] : INT64_MAX;
+        for (int o = 16; o > 0; o >>= 1) {
+            float v2 = __shfl_down_sync(0xffffffffu, v, o);
+            int64_t i2 = __shfl_down_sync(0xffffffffu, i, o);
+            fk_argmax_merge(v, i, v2, i2);
+        }
+        if (lane == 0) {
+            shv[0] = v;
+            shi[0] = i;
+        }
+    }
+    __syncthreads();
+    v = shv[0];
+    i = shi[0];
+}
+
+/* ---- Philox4x32-10 ---- */
+__device__ __forceinline__ void fk_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
+                                          uint32_t k1, uint32_t out[4])
+{
+    for (int r = 0; r < 10; r++) {
+        uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0;
+        c1 = lo1;
+        c2 = n2;
+        c3 = lo0;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+#endif

@@ -1,0 +1,549 @@
+// CUDA kernels for the layers, losses and optimisers. Activations may be f32,
+// f16 or bf16 (arithmetic in f32); BatchNorm statistics, optimiser state and
+// master weights are f32.
+#include <math.h>
+
+#include "model/kernels/cuda/common.cuh"
+
+template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
+{
+    FK_GRID_STRIDE(i, total) y[i] = fk_to<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
+}
+
+extern "C" ferry_status fk_cuda_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
+                                         int64_t ch, int64_t inner)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = outer * ch * inner;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "bias add", {
+        k_bias_add<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>((T *)y, (const T *)b, total, ch, inner);
+    });
+    return fk_launched("bias add kernel");
+}
+
+// One block per channel sums its outer * inner values.
+template <typename T> __global__ void k_bias_grad(T *db, const T *dy, int64_t outer, int64_t ch, int64_t inner)
+{
+    __shared__ float sh[32];
+    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
+        float s = 0.0f;
+        for (int64_t t = threadIdx.x; t < outer * inner; t += blockDim.x) {
+            int64_t o = t / inner, i = t % inner;
+            s += fk_f(dy[(o * ch + k) * inner + i]);
+        }
+        s = fk_block_sum(s, sh);
+        if (threadIdx.x == 0)
+            db[k] = fk_to<T>(fk_f(db[k]) + s);
+        __syncthreads();
+    }
+}
+
+extern "C" ferry_status fk_cuda_bias_grad(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
+                                          int64_t ch, int64_t inner)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || ch == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "bias gradient", {
+        k_bias_grad<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>((T *)db, (const T *)dy,
+                                                                                            outer, ch, inner);
+    });
+    return fk_launched("bias gradient kernel");
+}
+
+template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy, int64_t n)
+{
+    FK_GRID_STRIDE(i, n) dx[i] = fk_f(y[i]) > 0.0f ? dy[i] : fk_to<T>(0.0);
+}
+
+extern "C" ferry_status fk_cuda_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y, const void *dy,
+                                         int64_t n)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "relu backward", {
+        k_relu_bwd<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)dx, (const T *)y, (const T *)dy, n);
+    });
+    return fk_launched("relu backward kernel");
+}
+
+// One block per row: max and argmax, log-sum-exp, loss, gradient.
+template <typename T, typename L>
+__global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, float *loss,
+                                int64_t *correct, int64_t *bad, T *dx, float gscale)
+{
+    __shared__ float shv[32];
+    __shared__ int64_t shi[32];
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *row = x + r * classes;
+        float mx = -INFINITY;
+        int64_t arg = INT64_MAX;
+        for (int64_t k = threadIdx.x; k < classes; k += blockDim.x)
+            fk_argmax_merge(mx, arg, fk_f(row[k]), k);
+        fk_block_argmax(mx, arg, shv, shi);
+        float s = 0.0f;
+        for (int64_t k = threadIdx.x; k < classes; k += blockDim.x)
+            s += expf(fk_f(row[k]) - mx);
+        s = fk_block_sum(s, shv);
+        int64_t label = (int64_t)labels[r];
+        bool ok = label >= 0 && label < classes;
+        if (threadIdx.x == 0) {
+            if (!ok) {
+                if (bad)
+                    atomicAdd((unsigned long long *)bad, 1ull);
+            } else {
+                if (loss)
+                    atomicAdd(loss, mx + logf(s) - fk_f(row[label]));
+                if (correct && arg == label)
+                    atomicAdd((unsigned long long *)correct, 1ull);
+            }
+        }
+        if (dx) {
+            float inv = 1.0f / s;
+            for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) {
+                float g = ok ? (expf(fk_f(row[k]) - mx) * inv - (k == label ? 1.0f : 0.0f)) * gscale : 0.0f;
+                dx[r * classes + k] = fk_to<T>(g);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
+                                              const void *labels, int64_t rows, int64_t classes, float *loss,
+                                              int64_t *correct, int64_t *bad, void *dlogits, float gscale)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || rows == 0)
+        return st;
+    unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    FK_FLOAT_TYPES(dt, T, "cross-entropy", {
+        if (ldt == FERRY_DTYPE_I32)
+            k_cross_entropy<T, int32_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
+                (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale);
+        else
+            k_cross_entropy<T, int64_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
+                (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale);
+    });
+    return fk_launched("cross-entropy kernel");
+}
+
+template <typename T>
+__global__ void k_mse(const T *p, const T *t, int64_t n, float *loss, float lscale, T *dp, float gscale)
+{
+    __shared__ float sh[32];
+    float s = 0.0f;
+    FK_GRID_STRIDE(i, n)
+    {
+        float e = fk_f(p[i]) - fk_f(t[i]);
+        s += e * e;
+        if (dp)
+            dp[i] = fk_to<T>(2.0f * e * gscale);
+    }
+    s = fk_block_sum(s, sh);
+    if (threadIdx.x == 0 && loss)
+        atomicAdd(loss, s * lscale);
+}
+
+extern "C" ferry_status fk_cuda_mse(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
+                                    float *loss, float lscale, void *dp, float gscale)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "MSE loss", {
+        k_mse<T><<<fk_blocks(n) < 1024 ? fk_blocks(n) : 1024, FK_THREADS, 0, fk_stream(c)>>>(
+            (const T *)p, (const T *)t, n, loss, lscale, (T *)dp, gscale);
+    });
+    return fk_launched("MSE kernel");
+}
+
+template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
+{
+    int64_t ohw = g.oh * g.ow, total = g.c * g.kh * g.kw * ohw;
+    FK_GRID_STRIDE(t, total)
+    {
+        int64_t p = t % ohw, r = t / ohw;
+        int64_t kj = r % g.kw, ki = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
+        int64_t iy = (p / g.ow) * g.sh - g.ph + ki, ix = (p % g.ow) * g.sw - g.pw + kj;
+        col[t] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[(ch * g.h + iy) * g.w + ix] : fk_to<T>(0.0);
+    }
+}
+
+// Gathers, per input pixel, every column entry that came from it: no atomics.
+template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
+{
+    int64_t total = g.c * g.h * g.w, ohw = g.oh * g.ow;
+    FK_GRID_STRIDE(t, total)
+    {
+        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = t / (g.w * g.h);
+        float s = 0.0f;
+        for (int64_t ki = 0; ki < g.kh; ki++) {
+            int64_t ny = iy + g.ph - ki;
+            if (ny < 0 || ny % g.sh)
+                continue;
+            int64_t oy = ny / g.sh;
+            if (oy >= g.oh)
+                continue;
+            for (int64_t kj = 0; kj < g.kw; kj++) {
+                int64_t nx = ix + g.pw - kj;
+                if (nx < 0 || nx % g.sw)
+                    continue;
+                int64_t ox = nx / g.sw;
+                if (ox >= g.ow)
+                    continue;
+                s += fk_f(col[((ch * g.kh + ki) * g.kw + kj) * ohw + oy * g.ow + ox]);
+            }
+        }
+        x[t] = fk_to<T>(fk_f(x[t]) + s);
+    }
+}
+
+extern "C" ferry_status fk_cuda_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *col)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->c * g->kh * g->kw * g->oh * g->ow;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "im2col", {
+        k_im2col<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(*g, (const T *)x, (T *)col);
+    });
+    return fk_launched("im2col kernel");
+}
+
+extern "C" ferry_status fk_cuda_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col, void *x)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->c * g->h * g->w;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "col2im", {
+        k_col2im<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(*g, (const T *)col, (T *)x);
+    });
+    return fk_launched("col2im kernel");
+}
+
+template <typename T> __global__ void k_pool_fwd(bool max, fk_conv g, const T *x, T *y, int32_t *idx)
+{
+    int64_t total = g.n * g.c * g.oh * g.ow;
+    float inv = 1.0f / (float)(g.kh * g.kw);
+    FK_GRID_STRIDE(t, total)
+    {
+        int64_t ox = t % g.ow, oy = (t / g.ow) % g.oh, p = t / (g.ow * g.oh);
+        const T *plane = x + p * g.h * g.w;
+        float best = -INFINITY, s = 0.0f;
+        int32_t bi = -1;
+        for (int64_t ki = 0; ki < g.kh; ki++) {
+            int64_t iy = oy * g.sh - g.ph + ki;
+            if (iy < 0 || iy >= g.h)
+                continue;
+            for (int64_t kj = 0; kj < g.kw; kj++) {
+                int64_t ix = ox * g.sw - g.pw + kj;
+                if (ix < 0 || ix >= g.w)
+                    continue;
+                float v = fk_f(plane[iy * g.w + ix]);
+                s += v;
+                if (bi < 0 || v > best || v != v) {
+                    best = v;
+                    bi = (int32_t)(iy * g.w + ix);
+                }
+            }
+        }
+        y[t] = fk_to<T>(max ? best : s * inv);
+        if (max)
+            idx[t] = bi;
+    }
+}
+
+// Per input pixel: the windows that cover it (no atomics, no zeroing pass).
+template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *dy, const int32_t *idx, T *dx)
+{
+    int64_t total = g.n * g.c * g.h * g.w;
+    float inv = 1.0f / (float)(g.kh * g.kw);
+    FK_GRID_STRIDE(t, total)
+    {
+        int64_t ix = t % g.w, iy = (t / g.w) % g.h, p = t / (g.w * g.h);
+        int32_t me = (int32_t)(iy * g.w + ix);
+        float s = 0.0f;
+        for (int64_t ki = 0; ki < g.kh; ki++) {
+            int64_t ny = iy + g.ph - ki;
+            if (ny < 0 || ny % g.sh || ny / g.sh >= g.oh)
+                continue;
+            for (int64_t kj = 0; kj < g.kw; kj++) {
+                int64_t nx = ix + g.pw - kj;
+                if (nx < 0 || nx % g.sw || nx / g.sw >= g.ow)
+                    continue;
+                int64_t o = (p * g.oh + ny / g.sh) * g.ow + nx / g.sw;
+                if (!max)
+                    s += fk_f(dy[o]) * inv;
+                else if (idx[o] == me)
+                    s += fk_f(dy[o]);
+            }
+        }
+        dx[t] = fk_to<T>(s);
+    }
+}
+
+extern "C" ferry_status fk_cuda_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y,
+                                            int32_t *idx)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->n * g->c * g->oh * g->ow;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "max pool", {
+        k_pool_fwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(true, *g, (const T *)x, (T *)y, idx);
+    });
+    return fk_launched("max pool kernel");
+}
+
+extern "C" ferry_status fk_cuda_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
+                                            const int32_t *idx, void *dx)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->n * g->c * g->h * g->w;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "max pool backward", {
+        k_pool_bwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(true, *g, (const T *)dy, idx, (T *)dx);
+    });
+    return fk_launched("max pool backward kernel");
+}
+
+extern "C" ferry_status fk_cuda_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->n * g->c * g->oh * g->ow;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "average pool", {
+        k_pool_fwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(false, *g, (const T *)x, (T *)y, NULL);
+    });
+    return fk_launched("average pool kernel");
+}
+
+extern "C" ferry_status fk_cuda_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)
+{
+    ferry_status st = fk_enter(c);
+    int64_t total = g->n * g->c * g->h * g->w;
+    if (st != FERRY_OK || total == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "average pool backward", {
+        k_pool_bwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(false, *g, (const T *)dy, NULL, (T *)dx);
+    });
+    return fk_launched("average pool backward kernel");
+}
+
+// One block per channel.
+template <typename T>
+__global__ void k_bn_fwd(const T *x, T *y, int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *beta,
+                         float *rmean, float *rvar, float *smean, float *sinvstd, bool training, float momentum,
+                         float eps)
+{
+    __shared__ float sh[32];
+    int64_t count = n * hw;
+    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
+        float mean, invstd;
+        if (training) {
+            float s = 0.0f;
+            for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
+                s += fk_f(x[((t / hw) * ch + k) * hw + t % hw]);
+            mean = fk_block_sum(s, sh) / (float)count;
+            float q = 0.0f;
+            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+                float d = fk_f(x[((t / hw) * ch + k) * hw + t % hw]) - mean;
+                q += d * d;
+            }
+            q = fk_block_sum(q, sh);
+            float var = q / (float)count;
+            invstd = rsqrtf(var + eps);
+            if (threadIdx.x == 0) {
+                smean[k] = mean;
+                sinvstd[k] = invstd;
+                float unbiased = count > 1 ? q / (float)(count - 1) : var;
+                rmean[k] = (1.0f - momentum) * rmean[k] + momentum * mean;
+                rvar[k] = (1.0f - momentum) * rvar[k] + momentum * unbiased;
+            }
+        } else {
+            mean = rmean[k];
+            invstd = rsqrtf(rvar[k] + eps);
+        }
+        float a = gamma[k] * invstd, b = beta[k] - mean * a;
+        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
+            y[off] = fk_to<T>(fk_f(x[off]) * a + b);
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+__global__ void k_bn_bwd(const T *x, const T *dy, T *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
+                         const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
+{
+    __shared__ float sh[32];
+    int64_t count = n * hw;
+    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
+        float m = smean[k], is = sinvstd[k], sd = 0.0f, sdx = 0.0f;
+        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
+            float g = fk_f(dy[off]);
+            sd += g;
+            sdx += g * (fk_f(x[off]) - m) * is;
+        }
+        sd = fk_block_sum(sd, sh);
+        sdx = fk_block_sum(sdx, sh);
+        if (threadIdx.x == 0) {
+            dgamma[k] += sdx;
+            dbeta[k] += sd;
+        }
+        if (dx) {
+            float a = gamma[k] * is, mdy = sd / (float)count, mdyx = sdx / (float)count;
+            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+                int64_t off = ((t / hw) * ch + k) * hw + t % hw;
+                dx[off] = fk_to<T>(a * (fk_f(dy[off]) - mdy - (fk_f(x[off]) - m) * is * mdyx));
+            }
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" ferry_status fk_cuda_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch,
+                                       int64_t hw, const float *gamma, const float *beta, float *rmean, float *rvar,
+                                       float *smean, float *sinvstd, bool training, float momentum, float eps)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || ch == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "batch norm", {
+        k_bn_fwd<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+            (const T *)x, (T *)y, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd, training, momentum, eps);
+    });
+    return fk_launched("batch norm kernel");
+}
+
+extern "C" ferry_status fk_cuda_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
+                                       int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *smean,
+                                       const float *sinvstd, float *dgamma, float *dbeta)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || ch == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "batch norm backward", {
+        k_bn_bwd<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+            (const T *)x, (const T *)dy, (T *)dx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
+    });
+    return fk_launched("batch norm backward kernel");
+}
+
+// Element i keeps with word i % 4 of Philox block i / 4, as the CPU kernel.
+template <typename T>
+__global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uint32_t k0, uint32_t k1, uint32_t s0,
+                          uint32_t s1)
+{
+    int64_t groups = (n + 3) / 4;
+    FK_GRID_STRIDE(g, groups)
+    {
+        uint32_t w[4];
+        fk_philox((uint32_t)g, (uint32_t)((uint64_t)g >> 32), s0, s1, k0, k1, w);
+        for (int j = 0; j < 4 && g * 4 + j < n; j++) {
+            float u = (float)(w[j] >> 8) * (1.0f / 16777216.0f);
+            int64_t i = g * 4 + j;
+            y[i] = fk_to<T>(u >= p ? fk_f(x[i]) * scale : 0.0f);
+        }
+    }
+}
+
+extern "C" ferry_status fk_cuda_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void *x, int64_t n, float p,
+                                        uint64_t seed, uint64_t stream)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    FK_FLOAT_TYPES(dt, T, "dropout", {
+        k_dropout<T><<<fk_blocks((n + 3) / 4), FK_THREADS, 0, fk_stream(c)>>>(
+            (T *)y, (const T *)x, n, p, scale, (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)stream,
+            (uint32_t)(stream >> 32));
+    });
+    return fk_launched("dropout kernel");
+}
+
+__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float dampening,
+                      float wd, bool nesterov, bool first)
+{
+    FK_GRID_STRIDE(i, n)
+    {
+        float d = g[i] + wd * p[i];
+        if (momentum != 0.0f) {
+            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
+            buf[i] = b;
+            d = nesterov ? d + momentum * b : b;
+        }
+        p[i] -= lr * d;
+    }
+}
+
+extern "C" ferry_status fk_cuda_sgd(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
+                                    float momentum, float dampening, float wd, bool nesterov, bool first)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    k_sgd<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, buf, n, lr, momentum, dampening, wd, nesterov, first);
+    return fk_launched("SGD kernel");
+}
+
+__global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
+                       float eps, float wd, bool decoupled, float step_size, float sbc2)
+{
+    FK_GRID_STRIDE(i, n)
+    {
+        float d = g[i];
+        if (decoupled)
+            p[i] *= 1.0f - lr * wd;
+        else
+            d += wd * p[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * d;
+        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+        p[i] -= step_size * m[i] / (sqrtf(v[i]) / sbc2 + eps);
+    }
+}
+
+extern "C" ferry_status fk_cuda_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
+                                     float lr, float b1, float b2, float eps, float wd, bool decoupled, int64_t step)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
+    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, lr / bc1,
+                                                         sqrtf(bc2));
+    return fk_launched("Adam kernel");
+}
+
+template <typename T> __global__ void k_unscale(const T *g, float *master, int64_t n, float inv, float *found)
+{
+    FK_GRID_STRIDE(i, n)
+    {
+        float v = fk_f(g[i]) * inv;
+        master[i] = v;
+        if (!isfinite(v))
+            *found = 1.0f; // a benign race: every writer writes 1
+    }
+}
+
+extern "C" ferry_status fk_cuda_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master, int64_t n,
+                                        float inv_scale, float *found)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "unscale", {
+        k_unscale<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((const T *)g, master, n, inv_scale, found);
+    });
+    return fk_launched("unscale kernel");
+}

@@ -1,0 +1,375 @@
+// CUDA kernels for the tensor ops: fill, convert, elementwise maps with
+// broadcasting over strided operands, reductions, softmax, Philox random numbers,
+// and gemm through cuBLAS (tensor-op math with f32 accumulation for f16/bf16).
+#include <cublas_v2.h>
+#include <math.h>
+
+#include "model/kernels/cuda/common.cuh"
+
+// Element offset of flat index i in an operand with strides st.
+__device__ __forceinline__ int64_t nd_off(const fk_nd &nd, const int64_t *st, int64_t i)
+{
+    int64_t off = 0;
+    for (int d = nd.ndim - 1; d >= 0; d--) {
+        int64_t s = nd.shape[d];
+        off += (i % s) * st[d];
+        i /= s;
+    }
+    return off;
+}
+
+template <typename T> __global__ void k_fill(T *y, fk_nd nd, T v)
+{
+    FK_GRID_STRIDE(i, nd.numel) y[nd_off(nd, nd.so, i)] = v;
+}
+
+extern "C" ferry_status fk_cuda_fill(const fk_ctx *c, ferry_dtype dt, void *y, const fk_nd *nd, double v)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || nd->numel == 0)
+        return st;
+    FK_ALL_TYPES(dt, T, "fill", {
+        T tv;
+        unsigned char bytes[8];
+        fk_std(dt, bytes, 0, v); // converted on the host: one kernel per type
+        memcpy((void *)&tv, bytes, sizeof tv);
+        k_fill<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((T *)y, *nd, tv);
+    });
+    return fk_launched("fill kernel");
+}
+
+template <typename Y, typename X> __global__ void k_convert(Y *y, const X *x, fk_nd nd, double mul, double add)
+{
+    FK_GRID_STRIDE(i, nd.numel)
+    {
+        double v = fk_d(x[nd_off(nd, nd.sa, i)]);
+        y[nd_off(nd, nd.so, i)] = (mul == 1.0 && add == 0.0) ? fk_to<Y>(v) : fk_to<Y>(v * mul + add);
+    }
+}
+
+template <> __global__ void k_convert<int64_t, int64_t>(int64_t *y, const int64_t *x, fk_nd nd, double mul, double add)
+{
+    FK_GRID_STRIDE(i, nd.numel)
+    {
+        int64_t v = x[nd_off(nd, nd.sa, i)];
+        y[nd_off(nd, nd.so, i)] = (mul == 1.0 && add == 0.0) ? v : fk_to<int64_t>((double)v * mul + add);
+    }
+}
+
+extern "C" ferry_status fk_cuda_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x,
+                                        const fk_nd *nd, double mul, double add)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || nd->numel == 0)
+        return st;
+    FK_ALL_TYPES(ydt, Y, "convert", {
+        FK_ALL_TYPES(xdt, X, "convert", {
+            k_convert<Y, X><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((Y *)y, (const X *)x, *nd, mul,
+                                                                                   add);
+        });
+    });
+    return fk_launched("convert kernel");
+}
+
+__device__ __forceinline__ float uop(int op, float x, float s)
+{
+    switch (op) {
+    case FK_NEG: return -x;
+    case FK_RELU: return x > 0.0f ? x : 0.0f;
+    case FK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+    case FK_EXP: return expf(x);
+    case FK_LOG: return logf(x);
+    case FK_SQRT: return sqrtf(x);
+    case FK_TANH: return tanhf(x);
+    case FK_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case FK_ABS: return fabsf(x);
+    case FK_ADD_S: return x + s;
+    case FK_MUL_S: return x * s;
+    case FK_RSUB_S: return s - x;
+    case FK_RDIV_S: return s / x;
+    case FK_POW_S: return powf(x, s);
+    case FK_MAX_S: return x > s || x != x ? x : s;
+    case FK_MIN_S: return x < s || x != x ? x : s;
+    default: return 0.0f;
+    }
+}
+
+template <typename T> __global__ void k_unary(int op, T *y, const T *x, fk_nd nd, float s)
+{
+    FK_GRID_STRIDE(i, nd.numel)
+    y[nd_off(nd, nd.so, i)] = fk_to<T>(uop(op, fk_f(x[nd_off(nd, nd.sa, i)]), s));
+}
+
+extern "C" ferry_status fk_cuda_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
+                                      const fk_nd *nd, double alpha)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || nd->numel == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "elementwise op", {
+        k_unary<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((int)op, (T *)y, (const T *)x, *nd,
+                                                                          (float)alpha);
+    });
+    return fk_launched("unary kernel");
+}
+
+__device__ __forceinline__ float bop(int op, float a, float b)
+{
+    switch (op) {
+    case FK_ADD: return a + b;
+    case FK_SUB: return a - b;
+    case FK_MUL: return a * b;
+    case FK_DIV: return a / b;
+    case FK_MAXIMUM: return a != a || b != b ? NAN : fmaxf(a, b);
+    case FK_MINIMUM: return a != a || b != b ? NAN : fminf(a, b);
+    default: return 0.0f;
+    }
+}
+
+template <typename T> __global__ void k_binary(int op, T *y, const T *a, const T *b, fk_nd nd)
+{
+    FK_GRID_STRIDE(i, nd.numel)
+    y[nd_off(nd, nd.so, i)] = fk_to<T>(bop(op, fk_f(a[nd_off(nd, nd.sa, i)]), fk_f(b[nd_off(nd, nd.sb, i)])));
+}
+
+extern "C" ferry_status fk_cuda_binary(const fk_ctx *c, fk_bop op, ferry_dtype dt, void *y, const void *a,
+                                       const void *b, const fk_nd *nd)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || nd->numel == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "elementwise op", {
+        k_binary<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((int)op, (T *)y, (const T *)a,
+                                                                           (const T *)b, *nd);
+    });
+    return fk_launched("binary kernel");
+}
+
+// One block per output when the reduced axis is contiguous (inner == 1), one
+// thread per output otherwise (then neighbouring threads read neighbouring memory).
+template <typename T> __global__ void k_reduce_rows(int op, void *y, const T *x, int64_t outer, int64_t n)
+{
+    __shared__ float shv[32];
+    __shared__ int64_t shi[32];
+    for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+        const T *row = x + o * n;
+        if (op == FK_SUM || op == FK_MEAN) {
+            float s = 0.0f;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                s += fk_f(row[j]);
+            s = fk_block_sum(s, shv);
+            if (threadIdx.x == 0)
+                ((T *)y)[o] = fk_to<T>(op == FK_MEAN ? (n ? s / (float)n : NAN) : s);
+        } else {
+            float v = -INFINITY;
+            int64_t arg = INT64_MAX;
+            for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+                fk_argmax_merge(v, arg, fk_f(row[j]), j);
+            fk_block_argmax(v, arg, shv, shi);
+            if (threadIdx.x == 0) {
+                if (op == FK_ARGMAX)
+                    ((int64_t *)y)[o] = arg == INT64_MAX ? 0 : arg;
+                else
+                    ((T *)y)[o] = fk_to<T>(v);
+            }
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T> __global__ void k_reduce_cols(int op, void *y, const T *x, int64_t outer, int64_t n, int64_t inner)
+{
+    FK_GRID_STRIDE(t, outer * inner)
+    {
+        int64_t o = t / inner, i = t % inner;
+        const T *p = x + o * n * inner + i;
+        float acc = op == FK_SUM || op == FK_MEAN ? 0.0f : -INFINITY;
+        int64_t arg = 0;
+        for (int64_t j = 0; j < n; j++) {
+            float v = fk_f(p[j * inner]);
+            if (op == FK_SUM || op == FK_MEAN)
+                acc += v;
+            else if (v > acc || (v != v && acc == acc)) {
+                acc = v;
+                arg = j;
+            }
+        }
+        if (op == FK_ARGMAX)
+            ((int64_t *)y)[t] = arg;
+        else
+            ((T *)y)[t] = fk_to<T>(op == FK_MEAN ? (n ? acc / (float)n : NAN) : acc);
+    }
+}
+
+extern "C" ferry_status fk_cuda_reduce(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, const void *x,
+                                       int64_t outer, int64_t n, int64_t inner)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || outer * inner == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "reduction", {
+        if (inner == 1)
+            k_reduce_rows<T><<<(unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+                (int)op, y, (const T *)x, outer, n);
+        else
+            k_reduce_cols<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>((int)op, y, (const T *)x,
+                                                                                        outer, n, inner);
+    });
+    return fk_launched("reduce kernel");
+}
+
+template <typename T> __global__ void k_softmax_rows(bool lg, T *y, const T *x, int64_t outer, int64_t n)
+{
+    __shared__ float shv[32];
+    __shared__ int64_t shi[32];
+    for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
+        const T *row = x + o * n;
+        float mx = -INFINITY;
+        int64_t arg = INT64_MAX;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            fk_argmax_merge(mx, arg, fk_f(row[j]), j);
+        fk_block_argmax(mx, arg, shv, shi);
+        float s = 0.0f;
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            s += expf(fk_f(row[j]) - mx);
+        s = fk_block_sum(s, shv);
+        float lse = mx + logf(s);
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+            float v = fk_f(row[j]) - lse;
+            y[o * n + j] = fk_to<T>(lg ? v : expf(v));
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T> __global__ void k_softmax_cols(bool lg, T *y, const T *x, int64_t outer, int64_t n, int64_t inner)
+{
+    FK_GRID_STRIDE(t, outer * inner)
+    {
+        int64_t o = t / inner, i = t % inner, base = o * n * inner + i;
+        float mx = -INFINITY, s = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            mx = fmaxf(mx, fk_f(x[base + j * inner]));
+        for (int64_t j = 0; j < n; j++)
+            s += expf(fk_f(x[base + j * inner]) - mx);
+        float lse = mx + logf(s);
+        for (int64_t j = 0; j < n; j++) {
+            float v = fk_f(x[base + j * inner]) - lse;
+            y[base + j * inner] = fk_to<T>(lg ? v : expf(v));
+        }
+    }
+}
+
+extern "C" ferry_status fk_cuda_softmax(const fk_ctx *c, bool lg, ferry_dtype dt, void *y, const void *x,
+                                        int64_t outer, int64_t n, int64_t inner)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || outer * inner * n == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "softmax", {
+        if (inner == 1)
+            k_softmax_rows<T><<<(unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+                lg, (T *)y, (const T *)x, outer, n);
+        else
+            k_softmax_cols<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>(lg, (T *)y, (const T *)x,
+                                                                                         outer, n, inner);
+    });
+    return fk_launched("softmax kernel");
+}
+
+template <typename T> __global__ void k_rand(T *y, int64_t n, uint32_t k0, uint32_t k1, uint32_t s0, uint32_t s1,
+                                             bool normal)
+{
+    FK_GRID_STRIDE(i, n)
+    {
+        uint32_t w[4];
+        fk_philox((uint32_t)i, (uint32_t)((uint64_t)i >> 32), s0, s1, k0, k1, w);
+        float v;
+        if (normal) {
+            float u1 = ((float)(w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
+            float u2 = (float)(w[1] >> 8) * (1.0f / 16777216.0f);
+            v = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+        } else {
+            v = (float)(w[0] >> 8) * (1.0f / 16777216.0f);
+        }
+        y[i] = fk_to<T>(v);
+    }
+}
+
+extern "C" ferry_status fk_cuda_rand(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
+                                     uint64_t stream, bool normal)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || n == 0)
+        return st;
+    FK_FLOAT_TYPES(dt, T, "rand", {
+        k_rand<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)y, n, (uint32_t)seed, (uint32_t)(seed >> 32),
+                                                                 (uint32_t)stream, (uint32_t)(stream >> 32), normal);
+    });
+    return fk_launched("rand kernel");
+}
+
+// ---- gemm ----
+// One cuBLAS handle per thread and device: a handle is not safe to share across
+// threads that set different streams. They live as long as the thread.
+static thread_local cublasHandle_t handles[16];
+
+static ferry_status cublas_status(cublasStatus_t s, const char *what)
+{
+    if (s == CUBLAS_STATUS_SUCCESS)
+        return FERRY_OK;
+    if (s == CUBLAS_STATUS_ALLOC_FAILED)
+        return ferry_fail(FERRY_ERR_DEVICE_OOM, "cuBLAS %s: out of device memory", what);
+    return ferry_fail(FERRY_ERR_CUDA, "cuBLAS %s: %s", what, cublasGetStatusString(s));
+}
+
+extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+                                     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
+                                     const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
+                                     int64_t stride_c, int64_t batch)
+{
+    ferry_status st = fk_enter(c);
+    if (st != FERRY_OK || m == 0 || n == 0 || batch == 0)
+        return st;
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX ||
+        batch > INT32_MAX)
+        return ferry_fail(FERRY_ERR_LIMIT, "gemm dimensions exceed cuBLAS's 32-bit limits");
+    int dev = c->dev.index;
+    if (dev < 0 || dev >= 16)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "cuda:%d: ferry's gemm supports 16 devices", dev);
+    if (!handles[dev]) {
+        st = cublas_status(cublasCreate(&handles[dev]), "create");
+        if (st != FERRY_OK)
+            return st;
+    }
+    cublasHandle_t h = handles[dev];
+    st = cublas_status(cublasSetStream(h, fk_stream(c)), "set stream");
+    if (st != FERRY_OK)
+        return st;
+    cudaDataType_t type;
+    switch (dt) {
+    case FERRY_DTYPE_F32: type = CUDA_R_32F; break;
+    case FERRY_DTYPE_F16: type = CUDA_R_16F; break;
+    case FERRY_DTYPE_BF16: type = CUDA_R_16BF; break;
+    default: return fk_bad_dtype(dt, "gemm");
+    }
+    if (k == 0) { // C = beta C; cuBLAS rejects some k = 0 layouts
+        fk_nd nd = {};
+        nd.ndim = 2;
+        nd.shape[0] = batch * m;
+        nd.shape[1] = n;
+        nd.so[0] = ldc;
+        nd.so[1] = 1;
+        nd.sa[0] = ldc;
+        nd.sa[1] = 1;
+        nd.numel = batch * m * n;
+        return fk_cuda_unary(c, FK_MUL_S, dt, cc, cc, &nd, beta);
+    }
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+    // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
+    cublasStatus_t s = cublasGemmStridedBatchedEx(
+        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b, type,
+        (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, &beta, cc, type, (int)ldc,
+        (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return cublas_status(s, "gemm");
+}

@@ -1,0 +1,172 @@
+/* Internal: the model layer's raw kernels, one signature per kernel with a CPU
+ * implementation (fk_cpu_*, kern_*.c) and a CUDA one (fk_cuda_*, *.cu). Callers
+ * dispatch with FK(ctx, name, args...), so ops and layers are written once.
+ *
+ * Kernels work on raw pointers (element 0 of a view) and never allocate tensors;
+ * the tensor-level code above them checks devices, shapes and dtypes first. A
+ * kernel's only failure modes are a CUDA error, scratch memory, or an unsupported
+ * dtype, each reported through ferry_fail. */
+#ifndef FERRY_MODEL_KERN_H
+#define FERRY_MODEL_KERN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fk_ctx {
+    ferry_device dev;
+    ferry_stream *stream; /* NULL: the device's default stream */
+    void *native;         /* the backend's stream handle (cudaStream_t), NULL = default */
+} fk_ctx;
+
+fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s);
+
+/* An N-d iteration space with per-operand strides (in elements; 0 broadcasts). */
+typedef struct fk_nd {
+    int ndim;
+    int64_t shape[FERRY_MAX_DIMS];
+    int64_t so[FERRY_MAX_DIMS]; /* output */
+    int64_t sa[FERRY_MAX_DIMS];
+    int64_t sb[FERRY_MAX_DIMS];
+    int64_t numel;
+} fk_nd;
+
+/* Elementwise maps. Unary ops take an optional scalar `alpha`. */
+typedef enum fk_uop {
+    FK_NEG, FK_RELU, FK_GELU, FK_EXP, FK_LOG, FK_SQRT, FK_TANH, FK_SIGMOID, FK_ABS,
+    FK_ADD_S, FK_MUL_S, FK_RSUB_S, FK_RDIV_S, FK_POW_S, FK_MAX_S, FK_MIN_S,
+    FK_UOP_COUNT
+} fk_uop;
+
+typedef enum fk_bop { FK_ADD, FK_SUB, FK_MUL, FK_DIV, FK_MAXIMUM, FK_MINIMUM, FK_BOP_COUNT } fk_bop;
+
+typedef enum fk_rop { FK_SUM, FK_MEAN, FK_MAX, FK_ARGMAX } fk_rop;
+
+typedef struct fk_conv {
+    int64_t n, c, h, w;        /* input */
+    int64_t kh, kw, sh, sw, ph, pw;
+    int64_t oh, ow;            /* output */
+} fk_conv;
+
+/* The kernel table, as an X-macro so the CPU and CUDA declarations match. */
+#define FK_KERNELS(X, P)                                                                           \
+    /* y[nd] = v */                                                                                \
+    X(P, fill, ferry_dtype dt, void *y, const fk_nd *nd, double v)                                 \
+    /* y = x * mul + add, converting x's dtype to y's; strided (nd.so, nd.sa) */                   \
+    X(P, convert, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x, const fk_nd *nd,       \
+      double mul, double add)                                                                      \
+    X(P, unary, fk_uop op, ferry_dtype dt, void *y, const void *x, const fk_nd *nd, double alpha)  \
+    X(P, binary, fk_bop op, ferry_dtype dt, void *y, const void *a, const void *b, const fk_nd *nd) \
+    /* reduce the middle axis of a contiguous [outer, n, inner]; ARGMAX writes i64 */              \
+    X(P, reduce, fk_rop op, ferry_dtype dt, void *y, const void *x, int64_t outer, int64_t n,     \
+      int64_t inner)                                                                               \
+    X(P, softmax, bool log, ferry_dtype dt, void *y, const void *x, int64_t outer, int64_t n,      \
+      int64_t inner)                                                                               \
+    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc) */               \
+    X(P, gemm, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,      \
+      const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,  \
+      float beta, void *cc, int64_t ldc, int64_t stride_c, int64_t batch)                          \
+    /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
+    X(P, rand, ferry_dtype dt, void *y, int64_t n, uint64_t seed, uint64_t stream, bool normal)    \
+    /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner] */                                  \
+    X(P, bias_add, ferry_dtype dt, void *y, const void *b, int64_t outer, int64_t ch,              \
+      int64_t inner)                                                                               \
+    /* db[c] += sum over o, i of dy[o, c, i] */                                                    \
+    X(P, bias_grad, ferry_dtype dt, void *db, const void *dy, int64_t outer, int64_t ch,           \
+      int64_t inner)                                                                               \
+    /* dx = dy where y > 0, else 0 */                                                              \
+    X(P, relu_bwd, ferry_dtype dt, void *dx, const void *y, const void *dy, int64_t n)             \
+    /* softmax cross-entropy over rows: loss[0] += sum_r -log p[label]; correct[0] +=            \
+     * (argmax == label); dlogits (may be NULL) = (p - onehot) * gscale. labels i32 or i64;      \
+     * a label outside [0, classes) is counted in bad[0] and contributes nothing. */              \
+    X(P, cross_entropy, ferry_dtype dt, const void *logits, ferry_dtype ldt, const void *labels,   \
+      int64_t rows, int64_t classes, float *loss, int64_t *correct, int64_t *bad, void *dlogits,   \
+      float gscale)                                                                                \
+    /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
+    X(P, mse, ferry_dtype dt, const void *p, const void *t, int64_t n, float *loss, float lscale,  \
+      void *dp, float gscale)                                                                      \
+    /* one image [C,H,W] -> col [C*kh*kw, oh*ow] and back (col2im accumulates into x) */          \
+    X(P, im2col, ferry_dtype dt, const fk_conv *g, const void *x, void *col)                       \
+    X(P, col2im, ferry_dtype dt, const fk_conv *g, const void *col, void *x)                       \
+    /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \
+    X(P, maxpool_fwd, ferry_dtype dt, const fk_conv *g, const void *x, void *y, int32_t *idx)     \
+    X(P, maxpool_bwd, ferry_dtype dt, const fk_conv *g, const void *dy, const int32_t *idx,       \
+      void *dx)                                                                                    \
+    X(P, avgpool_fwd, ferry_dtype dt, const fk_conv *g, const void *x, void *y)                    \
+    X(P, avgpool_bwd, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)                  \
+    /* batch norm over [n, ch, hw]; f32 statistics and affine parameters */                       \
+    X(P, bn_fwd, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch, int64_t hw,        \
+      const float *gamma, const float *beta, float *rmean, float *rvar, float *smean,            \
+      float *sinvstd, bool training, float momentum, float eps)                                    \
+    X(P, bn_bwd, ferry_dtype dt, const void *x, const void *dy, void *dx, int64_t n, int64_t ch,   \
+      int64_t hw, const float *gamma, const float *smean, const float *sinvstd, float *dgamma,     \
+      float *dbeta)                                                                                \
+    /* y = x * keep / (1 - p), keep drawn from Philox (seed, stream) at element i */              \
+    X(P, dropout, ferry_dtype dt, void *y, const void *x, int64_t n, float p, uint64_t seed,       \
+      uint64_t stream)                                                                             \
+    /* f32 parameter updates (PyTorch's formulas) */                                              \
+    X(P, sgd, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,           \
+      float dampening, float wd, bool nesterov, bool first)                                        \
+    X(P, adam, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1,        \
+      float b2, float eps, float wd, bool decoupled, int64_t step)                                 \
+    /* master = g * inv_scale in f32; found[0] = 1 when any is inf or nan */                      \
+    X(P, unscale, ferry_dtype dt, const void *g, float *master, int64_t n, float inv_scale,         \
+      float *found)
+
+/* The context is named c, as in every definition; so the table names C's matrix cc and
+ * the channel count ch (a name at another position reads as swapped arguments). */
+#define FK_DECL(P, name, ...) ferry_status fk_##P##_##name(const fk_ctx *c, __VA_ARGS__);
+FK_KERNELS(FK_DECL, cpu)
+/* The CPU's f32 implementations behind fk_cpu_* (kernels/cpu/half.c converts). */
+FK_KERNELS(FK_DECL, f32)
+#if FERRY_HAVE_CUDA
+FK_KERNELS(FK_DECL, cuda)
+#endif
+
+ferry_status fk_no_cuda(void);
+
+#if FERRY_HAVE_CUDA
+#define FK(c, name, ...)                                                                           \
+    ((c)->dev.type == FERRY_DEVICE_CUDA ? fk_cuda_##name((c), __VA_ARGS__)                        \
+                                        : fk_cpu_##name((c), __VA_ARGS__))
+#else
+#define FK(c, name, ...)                                                                           \
+    ((c)->dev.type == FERRY_DEVICE_CUDA ? fk_no_cuda() : fk_cpu_##name((c), __VA_ARGS__))
+#endif
+
+/* Scalar loads and stores in any dtype (host code). */
+static inline float fk_ldf(ferry_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case FERRY_DTYPE_F32: return ((const float *)p)[i];
+    case FERRY_DTYPE_F16: return ferry_f16_to_f32(((const uint16_t *)p)[i]);
+    case FERRY_DTYPE_BF16: return ferry_bf16_to_f32(((const uint16_t *)p)[i]);
+    case FERRY_DTYPE_U8: return (float)((const uint8_t *)p)[i];
+    case FERRY_DTYPE_I32: return (float)((const int32_t *)p)[i];
+    case FERRY_DTYPE_I64: return (float)((const int64_t *)p)[i];
+    default: return 0.0f;
+    }
+}
+
+static inline double fk_ldd(ferry_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case FERRY_DTYPE_F32: return ((const float *)p)[i];
+    case FERRY_DTYPE_I32: return ((const int32_t *)p)[i];
+    case FERRY_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    default: return fk_ldf(dt, p, i);
+    }
+}
+
+void fk_std(ferry_dtype dt, void *p, int64_t i, double v);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,102 @@
+/* Internal: what a module looks like inside. Every layer is a struct whose first
+ * member is a ferry_module, plus a table of its functions (fm_ops). Parameters
+ * live in fm_param records owned by the layer; a module's flat list points at
+ * all parameters of its subtree with their state_dict names. */
+#ifndef FERRY_MODEL_NN_IMPL_H
+#define FERRY_MODEL_NN_IMPL_H
+
+#include "ferry/nn.h"
+#include "model/kernels/kernels.h"
+#include "model/tensor/internal.h"
+
+typedef struct fm_param {
+    char name[32];        /* "weight", "bias", "running_mean" */
+    ferry_tensor *value;  /* in the module's dtype (f32 when keep_f32) */
+    ferry_tensor *grad;   /* same shape, dtype, device; NULL for buffers */
+    ferry_tensor *master; /* AMP: f32 master weights (== value when keep_f32), else NULL */
+    ferry_tensor *master_grad; /* AMP: f32 unscaled gradient, else NULL */
+    bool buffer;
+    bool keep_f32;        /* stays f32 when the module goes to half (BatchNorm) */
+    double init_lo, init_hi; /* uniform init range; lo == hi: constant */
+} fm_param;
+
+typedef struct fm_ref {
+    char name[128];
+    fm_param *p;
+} fm_ref;
+
+typedef struct fm_ops {
+    ferry_status (*forward)(ferry_module *m, ferry_tensor *x, ferry_stream *s, ferry_tensor **y);
+    ferry_status (*backward)(ferry_module *m, ferry_tensor *dy, ferry_stream *s, ferry_tensor **dx);
+    void (*drop_saved)(ferry_module *m); /* release what forward saved (may be NULL) */
+    void (*destroy)(ferry_module *m);    /* layer-specific cleanup (may be NULL) */
+} fm_ops;
+
+struct ferry_module {
+    const fm_ops *ops;
+    char name[160];
+    fm_param *params;           /* this layer's own */
+    size_t nparams;
+    fm_ref *flat;               /* the whole subtree's, in order */
+    size_t nflat;
+    ferry_module **children;    /* Sequential only */
+    size_t nchildren, cap;
+    ferry_device device;
+    ferry_dtype dtype;
+    bool training;
+    ferry_tensor *out;          /* forward output buffer, reused when no one else holds it */
+    ferry_tensor *dxbuf;        /* backward input-gradient buffer, likewise */
+    ferry_grad_ready_fn grad_ready; /* ferry_module_set_grad_hook; NULL when none */
+    void *grad_ready_ctx;
+};
+
+/* Allocates a zeroed layer struct of `size` bytes with name and params. */
+ferry_status fm_module_new(size_t size, const fm_ops *ops, const char *name, size_t nparams,
+                           ferry_module **out);
+/* Creates value (and grad unless buffer) for params[i] on the module's device. */
+ferry_status fm_param_alloc(ferry_module *m, size_t i, const char *name, const int64_t *shape,
+                            size_t ndim, bool buffer, double lo, double hi);
+/* Rebuilds m->flat from its params or children. */
+ferry_status fm_flat_rebuild(ferry_module *m);
+/* Finishes a new Linear or Conv2d: params[0] "weight" of wshape and, when bias,
+ * params[1] "bias" of [out_features], both uniform in +-bound (PyTorch's
+ * default), then the initial draw. On failure m is destroyed; on success *out = m. */
+ferry_status fm_weight_bias_finish(ferry_module *m, const int64_t *wshape, size_t wdims, bool bias,
+                                   double bound, ferry_module **out);
+
+/* A tensor of the given shape in *slot, reusing the one there when this module
+ * holds its only reference and it fits; returns a new reference for the caller. */
+ferry_status fm_buffer(ferry_tensor **slot, const int64_t *shape, size_t ndim, ferry_dtype dt,
+                       ferry_device d, ferry_tensor **out);
+
+/* x on m's device (else the standard mismatch error naming where), converted to
+ * m's dtype when needed, contiguous. Returns a new reference. */
+ferry_status fm_input(ferry_module *m, ferry_tensor *x, ferry_stream *s, const char *where,
+                      ferry_tensor **out);
+/* Checks dy has the given shape on m's device. */
+ferry_status fm_grad_input(ferry_module *m, ferry_tensor *dy, const int64_t *shape, size_t ndim,
+                           ferry_stream *s, const char *where, ferry_tensor **out);
+
+void fm_drop_saved_all(ferry_module *m);
+void fm_set_dtype_all(ferry_module *m, ferry_dtype dt);
+
+/* The optimiser's view of a parameter: the tensor to update and its gradient. */
+static inline ferry_tensor *fm_param_target(fm_param *p) { return p->master ? p->master : p->value; }
+static inline ferry_tensor *fm_param_tgrad(fm_param *p)
+{
+    return p->master_grad ? p->master_grad : p->grad;
+}
+
+/* Moves *t to d (replacing the reference). */
+ferry_status fm_tensor_move(ferry_tensor **t, ferry_device d);
+
+/* Optimiser state for checkpoints (optim.c). */
+size_t fm_optim_state_count(const ferry_optim *o, size_t *per_param);
+ferry_status fm_optim_prepare(ferry_optim *o);
+/* The j-th state tensor of flat parameter i (NULL when none) and its suffix. */
+ferry_tensor *fm_optim_state(ferry_optim *o, size_t i, size_t j, const char **suffix);
+ferry_module *fm_optim_module(ferry_optim *o);
+void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size);
+void fm_optim_set_steps(ferry_optim *o, int64_t steps);
+
+#endif

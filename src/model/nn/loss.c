@@ -1,0 +1,203 @@
+/* Losses (cross-entropy from logits, MSE) and the device-side metrics they add
+ * to. The cross-entropy kernel is fused: softmax, loss, argmax and the gradient
+ * in one pass over the logits. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/nn/internal.h"
+#include "model/ops/common.h"
+
+struct ferry_metrics {
+    ferry_device device;
+    ferry_tensor *loss;  /* f32 [1]: sum over samples of each sample's loss */
+    ferry_tensor *ints;  /* i64 [2]: correct predictions, labels out of range */
+    int64_t count;       /* samples added */
+    int64_t classified;  /* samples added by a classification loss */
+};
+
+ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out)
+{
+    if (!out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_metrics_create)");
+    ferry_metrics *m = ferry_host_calloc(1, sizeof *m);
+    if (!m)
+        return FERRY_ERR_NO_MEMORY;
+    m->device = d;
+    int64_t one = 1, two = 2;
+    ferry_status st = ferry_tensor_zeros(&one, 1, FERRY_DTYPE_F32, d, &m->loss);
+    if (st == FERRY_OK)
+        st = ferry_tensor_zeros(&two, 1, FERRY_DTYPE_I64, d, &m->ints);
+    if (st != FERRY_OK) {
+        ferry_metrics_destroy(m);
+        return st;
+    }
+    *out = m;
+    return FERRY_OK;
+}
+
+void ferry_metrics_destroy(ferry_metrics *m)
+{
+    if (!m)
+        return;
+    ferry_tensor_release(m->loss);
+    ferry_tensor_release(m->ints);
+    ferry_host_free(m);
+}
+
+ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
+{
+    if (!m)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_reset)");
+    ferry_status st = ferry_tensor_fill(m->loss, 0.0, s);
+    if (st == FERRY_OK)
+        st = ferry_tensor_fill(m->ints, 0.0, s);
+    m->count = m->classified = 0;
+    return st;
+}
+
+ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
+{
+    if (!m)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_read)");
+    float l = 0;
+    int64_t ints[2] = {0, 0};
+    /* The losses may have been queued on any stream of the device: wait for all. */
+    ferry_status st = ferry_device_synchronize(m->device);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy_to_host(m->loss, &l, sizeof l);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy_to_host(m->ints, ints, sizeof ints);
+    if (st != FERRY_OK)
+        return st;
+    if (ints[1])
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "%lld labels were outside [0, classes) in cross-entropy since the last reset",
+                          (long long)ints[1]);
+    if (loss)
+        *loss = m->count ? (double)l / (double)m->count : 0.0;
+    if (accuracy)
+        *accuracy = m->classified ? (double)ints[0] / (double)m->classified : 0.0;
+    if (count)
+        *count = m->count;
+    return FERRY_OK;
+}
+
+static ferry_status check_metrics(ferry_metrics *mt, const ferry_tensor *t, const char *op)
+{
+    if (!mt || ferry_device_eq(mt->device, t->device))
+        return FERRY_OK;
+    char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
+    return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
+                      "expected all tensors to be on the same device, but found %s and %s (metrics in %s)",
+                      ferry_device_format(t->device, a, sizeof a), ferry_device_format(mt->device, b, sizeof b), op);
+}
+
+ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
+                                 ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits)
+{
+    const char *op = "ferry_cross_entropy";
+    ferry_status st = fm_check_arg(logits, "logits", op);
+    if (st == FERRY_OK)
+        st = fm_check_arg(labels, "labels", op);
+    if (st == FERRY_OK)
+        st = fm_check_device(logits, labels, op);
+    if (st == FERRY_OK)
+        st = fm_check_float(logits, op);
+    if (st == FERRY_OK)
+        st = check_metrics(metrics, logits, op);
+    if (st != FERRY_OK)
+        return st;
+    if (labels->dtype != FERRY_DTYPE_I64 && labels->dtype != FERRY_DTYPE_I32)
+        return ferry_fail(FERRY_ERR_DTYPE, "labels must be i64 or i32, got %s (in %s)",
+                          ferry_dtype_name(labels->dtype), op);
+    char a[128], b[128];
+    if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0])
+        return ferry_fail(FERRY_ERR_SHAPE, "expected logits [N, C] and labels [N], got %s and %s (in %s)",
+                          fm_shape_str(logits, a, sizeof a), fm_shape_str(labels, b, sizeof b), op);
+    int64_t rows = logits->shape[0], classes = logits->shape[1];
+    if (classes < 1)
+        return ferry_fail(FERRY_ERR_SHAPE, "logits %s have no classes (in %s)", fm_shape_str(logits, a, sizeof a), op);
+    ferry_tensor *x = NULL, *y = NULL, *d = NULL;
+    st = ferry_tensor_contiguous(logits, s, &x);
+    if (st == FERRY_OK)
+        st = ferry_tensor_contiguous(labels, s, &y);
+    if (st == FERRY_OK && dlogits)
+        st = ferry_tensor_empty(x->shape, 2, x->dtype, x->device, &d);
+    int64_t bad_host = 0;
+    if (st == FERRY_OK) {
+        /* x and y exist here: ferry_tensor_contiguous sets its out exactly on FERRY_OK. */
+        bool cpu = x->device.type == FERRY_DEVICE_CPU;
+        fk_ctx c = fm_ctx(x, s);
+        float *lp = metrics ? ferry_tensor_data(metrics->loss) : NULL;
+        int64_t *ip = metrics ? ferry_tensor_data(metrics->ints) : NULL;
+        float gscale = rows ? grad_scale / (float)rows : 0.0f;
+        st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y), rows,
+                classes, lp, ip, cpu ? &bad_host : (ip ? ip + 1 : NULL), d ? ferry_tensor_data(d) : NULL, gscale);
+    }
+    if (st == FERRY_OK && bad_host)
+        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%lld of %lld labels are outside [0, %lld) (in %s)",
+                        (long long)bad_host, (long long)rows, (long long)classes, op);
+    ferry_tensor_release(x);
+    ferry_tensor_release(y);
+    if (st != FERRY_OK) {
+        ferry_tensor_release(d);
+        return st;
+    }
+    if (metrics) {
+        metrics->count += rows;
+        metrics->classified += rows;
+    }
+    if (dlogits)
+        *dlogits = d;
+    return FERRY_OK;
+}
+
+ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad_scale,
+                            ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dpred)
+{
+    const char *op = "ferry_mse_loss";
+    ferry_status st = fm_check_arg(pred, "pred", op);
+    if (st == FERRY_OK)
+        st = fm_check_arg(target, "target", op);
+    if (st == FERRY_OK)
+        st = fm_check_device(pred, target, op);
+    if (st == FERRY_OK)
+        st = fm_check_dtype(pred, target, op);
+    if (st == FERRY_OK)
+        st = fm_check_float(pred, op);
+    if (st == FERRY_OK)
+        st = check_metrics(metrics, pred, op);
+    if (st != FERRY_OK)
+        return st;
+    char a[128], b[128];
+    if (pred->ndim != target->ndim || memcmp(pred->shape, target->shape, pred->ndim * sizeof(int64_t)) != 0)
+        return ferry_fail(FERRY_ERR_SHAPE, "pred %s and target %s must have one shape (in %s)",
+                          fm_shape_str(pred, a, sizeof a), fm_shape_str(target, b, sizeof b), op);
+    ferry_tensor *p = NULL, *t = NULL, *d = NULL;
+    st = ferry_tensor_contiguous(pred, s, &p);
+    if (st == FERRY_OK)
+        st = ferry_tensor_contiguous(target, s, &t);
+    if (st == FERRY_OK && dpred)
+        st = ferry_tensor_empty(p->shape, p->ndim, p->dtype, p->device, &d);
+    int64_t n = pred->numel, rows = pred->ndim ? pred->shape[0] : 1;
+    if (st == FERRY_OK) {
+        fk_ctx c = fm_ctx(p, s);
+        /* Metrics count samples (rows): each adds its mean over the other dims. */
+        float lscale = n ? (float)rows / (float)n : 0.0f;
+        st = FK(&c, mse, p->dtype, ferry_tensor_data(p), ferry_tensor_data(t), n,
+                metrics ? (float *)ferry_tensor_data(metrics->loss) : NULL, lscale,
+                d ? ferry_tensor_data(d) : NULL, n ? grad_scale / (float)n : 0.0f);
+    }
+    ferry_tensor_release(p);
+    ferry_tensor_release(t);
+    if (st != FERRY_OK) {
+        ferry_tensor_release(d);
+        return st;
+    }
+    if (metrics)
+        metrics->count += rows;
+    if (dpred)
+        *dpred = d;
+    return FERRY_OK;
+}

@@ -1,0 +1,228 @@
+/* Optimisers: SGD (momentum, dampening, Nesterov, weight decay), Adam (L2
+ * decay) and AdamW (decoupled decay), with PyTorch's update formulas. State is
+ * created for every parameter before the first update, so a step that runs out
+ * of memory changes nothing. */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "model/nn/internal.h"
+#include "model/ops/common.h"
+
+typedef enum { OPT_SGD, OPT_ADAM, OPT_ADAMW } opt_kind;
+
+struct ferry_optim {
+    opt_kind kind;
+    ferry_module *m;
+    double lr, momentum, dampening, wd, b1, b2, eps;
+    bool nesterov;
+    int64_t steps;
+    size_t nparams;       /* m->nflat when the state was made */
+    ferry_tensor **state; /* nparams * 2, NULL where unused */
+};
+
+static ferry_status create(ferry_module *m, opt_kind kind, ferry_optim **out)
+{
+    if (!m || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "module and out must not be NULL (in optimiser create)");
+    ferry_optim *o = ferry_host_calloc(1, sizeof *o);
+    if (!o)
+        return FERRY_ERR_NO_MEMORY;
+    o->kind = kind;
+    o->m = m;
+    *out = o;
+    return FERRY_OK;
+}
+
+static ferry_status check_hp(double lr, double wd, const char *what)
+{
+    if (!(lr >= 0) || !(wd >= 0))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: lr (%g) and weight_decay (%g) must be >= 0", what, lr, wd);
+    return FERRY_OK;
+}
+
+ferry_status ferry_sgd_create_ex(ferry_module *m, double lr, double momentum, double dampening,
+                                 double weight_decay, bool nesterov, ferry_optim **out)
+{
+    ferry_status st = check_hp(lr, weight_decay, "SGD");
+    if (st != FERRY_OK)
+        return st;
+    if (!(momentum >= 0) || (nesterov && (momentum <= 0 || dampening != 0)))
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "SGD: momentum must be >= 0; Nesterov needs momentum > 0 and dampening 0");
+    st = create(m, OPT_SGD, out);
+    if (st != FERRY_OK)
+        return st;
+    (*out)->lr = lr;
+    (*out)->momentum = momentum;
+    (*out)->dampening = dampening;
+    (*out)->wd = weight_decay;
+    (*out)->nesterov = nesterov;
+    return FERRY_OK;
+}
+
+ferry_status ferry_sgd_create(ferry_module *m, double lr, double momentum, double weight_decay,
+                              ferry_optim **out)
+{
+    return ferry_sgd_create_ex(m, lr, momentum, 0.0, weight_decay, false, out);
+}
+
+static ferry_status adam_create(ferry_module *m, opt_kind kind, double lr, double b1, double b2, double eps,
+                                double wd, ferry_optim **out)
+{
+    ferry_status st = check_hp(lr, wd, kind == OPT_ADAM ? "Adam" : "AdamW");
+    if (st != FERRY_OK)
+        return st;
+    if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1) || !(eps >= 0))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "Adam: betas (%g, %g) must be in [0, 1) and eps (%g) >= 0", b1,
+                          b2, eps);
+    st = create(m, kind, out);
+    if (st != FERRY_OK)
+        return st;
+    (*out)->lr = lr;
+    (*out)->b1 = b1;
+    (*out)->b2 = b2;
+    (*out)->eps = eps;
+    (*out)->wd = wd;
+    return FERRY_OK;
+}
+
+ferry_status ferry_adam_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
+                               double weight_decay, ferry_optim **out)
+{
+    return adam_create(m, OPT_ADAM, lr, beta1, beta2, eps, weight_decay, out);
+}
+
+ferry_status ferry_adamw_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
+                                double weight_decay, ferry_optim **out)
+{
+    return adam_create(m, OPT_ADAMW, lr, beta1, beta2, eps, weight_decay, out);
+}
+
+static void free_state(ferry_optim *o)
+{
+    for (size_t i = 0; i < o->nparams * 2; i++)
+        ferry_tensor_release(o->state[i]);
+    ferry_host_free(o->state);
+    o->state = NULL;
+    o->nparams = 0;
+}
+
+void ferry_optim_destroy(ferry_optim *o)
+{
+    if (!o)
+        return;
+    free_state(o);
+    ferry_host_free(o);
+}
+
+void ferry_optim_set_lr(ferry_optim *o, double lr)
+{
+    if (o && lr >= 0)
+        o->lr = lr;
+}
+double ferry_optim_lr(const ferry_optim *o) { return o ? o->lr : 0.0; }
+int64_t ferry_optim_steps(const ferry_optim *o) { return o ? o->steps : 0; }
+
+static size_t per_param(const ferry_optim *o)
+{
+    if (o->kind == OPT_SGD)
+        return o->momentum != 0 ? 1 : 0;
+    return 2;
+}
+
+/* Makes (or moves) every state tensor before any update. */
+ferry_status fm_optim_prepare(ferry_optim *o)
+{
+    ferry_module *m = o->m;
+    if (o->state && o->nparams != m->nflat)
+        return ferry_fail(FERRY_ERR_BAD_STATE,
+                          "the module's parameters changed since the optimiser's first step (%zu then, %zu now)",
+                          o->nparams, m->nflat);
+    if (!o->state) {
+        o->state = m->nflat ? ferry_host_calloc(m->nflat, 2 * sizeof(ferry_tensor *)) : NULL;
+        if (m->nflat && !o->state)
+            return FERRY_ERR_NO_MEMORY;
+        o->nparams = m->nflat;
+    }
+    size_t per = per_param(o);
+    for (size_t i = 0; i < o->nparams; i++) {
+        fm_param *p = m->flat[i].p;
+        if (p->buffer)
+            continue;
+        ferry_tensor *t = fm_param_target(p);
+        if (t->dtype != FERRY_DTYPE_F32)
+            return ferry_fail(FERRY_ERR_DTYPE,
+                              "%s is %s: optimisers update f32 parameters (use an ferry_amp for half precision)",
+                              m->flat[i].name, ferry_dtype_name(t->dtype));
+        for (size_t j = 0; j < per; j++) {
+            ferry_tensor **s = &o->state[i * 2 + j];
+            if (*s && !ferry_device_eq((*s)->device, t->device)) {
+                ferry_status st = fm_tensor_move(s, t->device);
+                if (st != FERRY_OK)
+                    return st;
+            }
+            if (!*s) {
+                ferry_status st = ferry_tensor_zeros(t->shape, t->ndim, FERRY_DTYPE_F32, t->device, s);
+                if (st != FERRY_OK)
+                    return st;
+            }
+        }
+    }
+    return FERRY_OK;
+}
+
+ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
+{
+    if (!o)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "optimiser is NULL (in ferry_optim_step)");
+    ferry_status st = fm_optim_prepare(o);
+    if (st != FERRY_OK)
+        return st;
+    int64_t step = o->steps + 1;
+    for (size_t i = 0; i < o->nparams && st == FERRY_OK; i++) {
+        fm_param *p = o->m->flat[i].p;
+        if (p->buffer)
+            continue;
+        ferry_tensor *t = fm_param_target(p), *g = fm_param_tgrad(p);
+        fk_ctx c = fm_ctx(t, s);
+        float *s0 = o->state[i * 2] ? ferry_tensor_data(o->state[i * 2]) : NULL;
+        float *s1 = o->state[i * 2 + 1] ? ferry_tensor_data(o->state[i * 2 + 1]) : NULL;
+        if (o->kind == OPT_SGD)
+            st = FK(&c, sgd, ferry_tensor_data(t), ferry_tensor_data(g), s0, t->numel, (float)o->lr,
+                    (float)o->momentum, (float)o->dampening, (float)o->wd, o->nesterov, o->steps == 0);
+        else
+            st = FK(&c, adam, ferry_tensor_data(t), ferry_tensor_data(g), s0, s1, t->numel, (float)o->lr,
+                    (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd, o->kind == OPT_ADAMW, step);
+    }
+    if (st == FERRY_OK)
+        o->steps = step;
+    return st;
+}
+
+size_t fm_optim_state_count(const ferry_optim *o, size_t *per)
+{
+    *per = per_param(o);
+    return o->nparams;
+}
+
+ferry_tensor *fm_optim_state(ferry_optim *o, size_t i, size_t j, const char **suffix)
+{
+    static const char *const sgd_names[] = {"momentum_buffer", ""};
+    static const char *const adam_names[] = {"exp_avg", "exp_avg_sq"};
+    *suffix = o->kind == OPT_SGD ? sgd_names[j] : adam_names[j];
+    if (i >= o->nparams || j >= per_param(o) || !o->state)
+        return NULL;
+    return o->state[i * 2 + j];
+}
+
+ferry_module *fm_optim_module(ferry_optim *o) { return o->m; }
+
+void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size)
+{
+    static const char *const kinds[] = {"SGD", "Adam", "AdamW"};
+    snprintf(buf, size, "%s lr=%.9g momentum=%.9g dampening=%.9g weight_decay=%.9g nesterov=%d betas=%.9g,%.9g eps=%.9g",
+             kinds[o->kind], o->lr, o->momentum, o->dampening, o->wd, (int)o->nesterov, o->b1, o->b2, o->eps);
+}
+
+void fm_optim_set_steps(ferry_optim *o, int64_t steps) { o->steps = steps; }

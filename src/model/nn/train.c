@@ -1,0 +1,52 @@
+/* One-call training and evaluation steps for classifiers: the loop every sample
+ * would otherwise write, with mixed precision behind one argument and a failed
+ * step (out of memory) leaving the model as it was. */
+#include "common/error.h"
+#include "model/nn/internal.h"
+
+void fm_set_dtype_all(ferry_module *m, ferry_dtype dt)
+{
+    m->dtype = dt;
+    for (size_t i = 0; i < m->nchildren; i++)
+        fm_set_dtype_all(m->children[i], dt);
+}
+
+ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, ferry_tensor *x,
+                              ferry_tensor *labels, ferry_metrics *metrics, ferry_stream *s)
+{
+    if (!m || !o || !x || !labels)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, optimiser, x and labels must not be NULL (in ferry_train_step)");
+    if (!m->training)
+        return ferry_fail(FERRY_ERR_BAD_STATE, "%s is in eval mode (call ferry_module_train(m, true))", m->name);
+    ferry_tensor *logits = NULL, *dlogits = NULL;
+    ferry_status st = ferry_module_zero_grad(m, s);
+    if (st == FERRY_OK)
+        st = ferry_module_forward(m, x, s, &logits);
+    if (st == FERRY_OK)
+        st = ferry_cross_entropy(logits, labels, ferry_amp_scale(amp), metrics, s, &dlogits);
+    ferry_tensor_release(logits);
+    if (st == FERRY_OK)
+        st = ferry_module_backward(m, dlogits, s, NULL);
+    ferry_tensor_release(dlogits);
+    if (st == FERRY_OK)
+        st = amp ? ferry_amp_step(amp, o, s, NULL) : ferry_optim_step(o, s);
+    if (st != FERRY_OK)
+        fm_drop_saved_all(m);
+    return st;
+}
+
+ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,
+                             ferry_metrics *metrics, ferry_stream *s)
+{
+    if (!m || !x || !labels)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, x and labels must not be NULL (in ferry_eval_step)");
+    bool was = m->training;
+    ferry_module_train(m, false);
+    ferry_tensor *logits = NULL;
+    ferry_status st = ferry_module_forward(m, x, s, &logits);
+    if (st == FERRY_OK)
+        st = ferry_cross_entropy(logits, labels, 1.0f, metrics, s, NULL);
+    ferry_tensor_release(logits);
+    ferry_module_train(m, was);
+    return st;
+}

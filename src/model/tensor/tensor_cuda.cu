@@ -1,0 +1,32 @@
+/* The dtype conversion kernel: one grid-stride loop over contiguous elements,
+ * using the same scalar code as the host (tensor/half.h), so CPU and GPU agree
+ * bit for bit. */
+#include "device/cuda_check.h"
+#include "model/tensor/half.h"
+#include "model/tensor/internal.h"
+
+__global__ void ferry_convert_kernel(const void *src, int sdt, void *dst, int ddt, int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)
+        ferry_store_(dst, ddt, k, ferry_load_(src, sdt, k));
+}
+
+extern "C" ferry_status ferry_convert_cuda_(const void *src, ferry_dtype sdt, void *dst,
+                                            ferry_dtype ddt, int64_t n, int device, void *stream)
+{
+    if (n <= 0)
+        return FERRY_OK;
+    int prev = 0;
+    FERRY_CUDA_CHECK(cudaGetDevice(&prev));
+    if (prev != device)
+        FERRY_CUDA_CHECK(cudaSetDevice(device));
+    const int threads = 256;
+    int64_t want = (n + threads - 1) / threads;
+    int blocks = want > 65535 ? 65535 : (int)want;
+    ferry_convert_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(src, (int)sdt, dst, (int)ddt, n);
+    ferry_status st = FERRY_CUDA_STATUS(cudaGetLastError());
+    if (prev != device)
+        cudaSetDevice(prev);
+    return st;
+}
