@@ -41,13 +41,20 @@ typedef struct ferry_backend {
     bool (*event_query)(void *event);
     ferry_status (*event_elapsed_ms)(void *start, void *end, float *ms);
 
+    /* The model's kernels for this backend's devices (model/kernels/kernels.h):
+     * the device layer only hands the table out. */
+    const struct fk_table *kernels;
+
     /* Page-locked host memory (pinned) or, for the CPU backend, aligned pageable. */
     ferry_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *ptr);
 } ferry_backend;
 
+struct fk_table;
+extern const struct fk_table fk_cpu_table;
 const ferry_backend *ferry_backend_cpu(void);
 #if FERRY_HAVE_CUDA
+extern const struct fk_table fk_cuda_table;
 const ferry_backend *ferry_backend_cuda(void);
 /* Runtime version as major*1000 + minor*10 (cudaRuntimeGetVersion), 0 if unknown. */
 int ferry_cuda_runtime_version(void);

@@ -276,6 +276,7 @@ static const ferry_backend cpu_backend = {
     .event_sync = cpu_event_sync,
     .event_query = cpu_event_query,
     .event_elapsed_ms = cpu_event_elapsed_ms,
+    .kernels = &fk_cpu_table,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,
 };

@@ -304,6 +304,7 @@ static const ferry_backend cuda_backend = {
     .event_sync = cu_event_sync,
     .event_query = cu_event_query,
     .event_elapsed_ms = cu_event_elapsed_ms,
+    .kernels = &fk_cuda_table,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
 };

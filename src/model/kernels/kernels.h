@@ -1,5 +1,6 @@
-/* Internal: the model layer's raw kernels, one signature per kernel with a CPU
- * implementation (fk_cpu_*, kern_*.c) and a CUDA one (fk_cuda_*, *.cu). Callers
+/* Internal: the model layer's raw kernels: one signature per kernel (FK_KERNELS),
+ * one table of them per backend (CPU: kernels/cpu/, CUDA: kernels/cuda/, the
+ * simulated GPU: device/sim/), found through the device's backend. Callers
  * dispatch with FK(ctx, name, args...), so ops and layers are written once.
  *
  * Kernels work on raw pointers (element 0 of a view) and never allocate tensors;
@@ -19,8 +20,11 @@
 extern "C" {
 #endif
 
+struct fk_table;
+
 typedef struct fk_ctx {
     ferry_device dev;
+    const struct fk_table *k; /* the backend's kernels; NULL when d has no backend */
     ferry_stream *stream; /* NULL: the device's default stream */
     void *native;         /* the backend's stream handle (cudaStream_t), NULL = default */
 } fk_ctx;
@@ -54,91 +58,150 @@ typedef struct fk_conv {
     int64_t oh, ow;            /* output */
 } fk_conv;
 
-/* The kernel table, as an X-macro so the CPU and CUDA declarations match. */
-#define FK_KERNELS(X, P)                                                                           \
+/* The kernels, as an X-macro over (type, name) pairs, so that each backend's
+ * declarations, the table's slots and the simulated GPU's deferred calls all come
+ * from this one list. The context is named c in every definition; so the list names
+ * C's matrix cc and the channel count ch (a name at another position reads as
+ * swapped arguments). */
+#define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
-    X(P, fill, ferry_dtype dt, void *y, const fk_nd *nd, double v)                                 \
+    X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
     /* y = x * mul + add, converting x's dtype to y's; strided (nd.so, nd.sa) */                   \
-    X(P, convert, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x, const fk_nd *nd,       \
-      double mul, double add)                                                                      \
-    X(P, unary, fk_uop op, ferry_dtype dt, void *y, const void *x, const fk_nd *nd, double alpha)  \
-    X(P, binary, fk_bop op, ferry_dtype dt, void *y, const void *a, const void *b, const fk_nd *nd) \
+    X(convert, (ferry_dtype, ydt), (void *, y), (ferry_dtype, xdt), (const void *, x),             \
+      (const fk_nd *, nd), (double, mul), (double, add))                                           \
+    X(unary, (fk_uop, op), (ferry_dtype, dt), (void *, y), (const void *, x), (const fk_nd *, nd), \
+      (double, alpha))                                                                             \
+    X(binary, (fk_bop, op), (ferry_dtype, dt), (void *, y), (const void *, a), (const void *, b),  \
+      (const fk_nd *, nd))                                                                         \
     /* reduce the middle axis of a contiguous [outer, n, inner]; ARGMAX writes i64 */              \
-    X(P, reduce, fk_rop op, ferry_dtype dt, void *y, const void *x, int64_t outer, int64_t n,     \
-      int64_t inner)                                                                               \
-    X(P, softmax, bool log, ferry_dtype dt, void *y, const void *x, int64_t outer, int64_t n,      \
-      int64_t inner)                                                                               \
-    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc) */               \
-    X(P, gemm, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,      \
-      const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb, int64_t stride_b,  \
-      float beta, void *cc, int64_t ldc, int64_t stride_c, int64_t batch)                          \
+    X(reduce, (fk_rop, op), (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, outer),   \
+      (int64_t, n), (int64_t, inner))                                                              \
+    X(softmax, (bool, log), (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, outer),   \
+      (int64_t, n), (int64_t, inner))                                                              \
+    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc); with k = 0     \
+     * and beta = 0, C is written with zeros whatever it held */                                   \
+    X(gemm, (ferry_dtype, dt), (bool, ta), (bool, tb), (int64_t, m), (int64_t, n), (int64_t, k),   \
+      (float, alpha), (const void *, a), (int64_t, lda), (int64_t, stride_a), (const void *, b),   \
+      (int64_t, ldb), (int64_t, stride_b), (float, beta), (void *, cc), (int64_t, ldc),            \
+      (int64_t, stride_c), (int64_t, batch))                                                       \
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
-    X(P, rand, ferry_dtype dt, void *y, int64_t n, uint64_t seed, uint64_t stream, bool normal)    \
+    X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
+      (bool, normal))                                                                              \
     /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner] */                                  \
-    X(P, bias_add, ferry_dtype dt, void *y, const void *b, int64_t outer, int64_t ch,              \
-      int64_t inner)                                                                               \
+    X(bias_add, (ferry_dtype, dt), (void *, y), (const void *, b), (int64_t, outer), (int64_t, ch), \
+      (int64_t, inner))                                                                            \
     /* db[c] += sum over o, i of dy[o, c, i] */                                                    \
-    X(P, bias_grad, ferry_dtype dt, void *db, const void *dy, int64_t outer, int64_t ch,           \
-      int64_t inner)                                                                               \
+    X(bias_grad, (ferry_dtype, dt), (void *, db), (const void *, dy), (int64_t, outer),            \
+      (int64_t, ch), (int64_t, inner))                                                             \
     /* dx = dy where y > 0, else 0 */                                                              \
-    X(P, relu_bwd, ferry_dtype dt, void *dx, const void *y, const void *dy, int64_t n)             \
+    X(relu_bwd, (ferry_dtype, dt), (void *, dx), (const void *, y), (const void *, dy), (int64_t, n)) \
     /* softmax cross-entropy over rows: loss[0] += sum_r -log p[label]; correct[0] +=            \
      * (argmax == label); dlogits (may be NULL) = (p - onehot) * gscale. labels i32 or i64;      \
-     * a label outside [0, classes) is counted in bad[0] and contributes nothing. */              \
-    X(P, cross_entropy, ferry_dtype dt, const void *logits, ferry_dtype ldt, const void *labels,   \
-      int64_t rows, int64_t classes, float *loss, int64_t *correct, int64_t *bad, void *dlogits,   \
-      float gscale)                                                                                \
+     * a label outside [0, classes) is counted in bad[0] and contributes nothing. loss,          \
+     * correct and bad are device memory (any may be NULL). */                                    \
+    X(cross_entropy, (ferry_dtype, dt), (const void *, logits), (ferry_dtype, ldt),                \
+      (const void *, labels), (int64_t, rows), (int64_t, classes), (float *, loss),               \
+      (int64_t *, correct), (int64_t *, bad), (void *, dlogits), (float, gscale))                 \
     /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
-    X(P, mse, ferry_dtype dt, const void *p, const void *t, int64_t n, float *loss, float lscale,  \
-      void *dp, float gscale)                                                                      \
+    X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
+      (float, lscale), (void *, dp), (float, gscale))                                              \
     /* one image [C,H,W] -> col [C*kh*kw, oh*ow] and back (col2im accumulates into x) */          \
-    X(P, im2col, ferry_dtype dt, const fk_conv *g, const void *x, void *col)                       \
-    X(P, col2im, ferry_dtype dt, const fk_conv *g, const void *col, void *x)                       \
+    X(im2col, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, col))           \
+    X(col2im, (ferry_dtype, dt), (const fk_conv *, g), (const void *, col), (void *, x))           \
     /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \
-    X(P, maxpool_fwd, ferry_dtype dt, const fk_conv *g, const void *x, void *y, int32_t *idx)     \
-    X(P, maxpool_bwd, ferry_dtype dt, const fk_conv *g, const void *dy, const int32_t *idx,       \
-      void *dx)                                                                                    \
-    X(P, avgpool_fwd, ferry_dtype dt, const fk_conv *g, const void *x, void *y)                    \
-    X(P, avgpool_bwd, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)                  \
+    X(maxpool_fwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, y),        \
+      (int32_t *, idx))                                                                            \
+    X(maxpool_bwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, dy),                    \
+      (const int32_t *, idx), (void *, dx))                                                        \
+    X(avgpool_fwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, y))        \
+    X(avgpool_bwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, dy), (void *, dx))      \
     /* batch norm over [n, ch, hw]; f32 statistics and affine parameters */                       \
-    X(P, bn_fwd, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch, int64_t hw,        \
-      const float *gamma, const float *beta, float *rmean, float *rvar, float *smean,            \
-      float *sinvstd, bool training, float momentum, float eps)                                    \
-    X(P, bn_bwd, ferry_dtype dt, const void *x, const void *dy, void *dx, int64_t n, int64_t ch,   \
-      int64_t hw, const float *gamma, const float *smean, const float *sinvstd, float *dgamma,     \
-      float *dbeta)                                                                                \
+    X(bn_fwd, (ferry_dtype, dt), (const void *, x), (void *, y), (int64_t, n), (int64_t, ch),      \
+      (int64_t, hw), (const float *, gamma), (const float *, beta), (float *, rmean),              \
+      (float *, rvar), (float *, smean), (float *, sinvstd), (bool, training), (float, momentum),   \
+      (float, eps))                                                                                \
+    X(bn_bwd, (ferry_dtype, dt), (const void *, x), (const void *, dy), (void *, dx), (int64_t, n), \
+      (int64_t, ch), (int64_t, hw), (const float *, gamma), (const float *, smean),                \
+      (const float *, sinvstd), (float *, dgamma), (float *, dbeta))                               \
     /* y = x * keep / (1 - p), keep drawn from Philox (seed, stream) at element i */              \
-    X(P, dropout, ferry_dtype dt, void *y, const void *x, int64_t n, float p, uint64_t seed,       \
-      uint64_t stream)                                                                             \
+    X(dropout, (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, n), (float, p),        \
+      (uint64_t, seed), (uint64_t, stream))                                                        \
     /* f32 parameter updates (PyTorch's formulas) */                                              \
-    X(P, sgd, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,           \
-      float dampening, float wd, bool nesterov, bool first)                                        \
-    X(P, adam, float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1,        \
-      float b2, float eps, float wd, bool decoupled, int64_t step)                                 \
+    X(sgd, (float *, p), (const float *, g), (float *, buf), (int64_t, n), (float, lr),            \
+      (float, momentum), (float, dampening), (float, wd), (bool, nesterov), (bool, first))         \
+    X(adam, (float *, p), (const float *, g), (float *, m), (float *, v), (int64_t, n),            \
+      (float, lr), (float, b1), (float, b2), (float, eps), (float, wd), (bool, decoupled),         \
+      (int64_t, step))                                                                             \
     /* master = g * inv_scale in f32; found[0] = 1 when any is inf or nan */                      \
-    X(P, unscale, ferry_dtype dt, const void *g, float *master, int64_t n, float inv_scale,         \
-      float *found)
+    X(unscale, (ferry_dtype, dt), (const void *, g), (float *, master), (int64_t, n),              \
+      (float, inv_scale), (float *, found))
 
-/* The context is named c, as in every definition; so the table names C's matrix cc and
- * the channel count ch (a name at another position reads as swapped arguments). */
-#define FK_DECL(P, name, ...) ferry_status fk_##P##_##name(const fk_ctx *c, __VA_ARGS__);
-FK_KERNELS(FK_DECL, cpu)
+/* FK_MAP(m, sep, (t1, n1), (t2, n2), ...) expands to m(t1, n1) sep m(t2, n2) ...
+ * for up to 20 pairs. sep is a function-like macro's name (FK_COMMA gives a
+ * parameter or argument list, FK_NOSEP nothing), so it survives being passed on. */
+#define FK_COMMA() ,
+#define FK_NOSEP()
+#define FK_NARGS(...) FK_NARGS_(__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, \
+                                6, 5, 4, 3, 2, 1, 0)
+#define FK_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, \
+                  a19, a20, N, ...) N
+#define FK_CAT(a, b) FK_CAT_(a, b)
+#define FK_CAT_(a, b) a##b
+#define FK_APPLY(m, pair) m pair
+#define FK_MAP(m, sep, ...) FK_CAT(FK_MAP_, FK_NARGS(__VA_ARGS__))(m, sep, __VA_ARGS__)
+#define FK_MAP_1(m, s, x) FK_APPLY(m, x)
+#define FK_MAP_2(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_1(m, s, __VA_ARGS__)
+#define FK_MAP_3(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_2(m, s, __VA_ARGS__)
+#define FK_MAP_4(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_3(m, s, __VA_ARGS__)
+#define FK_MAP_5(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_4(m, s, __VA_ARGS__)
+#define FK_MAP_6(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_5(m, s, __VA_ARGS__)
+#define FK_MAP_7(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_6(m, s, __VA_ARGS__)
+#define FK_MAP_8(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_7(m, s, __VA_ARGS__)
+#define FK_MAP_9(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_8(m, s, __VA_ARGS__)
+#define FK_MAP_10(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_9(m, s, __VA_ARGS__)
+#define FK_MAP_11(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_10(m, s, __VA_ARGS__)
+#define FK_MAP_12(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_11(m, s, __VA_ARGS__)
+#define FK_MAP_13(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_12(m, s, __VA_ARGS__)
+#define FK_MAP_14(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_13(m, s, __VA_ARGS__)
+#define FK_MAP_15(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_14(m, s, __VA_ARGS__)
+#define FK_MAP_16(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_15(m, s, __VA_ARGS__)
+#define FK_MAP_17(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_16(m, s, __VA_ARGS__)
+#define FK_MAP_18(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_17(m, s, __VA_ARGS__)
+#define FK_MAP_19(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_18(m, s, __VA_ARGS__)
+#define FK_MAP_20(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_19(m, s, __VA_ARGS__)
+
+#define FK_PARAM(t, n) t n
+#define FK_ARG(t, n) n
+#define FK_PARAMS(...) FK_MAP(FK_PARAM, FK_COMMA, __VA_ARGS__)
+
+/* One backend's kernels: the device's backend hands this table out
+ * (ferry_backend.kernels), so op code never asks which device it runs on. */
+typedef struct fk_table {
+#define FK_SLOT(name, ...) ferry_status (*name)(const fk_ctx *c, FK_PARAMS(__VA_ARGS__));
+    FK_KERNELS(FK_SLOT)
+#undef FK_SLOT
+} fk_table;
+
+/* Each backend's functions are fk_<backend>_<kernel>; the table collects them. */
+#define FK_DECLARE(P, name, ...) ferry_status fk_##P##_##name(const fk_ctx *c, FK_PARAMS(__VA_ARGS__));
+#define FK_DECL_CPU(name, ...) FK_DECLARE(cpu, name, __VA_ARGS__)
+#define FK_DECL_F32(name, ...) FK_DECLARE(f32, name, __VA_ARGS__)
+#define FK_DECL_CUDA(name, ...) FK_DECLARE(cuda, name, __VA_ARGS__)
+FK_KERNELS(FK_DECL_CPU)
 /* The CPU's f32 implementations behind fk_cpu_* (kernels/cpu/half.c converts). */
-FK_KERNELS(FK_DECL, f32)
+FK_KERNELS(FK_DECL_F32)
+extern const fk_table fk_cpu_table;
 #if FERRY_HAVE_CUDA
-FK_KERNELS(FK_DECL, cuda)
+FK_KERNELS(FK_DECL_CUDA)
+extern const fk_table fk_cuda_table;
 #endif
 
-ferry_status fk_no_cuda(void);
+/* The kernel's status when c's device has no backend (cannot happen for a tensor
+ * that exists: its device was checked when it was made). */
+ferry_status fk_no_backend(const fk_ctx *c);
 
-#if FERRY_HAVE_CUDA
-#define FK(c, name, ...)                                                                           \
-    ((c)->dev.type == FERRY_DEVICE_CUDA ? fk_cuda_##name((c), __VA_ARGS__)                        \
-                                        : fk_cpu_##name((c), __VA_ARGS__))
-#else
-#define FK(c, name, ...)                                                                           \
-    ((c)->dev.type == FERRY_DEVICE_CUDA ? fk_no_cuda() : fk_cpu_##name((c), __VA_ARGS__))
-#endif
+/* Calls kernel `name` of c's backend: FK(&c, gemm, dt, ...). */
+#define FK(c, name, ...) ((c)->k ? (c)->k->name((c), __VA_ARGS__) : fk_no_backend(c))
 
 /* Scalar loads and stores in any dtype (host code). */
 static inline float fk_ldf(ferry_dtype dt, const void *p, int64_t i)

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/backend.h"
 #include "device/device_internal.h"
 #include "common/error.h"
 #include "model/ops/common.h"
@@ -9,7 +10,10 @@
 fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s)
 {
     fk_ctx c;
+    ferry_status st;
+    const ferry_backend *b = ferry_backend_for(d, &st);
     c.dev = d;
+    c.k = b ? b->kernels : NULL;
     c.stream = s;
     c.native = s ? ferry_stream_native(s) : NULL;
     return c;

@@ -33,9 +33,11 @@ void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
     }
 }
 
-ferry_status fk_no_cuda(void)
+ferry_status fk_no_backend(const fk_ctx *c)
 {
-    return ferry_fail(FERRY_ERR_NO_DEVICE, "this build of ferry has no CUDA support");
+    char name[FERRY_DEVICE_NAME_MAX];
+    return ferry_fail(FERRY_ERR_NO_DEVICE, "no kernels for device %s",
+                      ferry_device_format(c->dev, name, sizeof name));
 }
 
 /* Calls fn once per innermost row of the iteration space with the row's
