@@ -5,6 +5,9 @@
 #   make STATIC=1     link libpng, zlib and the CUDA runtime statically
 #   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan, lint)
 #   make run          install missing packages, then the demo
+#   make install      headers, libferry.a, libferry.so.MAJOR*, bin/ferry and ferry.pc
+#                     under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
+#   make V=1          print whole commands instead of "  CC  src/x.c"
 BUILD    ?= build
 CUDA     ?= auto
 STATIC   ?= 0
@@ -12,6 +15,11 @@ SAN      ?=
 CUDA_ARCH ?= 90
 DIST     ?= auto
 CC       ?= gcc
+V        ?= 0
+
+# "  CC   src/x.c" per step, or the whole command with V=1; errors show either way.
+# Used as $(call quiet,CC,$<)command: one shell line, silent unless V=1.
+quiet = $(if $(filter 1,$(V)),,@printf '  %-5s%s\n' '$(1)' '$(2)';)
 
 NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
 ifeq ($(CUDA),auto)
@@ -23,6 +31,7 @@ CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURCE -ffp-contract=off \
                -Iinclude -Isrc -MMD -MP
 CFLAGS   += $(CFLAGS_BASE)
+LIB_CFLAGS := -fvisibility=hidden
 LDLIBS   := -lpng -lz -lopenblas -lm -pthread
 ifeq ($(STATIC),1)
   LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lopenblas -lm -pthread
@@ -33,7 +42,7 @@ SRC_CU :=
 ifeq ($(CUDA),1)
   CFLAGS  += -DFERRY_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   SRC_CU  := $(sort $(shell find src -name '*.cu'))
-  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-Wall,-Wextra,-Werror \
+  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
              -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] -MMD -MP
   ifeq ($(STATIC),1)
     CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -Wl,-rpath,$(CUDA_HOME)/lib64
@@ -74,23 +83,42 @@ ifneq ($(SAN),)
   CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
   LDFLAGS += -fsanitize=$(SAN)
 endif
+# FERRY_ASSERT (src/common/assert.h) is on in sanitizer builds and with DEBUG=1.
+ifneq ($(SAN)$(filter 1,$(DEBUG)),)
+  CFLAGS  += -DFERRY_DEBUG=1
+  NVFLAGS += -DFERRY_DEBUG=1
+endif
 
 # Objects depend on the flags they were built with: switching CUDA, SAN or
 # STATIC in one build folder rebuilds what it must.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW  := $(CC) $(CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
+FLAGS_NOW  := $(CC) $(CFLAGS) $(LIB_CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
 ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
   $(shell mkdir -p $(BUILD) && echo '$(strip $(FLAGS_NOW))' > $(FLAGS_FILE))
 endif
 
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
+# The library's objects export only what include/ marks FERRY_API (the .cu files
+# get the same through NVFLAGS); tests, tools and samples link libferry.a and may
+# still call internals.
+$(OBJ): CFLAGS += $(LIB_CFLAGS)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
 HARNESS  := $(BUILD)/obj/tests/harness.o
 DRILL    := $(BUILD)/tests/dist_drill
+# Test and sample objects are kept, not deleted as intermediates after linking.
+.SECONDARY: $(TESTS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o) $(HARNESS) \
+            $(SAMPLES:$(BUILD)/samples/%=$(BUILD)/obj/samples/%.o)
 
-.PHONY: all lib tests test check-build run deps clean note fuzz memcheck lint
+# The version is written once, in include/ferry/export.h.
+version_part = $(shell sed -n 's/^.define FERRY_VERSION_$(1) *\([0-9][0-9]*\).*/\1/p' include/ferry/export.h)
+VERSION_MAJOR := $(call version_part,MAJOR)
+VERSION  := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
+SONAME   := libferry.so.$(VERSION_MAJOR)
+SO_REAL  := libferry.so.$(VERSION)
+
+.PHONY: all lib tests test check-build run deps clean note fuzz memcheck lint install uninstall
 all: note lib $(BUILD)/ferry $(SAMPLES) tests
 lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
 tests: $(TESTS) $(DRILL)
@@ -100,34 +128,90 @@ note:
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE)
 	@mkdir -p $(@D)
-	$(NVCC) $(NVFLAGS) -c $< -o $@
+	$(call quiet,NVCC,$<)$(NVCC) $(NVFLAGS) -c $< -o $@
 
 $(BUILD)/libferry.a: $(OBJ)
 	@mkdir -p $(@D)
-	rm -f $@ && ar rcs $@ $^
+	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libferry.so: $(OBJ)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+# libferry.so -> libferry.so.MAJOR (the soname) -> libferry.so.MAJOR.MINOR.PATCH.
+# --exclude-libs keeps what STATIC=1 links in from archives (libpng, the CUDA
+# runtime) out of the exported symbols.
+$(BUILD)/$(SO_REAL): $(OBJ)
+	$(call quiet,LD,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--exclude-libs,ALL -o $@ $^ \
+		$(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/libferry.so: $(BUILD)/$(SO_REAL)
+	$(call quiet,LN,$@)ln -sf $(SO_REAL) $(BUILD)/$(SONAME) && ln -sf $(SONAME) $@
 
 $(BUILD)/ferry: $(TOOL_OBJ) $(BUILD)/libferry.a
-	$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(BUILD)/libferry.a
 	@mkdir -p $(@D)
-	$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
 
 # The distributed failure drills have their own main (scripts/dist-test.sh runs them).
 $(DRILL): $(BUILD)/obj/tests/dist_drill.o $(BUILD)/libferry.a
 	@mkdir -p $(@D)
-	$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libferry.a
 	@mkdir -p $(@D)
-	$(CC) -o $@ $< $(HARNESS) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(HARNESS) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+
+# ---- install: make install [PREFIX=/usr/local] [DESTDIR=/staging] ----
+# ferry.pc describes this build variant: a program linking libferry.a needs
+# what the library links (pkg-config --static), the .so brings its own.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+LDCONFIG   ?= ldconfig
+PUBLIC_HEADERS := $(sort $(wildcard include/ferry/*.h))
+# Dependencies pkg-config knows go in Requires.private, the rest of LDLIBS in
+# Libs.private (STATIC=1 links libpng and zlib from archives: kept as linked).
+pc_flag_libpng   := -lpng
+pc_flag_zlib     := -lz
+pc_flag_openblas := -lopenblas
+PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),openblas,libpng zlib openblas),\
+                $(if $(shell pkg-config --exists $(m) 2>/dev/null && echo y),$(m)))
+PC_LIBS     = $(filter-out $(foreach m,$(PC_REQUIRES),$(pc_flag_$(m))),$(LDLIBS))
+pc_dir      = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+$(BUILD)/ferry.pc: $(FLAGS_FILE) FORCE
+	$(call quiet,GEN,$@)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
+		'includedir=$(call pc_dir,$(INCLUDEDIR))' '' 'Name: ferry' \
+		'Description: Feeds training data from files to a GPU, and trains on it' \
+		'Version: $(VERSION)' 'Requires.private: $(strip $(PC_REQUIRES))' \
+		'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lferry' \
+		'Libs.private: $(strip $(PC_LIBS))' > $@
+FORCE:
+
+install: lib $(BUILD)/ferry $(BUILD)/ferry.pc
+	$(call quiet,INST,$(DESTDIR)$(PREFIX))install -d $(DESTDIR)$(INCLUDEDIR)/ferry \
+		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) && \
+	install -m 644 include/ferry.h $(DESTDIR)$(INCLUDEDIR)/ && \
+	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/ferry/ && \
+	install -m 644 $(BUILD)/libferry.a $(DESTDIR)$(LIBDIR)/ && \
+	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(LIBDIR)/ && \
+	ln -sf $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) && \
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libferry.so && \
+	install -m 755 $(BUILD)/ferry $(DESTDIR)$(BINDIR)/ && \
+	install -m 644 $(BUILD)/ferry.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) 2>/dev/null || true; fi
+
+uninstall:
+	$(call quiet,RM,$(DESTDIR)$(PREFIX))rm -f $(DESTDIR)$(INCLUDEDIR)/ferry.h \
+		$(PUBLIC_HEADERS:include/ferry/%=$(DESTDIR)$(INCLUDEDIR)/ferry/%) \
+		$(addprefix $(DESTDIR)$(LIBDIR)/,libferry.a $(SO_REAL) $(SONAME) libferry.so) \
+		$(DESTDIR)$(BINDIR)/ferry $(DESTDIR)$(PKGCONFIGDIR)/ferry.pc
+	@rmdir $(DESTDIR)$(INCLUDEDIR)/ferry 2>/dev/null || true
 
 deps:
 	@sh scripts/install-deps.sh
@@ -149,8 +233,11 @@ test: deps
 		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
 		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
 		FERRY_DIST_BUILD=$(BUILD) \
+		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
+		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) CUDA_ARCH=$(CUDA_ARCH)" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
-		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh
+		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
+		scripts/install-test.sh
 
 # ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
 # make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there
@@ -167,7 +254,7 @@ fuzz:
 
 # Used by the sub-make above (BUILD is then the fuzz folder).
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLAGS_FILE)
-	$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
+	$(call quiet,CC,$<)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))

@@ -63,6 +63,16 @@ void ft_require_cuda(void)
         ft_skip("no CUDA device");
 }
 
+void ft_require_nvidia(const char *what)
+{
+    char why[256];
+    if (!ferry_cuda_is_available() || ferry_cuda_is_simulated()) {
+        snprintf(why, sizeof why, "needs NVIDIA hardware (%s)%s", what,
+                 ferry_cuda_is_simulated() ? ": the simulated GPU cannot run it" : ": no CUDA device");
+        ft_skip(why);
+    }
+}
+
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st; (void)flag; (void)ftw;

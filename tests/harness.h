@@ -106,6 +106,9 @@ void ft_assert_mem_eq(const char *file, int line, const char *an, const char *bn
 
 /* Skips the test with "no CUDA device" when none is present. */
 void ft_require_cuda(void);
+/* Skips unless a real NVIDIA GPU is present: for what the simulated GPU cannot
+ * stand in for (cuBLAS numerics, NCCL, bandwidth). */
+void ft_require_nvidia(const char *what);
 
 /* A private temporary folder for this test program, removed at exit. */
 const char *ft_tmpdir(void);

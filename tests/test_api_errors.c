@@ -251,9 +251,15 @@ TEST(stream_errors)
     CHK_TRUE(ferry_device_eq(ferry_stream_device(NULL), ferry_cpu()));
     CHK(ferry_stream_synchronize(NULL), FERRY_ERR_INVALID_ARG);
     CHK_TRUE(ferry_stream_query(NULL));
+    bool done = true;
+    CHK(ferry_stream_query_status(NULL, &done), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_stream_query_status(NULL, &done) != FERRY_OK && !done); /* never "done" on failure */
     ASSERT_OK(ferry_stream_create(ferry_cpu(), &s));
+    CHK(ferry_stream_query_status(s, NULL), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_stream_query_status(s, &done) == FERRY_OK && done);
     ASSERT_OK(ferry_event_create(ferry_cpu(), false, &e));
-    CHK(ferry_stream_wait_event(NULL, e), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_stream_wait_event(NULL, e), FERRY_OK); /* the default stream of e's device */
+    CHK(ferry_stream_wait_event(NULL, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_stream_wait_event(s, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_stream_wait_event(s, e), FERRY_OK);
     ferry_event_destroy(e);
@@ -271,8 +277,13 @@ TEST(event_errors)
     CHK(ferry_event_record(NULL, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_event_synchronize(NULL), FERRY_ERR_INVALID_ARG);
     CHK_TRUE(ferry_event_query(NULL));
+    bool done = true;
+    CHK(ferry_event_query_status(NULL, &done), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_event_query_status(NULL, &done) != FERRY_OK && !done); /* never "done" on failure */
     ASSERT_OK(ferry_event_create(ferry_cpu(), true, &t0));
     ASSERT_OK(ferry_event_create(ferry_cpu(), true, &t1));
+    CHK(ferry_event_query_status(t0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE(ferry_event_query_status(t0, &done) == FERRY_OK && done); /* never recorded: complete */
     CHK(ferry_event_elapsed_ms(NULL, t1, &ms), FERRY_ERR_INVALID_ARG);
     CHK(ferry_event_elapsed_ms(t0, NULL, &ms), FERRY_ERR_INVALID_ARG);
     CHK(ferry_event_elapsed_ms(t0, t1, NULL), FERRY_ERR_INVALID_ARG);

@@ -2,6 +2,7 @@
  * trips, the current-device guard, properties, streams and events on the CPU,
  * ferry_memcpy, and the CUDA-only paths (skipped without a GPU). */
 #include <stdlib.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -293,4 +294,329 @@ TEST(cuda_streams_events_and_copies)
     ferry_event_destroy(b);
     ferry_stream_destroy(s);
     ferry_stream_destroy(s2);
+}
+
+TEST(query_status_on_cpu)
+{
+    ferry_stream *s;
+    ferry_event *e;
+    ASSERT_OK(ferry_stream_create(ferry_cpu(), &s));
+    ASSERT_OK(ferry_event_create(ferry_cpu(), false, &e));
+    bool done = false;
+    ASSERT_OK(ferry_stream_query_status(s, &done));
+    ASSERT(done);
+    done = false;
+    ASSERT_OK(ferry_event_query_status(e, &done)); /* never recorded: complete */
+    ASSERT(done);
+    ASSERT_OK(ferry_event_record(e, s));
+    done = false;
+    ASSERT_OK(ferry_event_query_status(e, &done));
+    ASSERT(done);
+    /* bad arguments are errors, and never "done" */
+    done = true;
+    ASSERT_STATUS(ferry_stream_query_status(NULL, &done), FERRY_ERR_INVALID_ARG);
+    ASSERT(!done);
+    done = true;
+    ASSERT_STATUS(ferry_event_query_status(NULL, &done), FERRY_ERR_INVALID_ARG);
+    ASSERT(!done);
+    ASSERT_STATUS(ferry_stream_query_status(s, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_event_query_status(e, NULL), FERRY_ERR_INVALID_ARG);
+    ferry_event_destroy(e);
+    ferry_stream_destroy(s);
+}
+
+/* ---- the current CUDA device ----
+ * CUDA's current device is per host thread, and kernel launches, allocations,
+ * stream and event creation and the default (NULL) stream all use it. Every
+ * ferry call that issues work for device d must make d current for the call and
+ * give the caller its own current device back. The tests below run every such
+ * call on each device d while the thread sits on each device cur, so with two or
+ * more devices (real, or simulated with FERRY_SIM_GPUS=2) they also cover
+ * "the work is for another device than the current one". */
+
+static void expect_current(int want, const char *after)
+{
+    int cur = -1;
+    ASSERT_OK(ferry_cuda_current_device(&cur));
+    ASSERT_MSG(cur == want, "after %s the current device is cuda:%d, not the caller's cuda:%d", after,
+               cur, want);
+}
+
+/* The call succeeds and leaves the caller on cuda:cur. */
+#define KEEPS(cur, expr)                                                       \
+    do {                                                                       \
+        ASSERT_OK(expr);                                                       \
+        expect_current((cur), #expr);                                          \
+    } while (0)
+
+static void streams_and_events_keep_current(int cur, ferry_device dev)
+{
+    ASSERT_OK(ferry_cuda_set_device(cur));
+    ferry_stream *s;
+    ferry_event *t0, *t1, *plain;
+    KEEPS(cur, ferry_stream_create(dev, &s));
+    KEEPS(cur, ferry_event_create(dev, true, &t0));
+    KEEPS(cur, ferry_event_create(dev, true, &t1));
+    KEEPS(cur, ferry_event_create(dev, false, &plain));
+    enum { N = 4096 };
+    static unsigned char host[N], back[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (unsigned char)(i * 31 + cur * 7 + dev.index);
+    memset(back, 0, sizeof back);
+    void *p;
+    KEEPS(cur, ferry_device_malloc(dev, N, s, &p));
+    KEEPS(cur, ferry_event_record(t0, s));
+    KEEPS(cur, ferry_memcpy(p, host, N, FERRY_COPY_H2D, dev, s));
+    KEEPS(cur, ferry_event_record(t1, s));
+    /* NULL: dev's default stream, whatever the current device is */
+    KEEPS(cur, ferry_event_record(plain, NULL));
+    KEEPS(cur, ferry_stream_wait_event(s, plain));
+    KEEPS(cur, ferry_memcpy(back, p, N, FERRY_COPY_D2H, dev, s));
+    KEEPS(cur, ferry_stream_synchronize(s));
+    ASSERT_MEM_EQ(back, host, N);
+    bool done = false;
+    KEEPS(cur, ferry_stream_query_status(s, &done));
+    ASSERT(done);
+    KEEPS(cur, ferry_event_synchronize(plain));
+    done = false;
+    KEEPS(cur, ferry_event_query_status(t1, &done));
+    ASSERT(done);
+    ASSERT(ferry_event_query(plain));
+    expect_current(cur, "ferry_event_query");
+    float ms = -1;
+    KEEPS(cur, ferry_event_elapsed_ms(t0, t1, &ms));
+    ASSERT(ms >= 0);
+    KEEPS(cur, ferry_device_synchronize(dev));
+    ferry_memory_stats st;
+    KEEPS(cur, ferry_memory_stats_get(dev, &st));
+    ferry_device_free(dev, p);
+    ferry_event_destroy(t0);
+    ferry_event_destroy(t1);
+    ferry_event_destroy(plain);
+    ferry_stream_destroy(s);
+    expect_current(cur, "the destroy calls");
+}
+
+TEST(cuda_streams_and_events_keep_the_current_device)
+{
+    ft_require_cuda();
+    int n = ferry_cuda_device_count();
+    for (int cur = 0; cur < n; cur++)
+        for (int d = 0; d < n; d++)
+            streams_and_events_keep_current(cur, ferry_cuda(d));
+    ASSERT_OK(ferry_cuda_set_device(0));
+}
+
+/* Kernels (elementwise, dtype conversion) and cuBLAS, on dev's default stream. */
+static void kernels_keep_current(int cur, ferry_device dev)
+{
+    ASSERT_OK(ferry_cuda_set_device(cur));
+    enum { M = 8 };
+    float av[M * M], bv[M * M], sum[M * M], prod[M * M];
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < M; j++) {
+            av[i * M + j] = (float)((i + j) % 4);
+            bv[i * M + j] = (float)((i * j) % 3);
+        }
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < M; j++) {
+            float acc = 0;
+            for (int k = 0; k < M; k++)
+                acc += av[i * M + k] * bv[k * M + j];
+            prod[i * M + j] = acc; /* small integers: exact in f32 and f16 */
+            sum[i * M + j] = av[i * M + j] + bv[i * M + j];
+        }
+    int64_t shape[2] = {M, M};
+    ferry_tensor *a, *b, *z, *c, *m, *m16;
+    KEEPS(cur, ferry_tensor_from_host(av, shape, 2, FERRY_DTYPE_F32, dev, &a));
+    KEEPS(cur, ferry_tensor_from_host(bv, shape, 2, FERRY_DTYPE_F32, dev, &b));
+    KEEPS(cur, ferry_tensor_zeros(shape, 2, FERRY_DTYPE_F32, dev, &z));
+    KEEPS(cur, ferry_add(a, b, NULL, &c));
+    KEEPS(cur, ferry_tensor_fill(z, 2.0, NULL));
+    KEEPS(cur, ferry_matmul(a, b, NULL, &m));
+    KEEPS(cur, ferry_tensor_to_dtype(m, FERRY_DTYPE_F16, &m16));
+    float got[M * M];
+    uint16_t got16[M * M];
+    KEEPS(cur, ferry_tensor_copy_to_host(c, got, sizeof got));
+    for (int i = 0; i < M * M; i++)
+        ASSERT_MSG(got[i] == sum[i], "cuda:%d from cuda:%d: add[%d] = %g, want %g", dev.index, cur, i,
+                   (double)got[i], (double)sum[i]);
+    KEEPS(cur, ferry_tensor_copy_to_host(z, got, sizeof got));
+    for (int i = 0; i < M * M; i++)
+        ASSERT_MSG(got[i] == 2.0f, "cuda:%d from cuda:%d: fill[%d] = %g", dev.index, cur, i, (double)got[i]);
+    KEEPS(cur, ferry_tensor_copy_to_host(m, got, sizeof got));
+    KEEPS(cur, ferry_tensor_copy_to_host(m16, got16, sizeof got16));
+    for (int i = 0; i < M * M; i++) {
+        ASSERT_MSG(got[i] == prod[i], "cuda:%d from cuda:%d: matmul[%d] = %g, want %g", dev.index, cur, i,
+                   (double)got[i], (double)prod[i]);
+        ASSERT_MSG(ferry_f16_to_f32(got16[i]) == prod[i], "cuda:%d from cuda:%d: f16 matmul[%d] = %g, want %g",
+                   dev.index, cur, i, (double)ferry_f16_to_f32(got16[i]), (double)prod[i]);
+    }
+    ferry_tensor_release(a);
+    ferry_tensor_release(b);
+    ferry_tensor_release(z);
+    ferry_tensor_release(c);
+    ferry_tensor_release(m);
+    ferry_tensor_release(m16);
+    expect_current(cur, "ferry_tensor_release");
+}
+
+TEST(cuda_kernels_keep_the_current_device)
+{
+    ft_require_cuda();
+    int n = ferry_cuda_device_count();
+    for (int cur = 0; cur < n; cur++)
+        for (int d = 0; d < n; d++)
+            kernels_keep_current(cur, ferry_cuda(d));
+    ASSERT_OK(ferry_cuda_set_device(0));
+}
+
+/* The loader's copy and its on-device conversion run on the loader's device,
+ * whichever device the thread that calls next() is on. */
+static void loader_keeps_current(int cur, int d)
+{
+    enum { NS = 10, C = 1, H = 3, W = 5, SZ = C * H * W, B = 4 };
+    static uint8_t data[NS * SZ];
+    static int64_t labels[NS];
+    for (int i = 0; i < NS * SZ; i++)
+        data[i] = (uint8_t)(i * 37 + 11);
+    for (int i = 0; i < NS; i++)
+        labels[i] = i % 3;
+    ferry_sample_format fmt = {C, H, W, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_memory(data, &fmt, NS, labels, &ds));
+    char name[FERRY_DEVICE_NAME_MAX];
+    ferry_loader_config cfg = ferry_loader_config_default();
+    cfg.dataset = ds;
+    cfg.batch_size = B;
+    cfg.num_workers = 1;
+    cfg.device = ferry_device_format(ferry_cuda(d), name, sizeof name);
+    cfg.pin_memory = true;
+    cfg.out_dtype = FERRY_DTYPE_F32; /* converted and normalised on the device */
+    ASSERT_OK(ferry_cuda_set_device(cur));
+    ferry_loader *l;
+    KEEPS(cur, ferry_loader_create(&cfg, &l));
+    ferry_stream *s;
+    ASSERT_OK(ferry_stream_create(ferry_cuda(d), &s));
+    ferry_batch b;
+    size_t seen = 0;
+    for (int k = 0; k < 2; k++) { /* the default stream, then one of the loader's device */
+        ferry_status st;
+        ASSERT_OK(ferry_loader_reset(l, 0));
+        while ((st = ferry_loader_next(l, k ? s : NULL, &b)) == FERRY_OK) {
+            expect_current(cur, "ferry_loader_next");
+            ASSERT(ferry_device_eq(ferry_tensor_device(b.images), ferry_cuda(d)));
+            if (k)
+                ASSERT_OK(ferry_stream_synchronize(s));
+            float got[B * SZ];
+            int64_t lab[B];
+            KEEPS(cur, ferry_tensor_copy_to_host(b.images, got, b.size * SZ * sizeof(float)));
+            KEEPS(cur, ferry_tensor_copy_to_host(b.labels, lab, b.size * sizeof(int64_t)));
+            for (size_t i = 0; i < b.size; i++) {
+                size_t idx = b.indices[i];
+                ASSERT_EQ_INT(lab[i], labels[idx]);
+                for (int j = 0; j < SZ; j++)
+                    ASSERT_NEAR(got[i * SZ + (size_t)j], data[idx * SZ + (size_t)j] / 255.0, 1e-6);
+            }
+            seen += b.size;
+        }
+        ASSERT_STATUS(st, FERRY_END);
+        expect_current(cur, "the end of an epoch");
+    }
+    ASSERT_EQ_SIZE(seen, 2 * NS);
+    ferry_stream_destroy(s);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
+    expect_current(cur, "ferry_loader_destroy");
+}
+
+TEST(cuda_loader_keeps_the_current_device)
+{
+    ft_require_cuda();
+    int n = ferry_cuda_device_count();
+    for (int cur = 0; cur < n; cur++)
+        for (int d = 0; d < n; d++)
+            loader_keeps_current(cur, d);
+    ASSERT_OK(ferry_cuda_set_device(0));
+}
+
+TEST(event_elapsed_needs_one_device)
+{
+    ft_require_cuda();
+    int n = ferry_cuda_device_count();
+    ferry_event *c, *g;
+    float ms;
+    ASSERT_OK(ferry_event_create(ferry_cpu(), true, &c));
+    ASSERT_OK(ferry_event_create(ferry_cuda(n - 1), true, &g));
+    ASSERT_OK(ferry_event_record(c, NULL));
+    ASSERT_OK(ferry_event_record(g, NULL));
+    ASSERT_OK(ferry_event_synchronize(g));
+    ASSERT_STATUS(ferry_event_elapsed_ms(c, g, &ms), FERRY_ERR_DEVICE_MISMATCH);
+    if (n >= 2) {
+        ferry_event *g0;
+        ASSERT_OK(ferry_event_create(ferry_cuda(0), true, &g0));
+        ASSERT_OK(ferry_event_record(g0, NULL));
+        ASSERT_OK(ferry_event_synchronize(g0));
+        ASSERT_STATUS(ferry_event_elapsed_ms(g0, g, &ms), FERRY_ERR_DEVICE_MISMATCH);
+        ASSERT_STR_CONTAINS(ferry_last_error(), "cuda:0");
+        ferry_event_destroy(g0);
+    }
+    ferry_event_destroy(c);
+    ferry_event_destroy(g);
+}
+
+/* ferry_event_synchronize sleeps until the event completes: a loader worker
+ * waiting for a slot's copy must leave its core to the others, not spin on it.
+ * Measured as the waiting thread's CPU time against the wall time of the wait. */
+static double thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+TEST(cuda_event_wait_sleeps)
+{
+    ft_require_cuda();
+    ferry_device dev = ferry_cuda(0);
+    int64_t shape[2] = {2048, 2048};
+    ferry_tensor *a, *b, *c;
+    ASSERT_OK(ferry_tensor_full(shape, 2, 0.5, FERRY_DTYPE_F32, dev, &a));
+    ASSERT_OK(ferry_tensor_full(shape, 2, 0.25, FERRY_DTYPE_F32, dev, &b));
+    ferry_event *done;
+    ASSERT_OK(ferry_event_create(dev, false, &done));
+    /* How long one product takes (after a first one that creates cuBLAS's
+     * handle), to queue about half a second of them. */
+    ASSERT_OK(ferry_matmul(a, b, NULL, &c));
+    ferry_tensor_release(c);
+    ASSERT_OK(ferry_device_synchronize(dev));
+    double t0 = wall_s();
+    ASSERT_OK(ferry_matmul(a, b, NULL, &c));
+    ferry_tensor_release(c);
+    ASSERT_OK(ferry_device_synchronize(dev));
+    double one = wall_s() - t0;
+    int count = one > 0 ? (int)(0.5 / one) : 4000;
+    count = count < 1 ? 1 : count > 4000 ? 4000 : count;
+    for (int i = 0; i < count; i++) {
+        ASSERT_OK(ferry_matmul(a, b, NULL, &c));
+        ferry_tensor_release(c); /* its block goes back to the same stream's cache */
+    }
+    ASSERT_OK(ferry_event_record(done, NULL));
+    double w0 = wall_s(), c0 = thread_cpu_s();
+    ASSERT_OK(ferry_event_synchronize(done));
+    double wall = wall_s() - w0, cpu = thread_cpu_s() - c0;
+    ferry_event_destroy(done);
+    ferry_tensor_release(a);
+    ferry_tensor_release(b);
+    if (wall < 0.05)
+        SKIP("the device finished the queued work too fast to tell sleeping from spinning");
+    ASSERT_MSG(cpu < 0.5 * wall, "ferry_event_synchronize used %.3f s of CPU in a %.3f s wait: it spins",
+               cpu, wall);
 }

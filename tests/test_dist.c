@@ -368,7 +368,7 @@ TEST(ddp_refuses_bad_setups)
 TEST(nccl_all_reduce_and_ddp_on_cuda)
 {
     ferry_dist *cpu = dist();
-    ft_require_cuda();
+    ft_require_nvidia("NCCL");
     if (!ferry_dist_nccl_built())
         SKIP("built without NCCL");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");

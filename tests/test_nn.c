@@ -359,11 +359,15 @@ TEST(cuda_oom_step_returns_device_oom)
     ASSERT_OK(ferry_tensor_zeros(&n, 1, FERRY_DTYPE_I64, ferry_cuda(0), &y));
     ferry_param p;
     ASSERT_OK(ferry_module_param(net, 0, &p));
-    float before[64], after[64];
-    ASSERT_OK(ferry_tensor_copy_to_host(p.value, before, sizeof before));
+    size_t pbytes = ferry_tensor_nbytes(p.value);
+    float *before = malloc(pbytes), *after = malloc(pbytes);
+    ASSERT(before && after);
+    ASSERT_OK(ferry_tensor_copy_to_host(p.value, before, pbytes));
     ASSERT_STATUS(ferry_train_step(net, opt, NULL, x, y, NULL, NULL), FERRY_ERR_DEVICE_OOM);
-    ASSERT_OK(ferry_tensor_copy_to_host(p.value, after, sizeof after));
-    ASSERT_MEM_EQ(before, after, sizeof before);
+    ASSERT_OK(ferry_tensor_copy_to_host(p.value, after, pbytes));
+    ASSERT_MEM_EQ(before, after, pbytes);
+    free(before);
+    free(after);
     ferry_tensor_release(x);
     ferry_tensor_release(y);
     /* Still usable with a small batch. */
@@ -481,5 +485,60 @@ TEST(half_layers_on_cpu_match_f32)
             ferry_tensor_release(all[i]);
         ferry_module_destroy(a);
         ferry_module_destroy(h);
+    }
+}
+
+/* A label outside [0, classes) gets the same answer on every device present (cpu,
+ * cuda:0..N-1, real or simulated): INVALID_ARG with the CPU's message, with and
+ * without metrics, on a stream and on the default one, i64 and i32 labels. A good
+ * batch right after is fine; the metrics remember the bad labels until a reset. */
+TEST(cross_entropy_bad_label_on_every_device)
+{
+    char want[256] = "";
+    int count = ferry_cuda_device_count();
+    for (int i = -1; i < count; i++) {
+        ferry_device dev = i < 0 ? CPU : ferry_cuda(i);
+        char name[FERRY_DEVICE_NAME_MAX];
+        ferry_device_format(dev, name, sizeof name);
+        int64_t xs[2] = {4, 3}, n = 4;
+        const int64_t bad64[4] = {0, 3, 1, -1}, good64[4] = {0, 2, 1, 1};
+        const int32_t bad32[4] = {2, -7, 1, 3};
+        ferry_tensor *x = NULL, *y[3] = {NULL, NULL, NULL};
+        ASSERT_OK(ferry_tensor_randn(xs, 2, FERRY_DTYPE_F32, dev, 3, &x));
+        ASSERT_OK(ferry_tensor_from_host(bad64, &n, 1, FERRY_DTYPE_I64, dev, &y[0]));
+        ASSERT_OK(ferry_tensor_from_host(bad32, &n, 1, FERRY_DTYPE_I32, dev, &y[1]));
+        ASSERT_OK(ferry_tensor_from_host(good64, &n, 1, FERRY_DTYPE_I64, dev, &y[2]));
+        ferry_stream *s = NULL;
+        ferry_metrics *m = NULL;
+        ASSERT_OK(ferry_stream_create(dev, &s));
+        ASSERT_OK(ferry_metrics_create(dev, &m));
+        for (int k = 0; k < 8; k++) {
+            ferry_stream *sk = k & 1 ? s : NULL;
+            ferry_metrics *mk = k & 2 ? m : NULL;
+            ferry_tensor *d = NULL;
+            ferry_status st = ferry_cross_entropy(x, y[k >> 2], 1.0f, mk, sk, &d);
+            ASSERT_MSG(st == FERRY_ERR_INVALID_ARG, "%s, case %d: got %s (%s)", name, k, ferry_status_str(st),
+                       ferry_last_error());
+            ASSERT(d == NULL);
+            if (!want[0])
+                snprintf(want, sizeof want, "%s", ferry_last_error());
+            ASSERT_STR_EQ(ferry_last_error(), want);
+            ASSERT_OK(ferry_cross_entropy(x, y[2], 1.0f, mk, sk, &d));
+            ASSERT(d != NULL);
+            ferry_tensor_release(d);
+        }
+        ASSERT_STR_EQ(want, "2 of 4 labels are outside [0, 3) (in ferry_cross_entropy)");
+        ASSERT_STATUS(ferry_metrics_read(m, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+        ASSERT_STR_CONTAINS(ferry_last_error(), "8 labels were outside [0, classes)");
+        ASSERT_OK(ferry_metrics_reset(m, s));
+        ASSERT_OK(ferry_cross_entropy(x, y[2], 1.0f, m, s, NULL));
+        int64_t seen = 0;
+        ASSERT_OK(ferry_metrics_read(m, NULL, NULL, &seen));
+        ASSERT_EQ_INT(seen, 4);
+        ferry_metrics_destroy(m);
+        ferry_stream_destroy(s);
+        ferry_tensor_release(x);
+        for (int k = 0; k < 3; k++)
+            ferry_tensor_release(y[k]);
     }
 }

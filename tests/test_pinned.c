@@ -219,6 +219,9 @@ TEST(pool_is_really_pinned_on_gpu)
     ASSERT_OK(ferry_stream_create(ferry_cuda(0), &s));
     ASSERT_OK(ferry_device_malloc(ferry_cuda(0), 4 << 20, s, &dev));
     ASSERT_OK(ferry_memcpy(dev, x, 4 << 20, FERRY_COPY_H2D, ferry_cuda(0), s));
+    /* The copy from pinned memory runs later, on the stream: the host must not
+     * write x until the stream has passed it. */
+    ASSERT_OK(ferry_stream_synchronize(s));
     memset(x, 0, 4 << 20);
     ASSERT_OK(ferry_memcpy(x, dev, 4 << 20, FERRY_COPY_D2H, ferry_cuda(0), s));
     ASSERT_OK(ferry_stream_synchronize(s));

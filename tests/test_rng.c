@@ -60,3 +60,37 @@ TEST(rng_below_and_uniform_ranges)
     ASSERT_NEAR(sum / 100000, 0.0, 0.02);
     ASSERT_NEAR(sq / 100000, 1.0, 0.02);
 }
+
+/* The inline Philox and transforms of common/philox.h, which the CPU and CUDA
+ * kernels share, are the generator's: same words, same floats, and the edges of
+ * the transforms stay where log and the [0, 1) promise need them. */
+#include "common/philox.h"
+
+TEST(shared_philox_and_transforms)
+{
+    uint32_t ctr[4] = {7, 0, 0x89abcdefu, 0x01234567u}, key[2] = {0xdeadbeefu, 42}, a[4], b[4];
+    ferry_philox4x32_10(ctr, key, a);
+    ferry_philox4x32_10_(ctr, key, b);
+    for (int j = 0; j < 4; j++)
+        ASSERT_EQ_INT(a[j], b[j]);
+    /* Block (i, stream) keyed by the seed, as the rand and dropout kernels draw. */
+    ferry_philox_block_(7, 0x0123456789abcdefull, ((uint64_t)42 << 32) | 0xdeadbeefu, b);
+    for (int j = 0; j < 4; j++)
+        ASSERT_EQ_INT(a[j], b[j]);
+    ASSERT(ferry_u01_(0) == 0.0f);
+    ASSERT(ferry_u01_(0xffffffffu) == 1.0f - 1.0f / 16777216.0f);
+    ASSERT(ferry_u01_open_(0) == 1.0f / 16777216.0f);
+    ASSERT(ferry_u01_open_(0xffffffffu) == 1.0f);
+    ASSERT(isfinite(ferry_box_muller_(0, 0)) && ferry_box_muller_(0xffffffffu, 0) == 0.0f);
+    /* The generator's uniform and normal are these transforms of its words. */
+    ferry_rng r1, r2;
+    ferry_rng_init(&r1, 9, 8, 7);
+    ferry_rng_init(&r2, 9, 8, 7);
+    for (int i = 0; i < 100; i++) {
+        float u = ferry_rng_uniform(&r1);
+        ASSERT(u == ferry_u01_(ferry_rng_u32(&r2)));
+        float z = ferry_rng_normal(&r1);
+        uint32_t w0 = ferry_rng_u32(&r2), w1 = ferry_rng_u32(&r2);
+        ASSERT(z == ferry_box_muller_(w0, w1));
+    }
+}

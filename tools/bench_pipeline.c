@@ -342,48 +342,49 @@ static void print_row(const bench_opts *o, const bench_row *r)
     fflush(stdout);
 }
 
-int bench_pipeline(int argc, char **argv)
+/* Options into o (defaults first); 2 after printing the usage on a bad one. */
+static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    bench_opts o = {0};
-    o.workers[0] = 0; o.workers[1] = 1; o.workers[2] = 2; o.nworkers = 3;
-    o.batch = 256;
-    o.pin[0] = 1; o.npin = 1;
-    o.overlap[0] = 1; o.noverlap = 1;
-    o.wire[0] = FERRY_DTYPE_U8; o.nwire = 1;
-    o.epochs = 1;
-    o.seed = 0;
-    o.digest = true;
-    o.prefetch = 4;
+    memset(o, 0, sizeof *o);
+    o->workers[0] = 0; o->workers[1] = 1; o->workers[2] = 2; o->nworkers = 3;
+    o->batch = 256;
+    o->pin[0] = 1; o->npin = 1;
+    o->overlap[0] = 1; o->noverlap = 1;
+    o->wire[0] = FERRY_DTYPE_U8; o->nwire = 1;
+    o->epochs = 1;
+    o->seed = 0;
+    o->digest = true;
+    o->prefetch = 4;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
-        if (!strcmp(a, "--workers") && v) { ok = (o.nworkers = parse_list(v, o.workers, MAX_LIST)) > 0; i++; }
-        else if (!strcmp(a, "--batch") && v) { ok = (o.batch = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--pin") && v) { ok = parse_onoff(v, o.pin, &o.npin); i++; }
-        else if (!strcmp(a, "--overlap") && v) { ok = parse_onoff(v, o.overlap, &o.noverlap); i++; }
+        if (!strcmp(a, "--workers") && v) { ok = (o->nworkers = parse_list(v, o->workers, MAX_LIST)) > 0; i++; }
+        else if (!strcmp(a, "--batch") && v) { ok = (o->batch = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--pin") && v) { ok = parse_onoff(v, o->pin, &o->npin); i++; }
+        else if (!strcmp(a, "--overlap") && v) { ok = parse_onoff(v, o->overlap, &o->noverlap); i++; }
         else if (!strcmp(a, "--wire") && v) {
-            if (!strcmp(v, "u8")) { o.wire[0] = FERRY_DTYPE_U8; o.nwire = 1; }
-            else if (!strcmp(v, "f32")) { o.wire[0] = FERRY_DTYPE_F32; o.nwire = 1; }
-            else if (!strcmp(v, "both")) { o.wire[0] = FERRY_DTYPE_U8; o.wire[1] = FERRY_DTYPE_F32; o.nwire = 2; }
+            if (!strcmp(v, "u8")) { o->wire[0] = FERRY_DTYPE_U8; o->nwire = 1; }
+            else if (!strcmp(v, "f32")) { o->wire[0] = FERRY_DTYPE_F32; o->nwire = 1; }
+            else if (!strcmp(v, "both")) { o->wire[0] = FERRY_DTYPE_U8; o->wire[1] = FERRY_DTYPE_F32; o->nwire = 2; }
             else ok = false;
             i++;
         }
-        else if (!strcmp(a, "--device") && v) { o.device = v; i++; }
-        else if (!strcmp(a, "--epochs") && v) { ok = (o.epochs = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--seed") && v) { o.seed = strtoull(v, NULL, 10); i++; }
-        else if (!strcmp(a, "--prefetch") && v) { ok = (o.prefetch = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--compute-ms") && v) { o.compute_ms = atof(v); ok = o.compute_ms >= 0; i++; }
-        else if (!strcmp(a, "--no-digest")) o.digest = false;
-        else if (!strcmp(a, "--limit") && v) { ok = (o.limit = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--plot") && v) { o.plot = v; i++; }
-        else if (!strcmp(a, "--baseline")) o.baseline = true;
-        else if (!strcmp(a, "--compare-torch")) o.compare_torch = true;
+        else if (!strcmp(a, "--device") && v) { o->device = v; i++; }
+        else if (!strcmp(a, "--epochs") && v) { ok = (o->epochs = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; }
+        else if (!strcmp(a, "--prefetch") && v) { ok = (o->prefetch = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--compute-ms") && v) { o->compute_ms = atof(v); ok = o->compute_ms >= 0; i++; }
+        else if (!strcmp(a, "--no-digest")) o->digest = false;
+        else if (!strcmp(a, "--limit") && v) { ok = (o->limit = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--plot") && v) { o->plot = v; i++; }
+        else if (!strcmp(a, "--baseline")) o->baseline = true;
+        else if (!strcmp(a, "--compare-torch")) o->compare_torch = true;
         else if (!strcmp(a, "--format") && v) {
             ok = !strcmp(v, "json") || !strcmp(v, "table");
-            o.json = !strcmp(v, "json");
+            o->json = !strcmp(v, "json");
             i++;
         }
-        else if (a[0] != '-' && !o.dir) o.dir = a;
+        else if (a[0] != '-' && !o->dir) o->dir = a;
         else ok = false;
         if (!ok) {
             fprintf(stderr, "ferry bench: bad argument '%s'%s%s\n", a, v ? " " : "", v ? v : "");
@@ -391,32 +392,149 @@ int bench_pipeline(int argc, char **argv)
             return 2;
         }
     }
-    o.progress = isatty(2) && !o.json;
+    o->progress = isatty(2) && !o->json;
+    return 0;
+}
+
+/* The image folder, or with --limit a seeded random subset of it (so every
+ * class is in it); NULL after printing why. */
+static ferry_dataset *open_dataset(const bench_opts *o)
+{
+    ferry_image_config icfg = ferry_image_config_default();
+    ferry_dataset *ds;
+    if (ferry_dataset_image_folder(o->dir, &icfg, &ds) != FERRY_OK) {
+        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        return NULL;
+    }
+    if (o->limit && o->limit < ferry_dataset_len(ds)) {
+        ferry_dataset *rest, *sub;
+        double frac = (double)o->limit / (double)ferry_dataset_len(ds);
+        ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
+        ferry_dataset_destroy(ds);
+        if (st != FERRY_OK) {
+            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+            return NULL;
+        }
+        ferry_dataset_destroy(rest);
+        ds = sub;
+    }
+    return ds;
+}
+
+/* One untimed epoch first, so the first row does not pay for a cold page cache. */
+static int warm_up(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes)
+{
+    bench_opts warm = *o;
+    warm.epochs = 1;
+    warm.digest = false;
+    warm.compute_ms = 0;
+    bench_row ignored;
+    size_t most = 0;
+    for (size_t k = 0; k < o->nworkers; k++)
+        most = o->workers[k] > most ? o->workers[k] : most;
+    if (run_config(&warm, ds, most, o->pin[0], 1, o->wire[0], &ignored, hostbuf, hostbuf_bytes) != FERRY_OK) {
+        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* The bars of --plot: one per row, at most 64. */
+typedef struct chart {
+    char labels[64][96];
+    const char *label_ptrs[64];
+    double rates[64];
+    size_t n;
+} chart;
+
+static void chart_add(chart *c, const char *label, double rate)
+{
+    if (c->n >= 64)
+        return;
+    snprintf(c->labels[c->n], sizeof c->labels[c->n], "%s", label);
+    c->label_ptrs[c->n] = c->labels[c->n];
+    c->rates[c->n++] = rate;
+}
+
+/* Every configuration of the grid, a row each; 1 when one failed or the digest
+ * changed with the configuration. plain: the libpng rate (0: none). */
+static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes,
+                    double plain, chart *ch)
+{
+    int rc = 0;
+    uint64_t first_digest = 0;
+    bool have_digest = false;
+    for (size_t wi = 0; wi < o->nwire; wi++)
+        for (int pi = 0; pi < o->npin; pi++)
+            for (int oi = 0; oi < o->noverlap; oi++)
+                for (size_t k = 0; k < o->nworkers; k++) {
+                    bench_row row;
+                    memset(&row, 0, sizeof row);
+                    ferry_status st = run_config(o, ds, o->workers[k], o->pin[pi], o->overlap[oi],
+                                                 o->wire[wi], &row, hostbuf, hostbuf_bytes);
+                    if (st != FERRY_OK) {
+                        fprintf(stderr, "ferry bench: workers %zu: %s: %s\n", o->workers[k],
+                                ferry_status_str(st), ferry_last_error());
+                        rc = 1;
+                        continue;
+                    }
+                    print_row(o, &row);
+                    if (plain > 0 && !o->json && row.workers > 0)
+                        printf("        %.2f x (%zu x the plain libpng rate)\n",
+                               row.images_per_s / (plain * (double)row.workers), row.workers);
+                    char label[96];
+                    snprintf(label, sizeof label, "workers %zu, pin %s, overlap %s, %s", row.workers,
+                             row.pin ? "on" : "off", row.overlap ? "on" : "off",
+                             ferry_dtype_name(row.wire));
+                    chart_add(ch, label, row.images_per_s);
+                    if (o->digest && row.wire == FERRY_DTYPE_U8) {
+                        if (have_digest && row.digest != first_digest) {
+                            fprintf(stderr, "ferry bench: digest changed with the configuration!\n");
+                            rc = 1;
+                        }
+                        first_digest = row.digest;
+                        have_digest = true;
+                    }
+                }
+    return rc;
+}
+
+/* --compare-torch: PyTorch's DataLoader with the most workers asked for, as one more row. */
+static int compare_torch(const bench_opts *o, chart *ch)
+{
+    size_t w = o->workers[o->nworkers - 1];
+    double ips = 0;
+    char version[64] = "?";
+    if (torch_row(o, w, &ips, version, sizeof version) != 0) {
+        fprintf(stderr, "ferry bench: bench/compare_torch.py failed (see its message above)\n");
+        return 1;
+    }
+    if (o->json)
+        printf("{\"loader\":\"torch %s\",\"workers\":%zu,\"batch\":%zu,\"images_per_s\":%.1f}\n",
+               version, w, o->batch, ips);
+    else
+        printf("%7zu %6zu %4s %7s %4s %-7s %10.0f  (PyTorch %s DataLoader)\n", w, o->batch,
+               o->pin[0] ? "on" : "off", "-", "f32", o->device ? o->device : "cpu", ips, version);
+    char label[96];
+    snprintf(label, sizeof label, "PyTorch DataLoader, workers %zu", w);
+    chart_add(ch, label, ips);
+    return 0;
+}
+
+int bench_pipeline(int argc, char **argv)
+{
+    bench_opts o;
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
     if (!o.dir) {
         if (prepare_default(&o.dir) != 0)
             return 1;
     }
 
     ferry_set_log(log_once, NULL);
-    ferry_image_config icfg = ferry_image_config_default();
-    ferry_dataset *ds;
-    if (ferry_dataset_image_folder(o.dir, &icfg, &ds) != FERRY_OK) {
-        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+    ferry_dataset *ds = open_dataset(&o);
+    if (!ds)
         return 1;
-    }
-    if (o.limit && o.limit < ferry_dataset_len(ds)) {
-        /* A seeded random subset, so every class is in it. */
-        ferry_dataset *rest, *sub;
-        double frac = (double)o.limit / (double)ferry_dataset_len(ds);
-        ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
-        ferry_dataset_destroy(ds);
-        if (st != FERRY_OK) {
-            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
-            return 1;
-        }
-        ferry_dataset_destroy(rest);
-        ds = sub;
-    }
     size_t hostbuf_bytes = o.batch * ferry_dataset_sample_bytes(ds) * 4 + o.batch * 8;
     void *hostbuf = malloc(hostbuf_bytes);
     if (!hostbuf) {
@@ -445,93 +563,23 @@ int bench_pipeline(int argc, char **argv)
         else
             printf("plain libpng loop, 1 thread: %.0f images/s\n", plain);
     }
-    /* One untimed epoch first, so the first row does not pay for a cold page cache. */
-    {
-        bench_opts warm = o;
-        warm.epochs = 1;
-        warm.digest = false;
-        warm.compute_ms = 0;
-        bench_row ignored;
-        size_t most = 0;
-        for (size_t k = 0; k < o.nworkers; k++)
-            most = o.workers[k] > most ? o.workers[k] : most;
-        if (run_config(&warm, ds, most, o.pin[0], 1, o.wire[0], &ignored, hostbuf, hostbuf_bytes) != FERRY_OK) {
-            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
-            free(hostbuf);
-            ferry_dataset_destroy(ds);
-            return 1;
-        }
+    if (warm_up(&o, ds, hostbuf, hostbuf_bytes) != 0) {
+        free(hostbuf);
+        ferry_dataset_destroy(ds);
+        return 1;
     }
-    int rc = 0;
-    char labels[64][96];
-    const char *label_ptrs[64];
-    double rates[64];
-    size_t nrows = 0;
-    uint64_t first_digest = 0;
-    bool have_digest = false;
-    for (size_t wi = 0; wi < o.nwire; wi++)
-        for (int pi = 0; pi < o.npin; pi++)
-            for (int oi = 0; oi < o.noverlap; oi++)
-                for (size_t k = 0; k < o.nworkers; k++) {
-                    bench_row row;
-                    memset(&row, 0, sizeof row);
-                    ferry_status st = run_config(&o, ds, o.workers[k], o.pin[pi], o.overlap[oi],
-                                                 o.wire[wi], &row, hostbuf, hostbuf_bytes);
-                    if (st != FERRY_OK) {
-                        fprintf(stderr, "ferry bench: workers %zu: %s: %s\n", o.workers[k],
-                                ferry_status_str(st), ferry_last_error());
-                        rc = 1;
-                        continue;
-                    }
-                    print_row(&o, &row);
-                    if (plain > 0 && !o.json && row.workers > 0)
-                        printf("        %.2f x (%zu x the plain libpng rate)\n",
-                               row.images_per_s / (plain * (double)row.workers), row.workers);
-                    if (nrows < 64) {
-                        snprintf(labels[nrows], sizeof labels[nrows], "workers %zu, pin %s, overlap %s, %s",
-                                 row.workers, row.pin ? "on" : "off", row.overlap ? "on" : "off",
-                                 ferry_dtype_name(row.wire));
-                        label_ptrs[nrows] = labels[nrows];
-                        rates[nrows++] = row.images_per_s;
-                    }
-                    if (o.digest && row.wire == FERRY_DTYPE_U8) {
-                        if (have_digest && row.digest != first_digest) {
-                            fprintf(stderr, "ferry bench: digest changed with the configuration!\n");
-                            rc = 1;
-                        }
-                        first_digest = row.digest;
-                        have_digest = true;
-                    }
-                }
-    if (o.compare_torch) {
-        size_t w = o.workers[o.nworkers - 1];
-        double ips = 0;
-        char version[64] = "?";
-        if (torch_row(&o, w, &ips, version, sizeof version) != 0) {
-            fprintf(stderr, "ferry bench: bench/compare_torch.py failed (see its message above)\n");
-            rc = 1;
-        } else {
-            if (o.json)
-                printf("{\"loader\":\"torch %s\",\"workers\":%zu,\"batch\":%zu,\"images_per_s\":%.1f}\n",
-                       version, w, o.batch, ips);
-            else
-                printf("%7zu %6zu %4s %7s %4s %-7s %10.0f  (PyTorch %s DataLoader)\n", w, o.batch,
-                       o.pin[0] ? "on" : "off", "-", "f32", o.device ? o.device : "cpu", ips, version);
-            if (nrows < 64) {
-                snprintf(labels[nrows], sizeof labels[nrows], "PyTorch DataLoader, workers %zu", w);
-                label_ptrs[nrows] = labels[nrows];
-                rates[nrows++] = ips;
-            }
-        }
-    }
+    chart ch = {0};
+    int rc = run_grid(&o, ds, hostbuf, hostbuf_bytes, plain, &ch);
+    if (o.compare_torch && compare_torch(&o, &ch) != 0)
+        rc = 1;
     if (!o.json)
         printf("stall = the caller's time waiting in next() (the GPU starving); pin on* = asked for, "
                "but no GPU: pageable memory\n");
-    if (o.plot && nrows) {
+    if (o.plot && ch.n) {
         char title[256];
         snprintf(title, sizeof title, "ferry bench: %zu images, batch %zu, device %s", ferry_dataset_len(ds),
                  o.batch, o.device ? o.device : "default");
-        if (svg_bar_chart(o.plot, title, "images/s", label_ptrs, rates, nrows) != 0) {
+        if (svg_bar_chart(o.plot, title, "images/s", ch.label_ptrs, ch.rates, ch.n) != 0) {
             fprintf(stderr, "ferry bench: cannot write %s\n", o.plot);
             rc = 1;
         } else if (!o.json) {

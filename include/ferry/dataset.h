@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ferry/export.h"
 #include "ferry/status.h"
 #include "ferry/tensor.h"
 
@@ -28,14 +29,14 @@ typedef struct ferry_sample_format {
 } ferry_sample_format;
 
 /* channels * height * width * dtype size; 0 on overflow. */
-size_t ferry_sample_format_bytes(const ferry_sample_format *f);
+FERRY_API size_t ferry_sample_format_bytes(const ferry_sample_format *f);
 
 /* Per-thread reusable buffers (the file's bytes, a resize source image). One per
  * worker: after warm-up, decoding allocates nothing. NULL scratch means the call
  * allocates and frees its own. */
 typedef struct ferry_scratch ferry_scratch;
-ferry_status ferry_scratch_create(ferry_scratch **out);
-void ferry_scratch_destroy(ferry_scratch *s);
+FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
+FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
 /* Everything a get() call needs besides the index. Random augmentation of sample
  * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
@@ -81,7 +82,7 @@ typedef struct ferry_image_config {
     bool random_hflip;        /* flip left-right with probability 1/2 */
     ferry_png_limits limits;
 } ferry_image_config;
-ferry_image_config ferry_image_config_default(void);
+FERRY_API ferry_image_config ferry_image_config_default(void);
 
 /* ---- single PNG images ----
  * What a PNG header says, read without decoding anything (the chunks before IDAT
@@ -94,26 +95,26 @@ typedef struct ferry_image_info {
     bool interlaced;  /* Adam7 */
     bool has_alpha;   /* an alpha channel or a tRNS chunk */
 } ferry_image_info;
-ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out);
+FERRY_API ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out);
 
 /* The format cfg makes of an image described by info: 0 height/width take the
  * image's, channels 0 gives 1 for gray files and 3 otherwise. cfg NULL: defaults. */
-ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image_info *info,
-                                ferry_sample_format *out);
+FERRY_API ferry_status ferry_image_format(const ferry_image_config *cfg,
+                                          const ferry_image_info *info, ferry_sample_format *out);
 
 /* Decodes one PNG held in memory into dst, in the format ferry_image_format gives
  * (resized or cropped per cfg->resize, alpha dropped or composited). The random
  * augmentations of cfg are not applied here (they need a sample index). The limits
  * are checked before anything large is allocated (FERRY_ERR_LIMIT); a corrupt file
  * is FERRY_ERR_FORMAT with libpng's words, prefixed by name when given. */
-ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_config *cfg,
-                              ferry_scratch *scratch, const char *name, void *dst,
-                              size_t dst_bytes);
+FERRY_API ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                                        ferry_scratch *scratch, const char *name, void *dst,
+                                        size_t dst_bytes);
 
 /* Writes 8-bit interleaved pixels (channels 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA)
  * to a PNG file. For fixtures and `ferry export`. */
-ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
-                                  size_t height, size_t channels);
+FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
+                                            size_t height, size_t channels);
 
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
@@ -121,28 +122,28 @@ typedef struct ferry_dataset ferry_dataset;
 /* ROOT/<class>/<file>.png: classes and files sorted by name (bytewise), class
  * names kept; hidden files and other extensions ignored. An empty root or class
  * is FERRY_ERR_INVALID_ARG naming the path. */
-ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
-                                        ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
+                                                  ferry_dataset **out);
 /* Lines "path,label" or "path<TAB>label" relative to the list file's folder; '#'
  * comments and blank lines allowed. Errors give the line number. */
-ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
-                                     ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
+                                               ferry_dataset **out);
 /* An IDX pair (images u8 [N,H,W] or [N,H,W,C]; labels u8 [N]), plain or .gz, read
  * into memory. cfg may be NULL (native size, 1 channel, no augmentation). */
-ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
-                               const ferry_image_config *cfg, ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
+                                         const ferry_image_config *cfg, ferry_dataset **out);
 /* The caller's arrays, used without copying: n samples of fmt each (u8 or f32),
  * and n labels. Both must outlive the dataset. */
-ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *fmt, size_t n,
-                                  const int64_t *labels, ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *fmt,
+                                            size_t n, const int64_t *labels, ferry_dataset **out);
 /* Views. A view keeps its base alive (datasets are reference counted). */
-ferry_status ferry_dataset_subset(ferry_dataset *base, size_t begin, size_t end,
-                                  ferry_dataset **out);
-ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *indices, size_t n,
-                                   ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_subset(ferry_dataset *base, size_t begin, size_t end,
+                                            ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *indices, size_t n,
+                                             ferry_dataset **out);
 /* A seeded random split: round(len * val_fraction) samples go to val. */
-ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint64_t seed,
-                                 ferry_dataset **train, ferry_dataset **val);
+FERRY_API ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint64_t seed,
+                                           ferry_dataset **train, ferry_dataset **val);
 
 /* A dataset of your own: fill in the callbacks. get() must be thread-safe. */
 typedef struct ferry_dataset_callbacks {
@@ -154,28 +155,30 @@ typedef struct ferry_dataset_callbacks {
     const char *(*name)(void *user, size_t index); /* optional: a path for messages */
     void (*destroy)(void *user);                   /* optional */
 } ferry_dataset_callbacks;
-ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
-                                  ferry_dataset **out);
+FERRY_API ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
+                                            ferry_dataset **out);
 
-ferry_dataset *ferry_dataset_retain(ferry_dataset *ds);
-void ferry_dataset_destroy(ferry_dataset *ds); /* drops a reference; NULL is a no-op */
+FERRY_API ferry_dataset *ferry_dataset_retain(ferry_dataset *ds);
+FERRY_API void ferry_dataset_destroy(ferry_dataset *ds); /* drops a reference; NULL is a no-op */
 
-size_t ferry_dataset_len(const ferry_dataset *ds);
-const ferry_sample_format *ferry_dataset_format(const ferry_dataset *ds);
-size_t ferry_dataset_sample_bytes(const ferry_dataset *ds);
-size_t ferry_dataset_num_classes(const ferry_dataset *ds);
-const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls); /* NULL if none */
+FERRY_API size_t ferry_dataset_len(const ferry_dataset *ds);
+FERRY_API const ferry_sample_format *ferry_dataset_format(const ferry_dataset *ds);
+FERRY_API size_t ferry_dataset_sample_bytes(const ferry_dataset *ds);
+FERRY_API size_t ferry_dataset_num_classes(const ferry_dataset *ds);
+/* NULL if none */
+FERRY_API const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls);
 /* The label without decoding. */
-ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label);
+FERRY_API ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label);
 /* A file path or other name for messages; NULL when the dataset has none. */
-const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
+FERRY_API const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
 
 /* Decodes sample index into dst (dst_bytes >= ferry_dataset_sample_bytes) and
  * applies the configured transforms in place. Thread-safe. On failure returns the
  * status with ferry_last_error() naming the file and the reason
  * ("train/3/17.png: IDAT: CRC error"), and dst holds no promise. */
-ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
-                               size_t dst_bytes, const ferry_sample_ctx *ctx, int64_t *label);
+FERRY_API ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
+                                         size_t dst_bytes, const ferry_sample_ctx *ctx,
+                                         int64_t *label);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ferry/export.h"
 #include "ferry/status.h"
 
 #ifdef __cplusplus
@@ -38,28 +39,31 @@ static inline bool ferry_device_eq(ferry_device a, ferry_device b)
 /* Parses "cpu", "cuda" (the current CUDA device), "cuda:N". Malformed strings are
  * FERRY_ERR_INVALID_ARG, a CUDA device that does not exist is FERRY_ERR_NO_DEVICE;
  * both quote the string in ferry_last_error(). */
-ferry_status ferry_device_parse(const char *s, ferry_device *out);
+FERRY_API ferry_status ferry_device_parse(const char *s, ferry_device *out);
 
 /* Writes "cpu" or "cuda:N" into buf (at least FERRY_DEVICE_NAME_MAX bytes) and returns buf. */
-const char *ferry_device_format(ferry_device d, char *buf, size_t size);
+FERRY_API const char *ferry_device_format(ferry_device d, char *buf, size_t size);
 
-bool ferry_cuda_is_available(void);
-int ferry_cuda_device_count(void); /* 0 without a GPU, driver or CUDA build */
+FERRY_API bool ferry_cuda_is_available(void);
+/* True when FERRY_SIM_GPUS serves cuda:0..N-1 from the simulated GPU (docs/DESIGN.md):
+ * results follow CUDA's rules, timings mean nothing. */
+FERRY_API bool ferry_cuda_is_simulated(void);
+FERRY_API int ferry_cuda_device_count(void); /* 0 without a GPU, driver or CUDA build */
 
 /* cuda:0 when a GPU is available, else cpu. */
-ferry_device ferry_device_default(void);
+FERRY_API ferry_device ferry_device_default(void);
 
 /* The calling thread's current CUDA device (like cudaGetDevice / cudaSetDevice). */
-ferry_status ferry_cuda_current_device(int *index);
-ferry_status ferry_cuda_set_device(int index);
+FERRY_API ferry_status ferry_cuda_current_device(int *index);
+FERRY_API ferry_status ferry_cuda_set_device(int index);
 
 /* Switches the current CUDA device and restores the previous one on exit, like
  * `with torch.cuda.device(i)`. Entering with a CPU device does nothing. */
 typedef struct ferry_device_guard {
     int prev_index; /* -1 when nothing to restore */
 } ferry_device_guard;
-ferry_status ferry_device_guard_enter(ferry_device_guard *g, ferry_device d);
-void ferry_device_guard_exit(ferry_device_guard *g);
+FERRY_API ferry_status ferry_device_guard_enter(ferry_device_guard *g, ferry_device d);
+FERRY_API void ferry_device_guard_exit(ferry_device_guard *g);
 
 typedef struct ferry_device_props {
     char name[256];
@@ -68,33 +72,46 @@ typedef struct ferry_device_props {
     int cc_major, cc_minor;
     int multiprocessors;
 } ferry_device_props;
-ferry_status ferry_device_properties(ferry_device d, ferry_device_props *out);
+FERRY_API ferry_status ferry_device_properties(ferry_device d, ferry_device_props *out);
 
 /* Waits for all work on the device. No-op for the CPU. */
-ferry_status ferry_device_synchronize(ferry_device d);
+FERRY_API ferry_status ferry_device_synchronize(ferry_device d);
 
 /* ---- streams and events ---- */
 typedef struct ferry_stream ferry_stream;
 typedef struct ferry_event ferry_event;
 
-ferry_status ferry_stream_create(ferry_device d, ferry_stream **out);
-void ferry_stream_destroy(ferry_stream *s);
-ferry_device ferry_stream_device(const ferry_stream *s);
-ferry_status ferry_stream_synchronize(ferry_stream *s);
-/* True when all work queued on s has completed. */
-bool ferry_stream_query(ferry_stream *s);
-/* Makes future work on s wait until ev has completed; never blocks the host. */
-ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev);
+FERRY_API ferry_status ferry_stream_create(ferry_device d, ferry_stream **out);
+FERRY_API void ferry_stream_destroy(ferry_stream *s);
+FERRY_API ferry_device ferry_stream_device(const ferry_stream *s);
+FERRY_API ferry_status ferry_stream_synchronize(ferry_stream *s);
+/* True when all work queued on s has completed; false while some is still
+ * running, and also false, with ferry_last_error() set, when the query fails
+ * (a kernel on the device faulted, say): a failure never reads as complete.
+ * NULL: true. ferry_stream_query_status tells "not yet" from "failed". */
+FERRY_API bool ferry_stream_query(ferry_stream *s);
+/* *done: all work queued on s has completed. FERRY_OK with *done false while
+ * work is pending; an error (*done false) when the query fails, e.g. earlier
+ * asynchronous work on the device faulted. s or done NULL: INVALID_ARG. */
+FERRY_API ferry_status ferry_stream_query_status(ferry_stream *s, bool *done);
+/* Makes future work on s wait until ev has completed; never blocks the host.
+ * s NULL: the default stream of ev's device (as ferry_event_record's NULL). */
+FERRY_API ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev);
 
-/* Timing events record timestamps; plain events are cheaper (no timing). */
-ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out);
-void ferry_event_destroy(ferry_event *e);
+/* Timing events record timestamps; plain events are cheaper (no timing).
+ * ferry_event_synchronize on either sleeps the calling thread until the event
+ * completes rather than spinning a core (cudaEventBlockingSync on CUDA). */
+FERRY_API ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out);
+FERRY_API void ferry_event_destroy(ferry_event *e);
 /* Records ev at the current end of s (s NULL: the device's default stream). */
-ferry_status ferry_event_record(ferry_event *e, ferry_stream *s);
-ferry_status ferry_event_synchronize(ferry_event *e);
-bool ferry_event_query(ferry_event *e); /* true when complete */
+FERRY_API ferry_status ferry_event_record(ferry_event *e, ferry_stream *s);
+FERRY_API ferry_status ferry_event_synchronize(ferry_event *e);
+/* As ferry_stream_query, for the work e captured when it was recorded (an event
+ * never recorded is complete). */
+FERRY_API bool ferry_event_query(ferry_event *e);
+FERRY_API ferry_status ferry_event_query_status(ferry_event *e, bool *done);
 /* Milliseconds between two completed timing events. */
-ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float *ms);
+FERRY_API ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float *ms);
 
 /* Copies between host and device memory, or host to host, on stream s
  * (NULL: synchronous). Async copies from pageable memory are legal but not async. */
@@ -104,8 +121,8 @@ typedef enum ferry_copy_kind {
     FERRY_COPY_D2D,
     FERRY_COPY_H2H
 } ferry_copy_kind;
-ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
-                          ferry_device d, ferry_stream *s);
+FERRY_API ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
+                                    ferry_device d, ferry_stream *s);
 
 /* ---- pinned host pool ----
  * Page-locked memory taken in large blocks and handed out in exact-size, aligned
@@ -124,12 +141,14 @@ typedef struct ferry_pinned_stats {
 
 /* block_bytes: minimum size of each block taken from the system (0: 64 MiB).
  * want_pinned false gives pageable memory even with a GPU. */
-ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned, ferry_pinned_pool **out);
-void ferry_pinned_pool_destroy(ferry_pinned_pool *p); /* frees every piece */
+FERRY_API ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned,
+                                                ferry_pinned_pool **out);
+FERRY_API void ferry_pinned_pool_destroy(ferry_pinned_pool *p); /* frees every piece */
 /* align: a power of two (0: 256). */
-ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align, void **out);
-void ferry_pinned_free(ferry_pinned_pool *p, void *ptr);
-void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out);
+FERRY_API ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align,
+                                          void **out);
+FERRY_API void ferry_pinned_free(ferry_pinned_pool *p, void *ptr);
+FERRY_API void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out);
 
 /* ---- device memory: the caching allocator ----
  * One caching allocator per device for the process (the CUDA context is per
@@ -137,9 +156,10 @@ void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out
  * cudaMalloc calls. On cudaErrorMemoryAllocation it empties the cache, retries
  * once, then fails with FERRY_ERR_DEVICE_OOM naming requested, free and total
  * bytes. For the CPU device this is aligned host memory, counted the same way. */
-ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, void **out);
+FERRY_API ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s,
+                                           void **out);
 /* Returns the block to the cache of the stream it was allocated on. */
-void ferry_device_free(ferry_device d, void *ptr);
+FERRY_API void ferry_device_free(ferry_device d, void *ptr);
 
 typedef struct ferry_memory_stats {
     size_t allocated_bytes;      /* in blocks handed out now */
@@ -150,14 +170,17 @@ typedef struct ferry_memory_stats {
     uint64_t cache_hits;         /* allocations served from the cache */
     uint64_t oom_retries;        /* cache flushes forced by an OOM */
 } ferry_memory_stats;
-ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out);
-ferry_status ferry_memory_empty_cache(ferry_device d);
-void ferry_memory_reset_peak(ferry_device d);
+FERRY_API ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out);
+FERRY_API ferry_status ferry_memory_empty_cache(ferry_device d);
+FERRY_API void ferry_memory_reset_peak(ferry_device d);
 
 /* Build features: a bit set and a one-line description ("CUDA 13.0, cuBLAS, OpenBLAS"). */
-bool ferry_built_with_cuda(void);
-const char *ferry_version(void);        /* "0.1.0" */
-const char *ferry_build_features(void); /* "CUDA 13.0, cuBLAS, OpenBLAS" or "CPU only ..." */
+FERRY_API bool ferry_built_with_cuda(void);
+/* FERRY_VERSION of the library that runs ("0.1.0"): compare with the FERRY_VERSION
+ * a program was compiled with. */
+FERRY_API const char *ferry_version(void);
+/* "CUDA 13.0, cuBLAS, OpenBLAS" or "CPU only ..." */
+FERRY_API const char *ferry_build_features(void);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ferry/export.h"
 #include "ferry/nn.h"
 #include "ferry/status.h"
 #include "ferry/tensor.h"
@@ -58,26 +59,26 @@ typedef struct ferry_dist_config {
      * FERRY_ERR_TIMEOUT. 0: $FERRY_DIST_TIMEOUT, else 300. */
     double timeout_s;
 } ferry_dist_config;
-ferry_dist_config ferry_dist_config_default(void);
+FERRY_API ferry_dist_config ferry_dist_config_default(void);
 
 /* Initialises MPI (unless the program already did; then ferry leaves it to the
  * program to finalise) and, for a CUDA device, NCCL. Outside mpirun it runs as
  * a world of one. */
-ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out);
+FERRY_API ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out);
 /* Frees the communicators and finalises MPI if ferry_dist_init initialised it.
  * After a failure MPI cannot be finalised safely (a collective may still be
  * pending): it is left alone, and the process should exit with an error. */
-void ferry_dist_finalize(ferry_dist *d);
+FERRY_API void ferry_dist_finalize(ferry_dist *d);
 
-int ferry_dist_rank(const ferry_dist *d);
-int ferry_dist_world_size(const ferry_dist *d);
-int ferry_dist_local_rank(const ferry_dist *d);
-ferry_device ferry_dist_device(const ferry_dist *d);
+FERRY_API int ferry_dist_rank(const ferry_dist *d);
+FERRY_API int ferry_dist_world_size(const ferry_dist *d);
+FERRY_API int ferry_dist_local_rank(const ferry_dist *d);
+FERRY_API ferry_device ferry_dist_device(const ferry_dist *d);
 /* "MPI (Open MPI v4.1.4)" or "MPI (...) + NCCL 2.27.3". */
-const char *ferry_dist_backend(const ferry_dist *d);
+FERRY_API const char *ferry_dist_backend(const ferry_dist *d);
 /* Whether this build has MPI (and NCCL). */
-bool ferry_dist_mpi_built(void);
-bool ferry_dist_nccl_built(void);
+FERRY_API bool ferry_dist_mpi_built(void);
+FERRY_API bool ferry_dist_nccl_built(void);
 
 typedef enum ferry_reduce_op {
     FERRY_REDUCE_SUM = 0,
@@ -91,15 +92,16 @@ typedef enum ferry_reduce_op {
  * shape and dtype and ends with the reduction. CPU tensors go through MPI
  * (f32, u8, i32, i64), CUDA tensors through NCCL on stream s (all dtypes).
  * Returns when t holds the result. */
-ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_op op,
-                                   ferry_stream *s);
+FERRY_API ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_op op,
+                                             ferry_stream *s);
 /* In place: every rank's t becomes root's. */
-ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root, ferry_stream *s);
-ferry_status ferry_dist_barrier(ferry_dist *d);
+FERRY_API ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root,
+                                            ferry_stream *s);
+FERRY_API ferry_status ferry_dist_barrier(ferry_dist *d);
 /* Tells the other ranks that this one failed, with this thread's last error
  * message, and waits (a few seconds at most) until they have heard it. Returns
  * why. Call it when a step fails on this rank and it is going to stop. */
-ferry_status ferry_dist_abort(ferry_dist *d, ferry_status why);
+FERRY_API ferry_status ferry_dist_abort(ferry_dist *d, ferry_status why);
 
 /* ---- data-parallel model (PyTorch's DistributedDataParallel) ----
  * Broadcasts rank 0's parameters and buffers to every rank, then installs a
@@ -111,14 +113,15 @@ ferry_status ferry_dist_abort(ferry_dist *d, ferry_status why);
  * be on the dist's device, and stay there while the ferry_ddp lives. The hook
  * runs on the calling thread; use one training thread per rank. */
 typedef struct ferry_ddp ferry_ddp;
-ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_bytes, ferry_ddp **out);
+FERRY_API ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_bytes,
+                                        ferry_ddp **out);
 /* Removes the hook. */
-void ferry_ddp_destroy(ferry_ddp *p);
+FERRY_API void ferry_ddp_destroy(ferry_ddp *p);
 /* Buckets, as planned (for tests and logs). */
-size_t ferry_ddp_bucket_count(const ferry_ddp *p);
+FERRY_API size_t ferry_ddp_bucket_count(const ferry_ddp *p);
 /* Copies rank 0's buffers (BatchNorm running statistics) to every rank: call it
  * before evaluating, so every rank evaluates the same model. */
-ferry_status ferry_ddp_sync_buffers(ferry_ddp *p, ferry_stream *s);
+FERRY_API ferry_status ferry_ddp_sync_buffers(ferry_ddp *p, ferry_stream *s);
 
 #ifdef __cplusplus
 }

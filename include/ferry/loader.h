@@ -22,6 +22,7 @@
 
 #include "ferry/dataset.h"
 #include "ferry/device.h"
+#include "ferry/export.h"
 #include "ferry/status.h"
 #include "ferry/tensor.h"
 
@@ -67,7 +68,7 @@ typedef struct ferry_loader_config {
     bool train;                 /* random augmentation on; default true */
 } ferry_loader_config;
 
-ferry_loader_config ferry_loader_config_default(void);
+FERRY_API ferry_loader_config ferry_loader_config_default(void);
 
 typedef struct ferry_loader ferry_loader;
 
@@ -82,23 +83,23 @@ typedef struct ferry_batch {
     size_t index;           /* batch number within the epoch */
 } ferry_batch;
 
-ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out);
-void ferry_loader_destroy(ferry_loader *l);
+FERRY_API ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out);
+FERRY_API void ferry_loader_destroy(ferry_loader *l);
 
 /* The next batch. Work for it is queued on `stream` (NULL: the device's default
  * stream): the stream waits on the batch's copy, the host never does. Returns
  * FERRY_END after the epoch's last batch; then call ferry_loader_reset. */
-ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out);
+FERRY_API ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out);
 
 /* Starts epoch `epoch` (an epoch's order depends on seed and epoch). Safe at any
  * time, mid-epoch or after a failure. The loader starts at epoch 0. */
-ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
+FERRY_API ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
 
 /* Batches per epoch. */
-size_t ferry_loader_len(const ferry_loader *l);
+FERRY_API size_t ferry_loader_len(const ferry_loader *l);
 /* Samples per epoch (for this rank). */
-size_t ferry_loader_num_samples(const ferry_loader *l);
-ferry_device ferry_loader_device(const ferry_loader *l);
+FERRY_API size_t ferry_loader_num_samples(const ferry_loader *l);
+FERRY_API ferry_device ferry_loader_device(const ferry_loader *l);
 
 #define FERRY_LOADER_MAX_SKIPPED_NAMES 64
 
@@ -118,8 +119,8 @@ typedef struct ferry_loader_stats {
 } ferry_loader_stats;
 
 /* Totals since create (or since ferry_loader_stats_reset). */
-ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out);
-void ferry_loader_stats_reset(ferry_loader *l);
+FERRY_API ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out);
+FERRY_API void ferry_loader_stats_reset(ferry_loader *l);
 
 #ifdef __cplusplus
 }

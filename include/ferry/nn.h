@@ -32,6 +32,7 @@
 #ifndef FERRY_NN_H
 #define FERRY_NN_H
 
+#include "ferry/export.h"
 #include "ferry/ops.h"
 #include "ferry/tensor.h"
 
@@ -44,62 +45,63 @@ typedef struct ferry_module ferry_module;
 
 /* Weights and biases start as PyTorch's defaults (uniform in +-1/sqrt(fan_in)),
  * drawn with seed 0; call ferry_module_init to draw them from a seed. */
-ferry_status ferry_linear_create(int64_t in_features, int64_t out_features, bool bias,
-                                 ferry_module **out);
+FERRY_API ferry_status ferry_linear_create(int64_t in_features, int64_t out_features, bool bias,
+                                           ferry_module **out);
 /* Square kernel; input [N, C_in, H, W]. */
-ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels, int64_t kernel,
-                                 int64_t stride, int64_t padding, bool bias, ferry_module **out);
+FERRY_API ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels,
+                                           int64_t kernel, int64_t stride, int64_t padding,
+                                           bool bias, ferry_module **out);
 /* stride 0 means stride = kernel (PyTorch's default). */
-ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
-                                    ferry_module **out);
-ferry_status ferry_avgpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
-                                    ferry_module **out);
+FERRY_API ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
+                                              ferry_module **out);
+FERRY_API ferry_status ferry_avgpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
+                                              ferry_module **out);
 /* eps 1e-5 and momentum 0.1 are PyTorch's defaults; statistics stay f32. */
-ferry_status ferry_batchnorm2d_create(int64_t channels, double eps, double momentum,
-                                      ferry_module **out);
+FERRY_API ferry_status ferry_batchnorm2d_create(int64_t channels, double eps, double momentum,
+                                                ferry_module **out);
 /* Masks come from Philox keyed by (seed, FERRY_RNG_DROPOUT, call number). */
-ferry_status ferry_dropout_create(double p, uint64_t seed, ferry_module **out);
-ferry_status ferry_relu_create(ferry_module **out);
+FERRY_API ferry_status ferry_dropout_create(double p, uint64_t seed, ferry_module **out);
+FERRY_API ferry_status ferry_relu_create(ferry_module **out);
 /* [N, ...] -> [N, prod(...)] */
-ferry_status ferry_flatten_create(ferry_module **out);
-ferry_status ferry_sequential_create(ferry_module **out);
+FERRY_API ferry_status ferry_flatten_create(ferry_module **out);
+FERRY_API ferry_status ferry_sequential_create(ferry_module **out);
 /* Appends child; seq owns it from now on, even when this call fails. Children
  * must be on seq's device and dtype (move the whole model afterwards). */
-ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child);
-void ferry_module_destroy(ferry_module *m);
+FERRY_API ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child);
+FERRY_API void ferry_module_destroy(ferry_module *m);
 
 /* "Linear(784, 256)", "Sequential(4)". */
-const char *ferry_module_name(const ferry_module *m);
+FERRY_API const char *ferry_module_name(const ferry_module *m);
 /* Prints the model tree with parameter counts. */
-void ferry_module_print(const ferry_module *m, FILE *f);
+FERRY_API void ferry_module_print(const ferry_module *m, FILE *f);
 
 /* Redraws every parameter from (seed, FERRY_RNG_INIT, parameter number), so a
  * seed names one model on any device. BatchNorm resets to weight 1, bias 0. */
-ferry_status ferry_module_init(ferry_module *m, uint64_t seed);
+FERRY_API ferry_status ferry_module_init(ferry_module *m, uint64_t seed);
 
 /* y = m(x). x must be on m's device; a dtype other than m's is converted (values,
  * not scaled: normalise u8 images with ferry_affine first). In training mode the
  * module keeps what backward needs until backward runs. */
-ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s,
-                                  ferry_tensor **y);
+FERRY_API ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s,
+                                            ferry_tensor **y);
 /* From dL/dy, accumulates dL/dparameters into the gradients and returns dL/dx in
  * *dx (pass dx NULL when not wanted: the first layer then skips that work).
  * Needs a training-mode forward first. */
-ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s,
-                                   ferry_tensor **dx);
-ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s);
+FERRY_API ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s,
+                                             ferry_tensor **dx);
+FERRY_API ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s);
 /* Moves parameters, gradients, buffers (and AMP masters) to d. */
-ferry_status ferry_module_to(ferry_module *m, ferry_device d);
+FERRY_API ferry_status ferry_module_to(ferry_module *m, ferry_device d);
 /* Converts parameters and gradients (not BatchNorm statistics) to dt: .half(). */
-ferry_status ferry_module_to_dtype(ferry_module *m, ferry_dtype dt);
+FERRY_API ferry_status ferry_module_to_dtype(ferry_module *m, ferry_dtype dt);
 /* Training mode (the default) or evaluation mode (BatchNorm uses running
  * statistics, Dropout passes through, nothing is saved for backward). */
-void ferry_module_train(ferry_module *m, bool training);
-bool ferry_module_is_training(const ferry_module *m);
-ferry_device ferry_module_device(const ferry_module *m);
-ferry_dtype ferry_module_dtype(const ferry_module *m);
+FERRY_API void ferry_module_train(ferry_module *m, bool training);
+FERRY_API bool ferry_module_is_training(const ferry_module *m);
+FERRY_API ferry_device ferry_module_device(const ferry_module *m);
+FERRY_API ferry_dtype ferry_module_dtype(const ferry_module *m);
 /* Number of trainable scalars (PyTorch's sum(p.numel() for p in parameters())). */
-int64_t ferry_module_num_parameters(const ferry_module *m);
+FERRY_API int64_t ferry_module_num_parameters(const ferry_module *m);
 
 /* Parameters and buffers, in a stable order, named like PyTorch's state_dict
  * ("0.weight", "2.running_mean"). The tensors belong to the module: valid until
@@ -110,8 +112,8 @@ typedef struct ferry_param {
     ferry_tensor *grad; /* NULL for buffers */
     bool buffer;        /* running statistics: saved and moved, not trained */
 } ferry_param;
-size_t ferry_module_param_count(const ferry_module *m);
-ferry_status ferry_module_param(const ferry_module *m, size_t i, ferry_param *out);
+FERRY_API size_t ferry_module_param_count(const ferry_module *m);
+FERRY_API ferry_status ferry_module_param(const ferry_module *m, size_t i, ferry_param *out);
 
 /* Called by ferry_module_backward(m, ...) each time the gradients of params
  * [first, first + count) of m (indices as ferry_module_param's) are final: for a
@@ -122,51 +124,56 @@ ferry_status ferry_module_param(const ferry_module *m, size_t i, ferry_param *ou
  * still runs. One hook per module; fn NULL removes it. */
 typedef ferry_status (*ferry_grad_ready_fn)(void *ctx, ferry_module *m, size_t first, size_t count,
                                             ferry_stream *s);
-ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn, void *ctx);
+FERRY_API ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn,
+                                                  void *ctx);
 
 /* ---- losses ----
  * Metrics accumulate loss, correct predictions and sample count on the device, so
  * a training loop reads them once per epoch, not once per step. */
 typedef struct ferry_metrics ferry_metrics;
-ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out);
-void ferry_metrics_destroy(ferry_metrics *m);
-ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s);
+FERRY_API ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out);
+FERRY_API void ferry_metrics_destroy(ferry_metrics *m);
+FERRY_API ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s);
 /* Waits for the device (all its streams). Mean loss per sample, accuracy in [0, 1] (0 when no
  * classification loss was added), samples seen. Fails (FERRY_ERR_INVALID_ARG)
  * when some label was outside [0, classes). */
-ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy, int64_t *count);
+FERRY_API ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy,
+                                          int64_t *count);
 
 /* Mean cross-entropy of logits [N, C] against class labels [N] (i64 or i32),
  * as torch.nn.functional.cross_entropy. Adds to metrics (may be NULL). When
  * dlogits is not NULL, *dlogits gets dL/dlogits times grad_scale (1 normally; the
  * loss scale under mixed precision). On the CPU a label outside [0, C) fails at
  * once; on CUDA it is reported by ferry_metrics_read. */
-ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
-                                 ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits);
+FERRY_API ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels,
+                                           float grad_scale, ferry_metrics *metrics,
+                                           ferry_stream *s, ferry_tensor **dlogits);
 /* Mean squared error over all elements; pred and target have one shape and dtype. */
-ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad_scale,
-                            ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dpred);
+FERRY_API ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad_scale,
+                                      ferry_metrics *metrics, ferry_stream *s,
+                                      ferry_tensor **dpred);
 
 /* ---- optimisers (PyTorch's update rules) ----
  * They update the module's parameters in place from its gradients; state
  * (momentum, moments) is created on the first step, on the parameters' device. */
 typedef struct ferry_optim ferry_optim;
-ferry_status ferry_sgd_create(ferry_module *m, double lr, double momentum, double weight_decay,
-                              ferry_optim **out);
+FERRY_API ferry_status ferry_sgd_create(ferry_module *m, double lr, double momentum,
+                                        double weight_decay, ferry_optim **out);
 /* dampening 0, nesterov false are the defaults of ferry_sgd_create. */
-ferry_status ferry_sgd_create_ex(ferry_module *m, double lr, double momentum, double dampening,
-                                 double weight_decay, bool nesterov, ferry_optim **out);
+FERRY_API ferry_status ferry_sgd_create_ex(ferry_module *m, double lr, double momentum,
+                                           double dampening, double weight_decay, bool nesterov,
+                                           ferry_optim **out);
 /* L2 weight decay added to the gradient (torch.optim.Adam). */
-ferry_status ferry_adam_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
-                               double weight_decay, ferry_optim **out);
+FERRY_API ferry_status ferry_adam_create(ferry_module *m, double lr, double beta1, double beta2,
+                                         double eps, double weight_decay, ferry_optim **out);
 /* Decoupled weight decay (torch.optim.AdamW; its default weight_decay is 0.01). */
-ferry_status ferry_adamw_create(ferry_module *m, double lr, double beta1, double beta2,
-                                double eps, double weight_decay, ferry_optim **out);
-void ferry_optim_destroy(ferry_optim *o);
-ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s);
-void ferry_optim_set_lr(ferry_optim *o, double lr);
-double ferry_optim_lr(const ferry_optim *o);
-int64_t ferry_optim_steps(const ferry_optim *o); /* steps taken */
+FERRY_API ferry_status ferry_adamw_create(ferry_module *m, double lr, double beta1, double beta2,
+                                          double eps, double weight_decay, ferry_optim **out);
+FERRY_API void ferry_optim_destroy(ferry_optim *o);
+FERRY_API ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s);
+FERRY_API void ferry_optim_set_lr(ferry_optim *o, double lr);
+FERRY_API double ferry_optim_lr(const ferry_optim *o);
+FERRY_API int64_t ferry_optim_steps(const ferry_optim *o); /* steps taken */
 
 /* ---- mixed precision ----
  * The model computes in f16 or bf16 (BatchNorm statistics and affine parameters
@@ -181,29 +188,31 @@ typedef struct ferry_amp_config {
     float backoff_factor;    /* 0.5 */
     int64_t growth_interval; /* 2000 */
 } ferry_amp_config;
-ferry_amp_config ferry_amp_config_default(ferry_dtype dt);
+FERRY_API ferry_amp_config ferry_amp_config_default(ferry_dtype dt);
 typedef struct ferry_amp ferry_amp;
 /* Converts m to cfg->dtype with f32 master copies of its parameters. */
-ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferry_amp **out);
+FERRY_API ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg,
+                                        ferry_amp **out);
 /* Destroying the amp leaves the model in its half dtype. */
-void ferry_amp_destroy(ferry_amp *a);
-float ferry_amp_scale(const ferry_amp *a);
+FERRY_API void ferry_amp_destroy(ferry_amp *a);
+FERRY_API float ferry_amp_scale(const ferry_amp *a);
 /* Unscales the gradients into the masters; if all are finite, steps o on them and
  * copies the masters back into the half weights. Waits for the device (to read
  * the inf check). *skipped (may be NULL) tells whether the step was skipped. */
-ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped);
+FERRY_API ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped);
 
 /* One classification training step: zero_grad, forward, cross-entropy (scaled
  * when amp is not NULL), backward, optimiser (or amp) step. x is converted to the
  * model's dtype. If it fails (FERRY_ERR_DEVICE_OOM for a batch that does not
  * fit), the parameters are unchanged, saved activations are freed and the model
  * stays usable. */
-ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, ferry_tensor *x,
-                              ferry_tensor *labels, ferry_metrics *metrics, ferry_stream *s);
+FERRY_API ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp,
+                                        ferry_tensor *x, ferry_tensor *labels,
+                                        ferry_metrics *metrics, ferry_stream *s);
 /* Forward in evaluation mode plus loss and accuracy into metrics; restores the
  * module's mode afterwards. */
-ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,
-                             ferry_metrics *metrics, ferry_stream *s);
+FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,
+                                       ferry_metrics *metrics, ferry_stream *s);
 
 /* ---- checkpoints: safetensors ----
  * Parameters and buffers under their state_dict names, optimiser state under
@@ -211,32 +220,33 @@ ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *lab
  * header's __metadata__. Loading checks every name, shape and dtype against the
  * module before changing anything: a mismatch is FERRY_ERR_SHAPE / FERRY_ERR_DTYPE
  * naming the tensor, and leaves the module as it was. */
-ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o);
-ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o);
+FERRY_API ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o);
+FERRY_API ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o);
 
 /* A safetensors file: 8-byte little-endian header length, a JSON header
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [a, b]}, ...,
  * "__metadata__": {"key": "value"}}, then the raw little-endian data. The parser
  * rejects anything malformed with FERRY_ERR_FORMAT. */
 typedef struct ferry_safetensors ferry_safetensors;
-ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out);
+FERRY_API ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out);
 /* The same from bytes in memory (copied). */
-ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safetensors **out);
-void ferry_safetensors_close(ferry_safetensors *f);
-size_t ferry_safetensors_count(const ferry_safetensors *f);
-const char *ferry_safetensors_name(const ferry_safetensors *f, size_t i);
+FERRY_API ferry_status ferry_safetensors_parse(const void *data, size_t size,
+                                               ferry_safetensors **out);
+FERRY_API void ferry_safetensors_close(ferry_safetensors *f);
+FERRY_API size_t ferry_safetensors_count(const ferry_safetensors *f);
+FERRY_API const char *ferry_safetensors_name(const ferry_safetensors *f, size_t i);
 /* FERRY_ERR_INVALID_ARG naming the tensor when absent. */
-ferry_status ferry_safetensors_get(const ferry_safetensors *f, const char *name, ferry_device d,
-                                   ferry_tensor **out);
+FERRY_API ferry_status ferry_safetensors_get(const ferry_safetensors *f, const char *name,
+                                             ferry_device d, ferry_tensor **out);
 /* dtype and shape (shape: FERRY_MAX_DIMS entries) of a tensor without reading it. */
-ferry_status ferry_safetensors_info(const ferry_safetensors *f, const char *name, ferry_dtype *dt,
-                                    int64_t *shape, size_t *ndim);
+FERRY_API ferry_status ferry_safetensors_info(const ferry_safetensors *f, const char *name,
+                                              ferry_dtype *dt, int64_t *shape, size_t *ndim);
 /* NULL when absent. */
-const char *ferry_safetensors_metadata(const ferry_safetensors *f, const char *key);
+FERRY_API const char *ferry_safetensors_metadata(const ferry_safetensors *f, const char *key);
 /* meta: n_meta key/value pairs (meta[2i], meta[2i+1]); may be NULL. */
-ferry_status ferry_safetensors_save(const char *path, const char *const *names,
-                                    ferry_tensor *const *tensors, size_t n,
-                                    const char *const *meta, size_t n_meta);
+FERRY_API ferry_status ferry_safetensors_save(const char *path, const char *const *names,
+                                              ferry_tensor *const *tensors, size_t n,
+                                              const char *const *meta, size_t n_meta);
 
 #ifdef __cplusplus
 }

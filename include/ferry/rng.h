@@ -7,12 +7,14 @@
 
 #include <stdint.h>
 
+#include "ferry/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /* One Philox4x32-10 block: 4 random words from a 128-bit counter and 64-bit key. */
-void ferry_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+FERRY_API void ferry_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 typedef struct ferry_rng {
     uint32_t key[2];
@@ -28,15 +30,15 @@ typedef struct ferry_rng {
 #define FERRY_RNG_INIT      (UINT64_C(4) << 56)
 #define FERRY_RNG_DROPOUT   (UINT64_C(5) << 56)
 
-void ferry_rng_init(ferry_rng *r, uint64_t seed, uint64_t a, uint64_t b);
-uint32_t ferry_rng_u32(ferry_rng *r);
-uint64_t ferry_rng_u64(ferry_rng *r);
+FERRY_API void ferry_rng_init(ferry_rng *r, uint64_t seed, uint64_t a, uint64_t b);
+FERRY_API uint32_t ferry_rng_u32(ferry_rng *r);
+FERRY_API uint64_t ferry_rng_u64(ferry_rng *r);
 /* Uniform in [0, n), unbiased; 0 when n is 0. */
-uint64_t ferry_rng_below(ferry_rng *r, uint64_t n);
+FERRY_API uint64_t ferry_rng_below(ferry_rng *r, uint64_t n);
 /* Uniform float in [0, 1). */
-float ferry_rng_uniform(ferry_rng *r);
+FERRY_API float ferry_rng_uniform(ferry_rng *r);
 /* Standard normal (Box-Muller). */
-float ferry_rng_normal(ferry_rng *r);
+FERRY_API float ferry_rng_normal(ferry_rng *r);
 
 #ifdef __cplusplus
 }

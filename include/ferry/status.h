@@ -2,6 +2,8 @@
 #ifndef FERRY_STATUS_H
 #define FERRY_STATUS_H
 
+#include "ferry/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,18 +30,18 @@ typedef enum ferry_status {
 } ferry_status;
 
 /* "FERRY_ERR_FORMAT" etc.; never NULL. */
-const char *ferry_status_str(ferry_status s);
+FERRY_API const char *ferry_status_str(ferry_status s);
 
 /* The message of the last failed call on this thread, in words a user can act on
  * ("train/3/17.png: IDAT: CRC error"). Empty string when none. */
-const char *ferry_last_error(void);
+FERRY_API const char *ferry_last_error(void);
 
 /* Forget the last error on this thread. */
-void ferry_clear_error(void);
+FERRY_API void ferry_clear_error(void);
 
 /* Sets this thread's error message and returns s: for callbacks of your own (a
  * user dataset's get) to say what went wrong in the same words the library uses. */
-ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
+FERRY_API ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -57,7 +59,7 @@ typedef void (*ferry_log_fn)(ferry_log_level level, const char *msg, void *user)
 /* Route library warnings (such as "pin_memory requested but no CUDA device is
  * available; using pageable memory") to fn. NULL restores the default, which
  * prints warnings and errors to stderr as "ferry: warning: ...". */
-void ferry_set_log(ferry_log_fn fn, void *user);
+FERRY_API void ferry_set_log(ferry_log_fn fn, void *user);
 
 #ifdef __cplusplus
 }

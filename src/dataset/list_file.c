@@ -24,6 +24,83 @@ static char *path_join(const char *dir, size_t dn, const char *rel)
 
 static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
+/* The entries read so far: paths (owned) and labels, grown together. */
+typedef struct entries {
+    char **paths;
+    int64_t *labels;
+    size_t n, cap;
+} entries;
+
+static void entries_free(entries *en)
+{
+    for (size_t i = 0; i < en->n; i++)
+        ferry_host_free(en->paths[i]);
+    ferry_host_free(en->paths);
+    ferry_host_free(en->labels);
+}
+
+/* Appends dir/rel with its label. */
+static ferry_status entries_add(entries *en, const char *dir, size_t dn, const char *rel,
+                                int64_t label)
+{
+    if (en->n == en->cap) {
+        size_t nc = en->cap ? en->cap * 2 : 256;
+        char **p2 = ferry_host_realloc(en->paths, nc * sizeof *p2);
+        if (!p2)
+            return FERRY_ERR_NO_MEMORY;
+        en->paths = p2;
+        int64_t *l2 = ferry_host_realloc(en->labels, nc * sizeof *l2);
+        if (!l2)
+            return FERRY_ERR_NO_MEMORY;
+        en->labels = l2;
+        en->cap = nc;
+    }
+    if (!(en->paths[en->n] = path_join(dir, dn, rel)))
+        return FERRY_ERR_NO_MEMORY;
+    en->labels[en->n++] = label;
+    return FERRY_OK;
+}
+
+/* Strips the white space around [s, e) in place; returns the new start. */
+static char *trim(char *s, char *e)
+{
+    while (s < e && is_space(*s))
+        s++;
+    while (e > s && is_space(e[-1]))
+        e--;
+    *e = '\0';
+    return s;
+}
+
+/* Splits the non-empty line s in place into its path (s, NUL-terminated) and
+ * *label. The last separator splits, so paths may contain commas. */
+static ferry_status parse_entry(const char *list_path, size_t lineno, char *s, int64_t *label)
+{
+    char *sep = strrchr(s, '\t');
+    char *comma = strrchr(s, ',');
+    if (!sep || (comma && comma > sep))
+        sep = comma;
+    if (!sep)
+        return ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: expected \"path,label\", got \"%s\"",
+                          list_path, lineno, s);
+    char *pe = sep, *lab = sep + 1;
+    while (pe > s && is_space(pe[-1]))
+        pe--;
+    *pe = '\0';
+    while (*lab && is_space(*lab))
+        lab++;
+    if (!*s)
+        return ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: empty path", list_path, lineno);
+    char *end;
+    errno = 0;
+    long long v = strtoll(lab, &end, 10);
+    if (!*lab || *end || errno || v < 0 || v > INT32_MAX)
+        return ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: label \"%s\" is not a non-negative integer",
+                          list_path, lineno, lab);
+    *label = v;
+    return FERRY_OK;
+}
+
 ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
                                      ferry_dataset **out)
 {
@@ -49,9 +126,8 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
     if (slash && dn == 0)
         dn = 1; /* a list in "/" */
 
-    char **paths = NULL;
-    int64_t *labels = NULL;
-    size_t n = 0, cap = 0, lineno = 0, classes = 0;
+    entries en = {0};
+    size_t lineno = 0, classes = 0;
     char *next = text;
     while (st == FERRY_OK && next < text_end) {
         char *line = next, *nl = memchr(line, '\n', (size_t)(text_end - line));
@@ -63,75 +139,22 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
             st = ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: NUL byte in line", list_path, lineno);
             break;
         }
-        char *s = line;
-        while (s < e && is_space(*s))
-            s++;
-        while (e > s && is_space(e[-1]))
-            e--;
-        *e = '\0';
-        if (s == e || *s == '#')
+        char *s = trim(line, e);
+        if (!*s || *s == '#')
             continue;
-        /* The last separator splits, so paths may contain commas. */
-        char *sep = strrchr(s, '\t');
-        char *comma = strrchr(s, ',');
-        if (!sep || (comma && comma > sep))
-            sep = comma;
-        if (!sep) {
-            st = ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: expected \"path,label\", got \"%s\"",
-                            list_path, lineno, s);
+        int64_t label = 0;
+        if ((st = parse_entry(list_path, lineno, s, &label)) != FERRY_OK ||
+            (st = entries_add(&en, list_path, dn, s, label)) != FERRY_OK)
             break;
-        }
-        char *pe = sep, *lab = sep + 1;
-        while (pe > s && is_space(pe[-1]))
-            pe--;
-        *pe = '\0';
-        while (*lab && is_space(*lab))
-            lab++;
-        if (!*s) {
-            st = ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: empty path", list_path, lineno);
-            break;
-        }
-        char *end;
-        errno = 0;
-        long long v = strtoll(lab, &end, 10);
-        if (!*lab || *end || errno || v < 0 || v > INT32_MAX) {
-            st = ferry_fail(FERRY_ERR_FORMAT, "%s:%zu: label \"%s\" is not a non-negative integer",
-                            list_path, lineno, lab);
-            break;
-        }
-        if (n == cap) {
-            size_t nc = cap ? cap * 2 : 256;
-            char **p2 = ferry_host_realloc(paths, nc * sizeof *p2);
-            if (!p2) {
-                st = FERRY_ERR_NO_MEMORY;
-                break;
-            }
-            paths = p2;
-            int64_t *l2 = ferry_host_realloc(labels, nc * sizeof *l2);
-            if (!l2) {
-                st = FERRY_ERR_NO_MEMORY;
-                break;
-            }
-            labels = l2;
-            cap = nc;
-        }
-        if (!(paths[n] = path_join(list_path, dn, s))) {
-            st = FERRY_ERR_NO_MEMORY;
-            break;
-        }
-        labels[n++] = v;
-        if ((size_t)v + 1 > classes)
-            classes = (size_t)v + 1;
+        if ((size_t)label + 1 > classes)
+            classes = (size_t)label + 1;
     }
     ferry_scratch_destroy(buf);
-    if (st == FERRY_OK && n == 0)
+    if (st == FERRY_OK && en.n == 0)
         st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the list has no entries", list_path);
     if (st != FERRY_OK) {
-        for (size_t i = 0; i < n; i++)
-            ferry_host_free(paths[i]);
-        ferry_host_free(paths);
-        ferry_host_free(labels);
+        entries_free(&en);
         return st;
     }
-    return ferry__image_files_create(paths, labels, n, NULL, classes, &c, out);
+    return ferry__image_files_create(en.paths, en.labels, en.n, NULL, classes, &c, out);
 }

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/error.h"
 #include "dataset/internal.h"
 
@@ -120,6 +121,7 @@ void *ferry__arena_alloc(ferry_scratch *s, size_t n)
     if (need >= n && s->arena && s->arena_cap - s->arena_used >= need) {
         void *p = s->arena + s->arena_used;
         s->arena_used += need;
+        FERRY_ASSERT(s->arena_used <= s->arena_cap && (uintptr_t)p % ARENA_ALIGN == 0);
         if (s->arena_used > s->arena_peak)
             s->arena_peak = s->arena_used;
         return p;
@@ -148,6 +150,7 @@ void ferry__arena_free(ferry_scratch *s, void *p)
     if (s->arena && q >= s->arena && q < s->arena + s->arena_cap)
         return; /* arena memory goes back all at once at the reset */
     ferry_arena_block *b = (ferry_arena_block *)(q - offsetof(ferry_arena_block, data));
+    FERRY_ASSERT(b->prev ? b->prev->next == b : s->overflow == b); /* one of ours, still live */
     if (b->prev)
         b->prev->next = b->next;
     else

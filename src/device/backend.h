@@ -11,7 +11,8 @@
 #include "ferry/device.h"
 
 typedef struct ferry_backend {
-    const char *name;                                   /* "cpu", "cuda" */
+    const char *name;                                   /* "cpu", "cuda", "cuda (simulated)" */
+    bool simulated;                                     /* FERRY_SIM_GPUS: timings mean nothing */
     int (*device_count)(void);
     ferry_status (*set_device)(int index);
     ferry_status (*get_device)(int *index);
@@ -24,22 +25,38 @@ typedef struct ferry_backend {
     ferry_status (*malloc)(int index, size_t bytes, void **out);
     void (*free)(int index, void *ptr);
     ferry_status (*memset_zero)(int index, void *ptr, size_t bytes, void *stream);
+    /* Optional (NULL: nothing to do): freed memory handed back to the caching
+     * allocator is overwritten, in stream order, with bytes that read as NaN. */
+    ferry_status (*poison)(int index, void *ptr, size_t bytes, void *stream);
     /* stream NULL: synchronous. */
     ferry_status (*memcpy)(int index, void *dst, const void *src, size_t bytes,
                            ferry_copy_kind kind, void *stream);
 
+    /* Streams and events. index is the device the stream or event belongs to
+     * (for stream_wait_event: the stream's; the event may be on another device;
+     * for event_elapsed_ms: start's). A backend makes index current for the call
+     * and restores the caller's current device, so a NULL stream always means
+     * index's default stream, never the default stream of whatever device the
+     * calling thread happens to be on. */
     ferry_status (*stream_create)(int index, void **out);
     void (*stream_destroy)(int index, void *stream);
-    ferry_status (*stream_sync)(void *stream);
-    bool (*stream_query)(void *stream);
-    ferry_status (*stream_wait_event)(void *stream, void *event);
+    ferry_status (*stream_sync)(int index, void *stream);
+    /* FERRY_OK with *done = true when all work queued so far has finished,
+     * FERRY_OK with *done = false while some is still running, and an error
+     * (with *done = false and ferry_last_error() set) when the query fails or
+     * earlier asynchronous work faulted: a failure never reads as "done". */
+    ferry_status (*stream_query)(int index, void *stream, bool *done);
+    ferry_status (*stream_wait_event)(int index, void *stream, void *event);
 
+    /* Host waits on an event (event_sync) sleep the thread rather than spin:
+     * the loader's workers wait on copy events and need the core to decode. */
     ferry_status (*event_create)(int index, bool timing, void **out);
     void (*event_destroy)(int index, void *event);
-    ferry_status (*event_record)(void *event, void *stream);
-    ferry_status (*event_sync)(void *event);
-    bool (*event_query)(void *event);
-    ferry_status (*event_elapsed_ms)(void *start, void *end, float *ms);
+    ferry_status (*event_record)(int index, void *event, void *stream);
+    ferry_status (*event_sync)(int index, void *event);
+    /* As stream_query, for the work the event captured when it was recorded. */
+    ferry_status (*event_query)(int index, void *event, bool *done);
+    ferry_status (*event_elapsed_ms)(int index, void *start, void *end, float *ms);
 
     /* The model's kernels for this backend's devices (model/kernels/kernels.h):
      * the device layer only hands the table out. */

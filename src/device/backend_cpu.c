@@ -171,20 +171,24 @@ static void cpu_stream_destroy(int index, void *stream)
     ferry_host_free(stream);
 }
 
-static ferry_status cpu_stream_sync(void *stream)
+static ferry_status cpu_stream_sync(int index, void *stream)
 {
+    (void)index;
     (void)stream;
     return FERRY_OK;
 }
 
-static bool cpu_stream_query(void *stream)
+static ferry_status cpu_stream_query(int index, void *stream, bool *done)
 {
+    (void)index;
     (void)stream;
-    return true;
+    *done = true;
+    return FERRY_OK;
 }
 
-static ferry_status cpu_stream_wait_event(void *stream, void *event)
+static ferry_status cpu_stream_wait_event(int index, void *stream, void *event)
 {
+    (void)index;
     (void)stream;
     (void)event;
     return FERRY_OK;
@@ -207,8 +211,9 @@ static void cpu_event_destroy(int index, void *event)
     ferry_host_free(event);
 }
 
-static ferry_status cpu_event_record(void *event, void *stream)
+static ferry_status cpu_event_record(int index, void *event, void *stream)
 {
+    (void)index;
     (void)stream;
     cpu_event *e = event;
     e->recorded = true;
@@ -217,20 +222,24 @@ static ferry_status cpu_event_record(void *event, void *stream)
     return FERRY_OK;
 }
 
-static ferry_status cpu_event_sync(void *event)
+static ferry_status cpu_event_sync(int index, void *event)
 {
+    (void)index;
     (void)event;
     return FERRY_OK;
 }
 
-static bool cpu_event_query(void *event)
+static ferry_status cpu_event_query(int index, void *event, bool *done)
 {
+    (void)index;
     (void)event;
-    return true;
+    *done = true;
+    return FERRY_OK;
 }
 
-static ferry_status cpu_event_elapsed_ms(void *start, void *end, float *ms)
+static ferry_status cpu_event_elapsed_ms(int index, void *start, void *end, float *ms)
 {
+    (void)index;
     cpu_event *a = start, *b = end;
     if (!a->timing || !b->timing)
         return ferry_fail(FERRY_ERR_INVALID_ARG,

@@ -53,22 +53,18 @@ static ferry_status cu_get_device(int *index)
 }
 
 /* Makes index current; *prev gets what to restore (-1: nothing). */
-static ferry_status enter(int index, int *prev)
-{
-    *prev = -1;
-    int cur = 0;
-    FERRY_CUDA_CHECK(cudaGetDevice(&cur));
-    if (cur != index) {
-        FERRY_CUDA_CHECK(cudaSetDevice(index));
-        *prev = cur;
-    }
-    return FERRY_OK;
-}
+static ferry_status enter(int index, int *prev) { return ferry_cuda_enter(index, prev); }
 
-static void leave(int prev)
+static void leave(int prev) { ferry_cuda_leave(prev); }
+
+/* A query's answer: done, not yet (cudaErrorNotReady is not an error and sets
+ * no last error), or the failure, which is never "done". */
+static ferry_status query_result(cudaError_t e, bool *done, const char *call)
 {
-    if (prev >= 0 && cudaSetDevice(prev) != cudaSuccess)
-        (void)cudaGetLastError();
+    *done = e == cudaSuccess;
+    if (e == cudaSuccess || e == cudaErrorNotReady)
+        return FERRY_OK;
+    return ferry_cuda_status(e, __FILE__, __LINE__, call);
 }
 
 static ferry_status cu_mem_info(int index, size_t *free_bytes, size_t *total_bytes)
@@ -188,32 +184,49 @@ static ferry_status cu_stream_create(int index, void **out)
 
 static void cu_stream_destroy(int index, void *stream)
 {
-    (void)index;
-    if (stream && cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess)
+    if (!stream)
+        return;
+    int prev;
+    (void)enter(index, &prev); /* failed: prev is -1; destroy it from where we are */
+    if (cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess)
         (void)cudaGetLastError();
+    leave(prev);
 }
 
-static ferry_status cu_stream_sync(void *stream)
+static ferry_status cu_stream_sync(int index, void *stream)
 {
-    FERRY_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)stream));
-    return FERRY_OK;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaStreamSynchronize((cudaStream_t)stream));
+    leave(prev);
+    return st;
 }
 
-static bool cu_stream_query(void *stream)
+static ferry_status cu_stream_query(int index, void *stream, bool *done)
 {
-    cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
-    if (e == cudaSuccess)
-        return true;
-    (void)cudaGetLastError();
-    if (e != cudaErrorNotReady)
-        ferry_log(FERRY_LOG_WARN, "cudaStreamQuery: %s", cudaGetErrorString(e));
-    return e != cudaErrorNotReady;
+    *done = false;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = query_result(cudaStreamQuery((cudaStream_t)stream), done, "cudaStreamQuery");
+    leave(prev);
+    return st;
 }
 
-static ferry_status cu_stream_wait_event(void *stream, void *event)
+/* The stream's device is current; the event may belong to another device
+ * (that is how devices are ordered). */
+static ferry_status cu_stream_wait_event(int index, void *stream, void *event)
 {
-    FERRY_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
-    return FERRY_OK;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0));
+    leave(prev);
+    return st;
 }
 
 static ferry_status cu_event_create(int index, bool timing, void **out)
@@ -222,9 +235,13 @@ static ferry_status cu_event_create(int index, bool timing, void **out)
     ferry_status st = enter(index, &prev);
     if (st != FERRY_OK)
         return st;
+    /* Blocking sync: a thread in ferry_event_synchronize sleeps until the
+     * event completes instead of spinning a core (the loader's workers wait on
+     * copy events, and the core is what decodes the next batch). The wake-up
+     * costs some microseconds, nothing next to a batch. */
+    unsigned flags = cudaEventBlockingSync | (timing ? 0u : (unsigned)cudaEventDisableTiming);
     cudaEvent_t e = NULL;
-    st = FERRY_CUDA_STATUS(
-        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    st = FERRY_CUDA_STATUS(cudaEventCreateWithFlags(&e, flags));
     leave(prev);
     if (st == FERRY_OK)
         *out = e;
@@ -233,38 +250,60 @@ static ferry_status cu_event_create(int index, bool timing, void **out)
 
 static void cu_event_destroy(int index, void *event)
 {
-    (void)index;
-    if (event && cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
+    if (!event)
+        return;
+    int prev;
+    (void)enter(index, &prev); /* failed: prev is -1; destroy it from where we are */
+    if (cudaEventDestroy((cudaEvent_t)event) != cudaSuccess)
         (void)cudaGetLastError();
+    leave(prev);
 }
 
-static ferry_status cu_event_record(void *event, void *stream)
+/* With stream NULL this is index's legacy default stream: the device must be
+ * current, or the record lands on another device's stream (and fails). */
+static ferry_status cu_event_record(int index, void *event, void *stream)
 {
-    FERRY_CUDA_CHECK(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
-    return FERRY_OK;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream));
+    leave(prev);
+    return st;
 }
 
-static ferry_status cu_event_sync(void *event)
+static ferry_status cu_event_sync(int index, void *event)
 {
-    FERRY_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)event));
-    return FERRY_OK;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaEventSynchronize((cudaEvent_t)event));
+    leave(prev);
+    return st;
 }
 
-static bool cu_event_query(void *event)
+static ferry_status cu_event_query(int index, void *event, bool *done)
 {
-    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
-    if (e == cudaSuccess)
-        return true;
-    (void)cudaGetLastError();
-    if (e != cudaErrorNotReady)
-        ferry_log(FERRY_LOG_WARN, "cudaEventQuery: %s", cudaGetErrorString(e));
-    return e != cudaErrorNotReady;
+    *done = false;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = query_result(cudaEventQuery((cudaEvent_t)event), done, "cudaEventQuery");
+    leave(prev);
+    return st;
 }
 
-static ferry_status cu_event_elapsed_ms(void *start, void *end, float *ms)
+static ferry_status cu_event_elapsed_ms(int index, void *start, void *end, float *ms)
 {
-    FERRY_CUDA_CHECK(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
-    return FERRY_OK;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end));
+    leave(prev);
+    return st;
 }
 
 static ferry_status cu_host_alloc(size_t bytes, void **out)

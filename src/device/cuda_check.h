@@ -20,8 +20,34 @@ extern "C" {
  * (an OOM, a bad argument) is not reported again by the next unrelated call. */
 ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const char *call);
 
+/* The current device is per host thread, and kernel launches, allocations,
+ * stream and event creation and the default (NULL) stream all use it. Every
+ * call that issues work for device `index` brackets it with this pair: enter
+ * makes index current and sets *prev to what leave must restore (-1: nothing,
+ * it was current already); leave puts the caller's device back, so nothing
+ * changes behind the caller's back. On failure enter sets *prev = -1. */
+ferry_status ferry_cuda_enter(int index, int *prev);
+void ferry_cuda_leave(int prev);
+
+/* FERRY_ERR_DEVICE_OOM with the message the caching allocator gives, for device
+ * memory taken outside it (cuBLAS's workspace): what could not be allocated,
+ * free and total bytes on cuda:index, and that the cache was emptied and the
+ * call retried. Call it only after doing exactly that. */
+ferry_status ferry_cuda_oom(int index, const char *what);
+
 #ifdef __cplusplus
 }
+
+/* C++ (.cu files): the same pair as a scope guard, so every return path, the
+ * early ones in the dtype-dispatch macros included, restores the device. */
+struct ferry_cuda_guard {
+    int prev = -1;
+    ferry_cuda_guard() = default;
+    ferry_cuda_guard(const ferry_cuda_guard &) = delete;
+    ferry_cuda_guard &operator=(const ferry_cuda_guard &) = delete;
+    ferry_status enter(int index) { return ferry_cuda_enter(index, &prev); }
+    ~ferry_cuda_guard() { ferry_cuda_leave(prev); }
+};
 #endif
 
 /* Returns from the enclosing function (which returns ferry_status) on failure. */

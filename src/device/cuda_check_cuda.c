@@ -31,3 +31,47 @@ ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const 
     return ferry_fail(s, "%s:%d: %s: %s (%s)", file, line, call, cudaGetErrorString(e),
                       cudaGetErrorName(e));
 }
+
+ferry_status ferry_cuda_enter(int index, int *prev)
+{
+    *prev = -1;
+    int cur = 0;
+    FERRY_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != index) {
+        FERRY_CUDA_CHECK(cudaSetDevice(index));
+        *prev = cur;
+    }
+    return FERRY_OK;
+}
+
+void ferry_cuda_leave(int prev)
+{
+    if (prev < 0)
+        return;
+    cudaError_t e = cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        /* Only a failed restore is read here: an error a kernel launch left in
+         * the last-error slot must still reach the caller's own check. */
+        (void)cudaGetLastError();
+        ferry_log(FERRY_LOG_WARN, "could not make cuda:%d current again: %s", prev,
+                  cudaGetErrorString(e));
+    }
+}
+
+ferry_status ferry_cuda_oom(int index, const char *what)
+{
+    size_t free_b = 0, total_b = 0;
+    int prev;
+    if (ferry_cuda_enter(index, &prev) == FERRY_OK) {
+        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess)
+            (void)cudaGetLastError();
+        ferry_cuda_leave(prev);
+    }
+    char fr[32], tot[32];
+    return ferry_fail(FERRY_ERR_DEVICE_OOM,
+                      "out of memory on cuda:%d allocating %s: %s free of %s total "
+                      "(ferry's cache was emptied and the allocation retried); try a smaller "
+                      "batch or half precision",
+                      index, what, ferry_format_bytes(free_b, fr, sizeof fr),
+                      ferry_format_bytes(total_b, tot, sizeof tot));
+}

@@ -7,10 +7,9 @@
 #include <string.h>
 
 #include "device/backend.h"
+#include "device/sim/sim.h"
 #include "device/device_internal.h"
 #include "common/error.h"
-
-#define FERRY_VERSION_STRING "0.1.0"
 
 /* The device count is asked of the driver once: it cannot change while the
  * process runs, and asking again costs a driver call (and, without a driver, a
@@ -21,6 +20,9 @@ static int cuda_count;
 
 static void count_devices(void)
 {
+    /* The simulation, when asked for, replaces real GPUs (sim.h). */
+    if ((cuda_count = ferry_sim_device_count()) > 0)
+        return;
 #if FERRY_HAVE_CUDA
     cuda_count = ferry_backend_cuda()->device_count();
 #else
@@ -45,7 +47,8 @@ bool ferry_built_with_cuda(void)
 #endif
 }
 
-const char *ferry_version(void) { return FERRY_VERSION_STRING; }
+/* FERRY_VERSION is in include/ferry/export.h, the one place the version is written. */
+const char *ferry_version(void) { return FERRY_VERSION; }
 
 /* The text is a pure function of the build; a thread-local buffer keeps
  * concurrent callers from racing on the formatting. */
@@ -61,12 +64,24 @@ const char *ferry_build_features(void)
 #endif
 }
 
+/* The backend serving every cuda:N: the simulation or the CUDA runtime. */
+static const ferry_backend *gpu_backend(void)
+{
+    if (ferry_sim_device_count() > 0)
+        return ferry_backend_sim();
+#if FERRY_HAVE_CUDA
+    return ferry_backend_cuda();
+#else
+    return NULL;
+#endif
+}
+
+bool ferry_cuda_is_simulated(void) { return ferry_sim_device_count() > 0; }
+
 const ferry_backend *ferry_backend_gpu(void)
 {
-#if FERRY_HAVE_CUDA
     if (ferry_cuda_is_available())
-        return ferry_backend_cuda();
-#endif
+        return gpu_backend();
     return NULL;
 }
 
@@ -103,12 +118,10 @@ const ferry_backend *ferry_backend_for(ferry_device d, ferry_status *st)
     }
     char name[64];
     if (d.type == FERRY_DEVICE_CUDA && d.index >= 0) {
-#if FERRY_HAVE_CUDA
         if (d.index < ferry_cuda_device_count()) {
             *st = FERRY_OK;
-            return ferry_backend_cuda();
+            return gpu_backend();
         }
-#endif
         snprintf(name, sizeof name, "device cuda:%d", d.index);
         *st = missing_device(name);
         return NULL;

@@ -56,23 +56,41 @@ ferry_status ferry_stream_synchronize(ferry_stream *s)
 {
     if (!s)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_synchronize: stream is NULL");
-    return s->be->stream_sync(s->native);
+    return s->be->stream_sync(s->dev.index, s->native);
 }
 
-bool ferry_stream_query(ferry_stream *s) { return !s || s->be->stream_query(s->native); }
+ferry_status ferry_stream_query_status(ferry_stream *s, bool *done)
+{
+    if (done)
+        *done = false;
+    if (!s || !done)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_query_status: %s is NULL",
+                          s ? "done" : "stream");
+    return s->be->stream_query(s->dev.index, s->native, done);
+}
+
+bool ferry_stream_query(ferry_stream *s)
+{
+    bool done = false;
+    return !s || (ferry_stream_query_status(s, &done) == FERRY_OK && done);
+}
 
 ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev)
 {
-    if (!s || !ev)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_wait_event: stream or event is NULL");
+    if (!ev)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_wait_event: event is NULL");
+    if (!s) /* the default stream of ev's device (a CPU event: nothing to wait for) */
+        return ev->be == ferry_backend_cpu()
+                   ? FERRY_OK
+                   : ev->be->stream_wait_event(ev->dev.index, NULL, ev->native);
     if (s->be != ev->be) {
         /* A CPU event is complete the moment it is recorded; nothing to wait for.
          * A CUDA event waited on by a CPU stream: the CPU has no queue, so wait now. */
         if (ev->be == ferry_backend_cpu())
             return FERRY_OK;
-        return ev->be->event_sync(ev->native);
+        return ev->be->event_sync(ev->dev.index, ev->native);
     }
-    return s->be->stream_wait_event(s->native, ev->native);
+    return s->be->stream_wait_event(s->dev.index, s->native, ev->native);
 }
 
 ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out)
@@ -116,26 +134,44 @@ ferry_status ferry_event_record(ferry_event *e, ferry_stream *s)
                           ferry_device_format(e->dev, a, sizeof a),
                           ferry_device_format(s->dev, b, sizeof b));
     }
-    return e->be->event_record(e->native, s ? s->native : NULL);
+    return e->be->event_record(e->dev.index, e->native, s ? s->native : NULL);
 }
 
 ferry_status ferry_event_synchronize(ferry_event *e)
 {
     if (!e)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_synchronize: event is NULL");
-    return e->be->event_sync(e->native);
+    return e->be->event_sync(e->dev.index, e->native);
 }
 
-bool ferry_event_query(ferry_event *e) { return !e || e->be->event_query(e->native); }
+ferry_status ferry_event_query_status(ferry_event *e, bool *done)
+{
+    if (done)
+        *done = false;
+    if (!e || !done)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_query_status: %s is NULL",
+                          e ? "done" : "event");
+    return e->be->event_query(e->dev.index, e->native, done);
+}
+
+bool ferry_event_query(ferry_event *e)
+{
+    bool done = false;
+    return !e || (ferry_event_query_status(e, &done) == FERRY_OK && done);
+}
 
 ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float *ms)
 {
     if (!start || !end || !ms)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_elapsed_ms: NULL argument");
-    if (start->be != end->be)
+    if (start->be != end->be || !ferry_device_eq(start->dev, end->dev)) {
+        char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                          "ferry_event_elapsed_ms: events on different devices");
-    return start->be->event_elapsed_ms(start->native, end->native, ms);
+                          "ferry_event_elapsed_ms: start on %s, end on %s (timing needs one device)",
+                          ferry_device_format(start->dev, a, sizeof a),
+                          ferry_device_format(end->dev, b, sizeof b));
+    }
+    return start->be->event_elapsed_ms(start->dev.index, start->native, end->native, ms);
 }
 
 ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,

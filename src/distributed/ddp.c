@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/error.h"
 #include "distributed/internal.h"
 #include "model/nn/internal.h"
@@ -100,6 +101,7 @@ static ferry_status bucket_copy(ferry_ddp *p, bucket *b, bool to_buf, ferry_stre
         if (!g)
             continue;
         size_t n = ferry_tensor_nbytes(g);
+        FERRY_ASSERT(off + n <= ferry_tensor_nbytes(b->buf));
         void *gp = ferry_tensor_data(g);
         ferry_status st = to_buf ? ferry_memcpy(flat + off, gp, n, kind, p->d->device, s)
                                  : ferry_memcpy(gp, flat + off, n, kind, p->d->device, s);
@@ -118,6 +120,7 @@ static ferry_dtype bucket_dtype(const ferry_ddp *p, const bucket *b)
 
 static ferry_status start(ferry_ddp *p, bucket *b, ferry_stream *s)
 {
+    FERRY_ASSERT(!b->in_flight && b->ready == b->ntrain);
     ferry_dtype dt = bucket_dtype(p, b);
     ferry_status st = bucket_buffer(p, b, dt);
     if (st == FERRY_OK)
@@ -143,6 +146,7 @@ static ferry_status start(ferry_ddp *p, bucket *b, ferry_stream *s)
 /* Waits for every bucket, copies the averages back and readies the next step. */
 static ferry_status finish(ferry_ddp *p, ferry_stream *s)
 {
+    FERRY_ASSERT(p->next == p->nb); /* every gradient final: every bucket started */
     ferry_status st = FERRY_OK;
     if (p->cuda)
         st = fd_wait_stream(p->d, p->d->device, p->comm, "ncclAllReduce of the gradient buckets");
@@ -189,6 +193,7 @@ static ferry_status on_grads(void *ctx, ferry_module *m, size_t first, size_t co
         p->ready[i] = true;
         p->b[k].ready++;
         p->nready++;
+        FERRY_ASSERT(p->b[k].ready <= p->b[k].ntrain && p->nready <= p->ntrain);
     }
     /* Start buckets strictly in order: every rank must call the collectives
      * in the same sequence. */

@@ -1,8 +1,8 @@
 /* Internal: the MPI side of ferry_dist, shared by the collectives (mpi.c),
  * the data-parallel wrapper (ddp.c) and the NCCL path (nccl_cuda.c).
  * Compiled only when MPI is built (DIST=1). */
-#ifndef FERRY_DIST_IMPL_H
-#define FERRY_DIST_IMPL_H
+#ifndef FERRY_DISTRIBUTED_INTERNAL_H
+#define FERRY_DISTRIBUTED_INTERNAL_H
 
 #include <mpi.h>
 

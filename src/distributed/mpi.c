@@ -128,13 +128,27 @@ ferry_status fd_mpi_wait(ferry_dist *d, MPI_Request *r, const char *what)
 
 ferry_status fd_wait_stream(ferry_dist *d, ferry_device dev, ferry_stream *s, const char *what)
 {
+    /* The record goes to s, or with s NULL to dev's own default stream (the
+     * backend makes dev current for it), never to the default stream of the
+     * calling thread's current device. A failed query (a kernel faulted, NCCL
+     * broke the stream) ends the wait with that error, never as "done". */
     ferry_event *ev = NULL;
     ferry_status st = ferry_event_create(dev, false, &ev);
     if (st == FERRY_OK)
         st = ferry_event_record(ev, s);
     double t0 = ferry_now();
     unsigned spins = 0;
-    while (st == FERRY_OK && !ferry_event_query(ev)) {
+    while (st == FERRY_OK) {
+        bool done = false;
+        if ((st = ferry_event_query_status(ev, &done)) != FERRY_OK) {
+            /* Work queued behind the fault (a collective among it) will never
+             * finish: no more collectives, and finalize aborts the communicator. */
+            d->failed = true;
+            st = ferry_fail_prefix(st, "rank %d: %s: ", d->rank, what);
+            break;
+        }
+        if (done)
+            break;
         if ((st = check_abort(d)) != FERRY_OK)
             break;
         if (d->nccl && (st = fd_nccl_check(d)) != FERRY_OK)
@@ -308,7 +322,12 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
         st = fd_mpi_fail(d, rc, "ferry_dist_init");
     if (st == FERRY_OK)
         st = pick_device(d, cfg->device);
-    if (st == FERRY_OK && d->device.type == FERRY_DEVICE_CUDA) {
+    if (st == FERRY_OK && d->device.type == FERRY_DEVICE_CUDA && ferry_cuda_is_simulated()) {
+        st = ferry_fail(FERRY_ERR_UNSUPPORTED,
+                        "rank %d: NCCL needs NVIDIA hardware; the simulated GPU (FERRY_SIM_GPUS) "
+                        "cannot run it: use device \"cpu\" for training across processes here",
+                        d->rank);
+    } else if (st == FERRY_OK && d->device.type == FERRY_DEVICE_CUDA) {
 #if FERRY_HAVE_NCCL
         st = fd_nccl_create(d, &d->nccl);
 #else

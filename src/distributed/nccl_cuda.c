@@ -78,6 +78,22 @@ void fd_nccl_destroy(fd_nccl *n, bool abort)
     ferry_host_free(n);
 }
 
+/* A collective runs on the rank's device whatever the calling thread's current
+ * device is: s must belong to it, and a NULL s means that device's default
+ * stream, which is only so while the device is current. The guard restores the
+ * caller's device afterwards. */
+static ferry_status enter_rank_device(ferry_dist *d, ferry_stream *s, ferry_device_guard *g,
+                                      const char *what)
+{
+    if (s && !ferry_device_eq(ferry_stream_device(s), d->device)) {
+        char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "rank %d: %s: stream on %s, but this rank uses %s",
+                          d->rank, what, ferry_device_format(ferry_stream_device(s), a, sizeof a),
+                          ferry_device_format(d->device, b, sizeof b));
+    }
+    return ferry_device_guard_enter(g, d->device);
+}
+
 static bool nccl_type(ferry_dtype dt, ncclDataType_t *out)
 {
     switch (dt) {
@@ -107,8 +123,13 @@ ferry_status fd_nccl_all_reduce(ferry_dist *d, void *buf, size_t count, ferry_dt
     ncclDataType_t t;
     if (!nccl_type(dt, &t))
         return ferry_fail(FERRY_ERR_DTYPE, "rank %d: NCCL cannot reduce dtype %d", d->rank, (int)dt);
+    ferry_device_guard g;
+    ferry_status st = enter_rank_device(d, s, &g, "ncclAllReduce");
+    if (st != FERRY_OK)
+        return st;
     ncclResult_t r = ncclAllReduce(buf, buf, count, t, nccl_op(op), d->nccl->comm,
                                    (cudaStream_t)ferry_stream_native(s));
+    ferry_device_guard_exit(&g);
     return r == ncclSuccess ? FERRY_OK : nccl_fail(d, r, "ncclAllReduce");
 }
 
@@ -118,8 +139,13 @@ ferry_status fd_nccl_broadcast(ferry_dist *d, void *buf, size_t count, ferry_dty
     ncclDataType_t t;
     if (!nccl_type(dt, &t))
         return ferry_fail(FERRY_ERR_DTYPE, "rank %d: NCCL cannot broadcast dtype %d", d->rank, (int)dt);
+    ferry_device_guard g;
+    ferry_status st = enter_rank_device(d, s, &g, "ncclBroadcast");
+    if (st != FERRY_OK)
+        return st;
     ncclResult_t r = ncclBroadcast(buf, buf, count, t, root, d->nccl->comm,
                                    (cudaStream_t)ferry_stream_native(s));
+    ferry_device_guard_exit(&g);
     return r == ncclSuccess ? FERRY_OK : nccl_fail(d, r, "ncclBroadcast");
 }
 

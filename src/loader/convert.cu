@@ -43,6 +43,8 @@ __global__ void convert_kernel(const void *src, void *dst, convert_params p)
     }
 }
 
+// Launches on the current device, which must be the stream's and dst's
+// (fk_cuda_batch_convert below makes it so).
 extern "C" ferry_status ferry_convert_cuda(const ferry_convert_spec *sp, const void *src,
                                            void *dst, void *stream)
 {
@@ -68,4 +70,18 @@ extern "C" ferry_status ferry_convert_cuda(const ferry_convert_spec *sp, const v
     convert_kernel<<<(unsigned int)blocks, threads, 0, (cudaStream_t)stream>>>(src, dst, p);
     FERRY_CUDA_CHECK(cudaGetLastError());
     return FERRY_OK;
+}
+
+// The CUDA backend's batch_convert kernel (the loader calls it through the table).
+extern "C" ferry_status fk_cuda_batch_convert(const fk_ctx *c, const fk_batch_spec *spec,
+                                              const void *src, void *dst)
+{
+    // The launch goes to the current device, and c's stream belongs to c's
+    // device: the loader may deliver to cuda:N from a thread whose current
+    // device is another. The guard restores the caller's device on return.
+    ferry_cuda_guard guard;
+    ferry_status st = guard.enter(c->dev.index);
+    if (st != FERRY_OK)
+        return st;
+    return ferry_convert_cuda(spec, src, dst, c->native);
 }

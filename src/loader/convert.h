@@ -12,20 +12,12 @@
 
 #include "ferry/dataset.h"
 #include "ferry/device.h"
+#include "model/kernels/kernels.h"
 
-#define FERRY_CONVERT_MAX_CHANNELS 4
-
-typedef struct ferry_convert_spec {
-    size_t count;                 /* samples */
-    size_t channels, height, width;
-    ferry_dtype src_dtype;        /* U8 or F32 */
-    ferry_layout src_layout;
-    ferry_dtype dst_dtype;        /* F32, F16, BF16, U8 */
-    ferry_layout dst_layout;
-    bool affine;                  /* apply scale/shift (false: plain cast/permute) */
-    float scale[FERRY_CONVERT_MAX_CHANNELS];
-    float shift[FERRY_CONVERT_MAX_CHANNELS];
-} ferry_convert_spec;
+/* The spec is the kernel table's: the conversion on a device is a kernel of the
+ * device's backend (FK(c, batch_convert, ...)), this host version its CPU entry. */
+#define FERRY_CONVERT_MAX_CHANNELS FK_BATCH_MAX_CHANNELS
+typedef fk_batch_spec ferry_convert_spec;
 
 /* Host version; also what the workers use for wire f32. */
 void ferry_convert_cpu(const ferry_convert_spec *spec, const void *src, void *dst);

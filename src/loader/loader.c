@@ -6,7 +6,7 @@
 
 #include "device/device_internal.h"
 #include "common/error.h"
-#include "loader/loader_impl.h"
+#include "loader/internal.h"
 
 ferry_loader_config ferry_loader_config_default(void)
 {
@@ -229,6 +229,8 @@ static ferry_status alloc_workers(ferry_loader *l)
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
 static void start_epoch(ferry_loader *l, uint64_t epoch)
 {
+    FERRY_ASSERT_HELD(&l->lock);
+    FERRY_ASSERT(l->inflight == 0);
     l->epoch = epoch;
     ferry_sampler_order(&l->plan, epoch, l->order, l->order_scratch);
     l->next_assign = 0;
@@ -237,6 +239,76 @@ static void start_epoch(ferry_loader *l, uint64_t epoch)
     l->failed = FERRY_OK;
     l->failmsg[0] = '\0';
     ferry_slots_assign(l);
+}
+
+/* The device cfg names (the default when none), if it can be used. */
+static ferry_status resolve_device(const ferry_loader_config *cfg, ferry_device *dev)
+{
+    if (cfg->device) {
+        ferry_status st = ferry_device_parse(cfg->device, dev);
+        if (st != FERRY_OK)
+            return ferry_fail_prefix(st, "loader: ");
+    } else {
+        *dev = ferry_device_default();
+    }
+    if (dev->type == FERRY_DEVICE_CUDA && !ferry_cuda_is_available())
+        return ferry_fail(FERRY_ERR_NO_DEVICE, "loader: device \"%s\" asked for, but no CUDA device is available",
+                          cfg->device ? cfg->device : "cuda");
+    return FERRY_OK;
+}
+
+/* The loader struct with its config, device and locks; no buffers yet. */
+static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev)
+{
+    ferry_loader *l = ferry_host_calloc(1, sizeof *l);
+    if (!l)
+        return NULL;
+    l->cfg = *cfg;
+    l->cfg.indices = NULL;
+    l->ds = ferry_dataset_retain(cfg->dataset);
+    l->dev = dev;
+    l->gpu = dev.type == FERRY_DEVICE_CUDA;
+    l->batch = cfg->batch_size;
+    l->nslots = cfg->prefetch;
+    l->nworkers = cfg->num_workers;
+    l->t0 = ferry_now();
+    ferry_mutex_init(&l->lock);
+    ferry_mutex_init(&l->copy_lock);
+    ferry_mutex_init(&l->trace_lock);
+    pthread_cond_init(&l->work_cv, NULL);
+    pthread_cond_init(&l->ready_cv, NULL);
+    return l;
+}
+
+/* The sampler (with the loader's own copy of cfg->indices), the epoch's length
+ * and batch count, and the slot count and batch size those allow. */
+static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg, size_t len)
+{
+    ferry_loader_config plan_cfg = *cfg;
+    if (cfg->sampler == FERRY_SAMPLER_INDICES && cfg->indices && cfg->num_indices) {
+        l->own_indices = ferry_host_malloc(cfg->num_indices * sizeof(size_t));
+        if (!l->own_indices)
+            return FERRY_ERR_NO_MEMORY;
+        memcpy(l->own_indices, cfg->indices, cfg->num_indices * sizeof(size_t));
+        plan_cfg.indices = l->own_indices;
+        l->cfg.indices = l->own_indices;
+    }
+    ferry_status st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len);
+    if (st != FERRY_OK)
+        return st;
+    l->epoch_len = ferry_sampler_len(&l->plan);
+    /* Written so that a huge batch_size cannot overflow. */
+    l->num_batches = l->epoch_len / l->batch + (!cfg->drop_last && l->epoch_len % l->batch != 0);
+    /* A batch never holds more than the epoch: size the slots for that. */
+    if (l->batch > l->epoch_len)
+        l->batch = l->epoch_len;
+    if (l->num_batches == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "loader: drop_last with batch_size %zu leaves no batch of %zu samples",
+                          l->batch, l->epoch_len);
+    if (l->nslots > l->num_batches + 1)
+        l->nslots = l->num_batches + 1;
+    return FERRY_OK;
 }
 
 ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out)
@@ -249,71 +321,22 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     ferry_status st = check_config(cfg);
     if (st != FERRY_OK)
         return st;
-
     ferry_device dev;
-    if (cfg->device) {
-        if ((st = ferry_device_parse(cfg->device, &dev)) != FERRY_OK)
-            return ferry_fail_prefix(st, "loader: ");
-    } else {
-        dev = ferry_device_default();
-    }
-    if (dev.type == FERRY_DEVICE_CUDA && !ferry_cuda_is_available())
-        return ferry_fail(FERRY_ERR_NO_DEVICE, "loader: device \"%s\" asked for, but no CUDA device is available",
-                          cfg->device ? cfg->device : "cuda");
+    if ((st = resolve_device(cfg, &dev)) != FERRY_OK)
+        return st;
     size_t len = ferry_dataset_len(cfg->dataset);
     if (len == 0)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: the dataset is empty");
 
-    ferry_loader *l = ferry_host_calloc(1, sizeof *l);
+    ferry_loader *l = new_loader(cfg, dev);
     if (!l)
         return FERRY_ERR_NO_MEMORY;
-    l->cfg = *cfg;
-    l->cfg.indices = NULL;
-    l->ds = ferry_dataset_retain(cfg->dataset);
-    l->dev = dev;
-    l->gpu = dev.type == FERRY_DEVICE_CUDA;
-    l->batch = cfg->batch_size;
-    l->nslots = cfg->prefetch;
-    l->nworkers = cfg->num_workers;
-    l->t0 = ferry_now();
-    pthread_mutex_init(&l->lock, NULL);
-    pthread_mutex_init(&l->copy_lock, NULL);
-    pthread_mutex_init(&l->trace_lock, NULL);
-    pthread_cond_init(&l->work_cv, NULL);
-    pthread_cond_init(&l->ready_cv, NULL);
-
     if (cfg->pin_memory && !l->gpu)
         ferry_log(FERRY_LOG_WARN, "pin_memory requested but %s; using pageable memory",
                   ferry_cuda_is_available() ? "the loader's device is the CPU"
                                             : "no CUDA device is available");
-
-    ferry_loader_config plan_cfg = *cfg;
-    if (cfg->sampler == FERRY_SAMPLER_INDICES && cfg->indices && cfg->num_indices) {
-        l->own_indices = ferry_host_malloc(cfg->num_indices * sizeof(size_t));
-        if (!l->own_indices) {
-            st = FERRY_ERR_NO_MEMORY;
-            goto fail;
-        }
-        memcpy(l->own_indices, cfg->indices, cfg->num_indices * sizeof(size_t));
-        plan_cfg.indices = l->own_indices;
-        l->cfg.indices = l->own_indices;
-    }
-    if ((st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len)) != FERRY_OK)
+    if ((st = plan_epochs(l, cfg, len)) != FERRY_OK)
         goto fail;
-    l->epoch_len = ferry_sampler_len(&l->plan);
-    /* Written so that a huge batch_size cannot overflow. */
-    l->num_batches = l->epoch_len / l->batch + (!cfg->drop_last && l->epoch_len % l->batch != 0);
-    /* A batch never holds more than the epoch: size the slots for that. */
-    if (l->batch > l->epoch_len)
-        l->batch = l->epoch_len;
-    if (l->num_batches == 0) {
-        st = ferry_fail(FERRY_ERR_INVALID_ARG,
-                        "loader: drop_last with batch_size %zu leaves no batch of %zu samples",
-                        l->batch, l->epoch_len);
-        goto fail;
-    }
-    if (l->nslots > l->num_batches + 1)
-        l->nslots = l->num_batches + 1;
 
     l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
     l->order_scratch = ferry_host_malloc(len * sizeof(size_t));
@@ -330,9 +353,9 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
         goto fail;
     ferry_trace_open(l);
 
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     start_epoch(l, 0);
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     if ((st = ferry_workers_start(l)) != FERRY_OK)
         goto fail;
     *out = l;
@@ -391,15 +414,16 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_dataset_destroy(l->ds);
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->ready_cv);
-    pthread_mutex_destroy(&l->trace_lock);
-    pthread_mutex_destroy(&l->copy_lock);
-    pthread_mutex_destroy(&l->lock);
+    ferry_mutex_destroy(&l->trace_lock);
+    ferry_mutex_destroy(&l->copy_lock);
+    ferry_mutex_destroy(&l->lock);
     ferry_host_free(l);
 }
 
 /* The slot next() should return, or NULL when it must wait. Lock held. */
 static ferry_slot *find_target(ferry_loader *l, bool *ready)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     ferry_slot *best = NULL;
     for (size_t k = 0; k < l->nslots; k++) {
         ferry_slot *s = &l->slots[k];
@@ -417,6 +441,7 @@ static ferry_slot *find_target(ferry_loader *l, bool *ready)
 /* A worker has spent longer than the timeout on a sample of `target`. Lock held. */
 static bool timed_out(ferry_loader *l, ferry_slot *target)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     if (l->cfg.sample_timeout_s <= 0)
         return false;
     double now = ferry_now();
@@ -436,10 +461,12 @@ static bool timed_out(ferry_loader *l, ferry_slot *target)
     return false;
 }
 
+/* Until a worker says something changed (or 10 ms pass, for the timeout check). Lock held. */
 static void wait_ready(ferry_loader *l)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     if (l->cfg.sample_timeout_s <= 0) {
-        pthread_cond_wait(&l->ready_cv, &l->lock);
+        ferry_cond_wait(&l->ready_cv, &l->lock);
         return;
     }
     struct timespec ts;
@@ -449,31 +476,29 @@ static void wait_ready(ferry_loader *l)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_cond_timedwait(&l->ready_cv, &l->lock, &ts);
+    ferry_cond_timedwait(&l->ready_cv, &l->lock, &ts);
 }
 
+/* Makes the caller's stream wait for the slot's copy and converts it. Lock not held. */
 static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream)
 {
+    FERRY_ASSERT_NOT_HELD(&l->lock);
+    FERRY_ASSERT(s->state == SLOT_DELIVERED);
     ferry_status st = FERRY_OK;
-    if (l->gpu) {
-        /* The caller's stream, not the host, waits for the copy. */
+    /* The caller's stream (NULL: the loader's device's default stream), not the
+     * host, waits for the copy. */
+    if (l->gpu)
         st = ferry_stream_wait_event(stream, s->copy_done);
-#if FERRY_HAVE_CUDA
-        if (st == FERRY_OK && l->convert_on_device) {
-            ferry_convert_spec sp = l->dev_spec;
-            sp.count = s->count;
-            st = ferry_convert_cuda(&sp, s->dev, s->out, ferry_stream_native(stream));
-        }
-#endif
-    } else if (l->convert_on_device) {
+    if (st == FERRY_OK && l->convert_on_device) {
         ferry_convert_spec sp = l->dev_spec;
         sp.count = s->count;
-        ferry_convert_cpu(&sp, s->dev, s->out);
+        fk_ctx c = fk_ctx_make(l->dev, stream);
+        st = FK(&c, batch_convert, &sp, s->dev, s->out);
     }
     return st;
 }
 
-ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out)
+static ferry_status check_next_args(ferry_loader *l, ferry_stream *stream, ferry_batch *out)
 {
     if (!l || !out)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_next: %s is NULL", l ? "out" : "loader");
@@ -484,38 +509,34 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
                           ferry_device_format(ferry_stream_device(stream), a, sizeof a),
                           ferry_device_format(l->dev, b, sizeof b));
     }
-    double t_enter = ferry_now();
-    int64_t allocs0 = ferry_debug_thread_alloc_count();
-    pthread_mutex_lock(&l->lock);
-    if (l->failed != FERRY_OK) {
-        ferry_status st = ferry_fail(FERRY_ERR_BAD_STATE,
-                                     "the loader failed earlier (%s); call ferry_loader_reset or destroy it",
-                                     l->failmsg);
-        pthread_mutex_unlock(&l->lock);
-        return st;
-    }
-    l->last_stream = stream;
+    return FERRY_OK;
+}
 
-    /* The caller is done with the previous batch once its stream gets here. */
-    if (l->current) {
-        ferry_slot *prev = l->current;
-        if (l->gpu && ferry_event_record(prev->released, stream) == FERRY_OK)
-            prev->wait_released = true;
-        prev->state = SLOT_FREE;
-        l->current = NULL;
-        ferry_slots_assign(l);
-        pthread_cond_broadcast(&l->work_cv);
-    }
-    if (l->delivered == l->num_batches) {
-        pthread_mutex_unlock(&l->lock);
-        return FERRY_END;
-    }
+/* The caller is done with the previous batch once its stream gets here. Lock held. */
+static void release_current(ferry_loader *l, ferry_stream *stream)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    ferry_slot *prev = l->current;
+    if (!prev)
+        return;
+    FERRY_ASSERT(prev->state == SLOT_DELIVERED);
+    if (l->gpu && ferry_event_record(prev->released, stream) == FERRY_OK)
+        prev->wait_released = true;
+    prev->state = SLOT_FREE;
+    l->current = NULL;
+    ferry_slots_assign(l);
+    pthread_cond_broadcast(&l->work_cv);
+}
 
-    bool ready;
+/* Waits for the slot next() returns to be ready, decoding in this thread when
+ * there are no workers; stops early when the loader fails or a sample times
+ * out. Returns that slot (NULL when none), *ready as find_target. Lock held. */
+static ferry_slot *await_target(ferry_loader *l, bool *ready)
+{
+    FERRY_ASSERT_HELD(&l->lock);
     ferry_slot *s;
-    double t_wait = ferry_now();
     ferry_worker *self = l->nworkers == 0 ? &l->workers[0] : NULL;
-    while (!(s = find_target(l, &ready)) || !ready) {
+    while (!(s = find_target(l, ready)) || !*ready) {
         if (l->failed != FERRY_OK || (s && s->state == SLOT_READY))
             break;
         if (self) {
@@ -527,9 +548,14 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
             wait_ready(l);
         }
     }
-    double waited = ferry_now() - t_wait;
-    l->stats.wait_s += waited;
+    return s;
+}
 
+/* FERRY_OK when s is a good ready batch; otherwise the loader's failure, which
+ * the batch's own error becomes, sticky until reset. Lock held. */
+static ferry_status check_target(ferry_loader *l, ferry_slot *s, bool ready)
+{
+    FERRY_ASSERT_HELD(&l->lock);
     ferry_status st = FERRY_OK;
     if (l->failed != FERRY_OK) {
         st = ferry_fail(l->failed, "%s", l->failmsg);
@@ -545,19 +571,25 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
         if (!l->failmsg[0])
             snprintf(l->failmsg, sizeof l->failmsg, "%s", ferry_last_error());
         pthread_cond_broadcast(&l->work_cv);
-        pthread_mutex_unlock(&l->lock);
-        return st;
     }
+    return st;
+}
 
+/* Hands the ready slot to the caller. Lock held. */
+static void take_slot(ferry_loader *l, ferry_slot *s)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    FERRY_ASSERT(s->state == SLOT_READY && !l->current);
+    FERRY_ASSERT(!l->cfg.in_order || s->batch == l->next_deliver);
     s->state = SLOT_DELIVERED;
     l->current = s;
     l->delivered++;
     if (l->cfg.in_order)
         l->next_deliver++;
-    pthread_mutex_unlock(&l->lock);
+}
 
-    /* The slot is ours now: no worker touches a delivered slot. */
-    st = deliver(l, s, stream);
+static void fill_batch(const ferry_loader *l, const ferry_slot *s, ferry_batch *out)
+{
     int v = s->count == l->batch ? 0 : 1;
     out->images = s->images[v];
     out->labels = s->labels[v];
@@ -565,17 +597,57 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
     out->indices = s->indices;
     out->epoch = l->epoch;
     out->index = s->batch;
+}
+
+ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out)
+{
+    ferry_status st = check_next_args(l, stream, out);
+    if (st != FERRY_OK)
+        return st;
+    double t_enter = ferry_now();
+    int64_t allocs0 = ferry_debug_thread_alloc_count();
+    ferry_mutex_lock(&l->lock);
+    if (l->failed != FERRY_OK) {
+        st = ferry_fail(FERRY_ERR_BAD_STATE,
+                        "the loader failed earlier (%s); call ferry_loader_reset or destroy it",
+                        l->failmsg);
+        ferry_mutex_unlock(&l->lock);
+        return st;
+    }
+    l->last_stream = stream;
+    release_current(l, stream);
+    if (l->delivered == l->num_batches) {
+        ferry_mutex_unlock(&l->lock);
+        return FERRY_END;
+    }
+
+    bool ready;
+    double t_wait = ferry_now();
+    ferry_slot *s = await_target(l, &ready);
+    double waited = ferry_now() - t_wait;
+    l->stats.wait_s += waited;
+    st = check_target(l, s, ready);
+    if (st != FERRY_OK || !s) {
+        ferry_mutex_unlock(&l->lock);
+        return st;
+    }
+    take_slot(l, s);
+    ferry_mutex_unlock(&l->lock);
+
+    /* The slot is ours now: no worker touches a delivered slot. */
+    st = deliver(l, s, stream);
+    fill_batch(l, s, out);
 
     double t_exit = ferry_now();
     ferry_trace_event(l, waited > 0 ? "next (waiting)" : "next", 0, t_enter, t_exit, "batch", s->batch);
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     if (l->warm)
         l->stats.allocs_after_warmup += (uint64_t)(ferry_debug_thread_alloc_count() - allocs0);
     l->warm = true;
     l->stats.batches++;
     l->stats.samples += s->count;
     l->stats.next_s += t_exit - t_enter;
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     return st;
 }
 
@@ -585,7 +657,7 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_reset: loader is NULL");
     if (!l->cfg.persistent_workers)
         ferry_workers_stop(l);
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     /* Void every claimed task and let the ones being decoded drain. */
     l->generation++;
     l->next_assign = l->num_batches;
@@ -593,7 +665,7 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
         if (l->slots[k].state == SLOT_FILLING)
             l->slots[k].next_pos = l->slots[k].count;
     while (l->inflight > 0)
-        pthread_cond_wait(&l->ready_cv, &l->lock);
+        ferry_cond_wait(&l->ready_cv, &l->lock);
     if (l->current && l->gpu && ferry_event_record(l->current->released, l->last_stream) == FERRY_OK)
         l->current->wait_released = true;
     l->current = NULL;
@@ -604,7 +676,7 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
     }
     start_epoch(l, epoch);
     pthread_cond_broadcast(&l->work_cv);
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     if (!l->cfg.persistent_workers)
         return ferry_workers_start(l);
     return FERRY_OK;
@@ -623,7 +695,7 @@ ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
 {
     if (!l || !out)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_stats_get: %s is NULL", l ? "out" : "loader");
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     for (size_t k = 0; k < l->nslots; k++)
         ferry_slot_collect_timing(l, &l->slots[k], false);
     *out = l->stats;
@@ -633,7 +705,7 @@ ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
         out->decode_s += atomic_load(&l->workers[i].decode_s);
         out->transform_s += atomic_load(&l->workers[i].transform_s);
     }
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     return FERRY_OK;
 }
 
@@ -641,7 +713,7 @@ void ferry_loader_stats_reset(ferry_loader *l)
 {
     if (!l)
         return;
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     ferry_loader_stats keep = l->stats;
     memset(&l->stats, 0, sizeof l->stats);
     l->stats.pinned = keep.pinned;
@@ -653,5 +725,5 @@ void ferry_loader_stats_reset(ferry_loader *l)
         atomic_store(&l->workers[i].decode_s, 0.0);
         atomic_store(&l->workers[i].transform_s, 0.0);
     }
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
 }

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "common/error.h"
-#include "loader/loader_impl.h"
+#include "loader/internal.h"
 
 void ferry_trace_open(ferry_loader *l)
 {
@@ -34,12 +34,12 @@ void ferry_trace_event(ferry_loader *l, const char *name, size_t tid, double sta
 {
     if (!l->trace)
         return;
-    pthread_mutex_lock(&l->trace_lock);
+    ferry_mutex_lock(&l->trace_lock);
     fprintf(l->trace,
             "%s{\"name\":\"%s\",\"ph\":\"X\",\"pid\":1,\"tid\":%zu,\"ts\":%.3f,\"dur\":%.3f,"
             "\"args\":{\"%s\":%zu}}",
             l->trace_first ? "" : ",\n", name, tid, (start - l->t0) * 1e6, (end - start) * 1e6,
             arg_name, arg);
     l->trace_first = false;
-    pthread_mutex_unlock(&l->trace_lock);
+    ferry_mutex_unlock(&l->trace_lock);
 }

@@ -6,16 +6,35 @@
 #include <time.h>
 
 #include "common/error.h"
-#include "loader/loader_impl.h"
+#include "loader/internal.h"
+
+/* One sample claimed by a worker: claimed under the lock, decoded without it,
+ * recorded under it again. */
+typedef struct task {
+    ferry_slot *slot;
+    uint64_t gen;             /* l->generation when claimed */
+    size_t pos;               /* place in the slot */
+    size_t order_pos;         /* place in the epoch's order */
+    size_t index;             /* the dataset sample that landed there (after skips) */
+    int64_t label;
+    ferry_status st;
+    char msg[512];            /* when st != OK: the error, naming the sample */
+    size_t skipped[8];        /* the first samples skipped for this place, named in the stats */
+    size_t nskipped, total_skipped;
+    int64_t allocs;           /* host allocations made while decoding */
+    bool warm;                /* the loader was warm when the task was claimed */
+} task;
 
 void ferry_slots_assign(ferry_loader *l)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     for (size_t k = 0; k < l->nslots && l->next_assign < l->num_batches; k++) {
         ferry_slot *s = &l->slots[k];
         if (s->state != SLOT_FREE)
             continue;
         size_t b = l->next_assign++;
         size_t first = b * l->batch;
+        FERRY_ASSERT(first < l->epoch_len);
         s->batch = b;
         s->count = l->epoch_len - first < l->batch ? l->epoch_len - first : l->batch;
         s->next_pos = 0;
@@ -28,6 +47,7 @@ void ferry_slots_assign(ferry_loader *l)
 
 void ferry_slot_collect_timing(ferry_loader *l, ferry_slot *s, bool wait)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     if (!s->timing_pending)
         return;
     if (!wait && !ferry_event_query(s->copy_done))
@@ -43,9 +63,10 @@ void ferry_slot_collect_timing(ferry_loader *l, ferry_slot *s, bool wait)
     s->timing_pending = false;
 }
 
-/* The FILLING slot with the oldest batch that still has samples to hand out. */
+/* The FILLING slot with the oldest batch that still has samples to hand out. Lock held. */
 static ferry_slot *pick_slot(ferry_loader *l, ferry_slot *only, bool *must_sync)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     ferry_slot *best = NULL;
     *must_sync = false;
     for (size_t k = 0; k < l->nslots; k++) {
@@ -66,8 +87,9 @@ static ferry_slot *pick_slot(ferry_loader *l, ferry_slot *only, bool *must_sync)
  * caller's stream has released the slot's device memory. Lock not held. */
 static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_released)
 {
+    FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_status st = FERRY_OK;
-    pthread_mutex_lock(&l->copy_lock);
+    ferry_mutex_lock(&l->copy_lock);
     if (wait_released)
         st = ferry_stream_wait_event(l->copy_stream, s->released);
     if (st == FERRY_OK)
@@ -76,11 +98,10 @@ static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_release
         st = ferry_memcpy(s->dev, s->host, l->slot_bytes, FERRY_COPY_H2D, l->dev, l->copy_stream);
     if (st == FERRY_OK)
         st = ferry_event_record(s->copy_done, l->copy_stream);
-    pthread_mutex_unlock(&l->copy_lock);
+    ferry_mutex_unlock(&l->copy_lock);
     return st;
 }
 
-/* Decodes dataset sample `index` into dst in the wire format. Lock not held. */
 /* *a += v as one atomic step (stats_get reads and resets it under the lock the
  * worker does not hold). A CAS loop: `+=` on an _Atomic double needs libatomic. */
 static void add_seconds(_Atomic double *a, double v)
@@ -91,9 +112,11 @@ static void add_seconds(_Atomic double *a, double v)
         ;
 }
 
+/* Decodes dataset sample `index` into dst in the wire format. Lock not held. */
 static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, void *dst,
                                int64_t *label)
 {
+    FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_sample_timing t = {0};
     ferry_sample_ctx ctx = {
         .seed = l->cfg.seed,
@@ -119,8 +142,10 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, v
     return st;
 }
 
+/* Lock held. */
 static void note_skipped(ferry_loader *l, size_t index)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     l->stats.skipped++;
     size_t n = l->stats.skipped_names_count;
     if (n < FERRY_LOADER_MAX_SKIPPED_NAMES) {
@@ -134,143 +159,207 @@ static void note_skipped(ferry_loader *l, size_t index)
     }
 }
 
+/* The slot's previous copy may still read its host memory: wait for it
+ * (normally long done) before anyone writes there. Lock held; released while
+ * waiting, and the slot is marked so that no other worker picks it meanwhile. */
+static void wait_host_free(ferry_loader *l, ferry_slot *s)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    FERRY_ASSERT(s->host_in_copy && !s->host_syncing);
+    s->host_syncing = true;
+    ferry_mutex_unlock(&l->lock);
+    ferry_status st = l->gpu ? ferry_event_synchronize(s->copy_done) : FERRY_OK;
+    ferry_mutex_lock(&l->lock);
+    s->host_syncing = false;
+    if (st == FERRY_OK) {
+        s->host_in_copy = false;
+        ferry_slot_collect_timing(l, s, false);
+    } else if (l->failed == FERRY_OK) {
+        l->failed = st;
+        snprintf(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s", ferry_last_error());
+        pthread_cond_broadcast(&l->ready_cv);
+    }
+    pthread_cond_broadcast(&l->work_cv);
+}
+
+/* Takes the slot's next place for worker w. Lock held. */
+static void claim_sample(ferry_loader *l, ferry_worker *w, ferry_slot *s, task *t)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    FERRY_ASSERT(s->state == SLOT_FILLING && s->next_pos < s->count);
+    const size_t pos = s->next_pos++;
+    *t = (task){.slot = s, .gen = l->generation, .pos = pos, .warm = l->warm};
+    t->order_pos = s->batch * l->batch + pos;
+    FERRY_ASSERT(t->order_pos < l->epoch_len);
+    t->index = l->order[t->order_pos];
+    w->busy = true;
+    w->slot = (size_t)(s - l->slots);
+    w->pos = t->pos;
+    w->index = t->index;
+    w->start = ferry_now();
+    l->inflight++;
+}
+
+/* FERRY_OK, or FERRY_ERR_TIMEOUT when the worker's sample took longer than
+ * sample_timeout_s. Lock not held. */
+static ferry_status check_sample_time(ferry_loader *l, const ferry_worker *w, size_t index)
+{
+    if (l->cfg.sample_timeout_s <= 0 || ferry_now() - w->start <= l->cfg.sample_timeout_s)
+        return FERRY_OK;
+    const char *name = ferry_dataset_sample_name(l->ds, index);
+    return ferry_fail(FERRY_ERR_TIMEOUT, "%s%stook %.3f s, longer than the %.3f s timeout",
+                      name ? name : "", name ? ": " : "", ferry_now() - w->start,
+                      l->cfg.sample_timeout_s);
+}
+
+/* Policy skip: the next good sample in sampler order takes this place, so
+ * batches stay full and the result does not depend on thread timing. Lock not held. */
+static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void *dst)
+{
+    const size_t keep = sizeof t->skipped / sizeof t->skipped[0];
+    for (size_t k = 1; k < l->epoch_len && t->st != FERRY_OK; k++) {
+        if (t->nskipped < keep)
+            t->skipped[t->nskipped++] = t->index;
+        t->total_skipped++;
+        t->index = l->order[(t->order_pos + k) % l->epoch_len];
+        t->st = decode_one(l, w, t->index, dst, &t->label);
+    }
+    if (t->st != FERRY_OK)
+        ferry_fail_prefix(t->st, "every sample failed to decode; the last: ");
+}
+
+/* t->msg from the thread's last error, naming the sample. */
+static void describe_failure(ferry_loader *l, task *t)
+{
+    const char *name = ferry_dataset_sample_name(l->ds, t->index);
+    const char *err = ferry_last_error();
+    /* Name the file unless the dataset's message already starts with it. */
+    if (name && strncmp(err, name, strlen(name)) != 0)
+        snprintf(t->msg, sizeof t->msg, "sample %zu (%s): %s", t->index, name, err);
+    else
+        snprintf(t->msg, sizeof t->msg, "sample %zu: %s", t->index, err);
+}
+
+/* Decodes the claimed sample into its place in the slot. Lock not held. */
+static void run_task(ferry_loader *l, ferry_worker *w, task *t)
+{
+    FERRY_ASSERT_NOT_HELD(&l->lock);
+    int64_t allocs0 = ferry_debug_thread_alloc_count();
+    uint8_t *dst = t->slot->host + t->pos * l->wire_sample_bytes;
+    t->st = decode_one(l, w, t->index, dst, &t->label);
+    if (t->st == FERRY_OK)
+        t->st = check_sample_time(l, w, t->index);
+    if (t->st != FERRY_OK && t->st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP)
+        skip_to_good_sample(l, w, t, dst);
+    if (t->st != FERRY_OK)
+        describe_failure(l, t);
+    double end = ferry_now();
+    t->allocs = ferry_debug_thread_alloc_count() - allocs0;
+    ferry_trace_event(l, "decode", w->id + 1, w->start, end, "index", t->index);
+}
+
+/* Stores the task's outcome in its slot. True when it was the slot's last
+ * sample: the task then still counts in l->inflight, and finish_slot drops it.
+ * Lock held. */
+static bool record_task(ferry_loader *l, ferry_worker *w, const task *t)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    FERRY_ASSERT(l->inflight > 0);
+    ferry_slot *s = t->slot;
+    w->busy = false;
+    if (t->warm)
+        l->stats.allocs_after_warmup += (uint64_t)t->allocs;
+    for (size_t i = 0; i < t->nskipped; i++)
+        note_skipped(l, t->skipped[i]);
+    l->stats.skipped += t->total_skipped - t->nskipped;
+    if (t->gen != l->generation) {
+        /* A reset voided this task; the reset is waiting for inflight to drain. */
+        l->inflight--;
+        pthread_cond_broadcast(&l->ready_cv);
+        return false;
+    }
+    FERRY_ASSERT(s->state == SLOT_FILLING && s->done < s->count);
+    if (t->st != FERRY_OK) {
+        if (s->err == FERRY_OK) {
+            s->err = t->st;
+            snprintf(s->errmsg, sizeof s->errmsg, "%s", t->msg);
+        }
+    } else {
+        s->indices[t->pos] = t->index;
+        s->host_labels[t->pos] = t->label;
+    }
+    if (++s->done < s->count) {
+        l->inflight--;
+        return false;
+    }
+    return true;
+}
+
+/* Queues the full slot's H2D copy. Lock held; released while queueing. */
+static void queue_slot_copy(ferry_loader *l, ferry_slot *s)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    bool wait_released = s->wait_released;
+    s->wait_released = false;
+    ferry_mutex_unlock(&l->lock);
+    double t = ferry_now();
+    ferry_status st = issue_copy(l, s, wait_released);
+    ferry_mutex_lock(&l->lock);
+    s->copy_issued = t;
+    s->host_in_copy = true;
+    s->timing_pending = st == FERRY_OK;
+    if (st != FERRY_OK) {
+        s->err = st;
+        snprintf(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
+                 ferry_last_error());
+    } else {
+        l->stats.h2d_bytes += l->slot_bytes;
+    }
+}
+
+/* The slot's last sample is in: copy it to the device and hand it to next().
+ * The task counts in inflight until its copy is queued, so a reset waits for
+ * that too. Lock held. */
+static void finish_slot(ferry_loader *l, const task *t)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    ferry_slot *s = t->slot;
+    FERRY_ASSERT(s->done == s->count);
+    if (s->err == FERRY_OK && l->gpu)
+        queue_slot_copy(l, s);
+    l->inflight--;
+    if (t->gen == l->generation)
+        s->state = SLOT_READY;
+    pthread_cond_broadcast(&l->ready_cv);
+}
+
 bool ferry_worker_run_one(ferry_loader *l, ferry_worker *w, ferry_slot *only)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     if (l->stop || l->failed != FERRY_OK)
         return false;
     bool must_sync;
     ferry_slot *s = pick_slot(l, only, &must_sync);
     if (!s)
         return false;
-
     if (must_sync) {
-        /* The slot's previous copy may still read its host memory: wait for it
-         * (normally long done) before anyone writes there. */
-        s->host_syncing = true;
-        pthread_mutex_unlock(&l->lock);
-        ferry_status st = l->gpu ? ferry_event_synchronize(s->copy_done) : FERRY_OK;
-        pthread_mutex_lock(&l->lock);
-        s->host_syncing = false;
-        if (st == FERRY_OK) {
-            s->host_in_copy = false;
-            ferry_slot_collect_timing(l, s, false);
-        } else if (l->failed == FERRY_OK) {
-            l->failed = st;
-            snprintf(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s", ferry_last_error());
-            pthread_cond_broadcast(&l->ready_cv);
-        }
-        pthread_cond_broadcast(&l->work_cv);
+        wait_host_free(l, s);
         return true;
     }
-
-    const uint64_t gen = l->generation;
-    const size_t pos = s->next_pos++;
-    const size_t p = s->batch * l->batch + pos; /* position in the epoch's order */
-    size_t index = l->order[p];
-    w->busy = true;
-    w->slot = (size_t)(s - l->slots);
-    w->pos = pos;
-    w->index = index;
-    w->start = ferry_now();
-    l->inflight++;
-    const bool warm = l->warm;
-    pthread_mutex_unlock(&l->lock);
-
-    int64_t allocs0 = ferry_debug_thread_alloc_count();
-    uint8_t *dst = s->host + pos * l->wire_sample_bytes;
-    int64_t label = 0;
-    ferry_status st = decode_one(l, w, index, dst, &label);
-    if (st == FERRY_OK && l->cfg.sample_timeout_s > 0 &&
-        ferry_now() - w->start > l->cfg.sample_timeout_s) {
-        const char *name = ferry_dataset_sample_name(l->ds, index);
-        st = ferry_fail(FERRY_ERR_TIMEOUT, "%s%stook %.3f s, longer than the %.3f s timeout",
-                        name ? name : "", name ? ": " : "", ferry_now() - w->start,
-                        l->cfg.sample_timeout_s);
-    }
-    /* Policy skip: the next good sample in sampler order takes this place, so
-     * batches stay full and the result does not depend on thread timing. */
-    size_t skipped[8], nskipped = 0, total_skipped = 0;
-    if (st != FERRY_OK && st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP) {
-        for (size_t k = 1; k < l->epoch_len && st != FERRY_OK; k++) {
-            if (nskipped < 8)
-                skipped[nskipped++] = index;
-            total_skipped++;
-            index = l->order[(p + k) % l->epoch_len];
-            st = decode_one(l, w, index, dst, &label);
-        }
-        if (st != FERRY_OK)
-            ferry_fail_prefix(st, "every sample failed to decode; the last: ");
-    }
-    char msg[512];
-    if (st != FERRY_OK) {
-        const char *name = ferry_dataset_sample_name(l->ds, index);
-        const char *err = ferry_last_error();
-        /* Name the file unless the dataset's message already starts with it. */
-        if (name && strncmp(err, name, strlen(name)) != 0)
-            snprintf(msg, sizeof msg, "sample %zu (%s): %s", index, name, err);
-        else
-            snprintf(msg, sizeof msg, "sample %zu: %s", index, err);
-    }
-    double end = ferry_now();
-    int64_t allocs = ferry_debug_thread_alloc_count() - allocs0;
-    ferry_trace_event(l, "decode", w->id + 1, w->start, end, "index", index);
-
-    pthread_mutex_lock(&l->lock);
-    w->busy = false;
-    if (warm)
-        l->stats.allocs_after_warmup += (uint64_t)allocs;
-    for (size_t i = 0; i < nskipped; i++)
-        note_skipped(l, skipped[i]);
-    l->stats.skipped += total_skipped - nskipped;
-    if (gen != l->generation) {
-        /* A reset voided this task; the reset is waiting for inflight to drain. */
-        l->inflight--;
-        pthread_cond_broadcast(&l->ready_cv);
-        return true;
-    }
-    if (st != FERRY_OK) {
-        if (s->err == FERRY_OK) {
-            s->err = st;
-            snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
-        }
-    } else {
-        s->indices[pos] = index;
-        s->host_labels[pos] = label;
-    }
-    if (++s->done < s->count) {
-        l->inflight--;
-        return true;
-    }
-
-    /* This was the slot's last sample. */
-    if (s->err == FERRY_OK && l->gpu) {
-        bool wait_released = s->wait_released;
-        s->wait_released = false;
-        pthread_mutex_unlock(&l->lock);
-        double t = ferry_now();
-        ferry_status cst = issue_copy(l, s, wait_released);
-        pthread_mutex_lock(&l->lock);
-        s->copy_issued = t;
-        s->host_in_copy = true;
-        s->timing_pending = cst == FERRY_OK;
-        if (cst != FERRY_OK) {
-            s->err = cst;
-            snprintf(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
-                     ferry_last_error());
-        } else {
-            l->stats.h2d_bytes += l->slot_bytes;
-        }
-    }
-    l->inflight--;
-    if (gen == l->generation)
-        s->state = SLOT_READY;
-    pthread_cond_broadcast(&l->ready_cv);
+    task t;
+    claim_sample(l, w, s, &t);
+    ferry_mutex_unlock(&l->lock);
+    run_task(l, w, &t);
+    ferry_mutex_lock(&l->lock);
+    if (record_task(l, w, &t))
+        finish_slot(l, &t);
     return true;
 }
 
 /* Work remains to hand out in this epoch. Lock held. */
 static bool epoch_has_work(ferry_loader *l)
 {
+    FERRY_ASSERT_HELD(&l->lock);
     if (l->next_assign < l->num_batches)
         return true;
     for (size_t k = 0; k < l->nslots; k++)
@@ -285,15 +374,15 @@ static void *worker_main(void *arg)
     ferry_loader *l = w->loader;
     if (l->gpu)
         ferry_cuda_set_device(l->dev.index); /* copies and events on the loader's device */
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     while (!l->stop) {
         if (ferry_worker_run_one(l, w, NULL))
             continue;
         if (!l->cfg.persistent_workers && !epoch_has_work(l))
             break; /* the next reset starts fresh workers */
-        pthread_cond_wait(&l->work_cv, &l->lock);
+        ferry_cond_wait(&l->work_cv, &l->lock);
     }
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     return NULL;
 }
 
@@ -316,16 +405,17 @@ void ferry_workers_stop(ferry_loader *l)
 {
     if (!l->workers)
         return;
-    pthread_mutex_lock(&l->lock);
+    FERRY_ASSERT_NOT_HELD(&l->lock);
+    ferry_mutex_lock(&l->lock);
     l->stop = true;
     pthread_cond_broadcast(&l->work_cv);
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
     for (size_t i = 0; i < l->nworkers; i++) {
         if (l->workers[i].started)
             pthread_join(l->workers[i].thread, NULL);
         l->workers[i].started = false;
     }
-    pthread_mutex_lock(&l->lock);
+    ferry_mutex_lock(&l->lock);
     l->stop = false;
-    pthread_mutex_unlock(&l->lock);
+    ferry_mutex_unlock(&l->lock);
 }

@@ -578,75 +578,58 @@ static void sb_str(sbuf *b, const char *s)
     sb_put(b, "\"", 1);
 }
 
-ferry_status ferry_safetensors_save(const char *path, const char *const *names, ferry_tensor *const *tensors, size_t n,
-                                    const char *const *meta, size_t n_meta)
+/* The JSON header: metadata, then each tensor's dtype, shape and byte range in
+ * the data that follows, padded with spaces to a multiple of 8 bytes. */
+static ferry_status build_header(sbuf *h, const char *const *names, ferry_tensor *const *tensors,
+                                 size_t n, const char *const *meta, size_t n_meta)
 {
-    if (!path || (n && (!names || !tensors)) || (n_meta && !meta))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "bad arguments (in ferry_safetensors_save)");
-    sbuf h = {0};
     uint64_t off = 0;
-    sb_put(&h, "{", 1);
+    sb_put(h, "{", 1);
     bool first = true;
     if (n_meta) {
-        sb_put(&h, "\"__metadata__\":{", 16);
+        sb_put(h, "\"__metadata__\":{", 16);
         for (size_t i = 0; i < n_meta; i++) {
             if (i)
-                sb_put(&h, ",", 1);
-            sb_str(&h, meta[2 * i]);
-            sb_put(&h, ":", 1);
-            sb_str(&h, meta[2 * i + 1]);
+                sb_put(h, ",", 1);
+            sb_str(h, meta[2 * i]);
+            sb_put(h, ":", 1);
+            sb_str(h, meta[2 * i + 1]);
         }
-        sb_put(&h, "}", 1);
+        sb_put(h, "}", 1);
         first = false;
     }
     for (size_t i = 0; i < n; i++) {
         const ferry_tensor *t = tensors[i];
         const char *dn = t ? st_dtype_name(ferry_tensor_dtype(t)) : NULL;
-        if (!t || !names[i] || !dn) {
-            ferry_host_free(h.p);
+        if (!t || !names[i] || !dn)
             return ferry_fail(FERRY_ERR_INVALID_ARG, "safetensors: tensor %zu (\"%s\") is missing or has no safetensors dtype",
                               i, names[i] ? names[i] : "(null)");
-        }
         if (!first)
-            sb_put(&h, ",", 1);
+            sb_put(h, ",", 1);
         first = false;
-        sb_str(&h, names[i]);
+        sb_str(h, names[i]);
         char tmp[128];
         snprintf(tmp, sizeof tmp, ":{\"dtype\":\"%s\",\"shape\":[", dn);
-        sb_put(&h, tmp, strlen(tmp));
+        sb_put(h, tmp, strlen(tmp));
         for (size_t d = 0; d < ferry_tensor_ndim(t); d++) {
             snprintf(tmp, sizeof tmp, d ? ",%lld" : "%lld", (long long)ferry_tensor_dim(t, d));
-            sb_put(&h, tmp, strlen(tmp));
+            sb_put(h, tmp, strlen(tmp));
         }
         uint64_t bytes = ferry_tensor_nbytes(t), end = off + bytes;
         snprintf(tmp, sizeof tmp, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, end);
-        sb_put(&h, tmp, strlen(tmp));
+        sb_put(h, tmp, strlen(tmp));
         off += bytes;
     }
-    sb_put(&h, "}", 1);
-    while (!h.oom && h.n % 8) /* pad with spaces so the data starts 8-aligned */
-        sb_put(&h, " ", 1);
-    if (h.oom) {
-        ferry_host_free(h.p);
-        return FERRY_ERR_NO_MEMORY;
-    }
-    char tmp_path[4096];
-    if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path) >= (int)sizeof tmp_path) {
-        ferry_host_free(h.p);
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %s", path);
-    }
-    FILE *fp = fopen(tmp_path, "wb");
-    if (!fp) {
-        ferry_host_free(h.p);
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", tmp_path, strerror(errno));
-    }
-    unsigned char len[8];
-    for (int i = 0; i < 8; i++)
-        len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    sb_put(h, "}", 1);
+    while (!h->oom && h->n % 8) /* pad with spaces so the data starts 8-aligned */
+        sb_put(h, " ", 1);
+    return h->oom ? FERRY_ERR_NO_MEMORY : FERRY_OK;
+}
+
+/* Each tensor's bytes in order, through one host buffer that grows as needed. */
+static ferry_status write_data(FILE *fp, const char *path, ferry_tensor *const *tensors, size_t n)
+{
     ferry_status st = FERRY_OK;
-    if (fwrite(len, 1, 8, fp) != 8 || fwrite(h.p, 1, h.n, fp) != h.n)
-        st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", tmp_path, strerror(errno));
-    ferry_host_free(h.p);
     void *scratch = NULL;
     size_t scap = 0;
     for (size_t i = 0; i < n && st == FERRY_OK; i++) {
@@ -664,9 +647,42 @@ ferry_status ferry_safetensors_save(const char *path, const char *const *names, 
             continue;
         st = ferry_tensor_copy_to_host(tensors[i], scratch, bytes);
         if (st == FERRY_OK && fwrite(scratch, 1, bytes, fp) != bytes)
-            st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", tmp_path, strerror(errno));
+            st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", path, strerror(errno));
     }
     ferry_host_free(scratch);
+    return st;
+}
+
+ferry_status ferry_safetensors_save(const char *path, const char *const *names, ferry_tensor *const *tensors, size_t n,
+                                    const char *const *meta, size_t n_meta)
+{
+    if (!path || (n && (!names || !tensors)) || (n_meta && !meta))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "bad arguments (in ferry_safetensors_save)");
+    sbuf h = {0};
+    ferry_status st = build_header(&h, names, tensors, n, meta, n_meta);
+    if (st != FERRY_OK) {
+        ferry_host_free(h.p);
+        return st;
+    }
+    /* Written next to the file, then renamed over it: a crash leaves the old file. */
+    char tmp_path[4096];
+    if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path) >= (int)sizeof tmp_path) {
+        ferry_host_free(h.p);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %s", path);
+    }
+    FILE *fp = fopen(tmp_path, "wb");
+    if (!fp) {
+        ferry_host_free(h.p);
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", tmp_path, strerror(errno));
+    }
+    unsigned char len[8]; /* the header's length, little-endian */
+    for (int i = 0; i < 8; i++)
+        len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
+    if (fwrite(len, 1, 8, fp) != 8 || fwrite(h.p, 1, h.n, fp) != h.n)
+        st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", tmp_path, strerror(errno));
+    ferry_host_free(h.p);
+    if (st == FERRY_OK)
+        st = write_data(fp, tmp_path, tensors, n);
     if (fclose(fp) != 0 && st == FERRY_OK)
         st = ferry_fail(FERRY_ERR_IO, "%s: close failed: %s", tmp_path, strerror(errno));
     if (st == FERRY_OK && rename(tmp_path, path) != 0)

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ferry/dataset.h"
 #include "ferry/tensor.h"
 
 #ifdef __cplusplus
@@ -58,6 +59,24 @@ typedef struct fk_conv {
     int64_t oh, ow;            /* output */
 } fk_conv;
 
+/* The loader's last step, on the device: a batch of count samples from the wire
+ * dtype (u8 or f32) in the dataset's layout to dst_dtype (f32, f16, bf16, u8) in
+ * the requested layout, with per-channel y = x * scale[c] + shift[c] rounded
+ * after the multiply and after the add (never fused), so every backend agrees
+ * bit for bit. src/loader/convert.c holds the CPU version. */
+#define FK_BATCH_MAX_CHANNELS 4
+typedef struct fk_batch_spec {
+    size_t count; /* samples */
+    size_t channels, height, width;
+    ferry_dtype src_dtype;
+    ferry_layout src_layout;
+    ferry_dtype dst_dtype;
+    ferry_layout dst_layout;
+    bool affine; /* apply scale/shift (false: plain cast/permute) */
+    float scale[FK_BATCH_MAX_CHANNELS];
+    float shift[FK_BATCH_MAX_CHANNELS];
+} fk_batch_spec;
+
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
@@ -84,6 +103,11 @@ typedef struct fk_conv {
       (float, alpha), (const void *, a), (int64_t, lda), (int64_t, stride_a), (const void *, b),   \
       (int64_t, ldb), (int64_t, stride_b), (float, beta), (void *, cc), (int64_t, ldc),            \
       (int64_t, stride_c), (int64_t, batch))                                                       \
+    /* n contiguous elements from x's dtype to y's: float to integer truncates and  \
+     * saturates (NaN -> 0), half types round to nearest even (tensor/half.h) */   \
+    X(cast, (ferry_dtype, xdt), (const void *, x), (ferry_dtype, ydt), (void *, y), (int64_t, n))   \
+    /* the loader's batch conversion (fk_batch_spec) */                                            \
+    X(batch_convert, (const fk_batch_spec *, spec), (const void *, src), (void *, dst))            \
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
       (bool, normal))                                                                              \

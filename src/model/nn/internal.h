@@ -2,8 +2,8 @@
  * member is a ferry_module, plus a table of its functions (fm_ops). Parameters
  * live in fm_param records owned by the layer; a module's flat list points at
  * all parameters of its subtree with their state_dict names. */
-#ifndef FERRY_MODEL_NN_IMPL_H
-#define FERRY_MODEL_NN_IMPL_H
+#ifndef FERRY_MODEL_NN_INTERNAL_H
+#define FERRY_MODEL_NN_INTERNAL_H
 
 #include "ferry/nn.h"
 #include "model/kernels/kernels.h"

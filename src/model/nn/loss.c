@@ -14,6 +14,7 @@ struct ferry_metrics {
     ferry_tensor *ints;  /* i64 [2]: correct predictions, labels out of range */
     int64_t count;       /* samples added */
     int64_t classified;  /* samples added by a classification loss */
+    int64_t bad_seen;    /* ints[1] as cross-entropy last read it back */
 };
 
 ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out)
@@ -52,7 +53,7 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
     ferry_status st = ferry_tensor_fill(m->loss, 0.0, s);
     if (st == FERRY_OK)
         st = ferry_tensor_fill(m->ints, 0.0, s);
-    m->count = m->classified = 0;
+    m->count = m->classified = m->bad_seen = 0;
     return st;
 }
 
@@ -124,20 +125,44 @@ ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, flo
         st = ferry_tensor_contiguous(labels, s, &y);
     if (st == FERRY_OK && dlogits)
         st = ferry_tensor_empty(x->shape, 2, x->dtype, x->device, &d);
-    int64_t bad_host = 0;
+    /* Out-of-range labels are counted on the device, into metrics->ints[1] (which
+     * counts since the last reset) or a scratch i64, and the count is read back
+     * here, on every device alike. That read synchronises stream s once per call:
+     * the price of rejecting a bad label when it is passed, as the CPU did. */
+    ferry_tensor *scratch = NULL;
+    int64_t *bad = NULL;
+    if (st == FERRY_OK) {
+        if (metrics) {
+            bad = (int64_t *)ferry_tensor_data(metrics->ints) + 1;
+        } else {
+            int64_t one = 1;
+            st = ferry_tensor_empty(&one, 1, FERRY_DTYPE_I64, x->device, &scratch);
+            if (st == FERRY_OK)
+                st = ferry_tensor_fill(scratch, 0.0, s);
+            if (st == FERRY_OK)
+                bad = ferry_tensor_data(scratch);
+        }
+    }
+    int64_t bad_now = 0, bad_before = metrics ? metrics->bad_seen : 0;
     if (st == FERRY_OK) {
         /* x and y exist here: ferry_tensor_contiguous sets its out exactly on FERRY_OK. */
-        bool cpu = x->device.type == FERRY_DEVICE_CPU;
         fk_ctx c = fm_ctx(x, s);
         float *lp = metrics ? ferry_tensor_data(metrics->loss) : NULL;
         int64_t *ip = metrics ? ferry_tensor_data(metrics->ints) : NULL;
         float gscale = rows ? grad_scale / (float)rows : 0.0f;
         st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y), rows,
-                classes, lp, ip, cpu ? &bad_host : (ip ? ip + 1 : NULL), d ? ferry_tensor_data(d) : NULL, gscale);
+                classes, lp, ip, bad, d ? ferry_tensor_data(d) : NULL, gscale);
     }
-    if (st == FERRY_OK && bad_host)
+    if (st == FERRY_OK)
+        st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);
+    if (st == FERRY_OK && s)
+        st = ferry_stream_synchronize(s);
+    if (st == FERRY_OK && metrics)
+        metrics->bad_seen = bad_now;
+    if (st == FERRY_OK && bad_now != bad_before)
         st = ferry_fail(FERRY_ERR_INVALID_ARG, "%lld of %lld labels are outside [0, %lld) (in %s)",
-                        (long long)bad_host, (long long)rows, (long long)classes, op);
+                        (long long)(bad_now - bad_before), (long long)rows, (long long)classes, op);
+    ferry_tensor_release(scratch);
     ferry_tensor_release(x);
     ferry_tensor_release(y);
     if (st != FERRY_OK) {

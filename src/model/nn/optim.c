@@ -221,6 +221,7 @@ ferry_module *fm_optim_module(ferry_optim *o) { return o->m; }
 void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size)
 {
     static const char *const kinds[] = {"SGD", "Adam", "AdamW"};
+    _Static_assert(sizeof kinds / sizeof kinds[0] == OPT_ADAMW + 1, "a name per optimiser kind");
     snprintf(buf, size, "%s lr=%.9g momentum=%.9g dampening=%.9g weight_decay=%.9g nesterov=%d betas=%.9g,%.9g eps=%.9g",
              kinds[o->kind], o->lr, o->momentum, o->dampening, o->wd, (int)o->nesterov, o->b1, o->b2, o->eps);
 }

@@ -2,6 +2,36 @@
 #include "common/error.h"
 #include "model/ops/common.h"
 
+/* The public op enums reach the kernels by value: ferry_binary_op is fk_bop,
+ * ferry_unary_op is fk_uop from FK_NEG and ferry_scalar_op is fk_uop from
+ * FK_ADD_S. A change to either side that breaks that fails here. */
+#define SAME_OP(fk, ferry) _Static_assert((int)(fk) == (int)(ferry), #fk " != " #ferry)
+SAME_OP(FK_ADD, FERRY_OP_ADD);
+SAME_OP(FK_SUB, FERRY_OP_SUB);
+SAME_OP(FK_MUL, FERRY_OP_MUL);
+SAME_OP(FK_DIV, FERRY_OP_DIV);
+SAME_OP(FK_MAXIMUM, FERRY_OP_MAXIMUM);
+SAME_OP(FK_MINIMUM, FERRY_OP_MINIMUM);
+SAME_OP(FK_BOP_COUNT, FERRY_OP_MINIMUM + 1);
+SAME_OP(FK_NEG, FK_NEG + FERRY_OP_NEG);
+SAME_OP(FK_RELU, FK_NEG + FERRY_OP_RELU);
+SAME_OP(FK_GELU, FK_NEG + FERRY_OP_GELU);
+SAME_OP(FK_EXP, FK_NEG + FERRY_OP_EXP);
+SAME_OP(FK_LOG, FK_NEG + FERRY_OP_LOG);
+SAME_OP(FK_SQRT, FK_NEG + FERRY_OP_SQRT);
+SAME_OP(FK_TANH, FK_NEG + FERRY_OP_TANH);
+SAME_OP(FK_SIGMOID, FK_NEG + FERRY_OP_SIGMOID);
+SAME_OP(FK_ABS, FK_NEG + FERRY_OP_ABS);
+SAME_OP(FK_ADD_S, FK_ADD_S + FERRY_OP_ADD_SCALAR);
+SAME_OP(FK_MUL_S, FK_ADD_S + FERRY_OP_MUL_SCALAR);
+SAME_OP(FK_RSUB_S, FK_ADD_S + FERRY_OP_RSUB_SCALAR);
+SAME_OP(FK_RDIV_S, FK_ADD_S + FERRY_OP_RDIV_SCALAR);
+SAME_OP(FK_POW_S, FK_ADD_S + FERRY_OP_POW_SCALAR);
+SAME_OP(FK_MAX_S, FK_ADD_S + FERRY_OP_MAX_SCALAR);
+SAME_OP(FK_MIN_S, FK_ADD_S + FERRY_OP_MIN_SCALAR);
+SAME_OP(FK_UOP_COUNT, FK_ADD_S + FERRY_OP_MIN_SCALAR + 1);
+#undef SAME_OP
+
 static ferry_status broadcast_shape(const ferry_tensor *a, const ferry_tensor *b, const char *op,
                                     int64_t *shape, size_t *ndim)
 {
@@ -24,6 +54,7 @@ static const char *binary_name(ferry_binary_op op)
 {
     static const char *const names[] = {"ferry_add", "ferry_sub", "ferry_mul", "ferry_div",
                                         "ferry_maximum", "ferry_minimum"};
+    _Static_assert(sizeof names / sizeof names[0] == FERRY_OP_MINIMUM + 1, "a name per binary op");
     return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "ferry_binary";
 }
 
@@ -116,6 +147,7 @@ ferry_status ferry_unary(ferry_unary_op op, ferry_tensor *a, ferry_stream *s, fe
     static const char *const names[] = {"ferry_neg", "ferry_relu", "ferry_gelu", "ferry_exp",
                                         "ferry_log", "ferry_sqrt", "ferry_tanh", "ferry_sigmoid",
                                         "ferry_abs"};
+    _Static_assert(sizeof names / sizeof names[0] == FERRY_OP_ABS + 1, "a name per unary op");
     if ((unsigned)op > FERRY_OP_ABS)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown unary op %d", (int)op);
     return map((fk_uop)(FK_NEG + (int)op), 0.0, a, s, names[op], out);
@@ -127,6 +159,7 @@ ferry_status ferry_scalar(ferry_scalar_op op, ferry_tensor *a, double c, ferry_s
     static const char *const names[] = {"ferry_add_scalar", "ferry_mul_scalar", "ferry_rsub_scalar",
                                         "ferry_rdiv_scalar", "ferry_pow_scalar", "ferry_max_scalar",
                                         "ferry_min_scalar"};
+    _Static_assert(sizeof names / sizeof names[0] == FERRY_OP_MIN_SCALAR + 1, "a name per scalar op");
     if ((unsigned)op > FERRY_OP_MIN_SCALAR)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown scalar op %d", (int)op);
     return map((fk_uop)(FK_ADD_S + (int)op), c, a, s, names[op], out);

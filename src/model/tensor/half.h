@@ -3,8 +3,8 @@
  * give bit-identical results: f32 <-> f16 / bf16 with round to nearest even,
  * infinities, NaNs (kept quiet) and subnormals; and one element of any dtype to
  * any other. */
-#ifndef FERRY_INTERNAL_TENSOR_HALF_H
-#define FERRY_INTERNAL_TENSOR_HALF_H
+#ifndef FERRY_MODEL_TENSOR_HALF_H
+#define FERRY_MODEL_TENSOR_HALF_H
 
 #include <stdint.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * results with ferry_tensor_empty and views with ferry_tensor_view_. Reference
  * counts are changed only with __atomic builtins (so this header also compiles
  * as C++ in .cu files, where C11 _Atomic is not available). */
-#ifndef FERRY_INTERNAL_TENSOR_IMPL_H
-#define FERRY_INTERNAL_TENSOR_IMPL_H
+#ifndef FERRY_MODEL_TENSOR_INTERNAL_H
+#define FERRY_MODEL_TENSOR_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>

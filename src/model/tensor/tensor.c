@@ -6,6 +6,7 @@
 
 #include "device/device_internal.h"
 #include "common/error.h"
+#include "model/kernels/kernels.h"
 #include "model/tensor/internal.h"
 
 static const struct { size_t size; const char *name; } dtypes[FERRY_DTYPE_COUNT_] = {
@@ -381,8 +382,6 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
 {
     /* The copy runs on the CUDA side's stream; a CPU stream has no queue. */
     ferry_device cd = d.type == FERRY_DEVICE_CUDA ? d : t->device;
-    if (s && ferry_stream_device(s).type == FERRY_DEVICE_CPU)
-        s = NULL;
     if (s && !ferry_device_eq(ferry_stream_device(s), cd)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_tensor_to: copy on %s, stream on %s",
@@ -472,18 +471,12 @@ ferry_status ferry_tensor_to_dtype(ferry_tensor *t, ferry_dtype dt, ferry_tensor
     }
     if ((st = tensor_alloc(t->shape, t->ndim, dt, t->device, NULL, &r)) != FERRY_OK)
         goto done;
-    if (t->device.type == FERRY_DEVICE_CPU) {
-        ferry_convert_host_(ferry_tensor_ptr_(src), src->dtype, r->storage->data, dt, src->numel);
-    } else {
-#if FERRY_HAVE_CUDA
-        st = ferry_convert_cuda_(ferry_tensor_ptr_(src), src->dtype, r->storage->data, dt, src->numel,
-                                 t->device.index, NULL);
+    {
+        fk_ctx c = fk_ctx_make(t->device, NULL);
+        st = FK(&c, cast, src->dtype, ferry_tensor_ptr_(src), dt, r->storage->data, src->numel);
         /* tensor results are ready on return, like every other call here */
         if (st == FERRY_OK)
             st = ferry_device_synchronize(t->device);
-#else
-        st = ferry_fail(FERRY_ERR_NO_DEVICE, "ferry_tensor_to_dtype: no CUDA support in this build");
-#endif
     }
 done:
     ferry_tensor_release(src);

@@ -2,6 +2,7 @@
  * using the same scalar code as the host (tensor/half.h), so CPU and GPU agree
  * bit for bit. */
 #include "device/cuda_check.h"
+#include "model/kernels/kernels.h"
 #include "model/tensor/half.h"
 #include "model/tensor/internal.h"
 
@@ -17,16 +18,20 @@ extern "C" ferry_status ferry_convert_cuda_(const void *src, ferry_dtype sdt, vo
 {
     if (n <= 0)
         return FERRY_OK;
-    int prev = 0;
-    FERRY_CUDA_CHECK(cudaGetDevice(&prev));
-    if (prev != device)
-        FERRY_CUDA_CHECK(cudaSetDevice(device));
+    ferry_cuda_guard guard; /* the caller's device comes back on return */
+    ferry_status st = guard.enter(device);
+    if (st != FERRY_OK)
+        return st;
     const int threads = 256;
     int64_t want = (n + threads - 1) / threads;
     int blocks = want > 65535 ? 65535 : (int)want;
     ferry_convert_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(src, (int)sdt, dst, (int)ddt, n);
-    ferry_status st = FERRY_CUDA_STATUS(cudaGetLastError());
-    if (prev != device)
-        cudaSetDevice(prev);
-    return st;
+    return FERRY_CUDA_STATUS(cudaGetLastError());
+}
+
+// The CUDA backend's cast kernel (tensor dtype conversion, through the table).
+extern "C" ferry_status fk_cuda_cast(const fk_ctx *c, ferry_dtype xdt, const void *x, ferry_dtype ydt,
+                                     void *y, int64_t n)
+{
+    return ferry_convert_cuda_(x, xdt, y, ydt, n, c->dev.index, c->native);
 }

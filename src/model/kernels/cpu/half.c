@@ -84,8 +84,14 @@ ferry_status fk_cpu_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int6
     NEED(fa && fb && fc);
     ferry_status st = fk_f32_gemm(c, FERRY_DTYPE_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b,
                                   beta, fc, ldc, stride_c, batch);
-    if (st == FERRY_OK)
-        out16(dt, cc, fc, ec);
+    /* Only C's m x n elements go back: the gaps of ldc > n and stride_c > m ldc
+     * are not C's (with beta = 0 the scratch holds zeros there). */
+    size_t es = ferry_dtype_size(dt);
+    for (int64_t i = 0; st == FERRY_OK && i < batch; i++)
+        for (int64_t r = 0; r < m && n > 0; r++) {
+            int64_t off = i * stride_c + r * ldc;
+            out16(dt, (char *)cc + (size_t)off * es, fc + off, n);
+        }
     return done(&s, st);
 }
 

@@ -1,11 +1,12 @@
 /* CPU kernels for the layers, losses and optimisers, in f32, written as flat
  * loops the compiler vectorises. f16/bf16 tensors reach them through the
- * converting wrappers in kernels/cpu/half.c. */
+ * converting wrappers in kernels/cpu/half.c. Dropout's and the optimisers'
+ * per-element formulas are in kernels/formulas.h, shared with CUDA. */
 #include <math.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "ferry/rng.h"
+#include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"
 
 ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b,
@@ -395,20 +396,14 @@ ferry_status fk_f32_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void
     (void)dt;
     const float *xp = x;
     float *yp = y;
-    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
+    float scale = fk_dropout_scale(p);
     /* One Philox block gives the keep bits of 4 elements: element i uses word i % 4
      * of block i / 4 (the CUDA kernel does the same). */
     for (int64_t i = 0; i < n; i += 4) {
-        uint64_t blk = (uint64_t)i / 4;
-        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)stream,
-                           (uint32_t)(stream >> 32)};
         uint32_t w[4];
-        ferry_philox4x32_10(ctr, key, w);
-        for (int64_t j = 0; j < 4 && i + j < n; j++) {
-            float u = (float)(w[j] >> 8) * (1.0f / 16777216.0f);
-            yp[i + j] = u >= p ? xp[i + j] * scale : 0.0f;
-        }
+        ferry_philox_block_((uint64_t)i / 4, stream, seed, w);
+        for (int64_t j = 0; j < 4 && i + j < n; j++)
+            yp[i + j] = fk_dropout_apply(xp[i + j], w[j], p, scale);
     }
     return FERRY_OK;
 }
@@ -417,31 +412,21 @@ ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restric
                         int64_t n, float lr, float momentum, float dampening, float wd, bool nesterov, bool first)
 {
     (void)c;
-    /* One branch-free loop per case, so each vectorises. */
+    /* One loop per case with the flags constant, so each inlines to a
+     * branch-free body that vectorises. */
+    float keep = 1.0f - dampening;
     if (momentum == 0.0f) {
         for (int64_t i = 0; i < n; i++)
-            p[i] -= lr * (g[i] + wd * p[i]);
+            p[i] = fk_sgd_plain(p[i], g[i], lr, wd);
     } else if (first) {
-        for (int64_t i = 0; i < n; i++) {
-            float d = g[i] + wd * p[i];
-            buf[i] = d;
-            p[i] -= lr * (nesterov ? d + momentum * d : d);
-        }
+        for (int64_t i = 0; i < n; i++)
+            p[i] = fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, true);
     } else if (nesterov) {
-        float keep = 1.0f - dampening;
-        for (int64_t i = 0; i < n; i++) {
-            float d = g[i] + wd * p[i];
-            float b = momentum * buf[i] + keep * d;
-            buf[i] = b;
-            p[i] -= lr * (d + momentum * b);
-        }
+        for (int64_t i = 0; i < n; i++)
+            p[i] = fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, true, false);
     } else {
-        float keep = 1.0f - dampening;
-        for (int64_t i = 0; i < n; i++) {
-            float b = momentum * buf[i] + keep * (g[i] + wd * p[i]);
-            buf[i] = b;
-            p[i] -= lr * b;
-        }
+        for (int64_t i = 0; i < n; i++)
+            p[i] = fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, false, false);
     }
     return FERRY_OK;
 }
@@ -451,18 +436,10 @@ ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, fl
                          int64_t step)
 {
     (void)c;
-    float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-    float step_size = lr / bc1, sbc2 = sqrtf(bc2);
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (decoupled)
-            p[i] *= 1.0f - lr * wd;
-        else
-            d += wd * p[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * d;
-        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
-        p[i] -= step_size * m[i] / (sqrtf(v[i]) / sbc2 + eps);
-    }
+    float step_size, sbc2;
+    fk_adam_consts(lr, b1, b2, step, &step_size, &sbc2);
+    for (int64_t i = 0; i < n; i++)
+        p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
     return FERRY_OK;
 }
 

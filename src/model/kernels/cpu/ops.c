@@ -2,13 +2,14 @@
  * broadcasting, reductions, softmax, gemm (CBLAS) and Philox random numbers.
  * These are also the reference the CUDA kernels are tested against, so they
  * favour plain, obviously-right loops (in double where it is cheap) over speed;
- * the layers' hot paths use the f32 kernels in kernels/cpu/nn.c and sgemm. */
+ * the layers' hot paths use the f32 kernels in kernels/cpu/nn.c and sgemm. The
+ * per-element formulas are in kernels/formulas.h, shared with the CUDA kernels. */
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
 
 #include "common/error.h"
-#include "ferry/rng.h"
+#include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"
 
 void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
@@ -17,18 +18,10 @@ void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
     case FERRY_DTYPE_F32: ((float *)p)[i] = (float)v; break;
     case FERRY_DTYPE_F16: ((uint16_t *)p)[i] = ferry_f32_to_f16((float)v); break;
     case FERRY_DTYPE_BF16: ((uint16_t *)p)[i] = ferry_f32_to_bf16((float)v); break;
-    case FERRY_DTYPE_U8:
-        /* Saturate: images converted back to bytes should clamp, not wrap. */
-        ((uint8_t *)p)[i] = v != v ? 0 : v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
-        break;
-    case FERRY_DTYPE_I32:
-        ((int32_t *)p)[i] = v != v ? 0 : v <= -2147483648.0 ? INT32_MIN
-                          : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
-        break;
-    case FERRY_DTYPE_I64:
-        ((int64_t *)p)[i] = v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN
-                          : v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
-        break;
+    /* Saturate: images converted back to bytes should clamp, not wrap. */
+    case FERRY_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)fk_sat(v, 0, UINT8_MAX); break;
+    case FERRY_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)fk_sat(v, INT32_MIN, INT32_MAX); break;
+    case FERRY_DTYPE_I64: ((int64_t *)p)[i] = fk_sat(v, INT64_MIN, INT64_MAX); break;
     default: break;
     }
 }
@@ -142,7 +135,7 @@ static void convert_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, in
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        fk_std(c->ydt, c->y, o + i * so, fk_ldd(c->xdt, c->x, a + i * sa) * c->mul + c->add);
+        fk_std(c->ydt, c->y, o + i * so, fk_affine(fk_ldd(c->xdt, c->x, a + i * sa), c->mul, c->add));
 }
 
 ferry_status fk_cpu_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt,
@@ -154,42 +147,6 @@ ferry_status fk_cpu_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dty
     return FERRY_OK;
 }
 
-static double uop(fk_uop op, double x, double s)
-{
-    switch (op) {
-    case FK_NEG: return -x;
-    case FK_RELU: return x > 0 ? x : 0;
-    case FK_GELU: return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440));
-    case FK_EXP: return exp(x);
-    case FK_LOG: return log(x);
-    case FK_SQRT: return sqrt(x);
-    case FK_TANH: return tanh(x);
-    case FK_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case FK_ABS: return fabs(x);
-    case FK_ADD_S: return x + s;
-    case FK_MUL_S: return x * s;
-    case FK_RSUB_S: return s - x;
-    case FK_RDIV_S: return s / x;
-    case FK_POW_S: return pow(x, s);
-    case FK_MAX_S: return x > s || x != x ? x : s;
-    case FK_MIN_S: return x < s || x != x ? x : s;
-    default: return 0;
-    }
-}
-
-static double bop(fk_bop op, double a, double b)
-{
-    switch (op) {
-    case FK_ADD: return a + b;
-    case FK_SUB: return a - b;
-    case FK_MUL: return a * b;
-    case FK_DIV: return a / b;
-    case FK_MAXIMUM: return a != a || b != b ? NAN : a > b ? a : b;
-    case FK_MINIMUM: return a != a || b != b ? NAN : a < b ? a : b;
-    default: return 0;
-    }
-}
-
 struct map_ctx { int op; ferry_dtype dt; void *y; const void *a, *b; double s; };
 
 static void unary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
@@ -197,6 +154,8 @@ static void unary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int6
 {
     (void)b; (void)sb;
     struct map_ctx *c = vc;
+    /* The f32 fast path rounds the scalar to f32 first, so for a scalar that is
+     * not an f32 (0.1) it can differ from fk_uop_apply by an ulp; kept as it was. */
     if (c->dt == FERRY_DTYPE_F32 && so == 1 && sa == 1 &&
         (c->op == FK_RELU || c->op == FK_ADD_S || c->op == FK_MUL_S)) {
         float *y = (float *)c->y + o, s = (float)c->s;
@@ -213,13 +172,14 @@ static void unary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int6
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        fk_std(c->dt, c->y, o + i * so, uop((fk_uop)c->op, fk_ldd(c->dt, c->a, a + i * sa), c->s));
+        fk_std(c->dt, c->y, o + i * so, fk_uop_apply(c->op, fk_ldd(c->dt, c->a, a + i * sa), c->s));
 }
 
 static void binary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int64_t so,
                        int64_t sa, int64_t sb)
 {
     struct map_ctx *c = vc;
+    /* f32 + - * / round exactly as fk_bop_apply's double op rounded to f32. */
     if (c->dt == FERRY_DTYPE_F32 && so == 1 && (sa == 1 || sa == 0) && (sb == 1 || sb == 0) &&
         c->op <= FK_DIV) {
         float *y = (float *)c->y + o;
@@ -232,7 +192,7 @@ static void binary_row(void *vc, int64_t o, int64_t a, int64_t b, int64_t n, int
     }
     for (int64_t i = 0; i < n; i++)
         fk_std(c->dt, c->y, o + i * so,
-               bop((fk_bop)c->op, fk_ldd(c->dt, c->a, a + i * sa), fk_ldd(c->dt, c->b, b + i * sb)));
+               fk_bop_apply(c->op, fk_ldd(c->dt, c->a, a + i * sa), fk_ldd(c->dt, c->b, b + i * sb)));
 }
 
 ferry_status fk_cpu_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
@@ -260,20 +220,11 @@ ferry_status fk_cpu_reduce(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, 
     for (int64_t o = 0; o < outer; o++) {
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * n * inner + i;
-            double acc = op == FK_MAX || op == FK_ARGMAX ? -INFINITY : 0.0;
+            double acc = fk_reduce_init(op);
             int64_t arg = 0;
-            for (int64_t j = 0; j < n; j++) {
-                double v = fk_ldd(dt, x, base + j * inner);
-                if (op == FK_SUM || op == FK_MEAN) {
-                    acc += v;
-                } else if (v > acc || (v != v && acc == acc)) {
-                    /* NaN wins, as in PyTorch; the first maximum is kept. */
-                    acc = v;
-                    arg = j;
-                }
-            }
-            if (op == FK_MEAN)
-                acc = n ? acc / (double)n : NAN;
+            for (int64_t j = 0; j < n; j++)
+                fk_reduce_step(op, &acc, &arg, fk_ldd(dt, x, base + j * inner), j);
+            acc = fk_reduce_final(op, acc, n);
             if (op == FK_ARGMAX)
                 ((int64_t *)y)[o * inner + i] = arg;
             else
@@ -338,27 +289,13 @@ ferry_status fk_f32_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int6
 }
 
 /* Element i of a random tensor draws from one Philox block whose counter is
- * (i, stream) and key the seed, so any backend and any split of the work gives
- * the same numbers. The CUDA kernel (kernels/cuda/ops.cu) computes the same formula. */
+ * (i, stream) and key the seed (fk_rand_elem), so any backend and any split of
+ * the work gives the same numbers. */
 ferry_status fk_cpu_rand(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
                          uint64_t stream, bool normal)
 {
     (void)c;
-    uint32_t key[2] = {(uint32_t)seed, (uint32_t)(seed >> 32)};
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)stream,
-                           (uint32_t)(stream >> 32)};
-        uint32_t w[4];
-        ferry_philox4x32_10(ctr, key, w);
-        float v;
-        if (normal) {
-            float u1 = ((float)(w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
-            float u2 = (float)(w[1] >> 8) * (1.0f / 16777216.0f);
-            v = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
-        } else {
-            v = (float)(w[0] >> 8) * (1.0f / 16777216.0f);
-        }
-        fk_std(dt, y, i, v);
-    }
+    for (int64_t i = 0; i < n; i++)
+        fk_std(dt, y, i, fk_rand_elem(i, seed, stream, normal));
     return FERRY_OK;
 }

@@ -1,6 +1,7 @@
 /* Internal, CUDA kernel files only: the helpers the model's .cu files share —
  * dtype dispatch, float/double loads and stores for every dtype, launch sizes,
- * block reductions, and Philox4x32-10 on the device (same as src/dataset/rng.c). */
+ * block reductions. The per-element formulas (and Philox) are the CPU's own, from
+ * kernels/formulas.h and common/philox.h. */
 #ifndef FERRY_MODEL_KERN_CUDA_CUH
 #define FERRY_MODEL_KERN_CUDA_CUH
 
@@ -11,21 +12,23 @@
 
 #include "device/cuda_check.h"
 #include "common/error.h"
+#include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"
 
 #define FK_THREADS 256
 
 static inline cudaStream_t fk_stream(const fk_ctx *c) { return (cudaStream_t)c->native; }
 
-/* Makes c's device current (kernels launch on the current device). */
-static inline ferry_status fk_enter(const fk_ctx *c)
-{
-    int cur = -1;
-    FERRY_CUDA_CHECK(cudaGetDevice(&cur));
-    if (cur != c->dev.index)
-        FERRY_CUDA_CHECK(cudaSetDevice(c->dev.index));
-    return FERRY_OK;
-}
+/* Every kernel entry point starts with
+ *     fk_guard guard;
+ *     ferry_status st = fk_enter(c, &guard);
+ * which makes c's device current (kernels launch on the current device, and
+ * c's stream belongs to it) until guard goes out of scope: every return path,
+ * the early ones in FK_FLOAT_TYPES / FK_ALL_TYPES included, then gives the
+ * caller its own current device back. */
+typedef ferry_cuda_guard fk_guard;
+
+static inline ferry_status fk_enter(const fk_ctx *c, fk_guard *g) { return g->enter(c->dev.index); }
 
 static inline unsigned fk_blocks(int64_t n)
 {
@@ -65,25 +68,24 @@ __device__ __forceinline__ double fk_d(uint8_t x) { return x; }
 __device__ __forceinline__ double fk_d(int32_t x) { return x; }
 __device__ __forceinline__ double fk_d(int64_t x) { return (double)x; }
 
+/* Stores round as the CPU's fk_std does: double to f32, then f32 to f16/bf16 with
+ * model/tensor/half.h's bit code (NaN payloads included), integers saturated. */
 template <typename T> __device__ __forceinline__ T fk_to(double v);
 template <> __device__ __forceinline__ float fk_to<float>(double v) { return (float)v; }
-template <> __device__ __forceinline__ __half fk_to<__half>(double v) { return __float2half_rn((float)v); }
+template <> __device__ __forceinline__ __half fk_to<__half>(double v)
+{
+    return __ushort_as_half(ferry_f32_to_f16_((float)v));
+}
 template <> __device__ __forceinline__ __nv_bfloat16 fk_to<__nv_bfloat16>(double v)
 {
-    return __float2bfloat16_rn((float)v);
+    return __ushort_as_bfloat16(ferry_f32_to_bf16_((float)v));
 }
-template <> __device__ __forceinline__ uint8_t fk_to<uint8_t>(double v)
-{
-    return v != v ? 0 : v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v;
-}
+template <> __device__ __forceinline__ uint8_t fk_to<uint8_t>(double v) { return (uint8_t)fk_sat(v, 0, UINT8_MAX); }
 template <> __device__ __forceinline__ int32_t fk_to<int32_t>(double v)
 {
-    return v != v ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+    return (int32_t)fk_sat(v, INT32_MIN, INT32_MAX);
 }
-template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v)
-{
-    return v != v ? 0 : v <= -9.2233720368547758e18 ? INT64_MIN : v >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)v;
-}
+template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v) { return fk_sat(v, INT64_MIN, INT64_MAX); }
 
 /* Float dtypes only / every dtype: runs BODY with T bound to the C type. */
 #define FK_FLOAT_TYPES(dt, T, what, ...)                                                          \
@@ -167,27 +169,6 @@ __device__ __forceinline__ void fk_block_argmax(float &v, int64_t &i, float *shv
     __syncthreads();
     v = shv[0];
     i = shi[0];
-}
-
-/* ---- Philox4x32-10 ---- */
-__device__ __forceinline__ void fk_philox(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
-                                          uint32_t k1, uint32_t out[4])
-{
-    for (int r = 0; r < 10; r++) {
-        uint32_t hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-        uint32_t hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-        c0 = n0;
-        c1 = lo1;
-        c2 = n2;
-        c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
 }
 
 #endif

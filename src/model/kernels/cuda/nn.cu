@@ -1,6 +1,7 @@
 // CUDA kernels for the layers, losses and optimisers. Activations may be f32,
 // f16 or bf16 (arithmetic in f32); BatchNorm statistics, optimiser state and
-// master weights are f32.
+// master weights are f32. Dropout and the optimisers use the CPU's per-element
+// formulas (kernels/formulas.h), so they match the CPU bit for bit.
 #include <math.h>
 
 #include "model/kernels/cuda/common.cuh"
@@ -13,7 +14,8 @@ template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total
 extern "C" ferry_status fk_cuda_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
                                          int64_t ch, int64_t inner)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = outer * ch * inner;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -43,7 +45,8 @@ template <typename T> __global__ void k_bias_grad(T *db, const T *dy, int64_t ou
 extern "C" ferry_status fk_cuda_bias_grad(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
                                           int64_t ch, int64_t inner)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "bias gradient", {
@@ -61,7 +64,8 @@ template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy,
 extern "C" ferry_status fk_cuda_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y, const void *dy,
                                          int64_t n)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "relu backward", {
@@ -116,7 +120,8 @@ extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, c
                                               const void *labels, int64_t rows, int64_t classes, float *loss,
                                               int64_t *correct, int64_t *bad, void *dlogits, float gscale)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || rows == 0)
         return st;
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
@@ -151,7 +156,8 @@ __global__ void k_mse(const T *p, const T *t, int64_t n, float *loss, float lsca
 extern "C" ferry_status fk_cuda_mse(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
                                     float *loss, float lscale, void *dp, float gscale)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
@@ -204,7 +210,8 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 
 extern "C" ferry_status fk_cuda_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *col)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->c * g->kh * g->kw * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -216,7 +223,8 @@ extern "C" ferry_status fk_cuda_im2col(const fk_ctx *c, ferry_dtype dt, const fk
 
 extern "C" ferry_status fk_cuda_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col, void *x)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -290,7 +298,8 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
 extern "C" ferry_status fk_cuda_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y,
                                             int32_t *idx)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->n * g->c * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -303,7 +312,8 @@ extern "C" ferry_status fk_cuda_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, con
 extern "C" ferry_status fk_cuda_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
                                             const int32_t *idx, void *dx)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -315,7 +325,8 @@ extern "C" ferry_status fk_cuda_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, con
 
 extern "C" ferry_status fk_cuda_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->n * g->c * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -327,7 +338,8 @@ extern "C" ferry_status fk_cuda_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, con
 
 extern "C" ferry_status fk_cuda_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
@@ -415,7 +427,8 @@ extern "C" ferry_status fk_cuda_bn_fwd(const fk_ctx *c, ferry_dtype dt, const vo
                                        int64_t hw, const float *gamma, const float *beta, float *rmean, float *rvar,
                                        float *smean, float *sinvstd, bool training, float momentum, float eps)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "batch norm", {
@@ -429,7 +442,8 @@ extern "C" ferry_status fk_cuda_bn_bwd(const fk_ctx *c, ferry_dtype dt, const vo
                                        int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *smean,
                                        const float *sinvstd, float *dgamma, float *dbeta)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "batch norm backward", {
@@ -441,18 +455,16 @@ extern "C" ferry_status fk_cuda_bn_bwd(const fk_ctx *c, ferry_dtype dt, const vo
 
 // Element i keeps with word i % 4 of Philox block i / 4, as the CPU kernel.
 template <typename T>
-__global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uint32_t k0, uint32_t k1, uint32_t s0,
-                          uint32_t s1)
+__global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uint64_t seed, uint64_t stream)
 {
     int64_t groups = (n + 3) / 4;
     FK_GRID_STRIDE(g, groups)
     {
         uint32_t w[4];
-        fk_philox((uint32_t)g, (uint32_t)((uint64_t)g >> 32), s0, s1, k0, k1, w);
+        ferry_philox_block_((uint64_t)g, stream, seed, w);
         for (int j = 0; j < 4 && g * 4 + j < n; j++) {
-            float u = (float)(w[j] >> 8) * (1.0f / 16777216.0f);
             int64_t i = g * 4 + j;
-            y[i] = fk_to<T>(u >= p ? fk_f(x[i]) * scale : 0.0f);
+            y[i] = fk_to<T>(fk_dropout_apply(fk_f(x[i]), w[j], p, scale));
         }
     }
 }
@@ -460,40 +472,35 @@ __global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uin
 extern "C" ferry_status fk_cuda_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void *x, int64_t n, float p,
                                         uint64_t seed, uint64_t stream)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    float scale = fk_dropout_scale(p);
     FK_FLOAT_TYPES(dt, T, "dropout", {
-        k_dropout<T><<<fk_blocks((n + 3) / 4), FK_THREADS, 0, fk_stream(c)>>>(
-            (T *)y, (const T *)x, n, p, scale, (uint32_t)seed, (uint32_t)(seed >> 32), (uint32_t)stream,
-            (uint32_t)(stream >> 32));
+        k_dropout<T><<<fk_blocks((n + 3) / 4), FK_THREADS, 0, fk_stream(c)>>>((T *)y, (const T *)x, n, p, scale,
+                                                                             seed, stream);
     });
     return fk_launched("dropout kernel");
 }
 
-__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float dampening,
+__global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float keep,
                       float wd, bool nesterov, bool first)
 {
     FK_GRID_STRIDE(i, n)
-    {
-        float d = g[i] + wd * p[i];
-        if (momentum != 0.0f) {
-            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
-            buf[i] = b;
-            d = nesterov ? d + momentum * b : b;
-        }
-        p[i] -= lr * d;
-    }
+    p[i] = momentum == 0.0f ? fk_sgd_plain(p[i], g[i], lr, wd)
+                            : fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
 }
 
 extern "C" ferry_status fk_cuda_sgd(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
                                     float momentum, float dampening, float wd, bool nesterov, bool first)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    k_sgd<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, buf, n, lr, momentum, dampening, wd, nesterov, first);
+    k_sgd<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, buf, n, lr, momentum, 1.0f - dampening, wd, nesterov,
+                                                         first);
     return fk_launched("SGD kernel");
 }
 
@@ -501,27 +508,20 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, 
                        float eps, float wd, bool decoupled, float step_size, float sbc2)
 {
     FK_GRID_STRIDE(i, n)
-    {
-        float d = g[i];
-        if (decoupled)
-            p[i] *= 1.0f - lr * wd;
-        else
-            d += wd * p[i];
-        m[i] = b1 * m[i] + (1.0f - b1) * d;
-        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
-        p[i] -= step_size * m[i] / (sqrtf(v[i]) / sbc2 + eps);
-    }
+    p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
 
 extern "C" ferry_status fk_cuda_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
                                      float lr, float b1, float b2, float eps, float wd, bool decoupled, int64_t step)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, lr / bc1,
-                                                         sqrtf(bc2));
+    float step_size, sbc2;
+    fk_adam_consts(lr, b1, b2, step, &step_size, &sbc2);
+    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, step_size,
+                                                         sbc2);
     return fk_launched("Adam kernel");
 }
 
@@ -539,7 +539,8 @@ template <typename T> __global__ void k_unscale(const T *g, float *master, int64
 extern "C" ferry_status fk_cuda_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master, int64_t n,
                                         float inv_scale, float *found)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "unscale", {

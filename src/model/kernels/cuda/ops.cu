@@ -1,6 +1,8 @@
 // CUDA kernels for the tensor ops: fill, convert, elementwise maps with
 // broadcasting over strided operands, reductions, softmax, Philox random numbers,
 // and gemm through cuBLAS (tensor-op math with f32 accumulation for f16/bf16).
+// Per-element formulas are the CPU's (kernels/formulas.h), evaluated in the same
+// precision (double for convert and the elementwise maps) and rounding.
 #include <cublas_v2.h>
 #include <math.h>
 
@@ -25,7 +27,8 @@ template <typename T> __global__ void k_fill(T *y, fk_nd nd, T v)
 
 extern "C" ferry_status fk_cuda_fill(const fk_ctx *c, ferry_dtype dt, void *y, const fk_nd *nd, double v)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_ALL_TYPES(dt, T, "fill", {
@@ -42,8 +45,7 @@ template <typename Y, typename X> __global__ void k_convert(Y *y, const X *x, fk
 {
     FK_GRID_STRIDE(i, nd.numel)
     {
-        double v = fk_d(x[nd_off(nd, nd.sa, i)]);
-        y[nd_off(nd, nd.so, i)] = (mul == 1.0 && add == 0.0) ? fk_to<Y>(v) : fk_to<Y>(v * mul + add);
+        y[nd_off(nd, nd.so, i)] = fk_to<Y>(fk_affine(fk_d(x[nd_off(nd, nd.sa, i)]), mul, add));
     }
 }
 
@@ -52,14 +54,15 @@ template <> __global__ void k_convert<int64_t, int64_t>(int64_t *y, const int64_
     FK_GRID_STRIDE(i, nd.numel)
     {
         int64_t v = x[nd_off(nd, nd.sa, i)];
-        y[nd_off(nd, nd.so, i)] = (mul == 1.0 && add == 0.0) ? v : fk_to<int64_t>((double)v * mul + add);
+        y[nd_off(nd, nd.so, i)] = (mul == 1.0 && add == 0.0) ? v : fk_to<int64_t>(fk_affine((double)v, mul, add));
     }
 }
 
 extern "C" ferry_status fk_cuda_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x,
                                         const fk_nd *nd, double mul, double add)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_ALL_TYPES(ydt, Y, "convert", {
@@ -71,71 +74,37 @@ extern "C" ferry_status fk_cuda_convert(const fk_ctx *c, ferry_dtype ydt, void *
     return fk_launched("convert kernel");
 }
 
-__device__ __forceinline__ float uop(int op, float x, float s)
-{
-    switch (op) {
-    case FK_NEG: return -x;
-    case FK_RELU: return x > 0.0f ? x : 0.0f;
-    case FK_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
-    case FK_EXP: return expf(x);
-    case FK_LOG: return logf(x);
-    case FK_SQRT: return sqrtf(x);
-    case FK_TANH: return tanhf(x);
-    case FK_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case FK_ABS: return fabsf(x);
-    case FK_ADD_S: return x + s;
-    case FK_MUL_S: return x * s;
-    case FK_RSUB_S: return s - x;
-    case FK_RDIV_S: return s / x;
-    case FK_POW_S: return powf(x, s);
-    case FK_MAX_S: return x > s || x != x ? x : s;
-    case FK_MIN_S: return x < s || x != x ? x : s;
-    default: return 0.0f;
-    }
-}
-
-template <typename T> __global__ void k_unary(int op, T *y, const T *x, fk_nd nd, float s)
+template <typename T> __global__ void k_unary(int op, T *y, const T *x, fk_nd nd, double s)
 {
     FK_GRID_STRIDE(i, nd.numel)
-    y[nd_off(nd, nd.so, i)] = fk_to<T>(uop(op, fk_f(x[nd_off(nd, nd.sa, i)]), s));
+    y[nd_off(nd, nd.so, i)] = fk_to<T>(fk_uop_apply(op, fk_d(x[nd_off(nd, nd.sa, i)]), s));
 }
 
 extern "C" ferry_status fk_cuda_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
                                       const fk_nd *nd, double alpha)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
         k_unary<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((int)op, (T *)y, (const T *)x, *nd,
-                                                                          (float)alpha);
+                                                                          alpha);
     });
     return fk_launched("unary kernel");
-}
-
-__device__ __forceinline__ float bop(int op, float a, float b)
-{
-    switch (op) {
-    case FK_ADD: return a + b;
-    case FK_SUB: return a - b;
-    case FK_MUL: return a * b;
-    case FK_DIV: return a / b;
-    case FK_MAXIMUM: return a != a || b != b ? NAN : fmaxf(a, b);
-    case FK_MINIMUM: return a != a || b != b ? NAN : fminf(a, b);
-    default: return 0.0f;
-    }
 }
 
 template <typename T> __global__ void k_binary(int op, T *y, const T *a, const T *b, fk_nd nd)
 {
     FK_GRID_STRIDE(i, nd.numel)
-    y[nd_off(nd, nd.so, i)] = fk_to<T>(bop(op, fk_f(a[nd_off(nd, nd.sa, i)]), fk_f(b[nd_off(nd, nd.sb, i)])));
+    y[nd_off(nd, nd.so, i)] = fk_to<T>(fk_bop_apply(op, fk_d(a[nd_off(nd, nd.sa, i)]), fk_d(b[nd_off(nd, nd.sb, i)])));
 }
 
 extern "C" ferry_status fk_cuda_binary(const fk_ctx *c, fk_bop op, ferry_dtype dt, void *y, const void *a,
                                        const void *b, const fk_nd *nd)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
@@ -201,12 +170,39 @@ template <typename T> __global__ void k_reduce_cols(int op, void *y, const T *x,
     }
 }
 
+// Integer dtypes: the CPU's loop itself (double accumulator, fk_reduce_step), one
+// thread per output, so sums, means and argmax ties come out exactly as on the CPU.
+template <typename T>
+__global__ void k_reduce_exact(int op, void *y, const T *x, int64_t outer, int64_t n, int64_t inner)
+{
+    FK_GRID_STRIDE(t, outer * inner)
+    {
+        const T *p = x + (t / inner) * n * inner + t % inner;
+        double acc = fk_reduce_init(op);
+        int64_t arg = 0;
+        for (int64_t j = 0; j < n; j++)
+            fk_reduce_step(op, &acc, &arg, fk_d(p[j * inner]), j);
+        if (op == FK_ARGMAX)
+            ((int64_t *)y)[t] = arg;
+        else
+            ((T *)y)[t] = fk_to<T>(fk_reduce_final(op, acc, n));
+    }
+}
+
 extern "C" ferry_status fk_cuda_reduce(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, const void *x,
                                        int64_t outer, int64_t n, int64_t inner)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || outer * inner == 0)
         return st;
+    if (dt == FERRY_DTYPE_U8 || dt == FERRY_DTYPE_I32 || dt == FERRY_DTYPE_I64) {
+        FK_ALL_TYPES(dt, T, "reduction", {
+            k_reduce_exact<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>((int)op, y, (const T *)x,
+                                                                                         outer, n, inner);
+        });
+        return fk_launched("reduce kernel");
+    }
     FK_FLOAT_TYPES(dt, T, "reduction", {
         if (inner == 1)
             k_reduce_rows<T><<<(unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, 0, fk_stream(c)>>>(
@@ -263,7 +259,8 @@ template <typename T> __global__ void k_softmax_cols(bool lg, T *y, const T *x, 
 extern "C" ferry_status fk_cuda_softmax(const fk_ctx *c, bool lg, ferry_dtype dt, void *y, const void *x,
                                         int64_t outer, int64_t n, int64_t inner)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || outer * inner * n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "softmax", {
@@ -277,34 +274,20 @@ extern "C" ferry_status fk_cuda_softmax(const fk_ctx *c, bool lg, ferry_dtype dt
     return fk_launched("softmax kernel");
 }
 
-template <typename T> __global__ void k_rand(T *y, int64_t n, uint32_t k0, uint32_t k1, uint32_t s0, uint32_t s1,
-                                             bool normal)
+template <typename T> __global__ void k_rand(T *y, int64_t n, uint64_t seed, uint64_t stream, bool normal)
 {
-    FK_GRID_STRIDE(i, n)
-    {
-        uint32_t w[4];
-        fk_philox((uint32_t)i, (uint32_t)((uint64_t)i >> 32), s0, s1, k0, k1, w);
-        float v;
-        if (normal) {
-            float u1 = ((float)(w[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
-            float u2 = (float)(w[1] >> 8) * (1.0f / 16777216.0f);
-            v = sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
-        } else {
-            v = (float)(w[0] >> 8) * (1.0f / 16777216.0f);
-        }
-        y[i] = fk_to<T>(v);
-    }
+    FK_GRID_STRIDE(i, n) y[i] = fk_to<T>(fk_rand_elem(i, seed, stream, normal));
 }
 
 extern "C" ferry_status fk_cuda_rand(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
                                      uint64_t stream, bool normal)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "rand", {
-        k_rand<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)y, n, (uint32_t)seed, (uint32_t)(seed >> 32),
-                                                                 (uint32_t)stream, (uint32_t)(stream >> 32), normal);
+        k_rand<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)y, n, seed, stream, normal);
     });
     return fk_launched("rand kernel");
 }
@@ -323,12 +306,34 @@ static ferry_status cublas_status(cublasStatus_t s, const char *what)
     return ferry_fail(FERRY_ERR_CUDA, "cuBLAS %s: %s", what, cublasGetStatusString(s));
 }
 
+// cuBLAS takes its workspace (and a handle's state) from the driver itself,
+// outside ferry's caching allocator: when that fails, empty the device's cache
+// and call once more, as every other device allocation does, and fail with the
+// allocator's words (free and total bytes) if it fails again.
+template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const char *what, Call call)
+{
+    cublasStatus_t s = call();
+    if (s == CUBLAS_STATUS_ALLOC_FAILED) {
+        ferry_status st = ferry_memory_empty_cache(c->dev);
+        if (st != FERRY_OK)
+            return st;
+        s = call();
+        if (s == CUBLAS_STATUS_ALLOC_FAILED) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "cuBLAS workspace (%s)", what);
+            return ferry_cuda_oom(c->dev.index, buf);
+        }
+    }
+    return cublas_status(s, what);
+}
+
 extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                                      int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
                                      const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
                                      int64_t stride_c, int64_t batch)
 {
-    ferry_status st = fk_enter(c);
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || m == 0 || n == 0 || batch == 0)
         return st;
     if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX ||
@@ -338,12 +343,12 @@ extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, b
     if (dev < 0 || dev >= 16)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "cuda:%d: ferry's gemm supports 16 devices", dev);
     if (!handles[dev]) {
-        st = cublas_status(cublasCreate(&handles[dev]), "create");
+        st = cublas_call(c, "create", [&] { return cublasCreate(&handles[dev]); });
         if (st != FERRY_OK)
             return st;
     }
     cublasHandle_t h = handles[dev];
-    st = cublas_status(cublasSetStream(h, fk_stream(c)), "set stream");
+    st = cublas_call(c, "set stream", [&] { return cublasSetStream(h, fk_stream(c)); });
     if (st != FERRY_OK)
         return st;
     cudaDataType_t type;
@@ -354,22 +359,28 @@ extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, b
     default: return fk_bad_dtype(dt, "gemm");
     }
     if (k == 0) { // C = beta C; cuBLAS rejects some k = 0 layouts
+        // C's m x n elements of each batch (not the gaps between rows or batches).
+        // With beta = 0, C is written with zeros, never multiplied: uninitialised
+        // memory may hold NaN, and 0 x NaN is NaN (the CPU and cuBLAS write zeros).
         fk_nd nd = {};
-        nd.ndim = 2;
-        nd.shape[0] = batch * m;
-        nd.shape[1] = n;
-        nd.so[0] = ldc;
-        nd.so[1] = 1;
-        nd.sa[0] = ldc;
-        nd.sa[1] = 1;
+        nd.ndim = 3;
+        nd.shape[0] = batch;
+        nd.shape[1] = m;
+        nd.shape[2] = n;
+        nd.so[0] = nd.sa[0] = stride_c;
+        nd.so[1] = nd.sa[1] = ldc;
+        nd.so[2] = nd.sa[2] = 1;
         nd.numel = batch * m * n;
+        if (beta == 0.0f)
+            return fk_cuda_fill(c, dt, cc, &nd, 0.0);
         return fk_cuda_unary(c, FK_MUL_S, dt, cc, cc, &nd, beta);
     }
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
-    cublasStatus_t s = cublasGemmStridedBatchedEx(
-        h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b, type,
-        (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, &beta, cc, type, (int)ldc,
-        (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return cublas_status(s, "gemm");
+    return cublas_call(c, "gemm", [&] {
+        return cublasGemmStridedBatchedEx(
+            h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
+            type, (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, &beta, cc, type, (int)ldc,
+            (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    });
 }

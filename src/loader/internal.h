@@ -1,13 +1,14 @@
 /* Internal: the loader's state, shared by loader.c (the caller's side: create,
  * next, reset, destroy) and workers.c (the workers' side: claim a sample, decode
  * it into its slot, copy a finished slot to the device). */
-#ifndef FERRY_LOADER_IMPL_H
-#define FERRY_LOADER_IMPL_H
+#ifndef FERRY_LOADER_INTERNAL_H
+#define FERRY_LOADER_INTERNAL_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "common/mutex.h"
 #include "loader/convert.h"
 #include "ferry/loader.h"
 #include "loader/sampler.h"
@@ -94,10 +95,10 @@ struct ferry_loader {
     ferry_scratch *caller_scratch;  /* num_workers == 0 */
     void *caller_sample_buf;
 
-    pthread_mutex_t lock;
+    ferry_mutex lock;
     pthread_cond_t work_cv;    /* workers: tasks appeared, or stop */
     pthread_cond_t ready_cv;   /* caller: a slot became ready or failed; reset: idle */
-    pthread_mutex_t copy_lock; /* keeps each slot's record-copy-record together */
+    ferry_mutex copy_lock;     /* keeps each slot's record-copy-record together */
 
     /* Guarded by lock. */
     uint64_t epoch;
@@ -118,7 +119,7 @@ struct ferry_loader {
     bool warm;                 /* the first batch has been delivered */
 
     FILE *trace;               /* FERRY_TRACE: Chrome trace events; guarded by trace_lock */
-    pthread_mutex_t trace_lock;
+    ferry_mutex trace_lock;
     bool trace_first;
     double t0;
 };
@@ -127,7 +128,8 @@ struct ferry_loader {
 ferry_status ferry_workers_start(ferry_loader *l);
 void ferry_workers_stop(ferry_loader *l);   /* sets stop, joins */
 /* Runs one task of `only` (or of any slot when NULL) in the calling thread.
- * Call with lock held; returns with it held. False when there was nothing to do. */
+ * Call with lock held; returns with it held (it lets go of it while decoding
+ * or waiting). False when there was nothing to do. */
 bool ferry_worker_run_one(ferry_loader *l, ferry_worker *w, ferry_slot *only);
 /* Gives free slots the next batches. Lock held. */
 void ferry_slots_assign(ferry_loader *l);

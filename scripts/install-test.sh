@@ -1,0 +1,242 @@
+#!/bin/sh
+# make install into a temporary prefix, then the checks a user of the installed
+# library depends on: the files installed and no others, the soname and its
+# links, libferry.so exporting exactly the FERRY_API functions of the installed
+# headers (nothing of the fd_/fk_/fm_ internals), every installed header
+# compiling on its own, samples/embed.c built with nothing but
+#   pkg-config --cflags --libs ferry            (shared; run from the prefix)
+#   pkg-config --static --cflags --libs ferry   (libferry.a linked in)
+# and run on a small PNG folder, and make uninstall removing every file again;
+# the same for a DESTDIR install. Prints one line per check and a
+# "N passed, N failed, N skipped" summary.
+#   FERRY_INSTALL_BUILD=build sh scripts/install-test.sh
+# FERRY_INSTALL_MAKEARGS: the variables the build was made with ("CUDA=0",
+# make test passes CUDA, DIST, STATIC and CUDA_ARCH), so that make install finds
+# it up to date instead of rebuilding it; FERRY_INSTALL_CC: the C compiler
+# (passed to make as CC too when set).
+# shellcheck disable=SC2046,SC2086 # make's and pkg-config's words split on purpose
+cd "$(dirname "$0")/.." || exit 1
+build=${FERRY_INSTALL_BUILD:-build}
+margs=${FERRY_INSTALL_MAKEARGS:-}
+cc=${FERRY_INSTALL_CC:-${CC:-cc}}
+passed=0 failed=0 skipped=0
+ok() { echo "ok    install $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  install $1"; failed=$((failed + 1)); }
+skip() { echo "skip  install $1"; skipped=$((skipped + 1)); }
+finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
+
+for tool in pkg-config nm readelf; do
+    if ! command -v $tool >/dev/null 2>&1; then
+        skip "(no $tool: install pkg-config and binutils)"
+        finish
+    fi
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-install-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+show() { tail -n 15 "$1" | sed 's/^/  /'; }
+
+# make in this checkout, with the build's variables and none of the calling
+# make's (its -j and jobserver belong to it).
+mk() {
+    if [ -n "${FERRY_INSTALL_CC:-}" ]; then
+        env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} --no-print-directory \
+            BUILD="$build" CC="$FERRY_INSTALL_CC" $margs LDCONFIG=true "$@"
+    else
+        env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL ${MAKE:-make} --no-print-directory \
+            BUILD="$build" $margs LDCONFIG=true "$@"
+    fi
+}
+
+part() { sed -n "s/^#define FERRY_VERSION_$1 *\([0-9][0-9]*\).*/\1/p" include/ferry/export.h; }
+major=$(part MAJOR)
+version=$major.$(part MINOR).$(part PATCH)
+
+# Every file make install should put under a prefix, sorted.
+expected() {
+    {
+        echo include/ferry.h
+        for h in include/ferry/*.h; do echo "$h"; done
+        echo lib/libferry.a
+        echo lib/libferry.so
+        echo "lib/libferry.so.$major"
+        echo "lib/libferry.so.$version"
+        echo lib/pkgconfig/ferry.pc
+        echo bin/ferry
+    } | sort
+}
+installed() { (cd "$1" && find . \( -type f -o -type l \) | sed 's|^\./||' | sort); }
+
+# ---- install into PREFIX ----
+flags_before=$(cat "$build/.flags" 2>/dev/null)
+if ! mk PREFIX="$prefix" install > "$tmp/out" 2>&1; then
+    bad "make install PREFIX=$prefix"; show "$tmp/out"; finish
+fi
+if [ "$(cat "$build/.flags" 2>/dev/null)" != "$flags_before" ]; then
+    bad "make install rebuilt $build with other flags (set FERRY_INSTALL_MAKEARGS to the build's CUDA=, DIST=, ...)"
+fi
+if [ "$(installed "$prefix")" = "$(expected)" ]; then
+    ok "make install: $(expected | wc -l) files (headers, libferry.a, libferry.so*, bin/ferry, ferry.pc)"
+else
+    bad "make install: files differ from the expected list"
+    expected > "$tmp/want"; installed "$prefix" > "$tmp/got"
+    diff "$tmp/want" "$tmp/got" | sed 's/^/  /'
+fi
+
+lib=$prefix/lib
+soname=$(readelf -d "$lib/libferry.so.$version" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+if [ "$(readlink "$lib/libferry.so")" = "libferry.so.$major" ] &&
+   [ "$(readlink "$lib/libferry.so.$major")" = "libferry.so.$version" ] &&
+   [ "$soname" = "libferry.so.$major" ]; then
+    ok "libferry.so -> libferry.so.$major -> libferry.so.$version, soname $soname"
+else
+    bad "shared library links or soname (soname '$soname')"
+    find "$lib" -maxdepth 1 -name 'libferry*' -exec ls -ld {} + | sed 's/^/  /'
+fi
+
+# ---- exported symbols ----
+nm -D --defined-only "$lib/libferry.so.$version" | awk 'NF >= 3 {print $3}' | sort -u > "$tmp/exported"
+grep -v '^ferry_' "$tmp/exported" > "$tmp/other"
+grep -ho '^FERRY_API[^(]*(' "$prefix"/include/ferry/*.h | sed 's/ *($//; s/.*[ *]//' | sort -u > "$tmp/api"
+grep '^ferry_' "$tmp/exported" > "$tmp/ferry_exported"
+if [ ! -s "$tmp/other" ]; then
+    ok "libferry.so exports only ferry_* ($(wc -l < "$tmp/exported") symbols)"
+else
+    bad "libferry.so exports $(wc -l < "$tmp/other") symbols not named ferry_*:"
+    head -n 20 "$tmp/other" | sed 's/^/  /'
+fi
+if [ -s "$tmp/api" ] && cmp -s "$tmp/api" "$tmp/ferry_exported"; then
+    ok "the exported ferry_* are exactly the $(wc -l < "$tmp/api") FERRY_API functions of the headers"
+else
+    bad "exported ferry_* and FERRY_API declarations differ (<: declared, not exported; >: exported, not declared)"
+    diff "$tmp/api" "$tmp/ferry_exported" | grep '^[<>]' | head -n 20 | sed 's/^/  /'
+fi
+
+# ---- headers and pkg-config ----
+export PKG_CONFIG_PATH="$lib/pkgconfig"
+hdr_bad=
+for h in "$prefix"/include/ferry.h "$prefix"/include/ferry/*.h; do
+    name=${h#"$prefix/include/"}
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$name" > "$tmp/h.c"
+    $cc -std=c11 -Wall -Wextra -Werror -fsyntax-only $(pkg-config --cflags ferry) "$tmp/h.c" \
+        > "$tmp/hout" 2>&1 || { hdr_bad="$hdr_bad $name"; show "$tmp/hout"; }
+done
+if [ -z "$hdr_bad" ]; then
+    ok "every installed header compiles on its own (-std=c11 -Wall -Wextra -Werror)"
+else
+    bad "headers that do not compile on their own:$hdr_bad"
+fi
+if [ "$(pkg-config --modversion ferry 2>&1)" = "$version" ]; then
+    ok "pkg-config --modversion ferry: $version"
+else
+    bad "pkg-config --modversion ferry: $(pkg-config --modversion ferry 2>&1)"
+fi
+
+# A small image folder for embed: 2 classes x 3 gray 8x8 PNGs, written by a
+# program of its own built against the installed library.
+cat > "$tmp/mkpng.c" <<'EOF'
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <ferry.h>
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || strcmp(ferry_version(), FERRY_VERSION) != 0)
+        return 2;
+    unsigned char px[64];
+    char path[4096];
+    for (int c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "%s/class%d", argv[1], c);
+        mkdir(argv[1], 0755);
+        mkdir(path, 0755);
+        for (int i = 0; i < 3; i++) {
+            memset(px, 40 * (c * 3 + i), sizeof px);
+            snprintf(path, sizeof path, "%s/class%d/%d.png", argv[1], c, i);
+            if (ferry_png_write_file(path, px, 8, 8, 1) != FERRY_OK) {
+                fprintf(stderr, "%s\n", ferry_last_error());
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+EOF
+want='batch 0: images [6, 1, 8, 8] f32, labels [6]'
+if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/mkpng" "$tmp/mkpng.c" $(pkg-config --cflags --libs ferry) \
+        > "$tmp/out" 2>&1 &&
+   LD_LIBRARY_PATH="$lib" "$tmp/mkpng" "$tmp/data" > "$tmp/out" 2>&1; then
+    have_data=1
+else
+    have_data=
+    bad "writing the test images with ferry_png_write_file"; show "$tmp/out"
+fi
+
+# ---- shared: pkg-config --cflags --libs ferry ----
+if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed" samples/embed.c \
+        $(pkg-config --cflags --libs ferry) > "$tmp/out" 2>&1; then
+    needed=$(readelf -d "$tmp/embed" | sed -n 's/.*(NEEDED).*\[\(libferry[^]]*\)\]/\1/p')
+    resolved=$(LD_LIBRARY_PATH="$lib" ldd "$tmp/embed" 2>/dev/null | sed -n 's/.*libferry[^ ]* => \([^ ]*\).*/\1/p')
+    if [ "$needed" != "libferry.so.$major" ] || [ "$resolved" != "$lib/libferry.so.$major" ]; then
+        bad "embed (shared) needs '$needed', found at '$resolved'"
+    elif [ -z "$have_data" ]; then
+        skip "embed (shared): no test images"
+    elif LD_LIBRARY_PATH="$lib" "$tmp/embed" "$tmp/data" > "$tmp/out" 2>&1 && grep -qF "$want" "$tmp/out"; then
+        ok "embed built with pkg-config --cflags --libs ferry, runs on $lib/libferry.so.$major ($(head -n 1 "$tmp/out"))"
+    else
+        bad "embed (shared) run"; show "$tmp/out"
+    fi
+else
+    bad "embed (shared) build: $cc samples/embed.c \$(pkg-config --cflags --libs ferry)"; show "$tmp/out"
+fi
+
+# ---- static: pkg-config --static --cflags --libs ferry ----
+# libferry.so and libferry.a share the folder and the linker takes the .so when
+# it is there: the development link is set aside for this link, as in an
+# installation of the static library alone.
+mv "$lib/libferry.so" "$tmp/libferry.so.devlink"
+if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed_static" samples/embed.c \
+        $(pkg-config --static --cflags --libs ferry) > "$tmp/out" 2>&1; then
+    if readelf -d "$tmp/embed_static" | grep -q 'NEEDED.*libferry'; then
+        bad "embed (static) still needs libferry.so"
+    elif [ -z "$have_data" ]; then
+        skip "embed (static): no test images"
+    elif "$tmp/embed_static" "$tmp/data" > "$tmp/out" 2>&1 && grep -qF "$want" "$tmp/out"; then
+        ok "embed built with pkg-config --static --cflags --libs ferry (libferry.a linked in) runs"
+    else
+        bad "embed (static) run"; show "$tmp/out"
+    fi
+else
+    bad "embed (static) build: $cc samples/embed.c \$(pkg-config --static --cflags --libs ferry)"
+    show "$tmp/out"
+fi
+mv "$tmp/libferry.so.devlink" "$lib/libferry.so"
+
+if [ "$("$prefix/bin/ferry" --version 2>&1)" = "ferry $version" ]; then
+    ok "bin/ferry --version: ferry $version"
+else
+    bad "bin/ferry --version: $("$prefix/bin/ferry" --version 2>&1 | head -n 1)"
+fi
+
+# ---- uninstall ----
+if mk PREFIX="$prefix" uninstall > "$tmp/out" 2>&1 && [ -z "$(installed "$prefix")" ]; then
+    ok "make uninstall leaves no file under the prefix"
+else
+    bad "make uninstall: left$(installed "$prefix" | tr '\n' ' ')"; show "$tmp/out"
+fi
+
+# ---- DESTDIR: staged under DESTDIR, ferry.pc naming the final PREFIX ----
+dest=$tmp/dest
+if mk DESTDIR="$dest" PREFIX=/opt/ferry install > "$tmp/out" 2>&1 &&
+   [ "$(installed "$dest")" = "$(expected | sed 's|^|opt/ferry/|')" ] &&
+   grep -qx 'prefix=/opt/ferry' "$dest/opt/ferry/lib/pkgconfig/ferry.pc"; then
+    if mk DESTDIR="$dest" PREFIX=/opt/ferry uninstall > "$tmp/out" 2>&1 && [ -z "$(installed "$dest")" ]; then
+        ok "make install/uninstall DESTDIR=... PREFIX=/opt/ferry (ferry.pc says prefix=/opt/ferry)"
+    else
+        bad "make uninstall DESTDIR=...: left$(installed "$dest" | tr '\n' ' ')"; show "$tmp/out"
+    fi
+else
+    bad "make install DESTDIR=... PREFIX=/opt/ferry"; show "$tmp/out"
+fi
+finish

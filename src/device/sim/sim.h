@@ -1,0 +1,57 @@
+/* Internal: the simulated GPU (FERRY_SIM_GPUS=N). Devices cuda:0..N-1 are served
+ * by a backend that keeps CUDA's contracts and nothing stronger: every stream is
+ * a thread that runs its operations in order, after seeded random delays, and
+ * asynchronously to the host and to other streams; kernels are the CPU kernels,
+ * run on the stream's thread; errors are sticky per device. What it proves is the
+ * protocol (ordering, devices, copies, errors), never speed or cuBLAS numerics.
+ *
+ * The simulated hardware is process-wide, as a real GPU is: the device records
+ * below are the one piece of global mutable state outside the allocator hooks. */
+#ifndef FERRY_DEVICE_SIM_H
+#define FERRY_DEVICE_SIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/backend.h"
+
+#define FERRY_SIM_MAX_DEVICES 8
+
+/* One queued operation. run executes it on the stream's thread and returns
+ * FERRY_OK or a fault (which becomes the device's sticky error); the op is freed
+ * with free() afterwards. `what` names it in that error. */
+typedef struct sim_op {
+    struct sim_op *next;
+    ferry_status (*run)(struct sim_op *op); /* optional */
+    void (*done)(struct sim_op *op); /* optional: runs after run and after the stream
+                                      * counted the op, even when run was skipped */
+    const char *what;
+    bool control;                    /* runs even on a faulted device (waits, records) */
+} sim_op;
+
+typedef struct sim_stream sim_stream;
+
+/* How many simulated devices FERRY_SIM_GPUS asks for (0: the simulation is off). */
+int ferry_sim_device_count(void);
+const ferry_backend *ferry_backend_sim(void);
+
+/* The stream a launch on device `dev` goes to: `native` (a sim stream of that
+ * device), or NULL for the device's default stream. A stream of another device is
+ * CUDA's invalid-resource-handle error, named. */
+ferry_status ferry_sim_launch_stream(int dev, void *native, const char *what, sim_stream **out);
+
+/* Queues op (allocated by the caller with malloc; owned by the stream from here
+ * on). *ticket (may be NULL) gets its place in the stream's order. */
+ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket);
+
+/* Test hooks. The k-th kernel launched from now on device d (1 = the next) faults
+ * when it runs, as an illegal memory access would on a GPU; 0 = never. Reset
+ * clears a device's sticky error once its streams have drained (the simulated
+ * cudaDeviceReset, for tests that go on after a fault). */
+void ferry_sim_debug_fault_after(int dev, int64_t k);
+void ferry_sim_debug_reset(int dev);
+/* Counts a kernel launch against the fault countdown: true when this one faults. */
+bool ferry_sim_take_fault(int dev);
+
+#endif

@@ -1,0 +1,70 @@
+/* Internal to src/device/sim: the records behind the simulated devices, streams
+ * and events, shared by the stream engine, the backend table and the kernels. */
+#ifndef FERRY_DEVICE_SIM_INTERNAL_H
+#define FERRY_DEVICE_SIM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "device/sim/sim.h"
+
+typedef struct sim_device {
+    pthread_mutex_t lock;     /* guards used, streams, dflt; host threads only */
+    size_t used, limit;       /* device memory, bytes */
+    sim_stream *streams;      /* every live stream, the default one included */
+    sim_stream *dflt;         /* the legacy default (NULL) stream, made on first use */
+    pthread_mutex_t err_lock; /* guards sticky_msg and writes of sticky */
+    _Atomic int sticky;       /* FERRY_OK until a fault; then every call fails */
+    char sticky_msg[512];
+    atomic_llong fault_countdown;
+} sim_device;
+
+extern sim_device ferry_sim_devices[FERRY_SIM_MAX_DEVICES];
+
+struct sim_stream {
+    int dev;
+    uint64_t id;              /* unique for the process: never reused */
+    uint64_t rng;             /* the delays; only the stream's thread touches it */
+    pthread_t thread;
+    pthread_mutex_t lock;     /* guards the queue, the counts and stop */
+    pthread_cond_t cv;
+    sim_op *head, *tail;
+    uint64_t queued, done;
+    bool stop;
+    sim_stream *next_in_dev;  /* guarded by the device's lock */
+};
+
+typedef struct sim_event {
+    int dev;
+    bool timing;
+    atomic_int refs;          /* the handle and every queued record or wait */
+    pthread_mutex_t lock;     /* guards recorded, completed, ms */
+    pthread_cond_t cv;
+    uint64_t recorded;        /* records issued */
+    uint64_t completed;       /* the latest record the device has passed */
+    double ms;                /* when it passed it */
+} sim_event;
+
+uint64_t ferry_sim_seed(void);
+ferry_status ferry_sim_sticky(int dev);
+
+ferry_status ferry_sim_stream_new(int dev, sim_stream **out);
+void ferry_sim_stream_free(sim_stream *s);
+sim_stream *ferry_sim_default_stream(int dev, ferry_status *st);
+void ferry_sim_stream_wait_ticket(sim_stream *s, uint64_t ticket);
+ferry_status ferry_sim_stream_sync(sim_stream *s);
+ferry_status ferry_sim_stream_query(sim_stream *s, bool *done);
+ferry_status ferry_sim_device_sync(int dev);
+
+ferry_status ferry_sim_event_new(int dev, bool timing, sim_event **out);
+void ferry_sim_event_unref(sim_event *e);
+ferry_status ferry_sim_event_record(sim_event *e, sim_stream *s);
+ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e);
+ferry_status ferry_sim_event_sync(sim_event *e);
+ferry_status ferry_sim_event_query(sim_event *e, bool *done);
+ferry_status ferry_sim_event_elapsed(sim_event *a, sim_event *b, float *ms);
+
+/* The calling thread's current simulated device (cudaGetDevice). */
+int ferry_sim_current(void);
+
+#endif

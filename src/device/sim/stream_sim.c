@@ -1,0 +1,517 @@
+/* The simulated GPU's devices, streams and events (see sim.h). A stream is a
+ * thread draining a queue of operations in order; before each it sleeps for a
+ * seeded random while, so work on two streams, or on a stream and the host,
+ * interleaves differently from run to run unless something orders it. Events
+ * count records and completions; a wait is an operation that blocks its stream's
+ * thread until the event has completed the record it was issued after.
+ *
+ * The simulation's own bookkeeping (operations, staging buffers, device memory)
+ * uses malloc, not ferry_host_*: it plays the driver and the GPU, whose memory
+ * is not the library's, so it must not move the library's allocation counts or
+ * fail under the library's allocation fault injection. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "device/sim/sim.h"
+#include "device/sim/sim_internal.h"
+
+sim_device ferry_sim_devices[FERRY_SIM_MAX_DEVICES];
+
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+static int sim_count;
+static uint64_t sim_seed;
+static atomic_ullong next_stream_id;
+
+/* "512M", "2G", "65536": bytes; 0 when malformed. */
+static size_t parse_bytes(const char *s)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return 0;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I')
+        end++;
+    if (*end == 'b' || *end == 'B')
+        end++;
+    if (*end || v == 0 || v > (SIZE_MAX >> shift))
+        return 0;
+    return (size_t)v << shift;
+}
+
+static void read_config(void)
+{
+    const char *n = getenv("FERRY_SIM_GPUS");
+    if (n && *n) {
+        char *end = NULL;
+        long v = strtol(n, &end, 10);
+        if (*end || v < 0 || v > FERRY_SIM_MAX_DEVICES)
+            ferry_log(FERRY_LOG_WARN, "FERRY_SIM_GPUS=%s: expected 1 to %d simulated GPUs; "
+                      "the simulation is off", n, FERRY_SIM_MAX_DEVICES);
+        else
+            sim_count = (int)v;
+    }
+    size_t limit = (size_t)512 << 20;
+    const char *m = getenv("FERRY_SIM_GPU_MEM");
+    if (m && *m) {
+        size_t v = parse_bytes(m);
+        if (v)
+            limit = v;
+        else
+            ferry_log(FERRY_LOG_WARN, "FERRY_SIM_GPU_MEM=%s: expected a size such as 512M or 2G; "
+                      "using 512 MiB", m);
+    }
+    const char *sd = getenv("FERRY_SIM_SEED");
+    sim_seed = sd && *sd ? strtoull(sd, NULL, 0) : 0x5eed;
+    for (int i = 0; i < FERRY_SIM_MAX_DEVICES; i++) {
+        sim_device *d = &ferry_sim_devices[i];
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_mutex_init(&d->err_lock, NULL);
+        d->limit = limit;
+    }
+}
+
+int ferry_sim_device_count(void)
+{
+    pthread_once(&config_once, read_config);
+    return sim_count;
+}
+
+uint64_t ferry_sim_seed(void)
+{
+    pthread_once(&config_once, read_config);
+    return sim_seed;
+}
+
+/* ---- sticky errors ---- */
+
+ferry_status ferry_sim_sticky(int dev)
+{
+    sim_device *d = &ferry_sim_devices[dev];
+    if (atomic_load(&d->sticky) == FERRY_OK)
+        return FERRY_OK;
+    pthread_mutex_lock(&d->err_lock);
+    ferry_status st = atomic_load(&d->sticky);
+    char msg[sizeof d->sticky_msg];
+    memcpy(msg, d->sticky_msg, sizeof msg);
+    pthread_mutex_unlock(&d->err_lock);
+    if (st == FERRY_OK)
+        return FERRY_OK;
+    return ferry_fail(st, "%s", msg);
+}
+
+static void set_sticky(int dev, ferry_status st, const char *what, const char *why)
+{
+    sim_device *d = &ferry_sim_devices[dev];
+    pthread_mutex_lock(&d->err_lock);
+    if (atomic_load(&d->sticky) == FERRY_OK) {
+        snprintf(d->sticky_msg, sizeof d->sticky_msg,
+                 "cuda:%d (simulated): %s failed on the device: %s (errors on a device are sticky, "
+                 "as on CUDA: every later call on it fails)", dev, what, why);
+        atomic_store(&d->sticky, st);
+    }
+    pthread_mutex_unlock(&d->err_lock);
+}
+
+void ferry_sim_debug_fault_after(int dev, int64_t k)
+{
+    if (dev >= 0 && dev < FERRY_SIM_MAX_DEVICES)
+        atomic_store(&ferry_sim_devices[dev].fault_countdown, (long long)k);
+}
+
+bool ferry_sim_take_fault(int dev)
+{
+    atomic_llong *c = &ferry_sim_devices[dev].fault_countdown;
+    long long v = atomic_load(c);
+    while (v > 0) {
+        if (atomic_compare_exchange_weak(c, &v, v - 1))
+            return v == 1;
+    }
+    return false;
+}
+
+void ferry_sim_debug_reset(int dev)
+{
+    if (dev < 0 || dev >= ferry_sim_device_count())
+        return;
+    (void)ferry_sim_device_sync(dev);
+    sim_device *d = &ferry_sim_devices[dev];
+    pthread_mutex_lock(&d->err_lock);
+    atomic_store(&d->sticky, FERRY_OK);
+    d->sticky_msg[0] = 0;
+    pthread_mutex_unlock(&d->err_lock);
+}
+
+/* ---- streams ---- */
+
+/* splitmix64: the delays only need to differ between seeds and streams. */
+static uint64_t next_random(uint64_t *x)
+{
+    uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* Most operations start at once; one in four waits up to 200 us, and one in
+ * sixty-four up to 2 ms, long enough for a missing wait to be overtaken. */
+static void random_delay(sim_stream *s)
+{
+    uint64_t r = next_random(&s->rng);
+    long us = 0;
+    if ((r & 63) == 0)
+        us = (long)((r >> 8) % 2000);
+    else if ((r & 3) == 0)
+        us = (long)((r >> 8) % 200);
+    if (us > 0) {
+        struct timespec ts = {0, us * 1000L};
+        nanosleep(&ts, NULL);
+    } else if (r & 4) {
+        sched_yield();
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    sim_stream *s = arg;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cv, &s->lock);
+        sim_op *op = s->head;
+        if (!op) {
+            pthread_mutex_unlock(&s->lock);
+            return NULL;
+        }
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->lock);
+
+        random_delay(s);
+        /* After a fault the device runs no more kernels or copies; waits and
+         * event records still complete so that no host call hangs on them. */
+        bool dead = atomic_load(&ferry_sim_devices[s->dev].sticky) != FERRY_OK;
+        if (op->run && (!dead || op->control)) {
+            ferry_status st = op->run(op);
+            if (st != FERRY_OK)
+                set_sticky(s->dev, st, op->what, ferry_last_error());
+        }
+        /* Counted before `done` runs, so that a host woken by an event recorded
+         * last on this stream finds the stream complete too. */
+        pthread_mutex_lock(&s->lock);
+        s->done++;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->lock);
+        if (op->done)
+            op->done(op);
+        free(op);
+    }
+}
+
+ferry_status ferry_sim_stream_new(int dev, sim_stream **out)
+{
+    sim_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "cuda:%d (simulated): no memory for a stream", dev);
+    s->dev = dev;
+    s->id = atomic_fetch_add(&next_stream_id, 1) + 1;
+    s->rng = ferry_sim_seed() ^ (s->id * UINT64_C(0x2545F4914F6CDD1D));
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return ferry_fail(FERRY_ERR_CUDA, "cuda:%d (simulated): cannot start a stream thread", dev);
+    }
+    sim_device *d = &ferry_sim_devices[dev];
+    pthread_mutex_lock(&d->lock);
+    s->next_in_dev = d->streams;
+    d->streams = s;
+    pthread_mutex_unlock(&d->lock);
+    *out = s;
+    return FERRY_OK;
+}
+
+/* Lets the queued work finish, then ends the thread. CUDA returns at once and
+ * releases the stream later; waiting here only makes the host slower, never a
+ * result different. */
+void ferry_sim_stream_free(sim_stream *s)
+{
+    if (!s)
+        return;
+    sim_device *d = &ferry_sim_devices[s->dev];
+    pthread_mutex_lock(&d->lock);
+    for (sim_stream **p = &d->streams; *p; p = &(*p)->next_in_dev) {
+        if (*p == s) {
+            *p = s->next_in_dev;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    pthread_mutex_lock(&s->lock);
+    s->stop = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+sim_stream *ferry_sim_default_stream(int dev, ferry_status *st)
+{
+    sim_device *d = &ferry_sim_devices[dev];
+    pthread_mutex_lock(&d->lock);
+    sim_stream *s = d->dflt;
+    pthread_mutex_unlock(&d->lock);
+    if (s)
+        return s;
+    /* Made outside the device lock (stream_new takes it); a lost race frees its copy. */
+    sim_stream *n = NULL;
+    if ((*st = ferry_sim_stream_new(dev, &n)) != FERRY_OK)
+        return NULL;
+    pthread_mutex_lock(&d->lock);
+    if (!d->dflt) {
+        d->dflt = n;
+        n = NULL;
+    }
+    s = d->dflt;
+    pthread_mutex_unlock(&d->lock);
+    ferry_sim_stream_free(n);
+    *st = FERRY_OK;
+    return s;
+}
+
+ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket)
+{
+    op->next = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    s->queued++;
+    if (ticket)
+        *ticket = s->queued; /* read here: once unlocked, op may already be run and freed */
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->lock);
+    return FERRY_OK;
+}
+
+/* Waits until the stream has run its ticket-th operation. */
+void ferry_sim_stream_wait_ticket(sim_stream *s, uint64_t ticket)
+{
+    pthread_mutex_lock(&s->lock);
+    while (s->done < ticket)
+        pthread_cond_wait(&s->cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+ferry_status ferry_sim_stream_sync(sim_stream *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t t = s->queued;
+    while (s->done < t)
+        pthread_cond_wait(&s->cv, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    return ferry_sim_sticky(s->dev);
+}
+
+ferry_status ferry_sim_stream_query(sim_stream *s, bool *done)
+{
+    pthread_mutex_lock(&s->lock);
+    *done = s->done == s->queued;
+    pthread_mutex_unlock(&s->lock);
+    return ferry_sim_sticky(s->dev);
+}
+
+ferry_status ferry_sim_device_sync(int dev)
+{
+    sim_device *d = &ferry_sim_devices[dev];
+    /* Collect the tickets under the device lock, wait outside it. */
+    for (;;) {
+        sim_stream *busy = NULL;
+        uint64_t t = 0;
+        pthread_mutex_lock(&d->lock);
+        for (sim_stream *s = d->streams; s && !busy; s = s->next_in_dev) {
+            pthread_mutex_lock(&s->lock);
+            if (s->done < s->queued) {
+                busy = s;
+                t = s->queued;
+            }
+            pthread_mutex_unlock(&s->lock);
+        }
+        if (busy) {
+            /* Held across the wait so the stream cannot be freed meanwhile;
+             * stream threads never take the device lock (only err_lock), so
+             * this cannot deadlock. */
+            ferry_sim_stream_wait_ticket(busy, t);
+            pthread_mutex_unlock(&d->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&d->lock);
+        return ferry_sim_sticky(dev);
+    }
+}
+
+/* ---- events ---- */
+
+ferry_status ferry_sim_event_new(int dev, bool timing, sim_event **out)
+{
+    sim_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "cuda:%d (simulated): no memory for an event", dev);
+    e->dev = dev;
+    e->timing = timing;
+    atomic_init(&e->refs, 1);
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    *out = e;
+    return FERRY_OK;
+}
+
+void ferry_sim_event_unref(sim_event *e)
+{
+    if (e && atomic_fetch_sub(&e->refs, 1) == 1) {
+        pthread_cond_destroy(&e->cv);
+        pthread_mutex_destroy(&e->lock);
+        free(e);
+    }
+}
+
+typedef struct record_op {
+    sim_op op;
+    sim_event *ev;
+    uint64_t gen;
+} record_op;
+
+/* Runs as the operation's `done` step, after the stream has counted it. */
+static void complete_record(sim_op *op)
+{
+    record_op *r = (record_op *)op;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    pthread_mutex_lock(&r->ev->lock);
+    if (r->gen > r->ev->completed) {
+        r->ev->completed = r->gen;
+        r->ev->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    }
+    pthread_cond_broadcast(&r->ev->cv);
+    pthread_mutex_unlock(&r->ev->lock);
+    ferry_sim_event_unref(r->ev);
+}
+
+static void drop_event(sim_op *op) { ferry_sim_event_unref(((record_op *)op)->ev); }
+
+ferry_status ferry_sim_event_record(sim_event *e, sim_stream *s)
+{
+    if (s->dev != e->dev)
+        return ferry_fail(FERRY_ERR_CUDA, "event record: the event belongs to cuda:%d and the stream "
+                          "to cuda:%d (simulated; CUDA requires both on one device: "
+                          "invalid resource handle)", e->dev, s->dev);
+    ferry_status st = ferry_sim_sticky(s->dev);
+    if (st != FERRY_OK)
+        return st;
+    record_op *r = calloc(1, sizeof *r);
+    if (!r)
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "event record: no memory");
+    r->op.run = NULL;
+    r->op.done = complete_record;
+    r->op.what = "event record";
+    r->op.control = true;
+    atomic_fetch_add(&e->refs, 1);
+    r->ev = e;
+    pthread_mutex_lock(&e->lock);
+    r->gen = ++e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return ferry_sim_enqueue(s, &r->op, NULL);
+}
+
+static ferry_status run_wait(sim_op *op)
+{
+    record_op *r = (record_op *)op;
+    pthread_mutex_lock(&r->ev->lock);
+    while (r->ev->completed < r->gen)
+        pthread_cond_wait(&r->ev->cv, &r->ev->lock);
+    pthread_mutex_unlock(&r->ev->lock);
+    return FERRY_OK;
+}
+
+/* Waits for the record made before this call; an event never recorded is
+ * complete (cudaStreamWaitEvent then returns at once). */
+ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e)
+{
+    ferry_status st = ferry_sim_sticky(s->dev);
+    if (st != FERRY_OK)
+        return st;
+    record_op *r = calloc(1, sizeof *r);
+    if (!r)
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "stream wait: no memory");
+    r->op.run = run_wait;
+    r->op.done = drop_event;
+    r->op.what = "stream wait event";
+    r->op.control = true;
+    atomic_fetch_add(&e->refs, 1);
+    r->ev = e;
+    pthread_mutex_lock(&e->lock);
+    r->gen = e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return ferry_sim_enqueue(s, &r->op, NULL);
+}
+
+ferry_status ferry_sim_event_sync(sim_event *e)
+{
+    pthread_mutex_lock(&e->lock);
+    uint64_t want = e->recorded;
+    while (e->completed < want)
+        pthread_cond_wait(&e->cv, &e->lock);
+    pthread_mutex_unlock(&e->lock);
+    return ferry_sim_sticky(e->dev);
+}
+
+ferry_status ferry_sim_event_query(sim_event *e, bool *done)
+{
+    pthread_mutex_lock(&e->lock);
+    *done = e->completed >= e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return ferry_sim_sticky(e->dev);
+}
+
+ferry_status ferry_sim_event_elapsed(sim_event *a, sim_event *b, float *ms)
+{
+    if (!a->timing || !b->timing)
+        return ferry_fail(FERRY_ERR_CUDA, "event elapsed time: an event was created without timing "
+                          "(simulated; CUDA: invalid resource handle)");
+    double x, y;
+    bool ready;
+    pthread_mutex_lock(&a->lock);
+    ready = a->recorded > 0 && a->completed >= a->recorded;
+    x = a->ms;
+    pthread_mutex_unlock(&a->lock);
+    pthread_mutex_lock(&b->lock);
+    ready = ready && b->recorded > 0 && b->completed >= b->recorded;
+    y = b->ms;
+    pthread_mutex_unlock(&b->lock);
+    if (!ready)
+        return ferry_fail(FERRY_ERR_CUDA, "event elapsed time: both events must be recorded and "
+                          "complete (simulated; CUDA: device not ready)");
+    *ms = (float)(y - x);
+    return FERRY_OK;
+}

@@ -1,0 +1,2102 @@
+/* Backend conformance, in the shape of ggml's test-backend-ops. Every kernel of
+ * FK_KERNELS has a table of cases (shapes with broadcasting, non-contiguous
+ * strides, empty tensors, k = 0 for gemm; every dtype the kernel takes). Each case
+ * builds seeded random inputs, runs through the CPU table (fk_cpu_table, the
+ * reference) and through every device present: cpu, and cuda:0..N-1, which are
+ * real GPUs or the simulated ones of FERRY_SIM_GPUS=N. Device memory is made with
+ * tensors, results come back with ferry_memcpy on the case's stream, which is then
+ * synchronised. Without a GPU every case still has teeth: the CPU results are
+ * checked against naive double loops written here.
+ *
+ * Comparison: exact kernels (fill, integer outputs of convert and reduce, argmax,
+ * max-pool indices, uniform rand, the metric counters) must match bit for bit.
+ * The rest must satisfy NMSE = sum (a - b)^2 / sum b^2 <= a bound per dtype
+ * (NaN and inf must sit at the same places):
+ *   f32 1e-10: reassociated f32 sums and 1-ulp math-library differences give
+ *       ~1e-14; TF32 in a gemm or an f32 intermediate where f64 belongs gives
+ *       ~1e-7 and fails.
+ *   f16 1e-8, bf16 1e-6, and at most 2 + n/10 elements one unit in the last
+ *       place apart (those are left out of the NMSE). Two backends that round
+ *       nearly equal f32 values to nearest even disagree by one unit only where
+ *       the values straddle a rounding boundary: a fraction of a percent of the
+ *       elements for random data, a few percent where the exact result lands on
+ *       ties (averages of half values by 6, say); one that rounds toward zero
+ *       disagrees in about half of them (NMSE ~2e-7 for f16, ~1.3e-5 for bf16)
+ *       and fails; anything off by more than a unit is held to the NMSE bound.
+ * The naive references are held to the same rules, after their double results
+ * are rounded to the output dtype the way the kernels store (f32, then half).
+ *
+ * FERRY_TEST_SEED=N picks the seed (printed); FERRY_BACKEND_OPS_DIGEST=1 prints a
+ * digest of each case's CPU results, to show that a refactor left them alone. */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "ferry/rng.h"
+#include "model/kernels/kernels.h"
+
+/* ---- the kernel list ---- */
+#define BO_NAME(name, ...) #name,
+static const char *const kernel_names[] = {FK_KERNELS(BO_NAME)};
+#define NKERNELS (sizeof kernel_names / sizeof kernel_names[0])
+
+/* ---- cases ---- */
+enum { BI_UNIFORM, BI_CONST, BI_NAN }; /* how a buffer starts */
+enum { BC_IN, BC_CLOSE, BC_EXACT };    /* how it is compared afterwards */
+
+#define BO_MAXBUF 8
+
+typedef struct bo_buf {
+    const char *name;
+    ferry_dtype dt;
+    int64_t n;
+    int init;
+    double lo, hi; /* BI_UNIFORM: range (integers inclusive); BI_CONST: lo */
+    int cmp;
+    bool null;     /* passed to the kernel as NULL */
+    double tol;    /* NMSE bound for this buffer; 0: the dtype's */
+} bo_buf;
+
+struct bo_case;
+typedef ferry_status (*bo_run_fn)(const struct bo_case *t, const fk_ctx *c, void *const *p);
+/* Computes the expected outputs in place, from the inputs in the same buffers. */
+typedef void (*bo_naive_fn)(const struct bo_case *t, void *const *p);
+/* Adjusts the random inputs (labels, ties, specials, indices from a forward). */
+typedef void (*bo_prep_fn)(const struct bo_case *t, void *const *p, ferry_rng *r);
+
+typedef struct bo_case {
+    const char *kernel;
+    char desc[192];
+    int nbuf;
+    bo_buf buf[BO_MAXBUF];
+    ferry_dtype dt, dt2;
+    int op;
+    bool fl[3];
+    int64_t i[12];
+    double d[6];
+    uint64_t u[2];
+    fk_nd nd;
+    fk_conv g;
+    fk_batch_spec bs;
+    bo_run_fn run;
+    bo_naive_fn naive;
+    bo_prep_fn prep;
+} bo_case;
+
+static bo_case *cases;
+static size_t ncases, cap_cases;
+static uint64_t seed;
+
+static bo_case *add_case(const char *kernel, bo_run_fn run, bo_naive_fn naive, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bo_case *add_case(const char *kernel, bo_run_fn run, bo_naive_fn naive, const char *fmt, ...)
+{
+    if (ncases == cap_cases) {
+        cap_cases = cap_cases ? cap_cases * 2 : 256;
+        cases = realloc(cases, cap_cases * sizeof *cases);
+        ASSERT(cases);
+    }
+    bo_case *t = &cases[ncases++];
+    memset(t, 0, sizeof *t);
+    t->kernel = kernel;
+    t->run = run;
+    t->naive = naive;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->desc, sizeof t->desc, fmt, ap);
+    va_end(ap);
+    return t;
+}
+
+static bo_buf *add_buf(bo_case *t, const char *name, ferry_dtype dt, int64_t n, int init, double lo, double hi,
+                       int cmp)
+{
+    ASSERT(t->nbuf < BO_MAXBUF);
+    bo_buf *b = &t->buf[t->nbuf++];
+    b->name = name;
+    b->dt = dt;
+    b->n = n;
+    b->init = init;
+    b->lo = lo;
+    b->hi = hi;
+    b->cmp = cmp;
+    return b;
+}
+
+/* ---- scalar helpers (the test's own, not the library's) ---- */
+static bool is_float(ferry_dtype dt)
+{
+    return dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
+}
+
+static double ld(ferry_dtype dt, const void *p, int64_t i)
+{
+    switch (dt) {
+    case FERRY_DTYPE_F32: return ((const float *)p)[i];
+    case FERRY_DTYPE_F16: return ferry_f16_to_f32(((const uint16_t *)p)[i]);
+    case FERRY_DTYPE_BF16: return ferry_bf16_to_f32(((const uint16_t *)p)[i]);
+    case FERRY_DTYPE_U8: return ((const uint8_t *)p)[i];
+    case FERRY_DTYPE_I32: return ((const int32_t *)p)[i];
+    case FERRY_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    default: return 0;
+    }
+}
+
+/* Stores as the kernels document: f32 first, then f16/bf16 to nearest even;
+ * integers truncated and saturated, NaN to 0. */
+static void st(ferry_dtype dt, void *p, int64_t i, double v)
+{
+    switch (dt) {
+    case FERRY_DTYPE_F32: ((float *)p)[i] = (float)v; break;
+    case FERRY_DTYPE_F16: ((uint16_t *)p)[i] = ferry_f32_to_f16((float)v); break;
+    case FERRY_DTYPE_BF16: ((uint16_t *)p)[i] = ferry_f32_to_bf16((float)v); break;
+    case FERRY_DTYPE_U8: ((uint8_t *)p)[i] = isnan(v) ? 0 : v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)v; break;
+    case FERRY_DTYPE_I32:
+        ((int32_t *)p)[i] = isnan(v) ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+        break;
+    case FERRY_DTYPE_I64:
+        ((int64_t *)p)[i] = isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN
+                          : v >= 9223372036854775808.0 ? INT64_MAX : (int64_t)v;
+        break;
+    default: break;
+    }
+}
+
+static double unif(ferry_rng *r, double lo, double hi)
+{
+    return lo + (hi - lo) * ((double)ferry_rng_u32(r) / 4294967296.0);
+}
+
+static const char *dtn(ferry_dtype dt) { return ferry_dtype_name(dt); }
+
+static const ferry_dtype float_types[] = {FERRY_DTYPE_F32, FERRY_DTYPE_F16, FERRY_DTYPE_BF16};
+static const ferry_dtype all_types[] = {FERRY_DTYPE_F32, FERRY_DTYPE_F16, FERRY_DTYPE_BF16,
+                                        FERRY_DTYPE_U8,  FERRY_DTYPE_I32, FERRY_DTYPE_I64};
+#define FOR_FLOAT(dt) for (size_t dt##_i = 0; dt##_i < 3 && ((dt = float_types[dt##_i]), 1); dt##_i++)
+#define FOR_ALL(dt) for (size_t dt##_i = 0; dt##_i < 6 && ((dt = all_types[dt##_i]), 1); dt##_i++)
+
+/* NaN, +inf, -inf, -0 and 0 at fixed places of a float buffer. */
+static void put_specials(ferry_dtype dt, void *p, int64_t n)
+{
+    static const int64_t at[] = {1, 4, 6, 9, 11};
+    const double v[] = {NAN, INFINITY, -INFINITY, -0.0, 0.0};
+    for (int k = 0; k < 5; k++)
+        if (at[k] < n)
+            st(dt, p, at[k], v[k]);
+}
+
+/* Rounds every element to a coarse grid so that maxima tie often. */
+static void make_ties(ferry_dtype dt, void *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        st(dt, p, i, is_float(dt) ? floor(ld(dt, p, i) * 2.0) / 2.0 : (double)((int64_t)ld(dt, p, i) % 4));
+}
+
+/* ---- iteration spaces ---- */
+static int64_t nd_off(const fk_nd *nd, const int64_t *str, int64_t flat)
+{
+    int64_t off = 0;
+    for (int d = nd->ndim - 1; d >= 0; d--) {
+        off += (flat % nd->shape[d]) * str[d];
+        flat /= nd->shape[d];
+    }
+    return off;
+}
+
+/* Elements an operand with strides str spans (strides are >= 0 here). */
+static int64_t nd_extent(const fk_nd *nd, const int64_t *str)
+{
+    if (nd->numel == 0)
+        return 0;
+    int64_t e = 1;
+    for (int d = 0; d < nd->ndim; d++)
+        e += (nd->shape[d] - 1) * str[d];
+    return e;
+}
+
+static fk_nd mk_nd(int ndim, const int64_t *shape, const int64_t *so, const int64_t *sa, const int64_t *sb)
+{
+    fk_nd nd;
+    memset(&nd, 0, sizeof nd);
+    nd.ndim = ndim;
+    nd.numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        nd.shape[d] = shape[d];
+        nd.so[d] = so[d];
+        nd.sa[d] = sa ? sa[d] : 0;
+        nd.sb[d] = sb ? sb[d] : 0;
+        nd.numel *= shape[d];
+    }
+    return nd;
+}
+
+static const char *nd_str(const fk_nd *nd, char *buf, size_t size)
+{
+    size_t k = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < nd->ndim && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? "," : "", (long long)nd->shape[d]);
+    if (k < size)
+        k += (size_t)snprintf(buf + k, size - k, "] so");
+    for (int d = 0; d < nd->ndim && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? "," : " ", (long long)nd->so[d]);
+    if (k < size)
+        k += (size_t)snprintf(buf + k, size - k, " sa");
+    for (int d = 0; d < nd->ndim && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? "," : " ", (long long)nd->sa[d]);
+    if (k < size)
+        k += (size_t)snprintf(buf + k, size - k, " sb");
+    for (int d = 0; d < nd->ndim && k < size; d++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%lld", d ? "," : " ", (long long)nd->sb[d]);
+    return buf;
+}
+
+/* A few iteration spaces for the strided kernels: contiguous, 0-d, transposed
+ * input, gaps in the output, broadcast input, empty. */
+typedef struct { fk_nd nd; const char *what; } nd_shape;
+
+static int nd_shapes(nd_shape *out)
+{
+    int n = 0;
+    out[n++] = (nd_shape){mk_nd(1, (int64_t[]){67}, (int64_t[]){1}, (int64_t[]){1}, (int64_t[]){1}), "contiguous"};
+    out[n++] = (nd_shape){mk_nd(0, NULL, NULL, NULL, NULL), "0-d"};
+    out[n++] = (nd_shape){mk_nd(2, (int64_t[]){5, 6}, (int64_t[]){6, 1}, (int64_t[]){1, 5}, (int64_t[]){1, 5}),
+                          "transposed input"};
+    out[n++] = (nd_shape){mk_nd(2, (int64_t[]){4, 3}, (int64_t[]){1, 9}, (int64_t[]){3, 1}, (int64_t[]){3, 1}),
+                          "strided output"};
+    out[n++] = (nd_shape){mk_nd(3, (int64_t[]){2, 3, 4}, (int64_t[]){12, 4, 1}, (int64_t[]){0, 4, 1},
+                                (int64_t[]){4, 0, 1}),
+                          "broadcast"};
+    out[n++] = (nd_shape){mk_nd(2, (int64_t[]){3, 0}, (int64_t[]){0, 1}, (int64_t[]){0, 1}, (int64_t[]){0, 1}),
+                          "empty"};
+    return n;
+}
+
+/* ================= the kernels: run, naive reference, cases ================= */
+
+/* ---- fill ---- */
+static ferry_status run_fill(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, fill, t->dt, p[0], &t->nd, t->d[0]);
+}
+
+static void naive_fill(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->nd.numel; i++)
+        st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i), t->d[0]);
+}
+
+static void cases_fill(void)
+{
+    nd_shape sh[8];
+    int ns = nd_shapes(sh);
+    const double vals[] = {0.0, 2.75, -3.5, 300.0, NAN};
+    ferry_dtype dt;
+    FOR_ALL(dt)
+    for (int s = 0; s < ns; s++)
+        for (size_t v = 0; v < sizeof vals / sizeof vals[0]; v++) {
+            char nb[160];
+            bo_case *t = add_case("fill", run_fill, naive_fill, "%s %s %s value %g", dtn(dt), sh[s].what,
+                                  nd_str(&sh[s].nd, nb, sizeof nb), vals[v]);
+            t->dt = dt;
+            t->nd = sh[s].nd;
+            t->d[0] = vals[v];
+            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -5, 5, BC_EXACT);
+        }
+}
+
+/* ---- convert ---- */
+static ferry_status run_convert(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, convert, t->dt, p[0], t->dt2, p[1], &t->nd, t->d[0], t->d[1]);
+}
+
+static void naive_convert(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->nd.numel; i++) {
+        int64_t o = nd_off(&t->nd, t->nd.so, i), a = nd_off(&t->nd, t->nd.sa, i);
+        if (t->dt == FERRY_DTYPE_I64 && t->dt2 == FERRY_DTYPE_I64 && t->d[0] == 1.0 && t->d[1] == 0.0)
+            ((int64_t *)p[0])[o] = ((const int64_t *)p[1])[a];
+        else
+            st(t->dt, p[0], o, ld(t->dt2, p[1], a) * t->d[0] + t->d[1]);
+    }
+}
+
+static void prep_convert(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    int64_t n = t->buf[1].n;
+    if (is_float(t->dt2) && t->fl[0])
+        put_specials(t->dt2, p[1], n);
+    if (t->dt2 == FERRY_DTYPE_I64 && n > 3) { /* values a trip through double would change */
+        int64_t *x = p[1];
+        x[0] = INT64_MAX - 5;
+        x[1] = INT64_MIN + 3;
+        x[2] = ((int64_t)1 << 53) + 1;
+        x[3] = -(((int64_t)1 << 60) + 7);
+    }
+}
+
+static void source_range(ferry_dtype dt, double *lo, double *hi)
+{
+    switch (dt) {
+    case FERRY_DTYPE_U8: *lo = 0; *hi = 255; break;
+    case FERRY_DTYPE_I32: *lo = -100000; *hi = 100000; break;
+    case FERRY_DTYPE_I64: *lo = -1e12; *hi = 1e12; break;
+    default: *lo = -300; *hi = 300; break;
+    }
+}
+
+static void cases_convert(void)
+{
+    nd_shape sh[8];
+    int ns = nd_shapes(sh);
+    const double aff[][2] = {{1.0, 0.0}, {0.5, -3.0}, {1.0 / 255.0, 0.25}};
+    ferry_dtype y, x;
+    FOR_ALL(y)
+    FOR_ALL(x)
+    for (int s = 0; s < ns; s++)
+        for (int a = 0; a < 3; a++) {
+            if (a > 0 && s != 0 && s != 2)
+                continue; /* scale and shift: contiguous and strided are enough */
+            for (int spec = 0; spec < (is_float(x) && s == 0 && a == 0 ? 2 : 1); spec++) {
+                char nb[160];
+                bo_case *t = add_case("convert", run_convert, naive_convert, "%s <- %s %s %s mul %g add %g%s",
+                                      dtn(y), dtn(x), sh[s].what, nd_str(&sh[s].nd, nb, sizeof nb), aff[a][0],
+                                      aff[a][1], spec ? " with NaN/inf/-0" : "");
+                t->dt = y;
+                t->dt2 = x;
+                t->nd = sh[s].nd;
+                t->d[0] = aff[a][0];
+                t->d[1] = aff[a][1];
+                t->fl[0] = spec;
+                t->prep = prep_convert;
+                double lo, hi;
+                source_range(x, &lo, &hi);
+                add_buf(t, "y", y, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, 0, 100,
+                        is_float(y) ? BC_CLOSE : BC_EXACT);
+                add_buf(t, "x", x, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, lo, hi, BC_IN);
+            }
+        }
+}
+
+/* ---- unary ---- */
+static const char *const uop_names[] = {"neg",   "relu", "gelu",  "exp",   "log",   "sqrt",  "tanh",  "sigmoid",
+                                        "abs",   "add_s", "mul_s", "rsub_s", "rdiv_s", "pow_s", "max_s", "min_s"};
+
+static ferry_status run_unary(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, unary, (fk_uop)t->op, t->dt, p[0], p[1], &t->nd, t->d[0]);
+}
+
+static double naive_uop(int op, double x, double s)
+{
+    switch (op) {
+    case FK_NEG: return -x;
+    case FK_RELU: return x > 0 ? x : 0;
+    case FK_GELU: return 0.5 * x * erfc(-x / sqrt(2.0)); /* x Phi(x) */
+    case FK_EXP: return exp(x);
+    case FK_LOG: return log(x);
+    case FK_SQRT: return sqrt(x);
+    case FK_TANH: return tanh(x);
+    case FK_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case FK_ABS: return fabs(x);
+    case FK_ADD_S: return x + s;
+    case FK_MUL_S: return x * s;
+    case FK_RSUB_S: return s - x;
+    case FK_RDIV_S: return s / x;
+    case FK_POW_S: return pow(x, s);
+    case FK_MAX_S: return isnan(x) ? x : x > s ? x : s;
+    case FK_MIN_S: return isnan(x) ? x : x < s ? x : s;
+    default: return NAN;
+    }
+}
+
+static void naive_unary(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->nd.numel; i++)
+        st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i),
+           naive_uop(t->op, ld(t->dt, p[1], nd_off(&t->nd, t->nd.sa, i)), t->d[0]));
+}
+
+static void prep_specials_in1(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    put_specials(t->buf[1].dt, p[1], t->buf[1].n);
+}
+
+static void cases_unary(void)
+{
+    nd_shape sh[8];
+    int ns = nd_shapes(sh);
+    const double alpha[FK_UOP_COUNT] = {[FK_ADD_S] = 0.3,  [FK_MUL_S] = -1.7, [FK_RSUB_S] = 2.5, [FK_RDIV_S] = 1.5,
+                                        [FK_POW_S] = 1.7,  [FK_MAX_S] = 0.1,  [FK_MIN_S] = -0.2};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int op = 0; op < FK_UOP_COUNT; op++)
+        for (int s = 0; s <= ns; s++) {
+            bool spec = s == ns; /* one more: contiguous with NaN, inf, -0 */
+            const nd_shape *h = &sh[spec ? 0 : s];
+            if (spec && dt != FERRY_DTYPE_F32)
+                continue;
+            bool pos = op == FK_LOG || op == FK_SQRT || op == FK_POW_S || op == FK_RDIV_S;
+            char nb[160];
+            bo_case *t = add_case("unary", run_unary, naive_unary, "%s %s alpha %g %s %s%s", dtn(dt), uop_names[op],
+                                  alpha[op], h->what, nd_str(&h->nd, nb, sizeof nb), spec ? " with NaN/inf/-0" : "");
+            t->dt = dt;
+            t->op = op;
+            t->nd = h->nd;
+            t->d[0] = alpha[op];
+            if (spec)
+                t->prep = prep_specials_in1;
+            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "x", dt, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, pos ? 0.2 : -3, 3, BC_IN);
+        }
+}
+
+/* ---- binary ---- */
+static const char *const bop_names[] = {"add", "sub", "mul", "div", "maximum", "minimum"};
+
+static ferry_status run_binary(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, binary, (fk_bop)t->op, t->dt, p[0], p[1], p[2], &t->nd);
+}
+
+static void naive_binary(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->nd.numel; i++) {
+        double a = ld(t->dt, p[1], nd_off(&t->nd, t->nd.sa, i)), b = ld(t->dt, p[2], nd_off(&t->nd, t->nd.sb, i));
+        double v;
+        switch (t->op) {
+        case FK_ADD: v = a + b; break;
+        case FK_SUB: v = a - b; break;
+        case FK_MUL: v = a * b; break;
+        case FK_DIV: v = a / b; break;
+        case FK_MAXIMUM: v = isnan(a) || isnan(b) ? NAN : a > b ? a : b; break;
+        default: v = isnan(a) || isnan(b) ? NAN : a < b ? a : b; break;
+        }
+        st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i), v);
+    }
+}
+
+static void prep_binary(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    if (t->op == FK_DIV) /* divisors in +-[0.5, 2] */
+        for (int64_t i = 0; i < t->buf[2].n; i++)
+            if (ferry_rng_u32(r) & 1)
+                st(t->dt, p[2], i, -ld(t->dt, p[2], i));
+    if (t->fl[0]) {
+        put_specials(t->dt, p[1], t->buf[1].n);
+        put_specials(t->dt, (char *)p[2] + 3 * ferry_dtype_size(t->dt), t->buf[2].n - 3);
+    }
+}
+
+static void cases_binary(void)
+{
+    nd_shape sh[8];
+    int ns = nd_shapes(sh);
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int op = 0; op < FK_BOP_COUNT; op++)
+        for (int s = 0; s <= ns; s++) {
+            bool spec = s == ns;
+            const nd_shape *h = &sh[spec ? 0 : s];
+            if (spec && dt != FERRY_DTYPE_F32)
+                continue;
+            char nb[160];
+            bo_case *t = add_case("binary", run_binary, naive_binary, "%s %s %s %s%s", dtn(dt), bop_names[op],
+                                  h->what, nd_str(&h->nd, nb, sizeof nb), spec ? " with NaN/inf/-0" : "");
+            t->dt = dt;
+            t->op = op;
+            t->nd = h->nd;
+            t->fl[0] = spec;
+            t->prep = prep_binary;
+            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "a", dt, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, -3, 3, BC_IN);
+            add_buf(t, "b", dt, nd_extent(&t->nd, t->nd.sb), BI_UNIFORM, op == FK_DIV ? 0.5 : -3,
+                    op == FK_DIV ? 2 : 3, BC_IN);
+        }
+    /* A scalar broadcast against a row. */
+    FOR_FLOAT(dt)
+    for (int op = 0; op < FK_BOP_COUNT; op++) {
+        bo_case *t = add_case("binary", run_binary, naive_binary, "%s %s [20] by a broadcast scalar", dtn(dt),
+                              bop_names[op]);
+        t->dt = dt;
+        t->op = op;
+        t->nd = mk_nd(1, (int64_t[]){20}, (int64_t[]){1}, (int64_t[]){1}, (int64_t[]){0});
+        t->prep = prep_binary;
+        add_buf(t, "y", dt, 20, BI_UNIFORM, -1, 1, BC_CLOSE);
+        add_buf(t, "a", dt, 20, BI_UNIFORM, -3, 3, BC_IN);
+        add_buf(t, "b", dt, 1, BI_UNIFORM, op == FK_DIV ? 0.5 : -3, op == FK_DIV ? 2 : 3, BC_IN);
+    }
+}
+
+/* ---- reduce ---- */
+static const char *const rop_names[] = {"sum", "mean", "max", "argmax"};
+
+static ferry_status run_reduce(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, reduce, (fk_rop)t->op, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+}
+
+static void naive_reduce(const bo_case *t, void *const *p)
+{
+    int64_t outer = t->i[0], n = t->i[1], inner = t->i[2];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) {
+            double sum = 0, best = -INFINITY;
+            int64_t arg = 0;
+            bool nan = false;
+            for (int64_t j = 0; j < n; j++) {
+                double v = ld(t->dt, p[1], (o * n + j) * inner + k);
+                sum += v;
+                if (nan)
+                    continue;
+                if (isnan(v)) { /* the first NaN is the maximum */
+                    nan = true;
+                    best = v;
+                    arg = j;
+                } else if (v > best) {
+                    best = v;
+                    arg = j;
+                }
+            }
+            int64_t y = o * inner + k;
+            if (t->op == FK_ARGMAX)
+                ((int64_t *)p[0])[y] = arg;
+            else
+                st(t->dt, p[0], y, t->op == FK_SUM ? sum : t->op == FK_MEAN ? (n ? sum / (double)n : NAN) : best);
+        }
+}
+
+static void prep_reduce(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    if (t->op == FK_ARGMAX || t->op == FK_MAX)
+        make_ties(t->dt, p[1], t->buf[1].n);
+    if (t->fl[0])
+        put_specials(t->dt, p[1], t->buf[1].n);
+}
+
+static void cases_reduce(void)
+{
+    const int64_t shapes[][3] = {{3, 50, 1}, {1, 300, 1}, {2, 7, 5}, {4, 0, 3}, {0, 5, 2}};
+    ferry_dtype dt;
+    FOR_ALL(dt)
+    for (int op = 0; op < 4; op++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int spec = 0; spec < (dt == FERRY_DTYPE_F32 && s != 1 && s < 3 ? 2 : 1); spec++) {
+                int64_t outer = shapes[s][0], n = shapes[s][1], inner = shapes[s][2];
+                bo_case *t = add_case("reduce", run_reduce, naive_reduce, "%s %s [outer %lld, n %lld, inner %lld]%s",
+                                      dtn(dt), rop_names[op], (long long)outer, (long long)n, (long long)inner,
+                                      spec ? " with NaN/inf/-0" : "");
+                t->dt = dt;
+                t->op = op;
+                t->i[0] = outer;
+                t->i[1] = n;
+                t->i[2] = inner;
+                t->fl[0] = spec;
+                t->prep = prep_reduce;
+                double lo = -2, hi = 2;
+                if (dt == FERRY_DTYPE_U8)
+                    lo = 0, hi = 255;
+                else if (dt == FERRY_DTYPE_I32)
+                    lo = -1000, hi = 1000;
+                else if (dt == FERRY_DTYPE_I64)
+                    lo = -1e12, hi = 1e12;
+                ferry_dtype ydt = op == FK_ARGMAX ? FERRY_DTYPE_I64 : dt;
+                add_buf(t, "y", ydt, outer * inner, BI_UNIFORM, 0, 9,
+                        op == FK_ARGMAX || !is_float(dt) ? BC_EXACT : BC_CLOSE);
+                add_buf(t, "x", dt, outer * n * inner, BI_UNIFORM, lo, hi, BC_IN);
+            }
+}
+
+/* ---- softmax ---- */
+static ferry_status run_softmax(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, softmax, t->fl[0], t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+}
+
+static void naive_softmax(const bo_case *t, void *const *p)
+{
+    int64_t outer = t->i[0], n = t->i[1], inner = t->i[2];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < inner; k++) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < n; j++)
+                mx = fmax(mx, ld(t->dt, p[1], (o * n + j) * inner + k));
+            for (int64_t j = 0; j < n; j++)
+                sum += exp(ld(t->dt, p[1], (o * n + j) * inner + k) - mx);
+            for (int64_t j = 0; j < n; j++) {
+                int64_t i = (o * n + j) * inner + k;
+                double z = ld(t->dt, p[1], i) - mx;
+                st(t->dt, p[0], i, t->fl[0] ? z - log(sum) : exp(z) / sum);
+            }
+        }
+}
+
+static void prep_softmax(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    if (t->fl[1]) /* large logits: only a max-shifted exp stays finite */
+        for (int64_t i = 0; i < t->buf[1].n; i++)
+            st(t->dt, p[1], i, ld(t->dt, p[1], i) + 1000.0);
+    if (t->fl[2]) /* some -inf logits (never a whole row) */
+        for (int64_t i = 2; i < t->buf[1].n; i += 5)
+            st(t->dt, p[1], i, -INFINITY);
+}
+
+static void cases_softmax(void)
+{
+    const int64_t shapes[][3] = {{4, 10, 1}, {1, 300, 1}, {2, 6, 3}, {3, 0, 2}, {0, 5, 1}};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int lg = 0; lg < 2; lg++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int var = 0; var < (s < 3 ? 3 : 1); var++) {
+                int64_t outer = shapes[s][0], n = shapes[s][1], inner = shapes[s][2];
+                bo_case *t = add_case("softmax", run_softmax, naive_softmax, "%s %s [outer %lld, n %lld, inner %lld]%s",
+                                      dtn(dt), lg ? "log_softmax" : "softmax", (long long)outer, (long long)n,
+                                      (long long)inner, var == 1 ? " logits + 1000" : var == 2 ? " some -inf" : "");
+                t->dt = dt;
+                t->fl[0] = lg;
+                t->fl[1] = var == 1;
+                t->fl[2] = var == 2;
+                t->i[0] = outer;
+                t->i[1] = n;
+                t->i[2] = inner;
+                t->prep = prep_softmax;
+                add_buf(t, "y", dt, outer * n * inner, BI_UNIFORM, 0, 1, BC_CLOSE);
+                add_buf(t, "x", dt, outer * n * inner, BI_UNIFORM, -5, 5, BC_IN);
+            }
+}
+
+/* ---- gemm: i = {m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch}, d = {alpha, beta} ---- */
+static ferry_status run_gemm(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    const int64_t *i = t->i;
+    return FK(c, gemm, t->dt, t->fl[0], t->fl[1], i[0], i[1], i[2], (float)t->d[0], p[0], i[3], i[6], p[1], i[4],
+              i[7], (float)t->d[1], p[2], i[5], i[8], i[9]);
+}
+
+static void naive_gemm(const bo_case *t, void *const *p)
+{
+    const int64_t *i = t->i;
+    int64_t m = i[0], n = i[1], k = i[2], lda = i[3], ldb = i[4], ldc = i[5];
+    bool ta = t->fl[0], tb = t->fl[1];
+    for (int64_t b = 0; b < i[9]; b++)
+        for (int64_t r = 0; r < m; r++)
+            for (int64_t q = 0; q < n; q++) {
+                double s = 0;
+                for (int64_t j = 0; j < k; j++) {
+                    double x = ld(t->dt, p[0], b * i[6] + (ta ? j * lda + r : r * lda + j));
+                    double y = ld(t->dt, p[1], b * i[7] + (tb ? q * ldb + j : j * ldb + q));
+                    s += x * y;
+                }
+                int64_t o = b * i[8] + r * ldc + q;
+                double beta = (float)t->d[1];
+                st(t->dt, p[2], o, (float)t->d[0] * s + (beta == 0 ? 0 : beta * ld(t->dt, p[2], o)));
+            }
+}
+
+static int64_t mat_extent(int64_t batch, int64_t stride, int64_t rows, int64_t cols, int64_t ld)
+{
+    if (batch == 0 || rows == 0 || cols == 0)
+        return 0;
+    return (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+
+static void add_gemm(ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch, int64_t pad,
+                     double alpha, double beta, bool c_nan)
+{
+    int64_t ra = ta ? k : m, ca = ta ? m : k, rb = tb ? n : k, cb = tb ? k : n;
+    int64_t lda = ca + pad, ldb = cb + pad, ldc = n + pad;
+    lda = lda < 1 ? 1 : lda;
+    ldb = ldb < 1 ? 1 : ldb;
+    ldc = ldc < 1 ? 1 : ldc;
+    int64_t sa = ra * lda + 3 * pad, sb = rb * ldb + 2 * pad, sc = m * ldc + 5 * pad;
+    bo_case *t = add_case("gemm", run_gemm, naive_gemm,
+                          "%s ta %d tb %d m %lld n %lld k %lld batch %lld ld pad %lld alpha %g beta %g%s", dtn(dt), ta,
+                          tb, (long long)m, (long long)n, (long long)k, (long long)batch, (long long)pad, alpha, beta,
+                          c_nan ? " C = NaN" : "");
+    t->dt = dt;
+    t->fl[0] = ta;
+    t->fl[1] = tb;
+    int64_t v[10] = {m, n, k, lda, ldb, ldc, sa, sb, sc, batch};
+    memcpy(t->i, v, sizeof v);
+    t->d[0] = alpha;
+    t->d[1] = beta;
+    add_buf(t, "a", dt, mat_extent(batch, sa, ra, ca, lda), BI_UNIFORM, -1, 1, BC_IN);
+    add_buf(t, "b", dt, mat_extent(batch, sb, rb, cb, ldb), BI_UNIFORM, -1, 1, BC_IN);
+    /* C with a tail past its last element: nothing outside C's m x n may change. */
+    add_buf(t, "c", dt, mat_extent(batch, sc, m, n, ldc) + 4, c_nan ? BI_NAN : BI_UNIFORM, -1, 1, BC_CLOSE);
+}
+
+static void cases_gemm(void)
+{
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    {
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++) {
+                add_gemm(dt, ta, tb, 5, 7, 9, 1, 0, 1.0, 0.0, false);
+                add_gemm(dt, ta, tb, 4, 6, 11, 3, 2, 0.7, 0.5, false); /* batched, padded, accumulating */
+            }
+        add_gemm(dt, false, false, 33, 17, 64, 1, 0, 1.0, 0.0, false);
+        add_gemm(dt, false, true, 6, 5, 8, 2, 3, 1.0, 0.0, false); /* beta 0: padding stays */
+        add_gemm(dt, false, false, 6, 5, 8, 2, 3, 1.0, 0.0, true);  /* beta 0 over NaN */
+        add_gemm(dt, false, false, 4, 5, 0, 2, 3, 1.0, 0.0, true);  /* k = 0, beta 0 over NaN: zeros */
+        add_gemm(dt, true, false, 4, 5, 0, 2, 3, 1.0, 0.0, true);
+        add_gemm(dt, false, false, 4, 5, 0, 3, 1, 1.0, 0.5, false); /* k = 0: C = beta C */
+        add_gemm(dt, false, false, 0, 5, 3, 2, 1, 1.0, 0.0, false); /* empty: C untouched */
+        add_gemm(dt, false, false, 4, 0, 3, 2, 1, 1.0, 0.0, false);
+        add_gemm(dt, false, false, 4, 5, 3, 0, 1, 1.0, 0.0, false);
+    }
+}
+
+/* ---- cast: n contiguous elements, x (dt2) to y (dt) ---- */
+static ferry_status run_cast(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, cast, t->dt2, p[1], t->dt, p[0], t->i[0]);
+}
+
+/* Integers convert without a trip through double: to a float dtype through f32,
+ * to an integer dtype saturated. */
+static void naive_cast(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        if (is_float(t->dt2)) {
+            st(t->dt, p[0], i, ld(t->dt2, p[1], i));
+            continue;
+        }
+        int64_t v = t->dt2 == FERRY_DTYPE_U8 ? ((const uint8_t *)p[1])[i]
+                  : t->dt2 == FERRY_DTYPE_I32 ? ((const int32_t *)p[1])[i] : ((const int64_t *)p[1])[i];
+        if (is_float(t->dt))
+            st(t->dt, p[0], i, (double)(float)v);
+        else if (t->dt == FERRY_DTYPE_I64)
+            ((int64_t *)p[0])[i] = v;
+        else if (t->dt == FERRY_DTYPE_I32)
+            ((int32_t *)p[0])[i] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+        else
+            ((uint8_t *)p[0])[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    }
+}
+
+static void cases_cast(void)
+{
+    ferry_dtype y, x;
+    FOR_ALL(y)
+    FOR_ALL(x)
+    for (int64_t n = 0; n <= 50; n += 50) {
+        bo_case *t = add_case("cast", run_cast, naive_cast, "%s <- %s n %lld%s", dtn(y), dtn(x), (long long)n,
+                              n && is_float(x) ? " with NaN/inf/-0" : "");
+        t->dt = y;
+        t->dt2 = x;
+        t->i[0] = n;
+        t->fl[0] = true;
+        t->prep = prep_convert;
+        double lo, hi;
+        source_range(x, &lo, &hi);
+        add_buf(t, "y", y, n, BI_UNIFORM, 0, 100, BC_EXACT);
+        add_buf(t, "x", x, n, BI_UNIFORM, lo, hi, BC_IN);
+    }
+}
+
+/* ---- batch_convert: t->bs ---- */
+static ferry_status run_batch_convert(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, batch_convert, &t->bs, p[0], p[1]);
+}
+
+/* y = x * scale[c] + shift[c] in f32, rounded after each step; u8 out saturates
+ * and rounds to nearest even. */
+static void naive_batch_convert(const bo_case *t, void *const *p)
+{
+    const fk_batch_spec *b = &t->bs;
+    size_t C = b->channels, HW = b->height * b->width;
+    for (size_t s = 0; s < b->count; s++)
+        for (size_t c = 0; c < C; c++)
+            for (size_t q = 0; q < HW; q++) {
+                size_t si = s * C * HW + (b->src_layout == FERRY_LAYOUT_CHW ? c * HW + q : q * C + c);
+                size_t di = s * C * HW + (b->dst_layout == FERRY_LAYOUT_CHW ? c * HW + q : q * C + c);
+                float x = (float)ld(b->src_dtype, p[0], (int64_t)si);
+                if (b->affine) {
+                    float m = x * b->scale[c];
+                    x = m + b->shift[c];
+                }
+                if (b->dst_dtype == FERRY_DTYPE_U8)
+                    ((uint8_t *)p[1])[di] = (uint8_t)nearbyint(x < 0 ? 0 : x > 255 ? 255 : x);
+                else
+                    st(b->dst_dtype, p[1], (int64_t)di, x);
+            }
+}
+
+static void cases_batch_convert(void)
+{
+    const ferry_dtype srcs[] = {FERRY_DTYPE_U8, FERRY_DTYPE_F32};
+    const ferry_dtype dsts[] = {FERRY_DTYPE_F32, FERRY_DTYPE_F16, FERRY_DTYPE_BF16, FERRY_DTYPE_U8};
+    const size_t geo[][4] = {{2, 3, 4, 5}, {3, 1, 3, 7}, {1, 4, 2, 3}, {0, 3, 4, 5}};
+    for (size_t si = 0; si < 2; si++)
+        for (size_t di = 0; di < 4; di++)
+            for (int lay = 0; lay < 4; lay++)
+                for (int aff = 0; aff < 2; aff++)
+                    for (size_t gi = 0; gi < 4; gi++) {
+                        if (gi > 0 && (lay != 1 || !aff))
+                            continue; /* other geometries: one layout pair, affine */
+                        fk_batch_spec b;
+                        memset(&b, 0, sizeof b);
+                        b.count = geo[gi][0];
+                        b.channels = geo[gi][1];
+                        b.height = geo[gi][2];
+                        b.width = geo[gi][3];
+                        b.src_dtype = srcs[si];
+                        b.dst_dtype = dsts[di];
+                        b.src_layout = lay & 1 ? FERRY_LAYOUT_HWC : FERRY_LAYOUT_CHW;
+                        b.dst_layout = lay & 2 ? FERRY_LAYOUT_HWC : FERRY_LAYOUT_CHW;
+                        b.affine = aff;
+                        for (int c = 0; c < FK_BATCH_MAX_CHANNELS; c++) {
+                            b.scale[c] = (float)(1.0 / (58.0 + 3 * c)); /* 1 / (255 std) */
+                            b.shift[c] = (float)(-0.485 - 0.1 * c) * 4.0f;
+                        }
+                        bo_case *t = add_case("batch_convert", run_batch_convert, naive_batch_convert,
+                                              "%s %s -> %s %s, %zu x %zux%zux%zu%s", dtn(b.src_dtype),
+                                              lay & 1 ? "HWC" : "CHW", dtn(b.dst_dtype), lay & 2 ? "HWC" : "CHW",
+                                              b.count, b.channels, b.height, b.width, aff ? " affine" : "");
+                        t->bs = b;
+                        int64_t n = (int64_t)(b.count * b.channels * b.height * b.width);
+                        add_buf(t, "src", b.src_dtype, n, BI_UNIFORM, b.src_dtype == FERRY_DTYPE_U8 ? 0 : -10,
+                                b.src_dtype == FERRY_DTYPE_U8 ? 255 : 300, BC_IN);
+                        add_buf(t, "dst", b.dst_dtype, n, BI_UNIFORM, 0, 9, BC_EXACT);
+                    }
+}
+
+/* ---- rand: u = {seed, stream}, i[0] = n ---- */
+static ferry_status run_rand(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, rand, t->dt, p[0], t->i[0], t->u[0], t->u[1], t->fl[0]);
+}
+
+static void naive_rand(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)t->u[1], (uint32_t)(t->u[1] >> 32)};
+        uint32_t key[2] = {(uint32_t)t->u[0], (uint32_t)(t->u[0] >> 32)}, w[4];
+        ferry_philox4x32_10(ctr, key, w);
+        double u1 = (double)(w[0] >> 8) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
+        double v = t->fl[0] ? sqrt(-2.0 * log(u1 + 1.0 / 16777216.0)) * cos(2.0 * M_PI * u2) : u1;
+        st(t->dt, p[0], i, v);
+    }
+}
+
+static void cases_rand(void)
+{
+    const int64_t sizes[] = {1000, 7, 0};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int normal = 0; normal < 2; normal++)
+        for (size_t s = 0; s < 3; s++) {
+            bo_case *t = add_case("rand", run_rand, naive_rand, "%s %s n %lld", dtn(dt), normal ? "normal" : "uniform",
+                                  (long long)sizes[s]);
+            t->dt = dt;
+            t->fl[0] = normal;
+            t->i[0] = sizes[s];
+            t->u[0] = seed * 0x9E3779B97F4A7C15ull + ncases;
+            t->u[1] = s == 1 ? 0xFEDCBA9876543210ull : FERRY_RNG_INIT;
+            add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, normal ? BC_CLOSE : BC_EXACT);
+        }
+}
+
+/* ---- bias_add, bias_grad: i = {outer, ch, inner} ---- */
+static ferry_status run_bias_add(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, bias_add, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+}
+
+static void naive_bias_add(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->i[0] * t->i[1] * t->i[2]; i++)
+        st(t->dt, p[0], i, ld(t->dt, p[0], i) + ld(t->dt, p[1], (i / t->i[2]) % t->i[1]));
+}
+
+static ferry_status run_bias_grad(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, bias_grad, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+}
+
+static void naive_bias_grad(const bo_case *t, void *const *p)
+{
+    for (int64_t k = 0; k < t->i[1]; k++) {
+        double s = ld(t->dt, p[0], k);
+        for (int64_t o = 0; o < t->i[0]; o++)
+            for (int64_t j = 0; j < t->i[2]; j++)
+                s += ld(t->dt, p[1], (o * t->i[1] + k) * t->i[2] + j);
+        st(t->dt, p[0], k, s);
+    }
+}
+
+static void cases_bias(void)
+{
+    const int64_t shapes[][3] = {{3, 4, 5}, {6, 5, 1}, {2, 3, 70}, {0, 4, 3}, {2, 0, 3}};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
+        bo_case *t = add_case("bias_add", run_bias_add, naive_bias_add, "%s [outer %lld, ch %lld, inner %lld]",
+                              dtn(dt), (long long)outer, (long long)ch, (long long)inner);
+        t->dt = dt;
+        memcpy(t->i, shapes[s], sizeof shapes[s]);
+        add_buf(t, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
+        add_buf(t, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
+        t = add_case("bias_grad", run_bias_grad, naive_bias_grad, "%s [outer %lld, ch %lld, inner %lld]", dtn(dt),
+                     (long long)outer, (long long)ch, (long long)inner);
+        t->dt = dt;
+        memcpy(t->i, shapes[s], sizeof shapes[s]);
+        add_buf(t, "db", dt, ch, BI_UNIFORM, -2, 2, BC_CLOSE);
+        add_buf(t, "dy", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_IN);
+    }
+}
+
+/* ---- relu_bwd ---- */
+static ferry_status run_relu_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, relu_bwd, t->dt, p[0], p[1], p[2], t->i[0]);
+}
+
+static void naive_relu_bwd(const bo_case *t, void *const *p)
+{
+    for (int64_t i = 0; i < t->i[0]; i++)
+        st(t->dt, p[0], i, ld(t->dt, p[1], i) > 0 ? ld(t->dt, p[2], i) : 0.0);
+}
+
+static void prep_relu_bwd(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    for (int64_t i = 0; i < t->i[0]; i += 5) /* exact zeros: y = 0 passes nothing */
+        st(t->dt, p[1], i, i % 10 ? -0.0 : 0.0);
+}
+
+static void cases_relu_bwd(void)
+{
+    const int64_t sizes[] = {100, 1, 0};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (size_t s = 0; s < 3; s++) {
+        bo_case *t = add_case("relu_bwd", run_relu_bwd, naive_relu_bwd, "%s n %lld", dtn(dt), (long long)sizes[s]);
+        t->dt = dt;
+        t->i[0] = sizes[s];
+        t->prep = prep_relu_bwd;
+        add_buf(t, "dx", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE);
+        add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, BC_IN);
+        add_buf(t, "dy", dt, sizes[s], BI_UNIFORM, -1, 1, BC_IN);
+    }
+}
+
+/* ---- cross_entropy: i = {rows, classes}, d[0] = gscale; bufs logits, labels, loss, correct, bad, dlogits ---- */
+static ferry_status run_cross_entropy(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, cross_entropy, t->dt, p[0], t->dt2, p[1], t->i[0], t->i[1], (float *)p[2], (int64_t *)p[3],
+              (int64_t *)p[4], p[5], (float)t->d[0]);
+}
+
+static int64_t label_at(const bo_case *t, const void *labels, int64_t r)
+{
+    return t->dt2 == FERRY_DTYPE_I32 ? ((const int32_t *)labels)[r] : ((const int64_t *)labels)[r];
+}
+
+static void naive_cross_entropy(const bo_case *t, void *const *p)
+{
+    int64_t rows = t->i[0], classes = t->i[1], ok = 0, bad = 0;
+    double loss = 0, g = (float)t->d[0];
+    for (int64_t r = 0; r < rows; r++) {
+        double mx = -INFINITY, sum = 0;
+        int64_t arg = 0, label = label_at(t, p[1], r);
+        for (int64_t k = 0; k < classes; k++) {
+            double v = ld(t->dt, p[0], r * classes + k);
+            if (v > mx) {
+                mx = v;
+                arg = k;
+            }
+        }
+        for (int64_t k = 0; k < classes; k++)
+            sum += exp(ld(t->dt, p[0], r * classes + k) - mx);
+        bool in = label >= 0 && label < classes;
+        bad += !in;
+        if (in) {
+            loss += mx + log(sum) - ld(t->dt, p[0], r * classes + label);
+            ok += arg == label;
+        }
+        for (int64_t k = 0; k < classes && p[5]; k++) {
+            double pk = exp(ld(t->dt, p[0], r * classes + k) - mx) / sum;
+            st(t->dt, p[5], r * classes + k, in ? (pk - (k == label)) * g : 0.0);
+        }
+    }
+    if (p[2])
+        ((float *)p[2])[0] = (float)(((float *)p[2])[0] + loss);
+    if (p[3])
+        ((int64_t *)p[3])[0] += ok;
+    if (p[4])
+        ((int64_t *)p[4])[0] += bad;
+}
+
+/* Half the rows get the row's argmax as label (so `correct` counts something);
+ * rows 1 and 3 get labels just outside [0, classes). */
+static void prep_cross_entropy(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    int64_t rows = t->i[0], classes = t->i[1];
+    for (int64_t row = 0; row < rows; row++) {
+        int64_t label = (int64_t)ferry_rng_below(r, (uint64_t)classes);
+        if (row % 2 == 0) {
+            double mx = -INFINITY;
+            for (int64_t k = 0; k < classes; k++)
+                if (ld(t->dt, p[0], row * classes + k) > mx) {
+                    mx = ld(t->dt, p[0], row * classes + k);
+                    label = k;
+                }
+        }
+        if (t->fl[0] && row == 1)
+            label = classes;
+        if (t->fl[0] && row == 3)
+            label = -1;
+        st(t->dt2, p[1], row, (double)label);
+    }
+}
+
+static void add_ce(ferry_dtype dt, ferry_dtype ldt, int64_t rows, int64_t classes, bool bad, bool metrics, bool grad)
+{
+    bo_case *t = add_case("cross_entropy", run_cross_entropy, naive_cross_entropy,
+                          "%s labels %s rows %lld classes %lld%s%s%s", dtn(dt), dtn(ldt), (long long)rows,
+                          (long long)classes, bad ? " with bad labels" : "", metrics ? "" : " no metrics",
+                          grad ? "" : " no gradient");
+    t->dt = dt;
+    t->dt2 = ldt;
+    t->i[0] = rows;
+    t->i[1] = classes;
+    t->d[0] = 0.25;
+    t->fl[0] = bad;
+    t->prep = prep_cross_entropy;
+    add_buf(t, "logits", dt, rows * classes, BI_UNIFORM, -4, 4, BC_IN);
+    add_buf(t, "labels", ldt, rows, BI_CONST, 0, 0, BC_IN);
+    add_buf(t, "loss", FERRY_DTYPE_F32, 1, BI_CONST, 1.25, 0, BC_CLOSE)->null = !metrics;
+    add_buf(t, "correct", FERRY_DTYPE_I64, 1, BI_CONST, 3, 0, BC_EXACT)->null = !metrics;
+    add_buf(t, "bad", FERRY_DTYPE_I64, 1, BI_CONST, 2, 0, BC_EXACT)->null = !metrics;
+    add_buf(t, "dlogits", dt, rows * classes, BI_UNIFORM, -1, 1, BC_CLOSE)->null = !grad;
+}
+
+static void cases_cross_entropy(void)
+{
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int l = 0; l < 2; l++) {
+        ferry_dtype ldt = l ? FERRY_DTYPE_I64 : FERRY_DTYPE_I32;
+        add_ce(dt, ldt, 6, 5, false, true, true);
+        add_ce(dt, ldt, 6, 5, true, true, true);
+        add_ce(dt, ldt, 4, 300, true, true, true);
+        add_ce(dt, ldt, 5, 1, false, true, true);
+        add_ce(dt, ldt, 0, 5, false, true, true);
+        add_ce(dt, ldt, 6, 5, true, false, true);
+        add_ce(dt, ldt, 6, 5, true, true, false);
+    }
+}
+
+/* ---- mse: i[0] = n, d = {lscale, gscale}; bufs p, t, loss, dp ---- */
+static ferry_status run_mse(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, mse, t->dt, p[0], p[1], t->i[0], (float *)p[2], (float)t->d[0], p[3], (float)t->d[1]);
+}
+
+static void naive_mse(const bo_case *t, void *const *p)
+{
+    double s = 0;
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        double e = ld(t->dt, p[0], i) - ld(t->dt, p[1], i);
+        s += e * e;
+        if (p[3])
+            st(t->dt, p[3], i, 2 * e * (float)t->d[1]);
+    }
+    if (p[2])
+        ((float *)p[2])[0] = (float)(((float *)p[2])[0] + s * (float)t->d[0]);
+}
+
+static void cases_mse(void)
+{
+    const int64_t sizes[] = {100, 1000, 0};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (size_t s = 0; s < 3; s++)
+        for (int v = 0; v < 3; v++) {
+            bo_case *t = add_case("mse", run_mse, naive_mse, "%s n %lld%s", dtn(dt), (long long)sizes[s],
+                                  v == 1 ? " no gradient" : v == 2 ? " no loss" : "");
+            t->dt = dt;
+            t->i[0] = sizes[s];
+            t->d[0] = 0.1;
+            t->d[1] = 0.02;
+            add_buf(t, "p", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
+            add_buf(t, "t", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
+            add_buf(t, "loss", FERRY_DTYPE_F32, 1, BI_CONST, 0.5, 0, BC_CLOSE)->null = v == 2;
+            add_buf(t, "dp", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE)->null = v == 1;
+        }
+}
+
+/* ---- convolution geometry ---- */
+static fk_conv mk_conv(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
+                       int64_t ph, int64_t pw)
+{
+    fk_conv g = {n, c, h, w, kh, kw, sh, sw, ph, pw, 0, 0};
+    g.oh = (h + 2 * ph - kh) / sh + 1;
+    g.ow = (w + 2 * pw - kw) / sw + 1;
+    return g;
+}
+
+static const char *conv_str(const fk_conv *g, char *buf, size_t size)
+{
+    snprintf(buf, size, "n %lld c %lld %lldx%lld kernel %lldx%lld stride %lldx%lld pad %lldx%lld -> %lldx%lld",
+             (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->kh, (long long)g->kw,
+             (long long)g->sh, (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->oh,
+             (long long)g->ow);
+    return buf;
+}
+
+static int conv_shapes(fk_conv *g)
+{
+    int n = 0;
+    g[n++] = mk_conv(2, 2, 5, 6, 3, 2, 2, 1, 1, 0);
+    g[n++] = mk_conv(1, 3, 4, 4, 1, 1, 1, 1, 0, 0);
+    g[n++] = mk_conv(2, 1, 3, 3, 3, 3, 1, 1, 2, 2);
+    g[n++] = mk_conv(2, 3, 6, 5, 2, 2, 2, 2, 0, 0);
+    g[n++] = mk_conv(0, 0, 4, 4, 2, 2, 2, 2, 0, 0); /* empty */
+    return n;
+}
+
+/* The flat (iy, ix) of each window's input pixel (iy, ix), -1 outside. */
+static int64_t win_at(const fk_conv *g, int64_t oy, int64_t ox, int64_t ki, int64_t kj)
+{
+    int64_t iy = oy * g->sh - g->ph + ki, ix = ox * g->sw - g->pw + kj;
+    return iy < 0 || iy >= g->h || ix < 0 || ix >= g->w ? -1 : iy * g->w + ix;
+}
+
+/* ---- im2col, col2im (one image: g.n is not used) ---- */
+static ferry_status run_im2col(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, im2col, t->dt, &t->g, p[0], p[1]);
+}
+
+static void naive_im2col(const bo_case *t, void *const *p)
+{
+    const fk_conv *g = &t->g;
+    for (int64_t ch = 0; ch < g->c; ch++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++)
+                for (int64_t oy = 0; oy < g->oh; oy++)
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t at = win_at(g, oy, ox, ki, kj);
+                        int64_t o = (((ch * g->kh + ki) * g->kw + kj) * g->oh + oy) * g->ow + ox;
+                        st(t->dt, p[1], o, at < 0 ? 0.0 : ld(t->dt, p[0], ch * g->h * g->w + at));
+                    }
+}
+
+static ferry_status run_col2im(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, col2im, t->dt, &t->g, p[0], p[1]);
+}
+
+static void naive_col2im(const bo_case *t, void *const *p)
+{
+    const fk_conv *g = &t->g;
+    int64_t hw = g->h * g->w;
+    double *acc = calloc((size_t)(g->c * hw + 1), sizeof(double));
+    ASSERT(acc);
+    for (int64_t i = 0; i < g->c * hw; i++)
+        acc[i] = ld(t->dt, p[1], i);
+    for (int64_t ch = 0; ch < g->c; ch++)
+        for (int64_t ki = 0; ki < g->kh; ki++)
+            for (int64_t kj = 0; kj < g->kw; kj++)
+                for (int64_t oy = 0; oy < g->oh; oy++)
+                    for (int64_t ox = 0; ox < g->ow; ox++) {
+                        int64_t at = win_at(g, oy, ox, ki, kj);
+                        if (at >= 0)
+                            acc[ch * hw + at] +=
+                                ld(t->dt, p[0], (((ch * g->kh + ki) * g->kw + kj) * g->oh + oy) * g->ow + ox);
+                    }
+    for (int64_t i = 0; i < g->c * hw; i++)
+        st(t->dt, p[1], i, acc[i]);
+    free(acc);
+}
+
+static void cases_im2col(void)
+{
+    fk_conv gs[8];
+    int ng = conv_shapes(gs);
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int k = 0; k < ng; k++) {
+        fk_conv g = gs[k];
+        char cb[160];
+        int64_t nx = g.c * g.h * g.w, nc = g.c * g.kh * g.kw * g.oh * g.ow;
+        bo_case *t = add_case("im2col", run_im2col, naive_im2col, "%s %s", dtn(dt), conv_str(&g, cb, sizeof cb));
+        t->dt = dt;
+        t->g = g;
+        add_buf(t, "x", dt, nx, BI_UNIFORM, -2, 2, BC_IN);
+        add_buf(t, "col", dt, nc, BI_UNIFORM, -2, 2, BC_CLOSE);
+        t = add_case("col2im", run_col2im, naive_col2im, "%s %s", dtn(dt), cb);
+        t->dt = dt;
+        t->g = g;
+        add_buf(t, "col", dt, nc, BI_UNIFORM, -2, 2, BC_IN);
+        add_buf(t, "x", dt, nx, BI_UNIFORM, -2, 2, BC_CLOSE);
+    }
+}
+
+/* ---- pooling ---- */
+/* Max pooling as the kernels define it: the first maximum of the window in
+ * row-major order, except that a NaN always takes over (so the last NaN wins). */
+static void naive_maxpool(const fk_conv *g, ferry_dtype dt, const void *x, double *y, int32_t *idx)
+{
+    int64_t hw = g->h * g->w;
+    for (int64_t pl = 0; pl < g->n * g->c; pl++)
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                double best = -INFINITY;
+                int32_t bi = -1;
+                for (int64_t ki = 0; ki < g->kh; ki++)
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t at = win_at(g, oy, ox, ki, kj);
+                        if (at < 0)
+                            continue;
+                        double v = ld(dt, x, pl * hw + at);
+                        if (bi < 0 || isnan(v) || v > best) {
+                            best = v;
+                            bi = (int32_t)at;
+                        }
+                    }
+                int64_t o = (pl * g->oh + oy) * g->ow + ox;
+                y[o] = best;
+                idx[o] = bi;
+            }
+}
+
+static ferry_status run_maxpool_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, maxpool_fwd, t->dt, &t->g, p[0], p[1], (int32_t *)p[2]);
+}
+
+static void naive_maxpool_fwd(const bo_case *t, void *const *p)
+{
+    int64_t ny = t->g.n * t->g.c * t->g.oh * t->g.ow;
+    double *y = calloc((size_t)ny + 1, sizeof(double));
+    ASSERT(y);
+    naive_maxpool(&t->g, t->dt, p[0], y, p[2]);
+    for (int64_t i = 0; i < ny; i++)
+        st(t->dt, p[1], i, y[i]);
+    free(y);
+}
+
+static void prep_pool(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    make_ties(t->dt, p[0], t->buf[0].n);
+    if (t->fl[0])
+        put_specials(t->dt, p[0], t->buf[0].n);
+}
+
+static ferry_status run_maxpool_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, maxpool_bwd, t->dt, &t->g, p[0], (const int32_t *)p[1], p[2]);
+}
+
+static void naive_maxpool_bwd(const bo_case *t, void *const *p)
+{
+    const fk_conv *g = &t->g;
+    int64_t hw = g->h * g->w, ohw = g->oh * g->ow;
+    double *dx = calloc((size_t)(g->n * g->c * hw) + 1, sizeof(double));
+    ASSERT(dx);
+    for (int64_t pl = 0; pl < g->n * g->c; pl++)
+        for (int64_t o = 0; o < ohw; o++) {
+            int32_t at = ((const int32_t *)p[1])[pl * ohw + o];
+            if (at >= 0)
+                dx[pl * hw + at] += ld(t->dt, p[0], pl * ohw + o);
+        }
+    for (int64_t i = 0; i < g->n * g->c * hw; i++)
+        st(t->dt, p[2], i, dx[i]);
+    free(dx);
+}
+
+/* The indices of a real forward pass over random (tied) input. */
+static void prep_maxpool_bwd(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    const fk_conv *g = &t->g;
+    int64_t nx = g->n * g->c * g->h * g->w, ny = g->n * g->c * g->oh * g->ow;
+    float *x = malloc((size_t)nx * sizeof(float) + 1);
+    double *y = malloc((size_t)ny * sizeof(double) + 1);
+    ASSERT(x && y);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = (float)floor(unif(r, -4, 4));
+    naive_maxpool(g, FERRY_DTYPE_F32, x, y, p[1]);
+    free(x);
+    free(y);
+}
+
+static ferry_status run_avgpool_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, avgpool_fwd, t->dt, &t->g, p[0], p[1]);
+}
+
+/* Divides by the whole window, padding included (count_include_pad). */
+static void naive_avgpool_fwd(const bo_case *t, void *const *p)
+{
+    const fk_conv *g = &t->g;
+    int64_t hw = g->h * g->w;
+    for (int64_t pl = 0; pl < g->n * g->c; pl++)
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                double s = 0;
+                for (int64_t ki = 0; ki < g->kh; ki++)
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t at = win_at(g, oy, ox, ki, kj);
+                        s += at < 0 ? 0.0 : ld(t->dt, p[0], pl * hw + at);
+                    }
+                st(t->dt, p[1], (pl * g->oh + oy) * g->ow + ox, s / (double)(g->kh * g->kw));
+            }
+}
+
+static ferry_status run_avgpool_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, avgpool_bwd, t->dt, &t->g, p[0], p[1]);
+}
+
+static void naive_avgpool_bwd(const bo_case *t, void *const *p)
+{
+    const fk_conv *g = &t->g;
+    int64_t hw = g->h * g->w;
+    double *dx = calloc((size_t)(g->n * g->c * hw) + 1, sizeof(double));
+    ASSERT(dx);
+    for (int64_t pl = 0; pl < g->n * g->c; pl++)
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                double v = ld(t->dt, p[0], (pl * g->oh + oy) * g->ow + ox) / (double)(g->kh * g->kw);
+                for (int64_t ki = 0; ki < g->kh; ki++)
+                    for (int64_t kj = 0; kj < g->kw; kj++) {
+                        int64_t at = win_at(g, oy, ox, ki, kj);
+                        if (at >= 0)
+                            dx[pl * hw + at] += v;
+                    }
+            }
+    for (int64_t i = 0; i < g->n * g->c * hw; i++)
+        st(t->dt, p[1], i, dx[i]);
+    free(dx);
+}
+
+static void cases_pool(void)
+{
+    fk_conv gs[8];
+    int ng = conv_shapes(gs);
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int k = 0; k < ng; k++) {
+        fk_conv g = gs[k];
+        if (g.ph * 2 >= g.kh && g.kh > 1)
+            continue; /* a window entirely in the padding is not a pooling shape */
+        char cb[160];
+        conv_str(&g, cb, sizeof cb);
+        int64_t nx = g.n * g.c * g.h * g.w, ny = g.n * g.c * g.oh * g.ow;
+        for (int spec = 0; spec < (dt == FERRY_DTYPE_F32 && k == 0 ? 2 : 1); spec++) {
+            bo_case *t = add_case("maxpool_fwd", run_maxpool_fwd, naive_maxpool_fwd, "%s %s%s", dtn(dt), cb,
+                                  spec ? " with NaN/inf/-0" : "");
+            t->dt = dt;
+            t->g = g;
+            t->fl[0] = spec;
+            t->prep = prep_pool;
+            add_buf(t, "x", dt, nx, BI_UNIFORM, -3, 3, BC_IN);
+            add_buf(t, "y", dt, ny, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "idx", FERRY_DTYPE_I32, ny, BI_UNIFORM, 0, 9, BC_EXACT);
+        }
+        bo_case *t = add_case("maxpool_bwd", run_maxpool_bwd, naive_maxpool_bwd, "%s %s", dtn(dt), cb);
+        t->dt = dt;
+        t->g = g;
+        t->prep = prep_maxpool_bwd;
+        add_buf(t, "dy", dt, ny, BI_UNIFORM, -2, 2, BC_IN);
+        add_buf(t, "idx", FERRY_DTYPE_I32, ny, BI_CONST, 0, 0, BC_IN);
+        add_buf(t, "dx", dt, nx, BI_UNIFORM, -1, 1, BC_CLOSE);
+        t = add_case("avgpool_fwd", run_avgpool_fwd, naive_avgpool_fwd, "%s %s", dtn(dt), cb);
+        t->dt = dt;
+        t->g = g;
+        add_buf(t, "x", dt, nx, BI_UNIFORM, -3, 3, BC_IN);
+        add_buf(t, "y", dt, ny, BI_UNIFORM, -1, 1, BC_CLOSE);
+        t = add_case("avgpool_bwd", run_avgpool_bwd, naive_avgpool_bwd, "%s %s", dtn(dt), cb);
+        t->dt = dt;
+        t->g = g;
+        add_buf(t, "dy", dt, ny, BI_UNIFORM, -2, 2, BC_IN);
+        add_buf(t, "dx", dt, nx, BI_UNIFORM, -1, 1, BC_CLOSE);
+    }
+}
+
+/* ---- batch norm: i = {n, ch, hw}, d = {momentum, eps}, fl[0] = training ---- */
+static ferry_status run_bn_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, bn_fwd, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2], (const float *)p[2], (const float *)p[3],
+              (float *)p[4], (float *)p[5], (float *)p[6], (float *)p[7], t->fl[0], (float)t->d[0], (float)t->d[1]);
+}
+
+static void naive_bn_fwd(const bo_case *t, void *const *p)
+{
+    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2], cnt = n * hw;
+    float *rmean = p[4], *rvar = p[5], *smean = p[6], *sinv = p[7];
+    double mom = (float)t->d[0], eps = (float)t->d[1];
+    for (int64_t k = 0; k < ch; k++) {
+        double mean, inv;
+        if (t->fl[0]) {
+            double s = 0, q = 0;
+            for (int64_t b = 0; b < n; b++)
+                for (int64_t i = 0; i < hw; i++)
+                    s += ld(t->dt, p[0], (b * ch + k) * hw + i);
+            mean = s / (double)cnt;
+            for (int64_t b = 0; b < n; b++)
+                for (int64_t i = 0; i < hw; i++) {
+                    double e = ld(t->dt, p[0], (b * ch + k) * hw + i) - mean;
+                    q += e * e;
+                }
+            inv = 1.0 / sqrt(q / (double)cnt + eps);
+            smean[k] = (float)mean;
+            sinv[k] = (float)inv;
+            rmean[k] = (float)((1 - mom) * rmean[k] + mom * mean);
+            rvar[k] = (float)((1 - mom) * rvar[k] + mom * (cnt > 1 ? q / (double)(cnt - 1) : q / (double)cnt));
+        } else {
+            mean = rmean[k];
+            inv = 1.0 / sqrt(rvar[k] + eps);
+        }
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < hw; i++) {
+                int64_t at = (b * ch + k) * hw + i;
+                st(t->dt, p[1], at,
+                   (ld(t->dt, p[0], at) - mean) * inv * ((const float *)p[2])[k] + ((const float *)p[3])[k]);
+            }
+    }
+}
+
+static ferry_status run_bn_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, bn_bwd, t->dt, p[0], p[1], p[2], t->i[0], t->i[1], t->i[2], (const float *)p[3],
+              (const float *)p[4], (const float *)p[5], (float *)p[6], (float *)p[7]);
+}
+
+static void naive_bn_bwd(const bo_case *t, void *const *p)
+{
+    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2];
+    double cnt = (double)(n * hw);
+    for (int64_t k = 0; k < ch; k++) {
+        double m = ((const float *)p[4])[k], is = ((const float *)p[5])[k], gm = ((const float *)p[3])[k];
+        double sd = 0, sdx = 0;
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < hw; i++) {
+                int64_t at = (b * ch + k) * hw + i;
+                double g = ld(t->dt, p[1], at);
+                sd += g;
+                sdx += g * (ld(t->dt, p[0], at) - m) * is;
+            }
+        ((float *)p[6])[k] = (float)(((float *)p[6])[k] + sdx);
+        ((float *)p[7])[k] = (float)(((float *)p[7])[k] + sd);
+        for (int64_t b = 0; b < n && p[2]; b++)
+            for (int64_t i = 0; i < hw; i++) {
+                int64_t at = (b * ch + k) * hw + i;
+                double xh = (ld(t->dt, p[0], at) - m) * is;
+                st(t->dt, p[2], at, gm * is * (ld(t->dt, p[1], at) - sd / cnt - xh * sdx / cnt));
+            }
+    }
+}
+
+/* smean and sinvstd of the batch, as a forward pass would have saved them. */
+static void prep_bn_bwd(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2];
+    for (int64_t k = 0; k < ch; k++) {
+        double s = 0, q = 0;
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < hw; i++)
+                s += ld(t->dt, p[0], (b * ch + k) * hw + i);
+        double mean = s / (double)(n * hw);
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < hw; i++)
+                q += pow(ld(t->dt, p[0], (b * ch + k) * hw + i) - mean, 2);
+        ((float *)p[4])[k] = (float)mean;
+        ((float *)p[5])[k] = (float)(1.0 / sqrt(q / (double)(n * hw) + 1e-5));
+    }
+}
+
+static void cases_bn(void)
+{
+    const int64_t shapes[][3] = {{4, 3, 5}, {6, 2, 1}, {1, 2, 1}, {3, 2, 40}, {2, 0, 3}};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        int64_t n = shapes[s][0], ch = shapes[s][1], hw = shapes[s][2], tot = n * ch * hw;
+        for (int tr = 0; tr < 2; tr++) {
+            bo_case *t = add_case("bn_fwd", run_bn_fwd, naive_bn_fwd, "%s [n %lld, ch %lld, hw %lld] %s", dtn(dt),
+                                  (long long)n, (long long)ch, (long long)hw, tr ? "training" : "eval");
+            t->dt = dt;
+            memcpy(t->i, shapes[s], sizeof shapes[s]);
+            t->fl[0] = tr;
+            t->d[0] = 0.1;
+            t->d[1] = 1e-5;
+            add_buf(t, "x", dt, tot, BI_UNIFORM, -2, 3, BC_IN);
+            /* One value per channel: y = beta + (x - mean) * 316 gamma cancels to
+             * ~1e-4 relative in f32, whatever the backend; the statistics stay tight. */
+            add_buf(t, "y", dt, tot, BI_UNIFORM, -1, 1, BC_CLOSE)->tol = n * hw == 1 && tr ? 1e-3 : 0;
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "beta", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.25, 1, BC_IN);
+            add_buf(t, "rmean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -0.5, 0.5, BC_CLOSE);
+            add_buf(t, "rvar", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+        }
+        if (n * hw == 1)
+            continue; /* backward needs a batch */
+        for (int with_dx = 0; with_dx < 2; with_dx++) {
+            bo_case *t = add_case("bn_bwd", run_bn_bwd, naive_bn_bwd, "%s [n %lld, ch %lld, hw %lld]%s", dtn(dt),
+                                  (long long)n, (long long)ch, (long long)hw, with_dx ? "" : " no dx");
+            t->dt = dt;
+            memcpy(t->i, shapes[s], sizeof shapes[s]);
+            t->prep = prep_bn_bwd;
+            add_buf(t, "x", dt, tot, BI_UNIFORM, -2, 3, BC_IN);
+            add_buf(t, "dy", dt, tot, BI_UNIFORM, -1, 1, BC_IN);
+            add_buf(t, "dx", dt, tot, BI_UNIFORM, -1, 1, BC_CLOSE)->null = !with_dx;
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_CONST, 0, 0, BC_IN);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_CONST, 1, 0, BC_IN);
+            add_buf(t, "dgamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "dbeta", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+        }
+    }
+}
+
+/* ---- dropout: i[0] = n, d[0] = p, u = {seed, stream} ---- */
+static ferry_status run_dropout(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, dropout, t->dt, p[0], p[1], t->i[0], (float)t->d[0], t->u[0], t->u[1]);
+}
+
+static void naive_dropout(const bo_case *t, void *const *p)
+{
+    double prob = (float)t->d[0];
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        uint64_t blk = (uint64_t)i / 4;
+        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)t->u[1], (uint32_t)(t->u[1] >> 32)};
+        uint32_t key[2] = {(uint32_t)t->u[0], (uint32_t)(t->u[0] >> 32)}, w[4];
+        ferry_philox4x32_10(ctr, key, w);
+        double u = (double)(w[i % 4] >> 8) / 16777216.0;
+        st(t->dt, p[0], i, u >= prob ? ld(t->dt, p[1], i) / (1.0 - prob) : 0.0);
+    }
+}
+
+static void cases_dropout(void)
+{
+    const int64_t sizes[] = {1001, 3, 0};
+    const double probs[] = {0.3, 0.0, 1.0};
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (size_t s = 0; s < 3; s++)
+        for (size_t k = 0; k < 3; k++) {
+            if (s > 0 && k > 0)
+                continue;
+            bo_case *t = add_case("dropout", run_dropout, naive_dropout, "%s n %lld p %g", dtn(dt), (long long)sizes[s],
+                                  probs[k]);
+            t->dt = dt;
+            t->i[0] = sizes[s];
+            t->d[0] = probs[k];
+            t->u[0] = seed + 77 * ncases;
+            t->u[1] = FERRY_RNG_DROPOUT | 12345;
+            add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "x", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
+        }
+}
+
+/* ---- sgd: i[0] = n, d = {lr, momentum, dampening, wd}, fl = {nesterov, first} ---- */
+static ferry_status run_sgd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, sgd, (float *)p[0], (const float *)p[1], (float *)p[2], t->i[0], (float)t->d[0], (float)t->d[1],
+              (float)t->d[2], (float)t->d[3], t->fl[0], t->fl[1]);
+}
+
+static void naive_sgd(const bo_case *t, void *const *p)
+{
+    float *w = p[0], *buf = p[2];
+    const float *g = p[1];
+    double lr = (float)t->d[0], mom = (float)t->d[1], damp = (float)t->d[2], wd = (float)t->d[3];
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        double d = g[i] + wd * w[i];
+        if (mom != 0) {
+            double b = t->fl[1] ? d : mom * buf[i] + (1 - damp) * d;
+            buf[i] = (float)b;
+            d = t->fl[0] ? d + mom * b : b;
+        }
+        w[i] = (float)(w[i] - lr * d);
+    }
+}
+
+static void cases_sgd(void)
+{
+    const struct { double mom, damp, wd; bool nesterov, first; } v[] = {
+        {0, 0, 0.01, false, false}, {0.9, 0, 0.01, false, true}, {0.9, 0, 0.01, true, true},
+        {0.9, 0, 0.01, true, false}, {0.9, 0.1, 0, false, false},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
+        for (int64_t n = 0; n <= 100; n += 100) {
+            bo_case *t = add_case("sgd", run_sgd, naive_sgd, "f32 n %lld momentum %g dampening %g wd %g%s%s",
+                                  (long long)n, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov ? " nesterov" : "",
+                                  v[k].first ? " first step" : "");
+            t->i[0] = n;
+            t->d[0] = 0.05;
+            t->d[1] = v[k].mom;
+            t->d[2] = v[k].damp;
+            t->d[3] = v[k].wd;
+            t->fl[0] = v[k].nesterov;
+            t->fl[1] = v[k].first;
+            add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
+            add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
+            add_buf(t, "buf", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE)->null = v[k].mom == 0;
+        }
+}
+
+/* ---- adam: i = {n, step}, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled ---- */
+static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, adam, (float *)p[0], (const float *)p[1], (float *)p[2], (float *)p[3], t->i[0], (float)t->d[0],
+              (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4], t->fl[0], t->i[1]);
+}
+
+static void naive_adam(const bo_case *t, void *const *p)
+{
+    float *w = p[0], *m = p[2], *v = p[3];
+    const float *g = p[1];
+    double lr = (float)t->d[0], b1 = (float)t->d[1], b2 = (float)t->d[2], eps = (float)t->d[3], wd = (float)t->d[4];
+    double bc1 = 1 - pow(b1, (double)t->i[1]), bc2 = 1 - pow(b2, (double)t->i[1]);
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        double d = g[i], x = w[i];
+        if (t->fl[0])
+            x *= 1 - lr * wd;
+        else
+            d += wd * x;
+        double mm = b1 * m[i] + (1 - b1) * d, vv = b2 * v[i] + (1 - b2) * d * d;
+        m[i] = (float)mm;
+        v[i] = (float)vv;
+        w[i] = (float)(x - lr / bc1 * mm / (sqrt(vv) / sqrt(bc2) + eps));
+    }
+}
+
+static void cases_adam(void)
+{
+    for (int dec = 0; dec < 2; dec++)
+        for (int64_t step = 1; step <= 7; step += 6)
+            for (int64_t n = 0; n <= 100; n += 100) {
+                bo_case *t = add_case("adam", run_adam, naive_adam, "f32 n %lld step %lld%s", (long long)n,
+                                      (long long)step, dec ? " decoupled (AdamW)" : "");
+                t->i[0] = n;
+                t->i[1] = step;
+                double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
+                memcpy(t->d, d, sizeof d);
+                t->fl[0] = dec;
+                add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "m", FERRY_DTYPE_F32, n, BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
+                add_buf(t, "v", FERRY_DTYPE_F32, n, BI_UNIFORM, 0, 0.01, BC_CLOSE);
+            }
+}
+
+/* ---- unscale: i[0] = n, d[0] = inv_scale ---- */
+static ferry_status run_unscale(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, unscale, t->dt, p[0], (float *)p[1], t->i[0], (float)t->d[0], (float *)p[2]);
+}
+
+static void naive_unscale(const bo_case *t, void *const *p)
+{
+    bool bad = false;
+    for (int64_t i = 0; i < t->i[0]; i++) {
+        float v = (float)(ld(t->dt, p[0], i) * (float)t->d[0]);
+        bad |= !isfinite(v);
+        ((float *)p[1])[i] = v;
+    }
+    if (bad)
+        ((float *)p[2])[0] = 1.0f;
+}
+
+static void prep_unscale(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    if (t->fl[0] && t->i[0] > 7)
+        st(t->dt, p[0], 7, INFINITY);
+    if (t->fl[1] && t->i[0] > 3)
+        st(t->dt, p[0], 3, NAN);
+}
+
+static void cases_unscale(void)
+{
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int k = 0; k < 4; k++) {
+        int64_t n = k == 3 ? 0 : 200;
+        bo_case *t = add_case("unscale", run_unscale, naive_unscale, "%s n %lld%s", dtn(dt), (long long)n,
+                              k == 1 ? " with inf" : k == 2 ? " with NaN" : "");
+        t->dt = dt;
+        t->i[0] = n;
+        t->d[0] = 1.0 / 1024.0;
+        t->fl[0] = k == 1;
+        t->fl[1] = k == 2;
+        t->prep = prep_unscale;
+        add_buf(t, "g", dt, n, BI_UNIFORM, -3000, 3000, BC_IN);
+        add_buf(t, "master", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE);
+        add_buf(t, "found", FERRY_DTYPE_F32, 1, BI_CONST, 0, 0, BC_EXACT);
+    }
+}
+
+/* ================= the runner ================= */
+
+static void build_cases(void)
+{
+    if (cases)
+        return;
+    const char *env = getenv("FERRY_TEST_SEED");
+    seed = env && *env ? strtoull(env, NULL, 0) : 20240611;
+    printf("  seed %llu (FERRY_TEST_SEED=N to change it)\n", (unsigned long long)seed);
+    cases_fill();
+    cases_convert();
+    cases_unary();
+    cases_binary();
+    cases_reduce();
+    cases_softmax();
+    cases_gemm();
+    cases_cast();
+    cases_batch_convert();
+    cases_rand();
+    cases_bias();
+    cases_relu_bwd();
+    cases_cross_entropy();
+    cases_mse();
+    cases_im2col();
+    cases_pool();
+    cases_bn();
+    cases_dropout();
+    cases_sgd();
+    cases_adam();
+    cases_unscale();
+}
+
+static double bound_for(const bo_buf *b)
+{
+    if (b->tol > 0)
+        return b->tol;
+    switch (b->dt) {
+    case FERRY_DTYPE_F32: return 1e-10;
+    case FERRY_DTYPE_F16: return 1e-8;
+    case FERRY_DTYPE_BF16: return 1e-6;
+    default: return 0;
+    }
+}
+
+/* One unit in the last place of an f16 or bf16 value of magnitude a; 0 for
+ * other dtypes (their differences all count in the NMSE). */
+static double half_ulp(ferry_dtype dt, double a)
+{
+    if (dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return 0;
+    int e = 0;
+    frexp(a, &e); /* a = m 2^e, m in [0.5, 1): the binade's exponent is e - 1 */
+    return dt == FERRY_DTYPE_F16 ? ldexp(1.0, (e - 1 < -14 ? -14 : e - 1) - 10)
+                                 : ldexp(1.0, (e - 1 < -126 ? -126 : e - 1) - 7);
+}
+
+/* True when got matches want under b's rule; otherwise says why in `why`. */
+static bool compare(const bo_buf *b, const void *got, const void *want, char *why, size_t size)
+{
+    size_t es = ferry_dtype_size(b->dt);
+    if (b->cmp == BC_EXACT || !is_float(b->dt)) {
+        for (int64_t i = 0; i < b->n; i++)
+            if (memcmp((const char *)got + i * es, (const char *)want + i * es, es) != 0) {
+                snprintf(why, size, "element %lld: %.9g, want %.9g (must match bit for bit)", (long long)i,
+                         ld(b->dt, got, i), ld(b->dt, want, i));
+                return false;
+            }
+        return true;
+    }
+    double num = 0, den = 0, worst = -1;
+    int64_t worst_at = 0, flips = 0, max_flips = 2 + b->n / 10;
+    for (int64_t i = 0; i < b->n; i++) {
+        double x = ld(b->dt, got, i), y = ld(b->dt, want, i);
+        if (isnan(x) || isnan(y) || isinf(x) || isinf(y)) {
+            if (!(isnan(x) && isnan(y)) && x != y) {
+                snprintf(why, size, "element %lld: %.9g, want %.9g", (long long)i, x, y);
+                return false;
+            }
+            continue;
+        }
+        den += y * y;
+        if (x != y && fabs(x - y) <= half_ulp(b->dt, fmax(fabs(x), fabs(y)))) {
+            flips++;
+            continue;
+        }
+        num += (x - y) * (x - y);
+        if (fabs(x - y) > worst) {
+            worst = fabs(x - y);
+            worst_at = i;
+        }
+    }
+    if (flips > max_flips) {
+        snprintf(why, size, "%lld of %lld elements are one unit in the last place off (at most %lld may be: a "
+                 "rounding mode other than to nearest even?)", (long long)flips, (long long)b->n,
+                 (long long)max_flips);
+        return false;
+    }
+    double nmse = den > 0 ? num / den : num > 0 ? INFINITY : 0;
+    if (nmse <= bound_for(b))
+        return true;
+    snprintf(why, size, "NMSE %.3g > %.3g (worst: element %lld, %.9g, want %.9g)", nmse, bound_for(b),
+             (long long)worst_at, ld(b->dt, got, worst_at), ld(b->dt, want, worst_at));
+    return false;
+}
+
+static size_t buf_bytes(const bo_buf *b) { return (size_t)b->n * ferry_dtype_size(b->dt); }
+
+static void *dup_bytes(const void *p, size_t n)
+{
+    void *q = malloc(n ? n : 1);
+    ASSERT(q);
+    if (n)
+        memcpy(q, p, n);
+    return q;
+}
+
+static void init_buf(const bo_buf *b, void *p, ferry_rng *r)
+{
+    for (int64_t i = 0; i < b->n; i++) {
+        if (b->init == BI_NAN)
+            st(b->dt, p, i, NAN);
+        else if (b->init == BI_CONST)
+            st(b->dt, p, i, b->lo);
+        else if (b->dt == FERRY_DTYPE_I64)
+            ((int64_t *)p)[i] = (int64_t)b->lo + (int64_t)ferry_rng_below(r, (uint64_t)(b->hi - b->lo) + 1);
+        else if (!is_float(b->dt))
+            st(b->dt, p, i, b->lo + (double)ferry_rng_below(r, (uint64_t)(b->hi - b->lo) + 1));
+        else
+            st(b->dt, p, i, unif(r, b->lo, b->hi));
+    }
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *c = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+typedef struct bo_dev {
+    ferry_device dev;
+    ferry_stream *stream; /* the kernels and the copies back run here */
+    ferry_event *uploaded; /* recorded on the default stream after the uploads */
+    char name[FERRY_DEVICE_NAME_MAX];
+} bo_dev;
+
+static int ndevs;
+static bo_dev devs[1 + 64];
+
+static void open_devices(void)
+{
+    ndevs = 0;
+    int count = ferry_cuda_device_count();
+    for (int i = -1; i < count && ndevs < (int)(sizeof devs / sizeof devs[0]); i++) {
+        bo_dev *d = &devs[ndevs++];
+        d->dev = i < 0 ? ferry_cpu() : ferry_cuda(i);
+        ferry_device_format(d->dev, d->name, sizeof d->name);
+        ASSERT_OK(ferry_stream_create(d->dev, &d->stream));
+        ASSERT_OK(ferry_event_create(d->dev, false, &d->uploaded));
+    }
+}
+
+static void close_devices(void)
+{
+    for (int i = 0; i < ndevs; i++) {
+        ferry_event_destroy(devs[i].uploaded);
+        ferry_stream_destroy(devs[i].stream);
+    }
+    ndevs = 0;
+}
+
+static void report(const bo_case *t, const char *where, const char *what)
+{
+    printf("  FAIL %s [%s] %s: %s\n", t->kernel, t->desc, where, what);
+}
+
+/* Runs one case on one device against the reference; true when it matches. */
+static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, void *const *ref)
+{
+    ferry_tensor *tens[BO_MAXBUF] = {0};
+    void *dp[BO_MAXBUF] = {0}, *back[BO_MAXBUF] = {0};
+    char where[64], why[256];
+    snprintf(where, sizeof where, "on %s", d->name);
+    bool ok = true;
+    ferry_status st_ = FERRY_OK;
+    for (int b = 0; b < t->nbuf && st_ == FERRY_OK; b++) {
+        if (t->buf[b].null)
+            continue;
+        int64_t n = t->buf[b].n;
+        st_ = ferry_tensor_from_host(host[b], &n, 1, t->buf[b].dt, d->dev, &tens[b]);
+        if (st_ == FERRY_OK)
+            dp[b] = ferry_tensor_data(tens[b]);
+    }
+    /* ferry_tensor_from_host copies on the default stream (and from pageable
+     * memory may return before the copy lands): the case's stream waits for it. */
+    if (st_ == FERRY_OK)
+        st_ = ferry_event_record(d->uploaded, NULL);
+    if (st_ == FERRY_OK)
+        st_ = ferry_stream_wait_event(d->stream, d->uploaded);
+    fk_ctx c = fk_ctx_make(d->dev, d->stream);
+    if (st_ == FERRY_OK)
+        st_ = t->run(t, &c, dp);
+    for (int b = 0; b < t->nbuf && st_ == FERRY_OK; b++) {
+        if (t->buf[b].null || t->buf[b].cmp == BC_IN)
+            continue;
+        back[b] = malloc(buf_bytes(&t->buf[b]) + 1);
+        ASSERT(back[b]);
+        st_ = ferry_memcpy(back[b], dp[b], buf_bytes(&t->buf[b]), FERRY_COPY_D2H, d->dev, d->stream);
+    }
+    if (st_ == FERRY_OK)
+        st_ = ferry_stream_synchronize(d->stream);
+    if (st_ != FERRY_OK) {
+        snprintf(why, sizeof why, "%s (%s)", ferry_status_str(st_), ferry_last_error());
+        report(t, where, why);
+        ok = false;
+    }
+    for (int b = 0; b < t->nbuf && ok; b++) {
+        if (t->buf[b].null || t->buf[b].cmp == BC_IN)
+            continue;
+        if (!compare(&t->buf[b], back[b], ref[b], why, sizeof why)) {
+            char w2[96];
+            snprintf(w2, sizeof w2, "%s, buffer %s", where, t->buf[b].name);
+            report(t, w2, why);
+            ok = false;
+        }
+    }
+    for (int b = 0; b < t->nbuf; b++) {
+        free(back[b]);
+        ferry_tensor_release(tens[b]);
+    }
+    return ok;
+}
+
+/* Runs every case of `kernel`: reference, naive check, each device. Returns the
+ * number of failures. */
+static int run_kernel(const char *kernel)
+{
+    build_cases();
+    open_devices();
+    static bool said;
+    if (!said) {
+        printf("  devices:");
+        for (int i = 0; i < ndevs; i++)
+            printf(" %s", devs[i].name);
+        printf("\n");
+        said = true;
+    }
+    bool digest = getenv("FERRY_BACKEND_OPS_DIGEST") != NULL;
+    int fails = 0, ran = 0;
+    fk_ctx refc;
+    memset(&refc, 0, sizeof refc);
+    refc.dev = ferry_cpu();
+    refc.k = &fk_cpu_table;
+    for (size_t ci = 0; ci < ncases; ci++) {
+        const bo_case *t = &cases[ci];
+        if (strcmp(t->kernel, kernel) != 0)
+            continue;
+        ran++;
+        void *host[BO_MAXBUF] = {0}, *ref[BO_MAXBUF] = {0}, *want[BO_MAXBUF] = {0}, *rp[BO_MAXBUF] = {0};
+        ferry_rng r;
+        for (int b = 0; b < t->nbuf; b++) {
+            host[b] = malloc(buf_bytes(&t->buf[b]) + 1);
+            ASSERT(host[b]);
+            ferry_rng_init(&r, seed, ci, (uint64_t)b);
+            init_buf(&t->buf[b], host[b], &r);
+        }
+        ferry_rng_init(&r, seed, ci, 100);
+        if (t->prep)
+            t->prep(t, host, &r);
+        for (int b = 0; b < t->nbuf; b++) {
+            ref[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));
+            want[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));
+            rp[b] = t->buf[b].null ? NULL : ref[b];
+        }
+        bool ok = true;
+        ferry_status st_ = t->run(t, &refc, rp);
+        if (st_ != FERRY_OK) {
+            char why[256];
+            snprintf(why, sizeof why, "%s (%s)", ferry_status_str(st_), ferry_last_error());
+            report(t, "on the CPU reference", why);
+            ok = false;
+        }
+        if (ok && t->naive) {
+            void *wp[BO_MAXBUF];
+            for (int b = 0; b < t->nbuf; b++)
+                wp[b] = t->buf[b].null ? NULL : want[b];
+            t->naive(t, wp);
+            for (int b = 0; b < t->nbuf; b++) {
+                char why[256], where[96];
+                if (t->buf[b].null || t->buf[b].cmp == BC_IN || compare(&t->buf[b], ref[b], want[b], why, sizeof why))
+                    continue;
+                snprintf(where, sizeof where, "CPU against the naive loops, buffer %s", t->buf[b].name);
+                report(t, where, why);
+                ok = false;
+            }
+        }
+        if (digest) {
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (int b = 0; b < t->nbuf; b++)
+                h = fnv(h, ref[b], buf_bytes(&t->buf[b]));
+            printf("  digest %s [%s] %016llx\n", t->kernel, t->desc, (unsigned long long)h);
+        }
+        for (int i = 0; ok && i < ndevs; i++)
+            ok = run_on_device(t, &devs[i], host, ref);
+        fails += !ok;
+        for (int b = 0; b < t->nbuf; b++) {
+            free(host[b]);
+            free(ref[b]);
+            free(want[b]);
+        }
+    }
+    printf("  %s: %d cases on %d device%s, %d failed\n", kernel, ran, ndevs, ndevs == 1 ? "" : "s", fails);
+    close_devices();
+    return fails;
+}
+
+#define KERNEL_TEST(name)                                                                                   \
+    TEST(backend_ops_##name)                                                                                \
+    {                                                                                                       \
+        int fails_ = run_kernel(#name);                                                                     \
+        ASSERT_MSG(fails_ == 0, "%d %s case%s failed (seed %llu)", fails_, #name, fails_ == 1 ? "" : "s", \
+                   (unsigned long long)seed);                                                               \
+    }
+
+/* Every kernel of FK_KERNELS has cases, and every case names a kernel. */
+TEST(backend_ops_every_kernel_has_cases)
+{
+    build_cases();
+    int missing = 0;
+    for (size_t k = 0; k < NKERNELS; k++) {
+        size_t n = 0;
+        for (size_t i = 0; i < ncases; i++)
+            n += strcmp(cases[i].kernel, kernel_names[k]) == 0;
+        if (!n) {
+            printf("  kernel %s has no case\n", kernel_names[k]);
+            missing++;
+        }
+    }
+    for (size_t i = 0; i < ncases; i++) {
+        bool known = false;
+        for (size_t k = 0; k < NKERNELS; k++)
+            known |= strcmp(cases[i].kernel, kernel_names[k]) == 0;
+        ASSERT_MSG(known, "case [%s] names kernel %s, which FK_KERNELS does not list", cases[i].desc,
+                   cases[i].kernel);
+    }
+    ASSERT_MSG(missing == 0, "%d of %zu kernels have no case", missing, NKERNELS);
+    printf("  %zu kernels, %zu cases\n", NKERNELS, ncases);
+}
+
+/* One test per kernel, so one can be run alone (build/tests/test_backend_ops backend_ops_gemm).
+ * The list is FK_KERNELS itself: a kernel added there gets its test here. */
+#define BO_KERNEL_TEST(name, ...) KERNEL_TEST(name)
+FK_KERNELS(BO_KERNEL_TEST)
