@@ -3,7 +3,8 @@
 #   make CUDA=0       without CUDA
 #   make DIST=0       without MPI/NCCL (data-parallel training; built when mpicc is found)
 #   make STATIC=1     link libpng, zlib and the CUDA runtime statically
-#   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan, lint)
+#   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan,
+#                     each also on the simulated GPU; lint)
 #   make run          install missing packages, then the demo
 #   make install      headers, libferry.a, libferry.so.MAJOR*, bin/ferry and ferry.pc
 #                     under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
@@ -217,10 +218,13 @@ deps:
 	@sh scripts/install-deps.sh
 
 # The whole suite: the plain build (with CUDA when found), everything again under
-# ASan+UBSan, and the threaded tests under TSan. Sanitizer builds are CPU-only:
-# the CUDA runtime does not run under ASan's shadow memory layout.
+# ASan+UBSan, and the threaded tests under TSan; then all three again on two
+# simulated GPUs (FERRY_SIM_GPUS=2), so every GPU test runs without a GPU. Sanitizer
+# builds are CPU-only (the CUDA runtime does not run under ASan's shadow memory
+# layout), which the simulated GPU does not need.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults
+TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults \
+              test_loader_gpu test_tensor test_ops
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
@@ -236,6 +240,7 @@ test: deps
 		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
 		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) CUDA_ARCH=$(CUDA_ARCH)" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
+		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
 		scripts/install-test.sh
 

@@ -3,16 +3,25 @@
 # one "N passed, N failed, N skipped". A program that crashes or prints no
 # summary counts as one failure. An argument that is an executable file (such
 # as scripts/fuzz-run.sh) is run as one more program of the same kind.
+# An argument sim=N:DIR runs DIR's tests again on N simulated GPUs
+# (FERRY_SIM_GPUS=N), so the GPU tests run on machines without a GPU.
 passed=0 failed=0 skipped=0
 for dir in "$@"; do
     pat='test_*'
+    sim=
+    case "$dir" in sim=*:*) sim=${dir%%:*}; sim=${sim#sim=}; dir=${dir#*:} ;; esac
     if [ -f "$dir" ] && [ -x "$dir" ]; then pat=${dir##*/}; dir=$(dirname "$dir"); fi
     [ -d "$dir" ] || continue
     for t in "$dir"/$pat; do
         [ -x "$t" ] || continue
         case "$t" in *.d|*.o) continue ;; esac
-        echo "== $t"
-        out=$("$t" 2>&1); rc=$?
+        if [ -n "$sim" ]; then
+            echo "== $t (FERRY_SIM_GPUS=$sim)"
+            out=$(FERRY_SIM_GPUS=$sim "$t" 2>&1); rc=$?
+        else
+            echo "== $t"
+            out=$("$t" 2>&1); rc=$?
+        fi
         printf '%s\n' "$out" | grep -v '^ok  ' 
         last=$(printf '%s\n' "$out" | tail -n 1)
         case "$last" in

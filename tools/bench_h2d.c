@@ -1,7 +1,9 @@
 /* `ferry bench h2d`: host-to-device and device-to-host copy bandwidth for
  * pageable and pinned memory, synchronous and asynchronous, 4 KiB to 256 MiB,
  * median of several repetitions timed with events. Without a GPU it says so and
- * measures host memcpy from pageable and pinned-pool memory as the CPU reference. */
+ * measures host memcpy from pageable and pinned-pool memory as the CPU reference.
+ * On the simulated GPU (FERRY_SIM_GPUS) every row is marked simulated: the copies
+ * follow CUDA's rules, their timings mean nothing. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ typedef struct bench {
     size_t max_bytes;
     ferry_device dev;
     bool gpu;
+    bool simulated;        /* dev is a simulated GPU: every row is marked */
     row *rows;
     size_t nrows, cap;
 } bench;
@@ -181,21 +184,23 @@ static void print_rows(const bench *b)
     char dn[FERRY_DEVICE_NAME_MAX], sz[32];
     ferry_device_format(b->dev, dn, sizeof dn);
     if (b->fmt == FMT_CSV) {
-        printf("device,direction,memory,mode,bytes,median_ms,gb_per_s\n");
+        printf("device,direction,memory,mode,bytes,median_ms,gb_per_s,simulated\n");
         for (size_t i = 0; i < b->nrows; i++) {
             const row *r = &b->rows[i];
-            printf("%s,%s,%s,%s,%zu,%.6f,%.3f\n", dn, r->direction, r->memory, r->mode, r->bytes, r->ms, gbps(r));
+            printf("%s,%s,%s,%s,%zu,%.6f,%.3f,%s\n", dn, r->direction, r->memory, r->mode, r->bytes,
+                   r->ms, gbps(r), b->simulated ? "true" : "false");
         }
         return;
     }
     if (b->fmt == FMT_JSON) {
-        printf("{\n  \"device\": \"%s\",\n  \"gpu\": %s,\n  \"reps\": %d,\n  \"rows\": [\n", dn,
-               b->gpu ? "true" : "false", b->reps);
+        printf("{\n  \"device\": \"%s\",\n  \"gpu\": %s,\n  \"simulated\": %s,\n  \"reps\": %d,\n"
+               "  \"rows\": [\n", dn, b->gpu ? "true" : "false", b->simulated ? "true" : "false", b->reps);
         for (size_t i = 0; i < b->nrows; i++) {
             const row *r = &b->rows[i];
             printf("    {\"direction\": \"%s\", \"memory\": \"%s\", \"mode\": \"%s\", \"bytes\": %zu, "
-                   "\"median_ms\": %.6f, \"gb_per_s\": %.3f}%s\n",
-                   r->direction, r->memory, r->mode, r->bytes, r->ms, gbps(r), i + 1 < b->nrows ? "," : "");
+                   "\"median_ms\": %.6f, \"gb_per_s\": %.3f, \"simulated\": %s}%s\n",
+                   r->direction, r->memory, r->mode, r->bytes, r->ms, gbps(r),
+                   b->simulated ? "true" : "false", i + 1 < b->nrows ? "," : "");
         }
         printf("  ]\n}\n");
         return;
@@ -204,8 +209,12 @@ static void print_rows(const bench *b)
     for (size_t i = 0; i < b->nrows; i++) {
         const row *r = &b->rows[i];
         size_name(r->bytes, sz, sizeof sz);
-        printf("%-20s %-12s %-6s %10s %12.4f %10.2f\n", r->direction, r->memory, r->mode, sz, r->ms, gbps(r));
+        printf("%-20s %-12s %-6s %10s %12.4f %10.2f%s\n", r->direction, r->memory, r->mode, sz, r->ms,
+               gbps(r), b->simulated ? "  (simulated)" : "");
     }
+    if (b->simulated)
+        printf("(simulated) = measured on %s, a simulated GPU (FERRY_SIM_GPUS): the copies follow "
+               "CUDA's rules, the timings mean nothing\n", dn);
 }
 
 static int usage(void)
@@ -243,7 +252,11 @@ int bench_h2d(int argc, char **argv)
     }
     b.gpu = ferry_cuda_is_available();
     b.dev = b.gpu ? ferry_cuda(0) : ferry_cpu();
+    b.simulated = b.gpu && ferry_cuda_is_simulated();
     /* Messages go to stderr so csv/json output stays parseable. */
+    if (b.simulated)
+        fprintf(stderr, "ferry bench h2d: cuda:0 is a simulated GPU (FERRY_SIM_GPUS): every row is "
+                        "marked simulated; its timings mean nothing\n");
     if (!b.gpu)
         fprintf(stderr, "ferry bench h2d: no CUDA device, so GPU copy bandwidth cannot be measured; "
                         "showing host memcpy (pageable vs pinned-pool memory) as the CPU reference\n");

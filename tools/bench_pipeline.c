@@ -1,7 +1,9 @@
 /* `ferry bench DIR`: epochs over an image folder for a grid of loader
  * configurations, with an optional synthetic compute stage, to show where the
  * time goes: images/s, the consumer's stall %, H2D GB/s, and a digest of every
- * delivered batch that must not change with the worker count. */
+ * delivered batch that must not change with the worker count. A row measured on
+ * the simulated GPU (FERRY_SIM_GPUS) is marked simulated: its digest is real, its
+ * timings mean nothing. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +54,7 @@ typedef struct bench_row {
     double seconds, images_per_s, mb_per_s, stall_pct, h2d_gbps;
     uint64_t digest;
     bool pinned;
+    bool simulated;           /* measured on a simulated GPU: the timings mean nothing */
     ferry_loader_stats stats;
 } bench_row;
 
@@ -226,6 +229,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         row->h2d_gbps = row->stats.h2d_s > 0 ? row->stats.h2d_bytes / row->stats.h2d_s / 1e9 : 0;
         row->digest = digest;
         row->pinned = row->stats.pinned;
+        row->simulated = dev.type == FERRY_DEVICE_CUDA && ferry_cuda_is_simulated();
     }
     compute_free(&comp);
     ferry_stream_destroy(s);
@@ -326,18 +330,18 @@ static void print_row(const bench_opts *o, const bench_row *r)
                "\"device\":\"%s\",\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,"
                "\"mb_per_s\":%.2f,\"stall_pct\":%.2f,\"h2d_gbps\":%.3f,\"digest\":\"%016llx\","
                "\"read_s\":%.4f,\"decode_s\":%.4f,\"transform_s\":%.4f,\"wait_s\":%.4f,"
-               "\"allocs_after_warmup\":%llu}\n",
+               "\"allocs_after_warmup\":%llu,\"simulated\":%s}\n",
                r->workers, r->batch, r->pin ? "true" : "false", r->pinned ? "true" : "false",
                r->overlap ? "true" : "false", ferry_dtype_name(r->wire), r->device,
                (unsigned long long)r->images, r->seconds, r->images_per_s, r->mb_per_s,
                r->stall_pct, r->h2d_gbps, (unsigned long long)r->digest, r->stats.read_s,
                r->stats.decode_s, r->stats.transform_s, r->stats.wait_s,
-               (unsigned long long)r->stats.allocs_after_warmup);
+               (unsigned long long)r->stats.allocs_after_warmup, r->simulated ? "true" : "false");
     } else {
-        printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx\n", r->workers,
+        printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx%s\n", r->workers,
                r->batch, r->pin ? (r->pinned ? "on" : "on*") : "off", r->overlap ? "on" : "off",
                ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
-               r->h2d_gbps, (unsigned long long)r->digest);
+               r->h2d_gbps, (unsigned long long)r->digest, r->simulated ? "  (simulated)" : "");
     }
     fflush(stdout);
 }
@@ -459,7 +463,7 @@ static void chart_add(chart *c, const char *label, double rate)
 /* Every configuration of the grid, a row each; 1 when one failed or the digest
  * changed with the configuration. plain: the libpng rate (0: none). */
 static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes,
-                    double plain, chart *ch)
+                    double plain, chart *ch, bool *any_simulated)
 {
     int rc = 0;
     uint64_t first_digest = 0;
@@ -479,13 +483,14 @@ static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_
                         continue;
                     }
                     print_row(o, &row);
+                    *any_simulated |= row.simulated;
                     if (plain > 0 && !o->json && row.workers > 0)
                         printf("        %.2f x (%zu x the plain libpng rate)\n",
                                row.images_per_s / (plain * (double)row.workers), row.workers);
                     char label[96];
-                    snprintf(label, sizeof label, "workers %zu, pin %s, overlap %s, %s", row.workers,
+                    snprintf(label, sizeof label, "workers %zu, pin %s, overlap %s, %s%s", row.workers,
                              row.pin ? "on" : "off", row.overlap ? "on" : "off",
-                             ferry_dtype_name(row.wire));
+                             ferry_dtype_name(row.wire), row.simulated ? " (simulated)" : "");
                     chart_add(ch, label, row.images_per_s);
                     if (o->digest && row.wire == FERRY_DTYPE_U8) {
                         if (have_digest && row.digest != first_digest) {
@@ -569,16 +574,21 @@ int bench_pipeline(int argc, char **argv)
         return 1;
     }
     chart ch = {0};
-    int rc = run_grid(&o, ds, hostbuf, hostbuf_bytes, plain, &ch);
+    bool simulated = false;
+    int rc = run_grid(&o, ds, hostbuf, hostbuf_bytes, plain, &ch, &simulated);
     if (o.compare_torch && compare_torch(&o, &ch) != 0)
         rc = 1;
     if (!o.json)
         printf("stall = the caller's time waiting in next() (the GPU starving); pin on* = asked for, "
                "but no GPU: pageable memory\n");
+    if (!o.json && simulated)
+        printf("(simulated) = measured on a simulated GPU (FERRY_SIM_GPUS=%d): batches and digests "
+               "follow CUDA's rules, images/s, stall and GB/s mean nothing\n", ferry_cuda_device_count());
     if (o.plot && ch.n) {
         char title[256];
-        snprintf(title, sizeof title, "ferry bench: %zu images, batch %zu, device %s", ferry_dataset_len(ds),
-                 o.batch, o.device ? o.device : "default");
+        snprintf(title, sizeof title, "ferry bench: %zu images, batch %zu, device %s%s", ferry_dataset_len(ds),
+                 o.batch, o.device ? o.device : "default",
+                 simulated ? " (simulated GPU: timings mean nothing)" : "");
         if (svg_bar_chart(o.plot, title, "images/s", ch.label_ptrs, ch.rates, ch.n) != 0) {
             fprintf(stderr, "ferry bench: cannot write %s\n", o.plot);
             rc = 1;

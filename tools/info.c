@@ -1,5 +1,6 @@
 /* `ferry info`: version, build features, every device with its properties, and
- * whether pinned host memory works. Exits 0 without a GPU. */
+ * whether pinned host memory works. Exits 0 without a GPU. Devices served by the
+ * simulated GPU (FERRY_SIM_GPUS) say so on their line. */
 #include <stdio.h>
 
 #include "ferry.h"
@@ -19,6 +20,12 @@ static void print_device(ferry_device d)
     if (d.type == FERRY_DEVICE_CPU)
         printf("  %-7s %s, %d cores, %.2f GiB memory (%.2f GiB available)\n", name, p.name,
                p.multiprocessors, gib(p.total_memory), gib(p.free_memory));
+    else if (ferry_cuda_is_simulated())
+        /* Say so on the device's own line: nothing below it is a measurement. */
+        printf("  %-7s %s, compute capability %d.%d, %d SMs, %.2f GiB memory (%.2f GiB free) "
+               "(simulated: FERRY_SIM_GPUS=%d; results follow CUDA's rules, timings mean nothing)\n",
+               name, p.name, p.cc_major, p.cc_minor, p.multiprocessors, gib(p.total_memory),
+               gib(p.free_memory), ferry_cuda_device_count());
     else
         printf("  %-7s %s, compute capability %d.%d, %d SMs, %.2f GiB memory (%.2f GiB free)\n",
                name, p.name, p.cc_major, p.cc_minor, p.multiprocessors, gib(p.total_memory),
@@ -38,8 +45,10 @@ static void print_pinned(void)
     }
     ferry_pinned_stats st;
     ferry_pinned_pool_stats(pool, &st);
-    printf("pinned memory: %s\n", st.pinned ? "yes (page-locked via cudaHostAlloc)"
-                                            : "no (no CUDA device; aligned pageable memory instead)");
+    printf("pinned memory: %s\n",
+           !st.pinned                 ? "no (no CUDA device; aligned pageable memory instead)"
+           : ferry_cuda_is_simulated() ? "yes (simulated: ordinary memory the simulated GPU treats as page-locked)"
+                                       : "yes (page-locked via cudaHostAlloc)");
     ferry_pinned_free(pool, piece);
     ferry_pinned_pool_destroy(pool);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "device/backend.h"
+#include "device/device_internal.h"
 #include "common/error.h"
 
 #define MAX_CUDA_DEVICES 64
@@ -26,11 +27,12 @@ typedef struct ablock {
     struct ablock *next;
     void *ptr;
     size_t size;                /* rounded: what the block really holds */
-    /* The stream it belongs to (NULL: default). Only compared, never followed:
-     * if a stream is destroyed and a new one reuses its address, the new one
-     * inherits the cached blocks, which is safe because destroying a stream
-     * lets its queued work finish first. */
-    const ferry_stream *stream;
+    /* The stream it belongs to, by its never-reused id (0: the default stream),
+     * and the stream itself while it lives, for queueing the poison. A block is
+     * handed out again only to work on the same stream: stream order then makes
+     * the reuse safe. ferry_stream_destroy re-keys a dying stream's blocks to 0. */
+    uint64_t stream_id;
+    ferry_stream *stream;
 } ablock;
 
 typedef struct dev_alloc {
@@ -130,13 +132,13 @@ static size_t live_hash(const void *p)
 
 /* Takes the best-fitting cached block of this stream: at least `size`, and at
  * most a quarter larger, so a small request never pins down a huge block. */
-static ablock *take_cached(dev_alloc *a, size_t size, const ferry_stream *s)
+static ablock *take_cached(dev_alloc *a, size_t size, uint64_t sid)
 {
     unsigned c = size_class(size);
     ablock **best = NULL;
     for (ablock **pp = &a->cached[c]; *pp; pp = &(*pp)->next) {
         ablock *b = *pp;
-        if (b->stream != s || b->size < size || b->size - size > size / 4)
+        if (b->stream_id != sid || b->size < size || b->size - size > size / 4)
             continue;
         if (!best || b->size < (*best)->size)
             best = pp;
@@ -210,7 +212,7 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
     /* An injected failure plays a full device: no cached block fits and both
      * backend attempts fail, so the cache is emptied and the message is the real one. */
     bool full = injected_oom();
-    ablock *b = full ? NULL : take_cached(a, size, s);
+    ablock *b = full ? NULL : take_cached(a, size, ferry_stream_id(s));
     if (b) {
         a->st.cache_hits++;
     } else {
@@ -238,6 +240,7 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
         }
         b->ptr = ptr;
         b->size = size;
+        b->stream_id = ferry_stream_id(s);
         b->stream = s;
         a->st.system_mallocs++;
         a->st.reserved_bytes += size;
@@ -272,6 +275,10 @@ void ferry_device_free(ferry_device d, void *ptr)
             continue;
         *pp = b->next;
         a->st.allocated_bytes -= b->size;
+        /* On the simulated GPU the block turns to NaN bytes where its stream
+         * gets to this point: unordered readers on other streams see garbage. */
+        if (a->be->poison)
+            (void)a->be->poison(a->dev.index, b->ptr, b->size, ferry_stream_native(b->stream));
         unsigned c = size_class(b->size);
         b->next = a->cached[c];
         a->cached[c] = b;
@@ -319,5 +326,31 @@ void ferry_memory_reset_peak(ferry_device d)
         return;
     pthread_mutex_lock(&a->lock);
     a->st.peak_allocated_bytes = a->st.allocated_bytes;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
+{
+    if (stream_id == 0)
+        return;
+    size_t slot = d.type == FERRY_DEVICE_CPU ? 0 : 1 + (size_t)d.index;
+    if (slot > MAX_CUDA_DEVICES)
+        return;
+    dev_alloc *a = atomic_load(&allocators[slot]);
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->lock);
+    for (unsigned c = 0; c < NCLASS; c++)
+        for (ablock *b = a->cached[c]; b; b = b->next)
+            if (b->stream_id == stream_id) {
+                b->stream_id = 0;
+                b->stream = NULL;
+            }
+    for (size_t h = 0; h < NLIVE; h++)
+        for (ablock *b = a->live[h]; b; b = b->next)
+            if (b->stream_id == stream_id) {
+                b->stream_id = 0;
+                b->stream = NULL;
+            }
     pthread_mutex_unlock(&a->lock);
 }

@@ -100,7 +100,7 @@ static ferry_status no_cuda_device(const char *what)
 static ferry_status missing_device(const char *quoted)
 {
     int n = ferry_cuda_device_count();
-    if (!ferry_built_with_cuda() || n == 0)
+    if (n == 0)
         return no_cuda_device(quoted);
     if (n == 1)
         return ferry_fail(FERRY_ERR_NO_DEVICE,

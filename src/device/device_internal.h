@@ -3,6 +3,8 @@
 #ifndef FERRY_INTERNAL_DEVICE_H
 #define FERRY_INTERNAL_DEVICE_H
 
+#include <stdint.h>
+
 #include "ferry/device.h"
 
 #ifdef __cplusplus
@@ -12,6 +14,20 @@ extern "C" {
 /* The backend's native stream (a cudaStream_t on CUDA); NULL for s == NULL,
  * which means the device's default stream. */
 void *ferry_stream_native(const ferry_stream *s);
+
+/* A process-unique number for s (0 for NULL, the default stream): unlike the
+ * handle's address it is never reused by a later stream. */
+uint64_t ferry_stream_id(const ferry_stream *s);
+
+/* Waits for d's default stream (nothing for the CPU). Calls that take no stream
+ * queue their work there and wait with this, so their results are ready on
+ * return whatever streams the caller uses next (ferry's streams do not
+ * synchronise with the default stream). */
+ferry_status ferry_device_sync_default_(ferry_device d);
+
+/* Called by ferry_stream_destroy once the stream's work is done: its cached and
+ * live blocks are re-keyed to the device's default stream. */
+void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id);
 
 /* FERRY_OK when d names this process's CPU or an existing GPU; otherwise the
  * same error (and message) every other call on d would give. */

@@ -1,5 +1,7 @@
 /* Streams, events and ferry_memcpy: thin handles that remember their device and
  * backend, so every later call goes to the right place without asking again. */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "device/backend.h"
@@ -10,7 +12,12 @@ struct ferry_stream {
     ferry_device dev;
     const ferry_backend *be;
     void *native;
+    uint64_t id; /* unique for the process, never reused: the allocator's key */
 };
+
+static atomic_ullong next_stream_id;
+
+uint64_t ferry_stream_id(const ferry_stream *s) { return s ? s->id : 0; }
 
 struct ferry_event {
     ferry_device dev;
@@ -34,6 +41,7 @@ ferry_status ferry_stream_create(ferry_device d, ferry_stream **out)
         return FERRY_ERR_NO_MEMORY;
     s->dev = d;
     s->be = be;
+    s->id = atomic_fetch_add(&next_stream_id, 1) + 1;
     if ((st = be->stream_create(d.index, &s->native)) != FERRY_OK) {
         ferry_host_free(s);
         return st;
@@ -46,6 +54,10 @@ void ferry_stream_destroy(ferry_stream *s)
 {
     if (!s)
         return;
+    /* The allocator's blocks of this stream go to the default stream's key once
+     * the stream's work is done (a later stream must not inherit them unordered). */
+    (void)s->be->stream_sync(s->dev.index, s->native);
+    ferry_allocator_stream_gone_(s->dev, s->id);
     s->be->stream_destroy(s->dev.index, s->native);
     ferry_host_free(s);
 }
@@ -206,4 +218,13 @@ ferry_status ferry_device_memset_zero(ferry_device d, void *ptr, size_t bytes, f
     if (!be)
         return st;
     return be->memset_zero(d.index, ptr, bytes, s && ferry_device_eq(s->dev, d) ? s->native : NULL);
+}
+
+ferry_status ferry_device_sync_default_(ferry_device d)
+{
+    ferry_status st;
+    const ferry_backend *be = ferry_backend_for(d, &st);
+    if (!be)
+        return st;
+    return be->stream_sync(d.index, NULL);
 }

@@ -48,10 +48,10 @@ static ferry_status conv_geom(fm_conv2d *c, const ferry_tensor *x, fk_conv *g)
     return FERRY_OK;
 }
 
-static ferry_status col_buffer(fm_conv2d *c, const fk_conv *g, ferry_tensor **col)
+static ferry_status col_buffer(fm_conv2d *c, const fk_conv *g, ferry_stream *s, ferry_tensor **col)
 {
     int64_t shape[2] = {g->c * g->kh * g->kw, g->oh * g->ow};
-    return fm_buffer(&c->col, shape, 2, c->base.dtype, c->base.device, col);
+    return fm_buffer(&c->col, shape, 2, c->base.dtype, c->base.device, s, col);
 }
 
 static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s, ferry_tensor **y)
@@ -72,9 +72,9 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     int64_t shape[4] = {g.n, c->cout, g.oh, g.ow};
     int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow;
     size_t es = ferry_dtype_size(m->dtype);
-    st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, &yt);
+    st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, s, &yt);
     if (st == FERRY_OK)
-        st = col_buffer(c, &g, &col);
+        st = col_buffer(c, &g, s, &col);
     fk_ctx k = fm_ctx(xi, s);
     for (int64_t n = 0; n < g.n && st == FERRY_OK; n++) {
         const char *xn = (const char *)ferry_tensor_data(xi) + (size_t)(n * g.c * g.h * g.w) * es;
@@ -119,9 +119,9 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
     ferry_tensor *gy = NULL, *col = NULL, *dxt = NULL;
     st = fm_grad_input(m, dy, shape, 4, s, where, &gy);
     if (st == FERRY_OK)
-        st = col_buffer(c, &g, &col);
+        st = col_buffer(c, &g, s, &col);
     if (st == FERRY_OK && dx)
-        st = fm_buffer(&m->dxbuf, c->x->shape, 4, m->dtype, m->device, &dxt);
+        st = fm_buffer(&m->dxbuf, c->x->shape, 4, m->dtype, m->device, s, &dxt);
     if (st == FERRY_OK && dx)
         st = ferry_tensor_fill(dxt, 0.0, s);
     fk_ctx k = fm_ctx(c->x, s);

@@ -67,7 +67,7 @@ ferry_status fm_weight_bias_finish(ferry_module *m, const int64_t *wshape, size_
 /* A tensor of the given shape in *slot, reusing the one there when this module
  * holds its only reference and it fits; returns a new reference for the caller. */
 ferry_status fm_buffer(ferry_tensor **slot, const int64_t *shape, size_t ndim, ferry_dtype dt,
-                       ferry_device d, ferry_tensor **out);
+                       ferry_device d, ferry_stream *s, ferry_tensor **out);
 
 /* x on m's device (else the standard mismatch error naming where), converted to
  * m's dtype when needed, contiguous. Returns a new reference. */

@@ -40,7 +40,7 @@ static ferry_status linear_forward(ferry_module *m, ferry_tensor *x, ferry_strea
         shape[i] = xi->shape[i];
     shape[xi->ndim - 1] = l->out;
     int64_t rows = l->in ? xi->numel / l->in : 0;
-    st = fm_buffer(&m->out, shape, xi->ndim, m->dtype, m->device, &yt);
+    st = fm_buffer(&m->out, shape, xi->ndim, m->dtype, m->device, s, &yt);
     fk_ctx c = fm_ctx(xi, s);
     fm_param *w = &m->params[0];
     if (st == FERRY_OK)
@@ -87,7 +87,7 @@ static ferry_status linear_backward(ferry_module *m, ferry_tensor *dy, ferry_str
         st = FK(&c, bias_grad, m->dtype, ferry_tensor_data(m->params[1].grad), ferry_tensor_data(g), rows,
                 l->out, 1);
     if (st == FERRY_OK && dx) {
-        st = fm_buffer(&m->dxbuf, x->shape, x->ndim, m->dtype, m->device, &dxt);
+        st = fm_buffer(&m->dxbuf, x->shape, x->ndim, m->dtype, m->device, s, &dxt);
         if (st == FERRY_OK)
             st = FK(&c, gemm, m->dtype, false, false, rows, l->in, l->out, 1.0f, ferry_tensor_data(g),
                     l->out, 0, ferry_tensor_data(w->value), l->in, 0, 0.0f, ferry_tensor_data(dxt), l->in, 0, 1);

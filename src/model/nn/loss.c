@@ -124,7 +124,7 @@ ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, flo
     if (st == FERRY_OK)
         st = ferry_tensor_contiguous(labels, s, &y);
     if (st == FERRY_OK && dlogits)
-        st = ferry_tensor_empty(x->shape, 2, x->dtype, x->device, &d);
+        st = ferry_tensor_empty_on_(x->shape, 2, x->dtype, x->device, s, &d);
     /* Out-of-range labels are counted on the device, into metrics->ints[1] (which
      * counts since the last reset) or a scratch i64, and the count is read back
      * here, on every device alike. That read synchronises stream s once per call:
@@ -136,7 +136,7 @@ ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, flo
             bad = (int64_t *)ferry_tensor_data(metrics->ints) + 1;
         } else {
             int64_t one = 1;
-            st = ferry_tensor_empty(&one, 1, FERRY_DTYPE_I64, x->device, &scratch);
+            st = ferry_tensor_empty_on_(&one, 1, FERRY_DTYPE_I64, x->device, s, &scratch);
             if (st == FERRY_OK)
                 st = ferry_tensor_fill(scratch, 0.0, s);
             if (st == FERRY_OK)
@@ -204,7 +204,7 @@ ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad
     if (st == FERRY_OK)
         st = ferry_tensor_contiguous(target, s, &t);
     if (st == FERRY_OK && dpred)
-        st = ferry_tensor_empty(p->shape, p->ndim, p->dtype, p->device, &d);
+        st = ferry_tensor_empty_on_(p->shape, p->ndim, p->dtype, p->device, s, &d);
     int64_t n = pred->numel, rows = pred->ndim ? pred->shape[0] : 1;
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(p, s);

@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "device/device_internal.h"
 #include "ferry/rng.h"
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
+#include "model/tensor/internal.h"
 
 ferry_status fm_module_new(size_t size, const fm_ops *ops, const char *name, size_t nparams,
                            ferry_module **out)
@@ -97,7 +99,7 @@ ferry_status fm_flat_rebuild(ferry_module *m)
 }
 
 ferry_status fm_buffer(ferry_tensor **slot, const int64_t *shape, size_t ndim, ferry_dtype dt,
-                       ferry_device d, ferry_tensor **out)
+                       ferry_device d, ferry_stream *s, ferry_tensor **out)
 {
     ferry_tensor *t = *slot;
     if (t && __atomic_load_n(&t->refs, __ATOMIC_ACQUIRE) == 1 &&
@@ -109,7 +111,7 @@ ferry_status fm_buffer(ferry_tensor **slot, const int64_t *shape, size_t ndim, f
     }
     ferry_tensor_release(t);
     *slot = NULL;
-    ferry_status st = ferry_tensor_empty(shape, ndim, dt, d, slot);
+    ferry_status st = ferry_tensor_empty_on_(shape, ndim, dt, d, s, slot);
     if (st != FERRY_OK)
         return st;
     *out = ferry_tensor_retain(*slot);
@@ -244,6 +246,8 @@ ferry_status ferry_module_init(ferry_module *m, uint64_t seed)
         }
         if (st == FERRY_OK && t != p->value)
             st = ferry_tensor_copy(p->value, t, NULL);
+        if (st == FERRY_OK)
+            st = ferry_device_sync_default_(t->device); /* ready for any stream */
         if (st != FERRY_OK)
             return st;
     }

@@ -49,7 +49,7 @@ static ferry_status bn_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s
         st = ferry_tensor_zeros(sshape, 2, FERRY_DTYPE_F32, m->device, &b->stats);
     }
     if (st == FERRY_OK)
-        st = fm_buffer(&m->out, xi->shape, 4, m->dtype, m->device, &yt);
+        st = fm_buffer(&m->out, xi->shape, 4, m->dtype, m->device, s, &yt);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         float *stats = ferry_tensor_data(b->stats);
@@ -82,7 +82,7 @@ static ferry_status bn_backward(ferry_module *m, ferry_tensor *dy, ferry_stream 
     ferry_tensor *gy = NULL, *dxt = NULL;
     ferry_status st = fm_grad_input(m, dy, b->x->shape, 4, s, where, &gy);
     if (st == FERRY_OK && dx)
-        st = fm_buffer(&m->dxbuf, b->x->shape, 4, m->dtype, m->device, &dxt);
+        st = fm_buffer(&m->dxbuf, b->x->shape, 4, m->dtype, m->device, s, &dxt);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(gy, s);
         float *stats = ferry_tensor_data(b->stats);

@@ -56,9 +56,9 @@ static ferry_status pool_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     st = pool_geom(p, xi->shape, xi->ndim, &g);
     int64_t shape[4] = {g.n, g.c, g.oh, g.ow};
     if (st == FERRY_OK)
-        st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, &yt);
+        st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, s, &yt);
     if (st == FERRY_OK && p->max)
-        st = ferry_tensor_empty(shape, 4, FERRY_DTYPE_I32, m->device, &idx);
+        st = ferry_tensor_empty_on_(shape, 4, FERRY_DTYPE_I32, m->device, s, &idx);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         st = p->max ? FK(&c, maxpool_fwd, m->dtype, &g, ferry_tensor_data(xi), ferry_tensor_data(yt),
@@ -96,7 +96,7 @@ static ferry_status pool_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
         ferry_tensor *gy = NULL, *dxt = NULL;
         st = fm_grad_input(m, dy, shape, 4, s, where, &gy);
         if (st == FERRY_OK)
-            st = fm_buffer(&m->dxbuf, p->xshape, 4, m->dtype, m->device, &dxt);
+            st = fm_buffer(&m->dxbuf, p->xshape, 4, m->dtype, m->device, s, &dxt);
         if (st == FERRY_OK) {
             fk_ctx c = fm_ctx(gy, s);
             st = p->max ? FK(&c, maxpool_bwd, m->dtype, &g, ferry_tensor_data(gy), ferry_tensor_data(p->idx),

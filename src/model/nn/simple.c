@@ -33,7 +33,7 @@ static ferry_status relu_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     if (!fm_is_float(xi->dtype))
         st = fm_check_float(xi, where);
     if (st == FERRY_OK)
-        st = fm_buffer(&m->out, xi->shape, xi->ndim, xi->dtype, m->device, &yt);
+        st = fm_buffer(&m->out, xi->shape, xi->ndim, xi->dtype, m->device, s, &yt);
     if (st == FERRY_OK) {
         fk_nd nd;
         fm_nd_make(&nd, yt, xi, NULL);
@@ -64,7 +64,7 @@ static ferry_status relu_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
         ferry_tensor *g = NULL, *dxt = NULL;
         st = fm_grad_input(m, dy, r->y->shape, r->y->ndim, s, where, &g);
         if (st == FERRY_OK)
-            st = fm_buffer(&m->dxbuf, r->y->shape, r->y->ndim, r->y->dtype, m->device, &dxt);
+            st = fm_buffer(&m->dxbuf, r->y->shape, r->y->ndim, r->y->dtype, m->device, s, &dxt);
         if (st == FERRY_OK) {
             fk_ctx c = fm_ctx(g, s);
             st = FK(&c, relu_bwd, r->y->dtype, ferry_tensor_data(dxt), ferry_tensor_data(r->y),
@@ -178,7 +178,7 @@ static ferry_status dropout_forward(ferry_module *m, ferry_tensor *x, ferry_stre
         return FERRY_OK;
     }
     uint64_t key = FERRY_RNG_DROPOUT | (d->calls & ((UINT64_C(1) << 56) - 1));
-    st = fm_buffer(&m->out, xi->shape, xi->ndim, xi->dtype, m->device, &yt);
+    st = fm_buffer(&m->out, xi->shape, xi->ndim, xi->dtype, m->device, s, &yt);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         st = FK(&c, dropout, xi->dtype, ferry_tensor_data(yt), ferry_tensor_data(xi), xi->numel, d->p,
@@ -213,7 +213,7 @@ static ferry_status dropout_backward(ferry_module *m, ferry_tensor *dy, ferry_st
             *dx = g;
             g = NULL;
         } else if (st == FERRY_OK) {
-            st = fm_buffer(&m->dxbuf, d->shape, d->ndim, m->dtype, m->device, &dxt);
+            st = fm_buffer(&m->dxbuf, d->shape, d->ndim, m->dtype, m->device, s, &dxt);
             if (st == FERRY_OK) {
                 fk_ctx c = fm_ctx(g, s);
                 /* The same key gives the same mask: dx = dy * mask / (1 - p). */

@@ -6,6 +6,7 @@
 #include "device/device_internal.h"
 #include "common/error.h"
 #include "model/ops/common.h"
+#include "model/tensor/internal.h"
 
 fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s)
 {
@@ -158,9 +159,9 @@ void fm_nd_make(fk_nd *nd, const ferry_tensor *out, const ferry_tensor *a, const
 }
 
 ferry_status fm_empty_like_shape(const ferry_tensor *a, const int64_t *shape, size_t ndim,
-                                 ferry_dtype dt, ferry_tensor **out)
+                                 ferry_dtype dt, ferry_stream *s, ferry_tensor **out)
 {
-    return ferry_tensor_empty(shape, ndim, dt, ferry_tensor_device(a), out);
+    return ferry_tensor_empty_on_(shape, ndim, dt, ferry_tensor_device(a), s, out);
 }
 
 ferry_status fm_cpu_f32(ferry_tensor *t, ferry_tensor **out)
@@ -169,7 +170,7 @@ ferry_status fm_cpu_f32(ferry_tensor *t, ferry_tensor **out)
     if (ferry_tensor_device(t).type == FERRY_DEVICE_CPU && dt != FERRY_DTYPE_F32) {
         ferry_tensor *r = NULL;
         ferry_status st = fm_empty_like_shape(t, ferry_tensor_shape(t), ferry_tensor_ndim(t),
-                                              FERRY_DTYPE_F32, &r);
+                                              FERRY_DTYPE_F32, NULL, &r);
         if (st == FERRY_OK)
             st = ferry_tensor_copy(r, t, NULL);
         if (st != FERRY_OK) {

@@ -33,7 +33,7 @@ fk_ctx fm_ctx(const ferry_tensor *t, ferry_stream *s);
 
 /* Empty tensor with a's device. */
 ferry_status fm_empty_like_shape(const ferry_tensor *a, const int64_t *shape, size_t ndim,
-                                 ferry_dtype dt, ferry_tensor **out);
+                                 ferry_dtype dt, ferry_stream *s, ferry_tensor **out);
 
 /* For CPU half tensors: an f32 contiguous copy (new reference), else t retained. */
 ferry_status fm_cpu_f32(ferry_tensor *t, ferry_tensor **out);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "ferry/rng.h"
+#include "device/device_internal.h"
 #include "model/ops/common.h"
 
 ferry_status ferry_tensor_fill(ferry_tensor *t, double value, ferry_stream *s)
@@ -27,6 +28,8 @@ ferry_status ferry_tensor_full(const int64_t *shape, size_t ndim, double value, 
         st = ferry_tensor_empty(shape, ndim, dt, d, &t);
     if (st == FERRY_OK)
         st = ferry_tensor_fill(t, value, NULL);
+    if (st == FERRY_OK)
+        st = ferry_device_sync_default_(d); /* ready on return */
     if (st != FERRY_OK) {
         ferry_tensor_release(t);
         return st;
@@ -81,6 +84,8 @@ static ferry_status make_rand(const int64_t *shape, size_t ndim, ferry_dtype dt,
         return st;
     fk_ctx c = fm_ctx(t, NULL);
     st = FK(&c, rand, dt, ferry_tensor_data(t), ferry_tensor_numel(t), seed, FERRY_RNG_INIT, normal);
+    if (st == FERRY_OK)
+        st = ferry_device_sync_default_(d); /* ready on return */
     if (st != FERRY_OK) {
         ferry_tensor_release(t);
         return st;
@@ -164,7 +169,7 @@ ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype d
     if (!ferry_dtype_size(dt))
         return ferry_fail(FERRY_ERR_DTYPE, "invalid dtype %d (in ferry_affine)", (int)dt);
     ferry_tensor *y = NULL;
-    st = fm_empty_like_shape(x, ferry_tensor_shape(x), ferry_tensor_ndim(x), dt, &y);
+    st = fm_empty_like_shape(x, ferry_tensor_shape(x), ferry_tensor_ndim(x), dt, s, &y);
     if (st != FERRY_OK)
         return st;
     fk_nd nd;

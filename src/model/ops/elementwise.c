@@ -83,7 +83,7 @@ ferry_status ferry_binary(ferry_binary_op op, ferry_tensor *a, ferry_tensor *b, 
     if (st != FERRY_OK)
         return st;
     ferry_tensor *y = NULL;
-    st = fm_empty_like_shape(a, shape, nd_, ferry_tensor_dtype(a), &y);
+    st = fm_empty_like_shape(a, shape, nd_, ferry_tensor_dtype(a), s, &y);
     if (st != FERRY_OK)
         return st;
     fk_nd nd;
@@ -127,7 +127,7 @@ static ferry_status map(fk_uop op, double alpha, ferry_tensor *a, ferry_stream *
     if (st != FERRY_OK)
         return st;
     ferry_tensor *y = NULL;
-    st = fm_empty_like_shape(a, ferry_tensor_shape(a), ferry_tensor_ndim(a), ferry_tensor_dtype(a), &y);
+    st = fm_empty_like_shape(a, ferry_tensor_shape(a), ferry_tensor_ndim(a), ferry_tensor_dtype(a), s, &y);
     if (st != FERRY_OK)
         return st;
     fk_nd nd;

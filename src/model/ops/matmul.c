@@ -79,7 +79,7 @@ static ferry_status do_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s,
     }
     int64_t shape[3] = {batch, m, n};
     if (st == FERRY_OK)
-        st = fm_empty_like_shape(a, na == 3 ? shape : shape + 1, na, ferry_tensor_dtype(x), &y);
+        st = fm_empty_like_shape(a, na == 3 ? shape : shape + 1, na, ferry_tensor_dtype(x), s, &y);
     if (st == FERRY_OK) {
         int64_t sa = na == 3 ? ferry_tensor_strides(x)[0] : 0;
         int64_t sb = nb == 3 ? ferry_tensor_strides(w)[0] : 0;

@@ -54,7 +54,7 @@ static ferry_status reduce(fk_rop op, ferry_tensor *a, int64_t dim, bool keepdim
     }
     ferry_dtype xdt = ferry_tensor_dtype(x);
     ferry_dtype ydt = op == FK_ARGMAX ? FERRY_DTYPE_I64 : xdt;
-    st = fm_empty_like_shape(a, shape, nd, ydt, &y);
+    st = fm_empty_like_shape(a, shape, nd, ydt, s, &y);
     if (st == FERRY_OK) {
         int64_t outer, n, inner;
         split_dims(x, d, &outer, &n, &inner);
@@ -111,7 +111,7 @@ static ferry_status softmax(bool log_, ferry_tensor *a, int64_t dim, ferry_strea
     st = ferry_tensor_contiguous(a, s, &x);
     if (st != FERRY_OK)
         return st;
-    st = fm_empty_like_shape(a, ferry_tensor_shape(a), ferry_tensor_ndim(a), ferry_tensor_dtype(a), &y);
+    st = fm_empty_like_shape(a, ferry_tensor_shape(a), ferry_tensor_ndim(a), ferry_tensor_dtype(a), s, &y);
     if (st == FERRY_OK) {
         int64_t outer, n, inner;
         split_dims(x, d, &outer, &n, &inner);

@@ -62,6 +62,12 @@ ferry_status ferry_tensor_view_(const ferry_tensor *base, const int64_t *shape,
                                 const int64_t *strides, size_t ndim, int64_t offset,
                                 ferry_tensor **out);
 
+/* An empty tensor whose memory belongs to stream s (NULL: the default stream) in
+ * the caching allocator: ops allocate their outputs on the stream their kernels
+ * run on, so a block freed while those kernels run is reused only behind them. */
+ferry_status ferry_tensor_empty_on_(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
+                                    ferry_stream *s, ferry_tensor **out);
+
 /* Converts n contiguous elements between dtypes on the host. Float to integer
  * truncates toward zero and saturates (NaN becomes 0); integer to integer
  * saturates; half types round to nearest even. */

@@ -172,13 +172,22 @@ ferry_status ferry_tensor_empty(const int64_t *shape, size_t ndim, ferry_dtype d
     return tensor_alloc(shape, ndim, dt, d, NULL, out);
 }
 
+ferry_status ferry_tensor_empty_on_(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
+                                    ferry_stream *s, ferry_tensor **out)
+{
+    return tensor_alloc(shape, ndim, dt, d, s && ferry_device_eq(ferry_stream_device(s), d) ? s : NULL, out);
+}
+
 ferry_status ferry_tensor_zeros(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                                 ferry_tensor **out)
 {
     ferry_status st = tensor_alloc(shape, ndim, dt, d, NULL, out);
     if (st != FERRY_OK)
         return st;
-    if ((st = ferry_device_memset_zero(d, (*out)->storage->data, (*out)->storage->bytes, NULL)) != FERRY_OK) {
+    st = ferry_device_memset_zero(d, (*out)->storage->data, (*out)->storage->bytes, NULL);
+    if (st == FERRY_OK)
+        st = ferry_device_sync_default_(d); /* ready on return: see device_internal.h */
+    if (st != FERRY_OK) {
         ferry_tensor_release(*out);
         *out = NULL;
     }
@@ -204,6 +213,9 @@ ferry_status ferry_tensor_from_host(const void *data, const int64_t *shape, size
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_from_host: data is NULL");
     }
     st = ferry_memcpy((*out)->storage->data, data, bytes, kind_between(ferry_cpu(), d), d, NULL);
+    /* A pageable host-to-device copy may still be in flight on return. */
+    if (st == FERRY_OK)
+        st = ferry_device_sync_default_(d);
     if (st != FERRY_OK) {
         ferry_tensor_release(*out);
         *out = NULL;
@@ -356,6 +368,10 @@ ferry_status ferry_tensor_copy_to_host(const ferry_tensor *t, void *dst, size_t 
         return FERRY_OK;
     const char *src = ferry_tensor_ptr_(t);
     ferry_copy_kind kind = kind_between(t->device, ferry_cpu());
+    /* The tensor may have been written on any stream of its device. */
+    ferry_status ds = ferry_device_synchronize(t->device);
+    if (ds != FERRY_OK)
+        return ds;
     if (ferry_tensor_is_contiguous(t))
         return ferry_memcpy(dst, src, need, kind, t->device, NULL);
     if (t->device.type == FERRY_DEVICE_CPU) {
@@ -394,7 +410,13 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
     if (st != FERRY_OK)
         return st;
     size_t bytes = ferry_tensor_nbytes(t);
-    if (ferry_tensor_is_contiguous(t)) {
+    /* Without a stream the copy is ordered after whatever wrote t, on any of its
+     * device's streams, and is complete on return. */
+    if (!s && t->device.type != FERRY_DEVICE_CPU)
+        st = ferry_device_synchronize(t->device);
+    if (st != FERRY_OK) {
+        /* nothing more to do */
+    } else if (ferry_tensor_is_contiguous(t)) {
         st = ferry_memcpy(r->storage->data, ferry_tensor_ptr_(t), bytes, kind_between(t->device, d), cd, s);
     } else if (d.type == FERRY_DEVICE_CPU) {
         st = ferry_tensor_copy_to_host(t, r->storage->data, bytes);
@@ -406,6 +428,8 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
             st = ferry_memcpy(r->storage->data, tmp, bytes, FERRY_COPY_H2D, d, NULL);
         ferry_host_free(tmp);
     }
+    if (st == FERRY_OK && !s)
+        st = ferry_device_sync_default_(cd);
     if (st != FERRY_OK) {
         ferry_tensor_release(r);
         return st;
@@ -428,9 +452,9 @@ ferry_status ferry_tensor_to_stream(ferry_tensor *t, ferry_device d, ferry_strea
 
 ferry_status ferry_tensor_to(ferry_tensor *t, ferry_device d, bool non_blocking, ferry_tensor **out)
 {
-    /* The default stream copy is synchronous: a NULL stream in ferry_memcpy
-     * means "done on return", which is always correct; non_blocking is a hint
-     * that only ferry_tensor_to_stream with a real stream can honour. */
+    /* Without a stream the copy is complete on return (copy_to_device), which is
+     * always correct; non_blocking is a hint that only ferry_tensor_to_stream
+     * with a real stream can honour. */
     (void)non_blocking;
     return ferry_tensor_to_stream(t, d, NULL, out);
 }

@@ -238,6 +238,8 @@ ferry_status fk_f32_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *
     const float *d = dy;
     float *o = dx;
     int64_t ohw = g->oh * g->ow, hw = g->h * g->w;
+    if (g->n * g->c * hw == 0) /* an empty dx may be NULL: memset(NULL, 0, 0) is undefined */
+        return FERRY_OK;
     memset(o, 0, (size_t)(g->n * g->c * hw) * sizeof(float));
     for (int64_t p = 0; p < g->n * g->c; p++)
         for (int64_t i = 0; i < ohw; i++)
@@ -285,6 +287,8 @@ ferry_status fk_f32_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *
     const float *d = dy;
     float *o = dx;
     float inv = 1.0f / (float)(g->kh * g->kw);
+    if (g->n * g->c * g->h * g->w == 0) /* an empty dx may be NULL */
+        return FERRY_OK;
     memset(o, 0, (size_t)(g->n * g->c * g->h * g->w) * sizeof(float));
     for (int64_t p = 0; p < g->n * g->c; p++) {
         float *plane = o + p * g->h * g->w;
