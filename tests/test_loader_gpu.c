@@ -6,15 +6,17 @@
  * stream NULL and a stream of its own; prefetch 1, 2, 4, 8; workers 0, 1, 2, 8;
  * out dtypes f32, f16, bf16, u8; layouts NCHW and NHWC; wire u8 and f32; a short
  * last batch; a reset in the middle of an epoch; batches as ready; workers
- * that stop between epochs; and a slow consumer, which queues large matmuls
- * and a read of the batch on its stream after each next() and only looks at
- * its copies of the batches at the end of the epoch, so that a slot refilled
- * before the consumer's stream got past it shows up as wrong bytes. Each case
- * is its own test (matches_cpu_NN; run one with `test_loader_gpu NAME`) and
- * names itself in its failure message.
+ * that stop between epochs; and a slow consumer, which queues matmuls,
+ * elementwise ops and a copy of the batch on its stream after each next() and
+ * only looks at its copies at the end of the case (across epoch ends and
+ * resets), so that a slot refilled before the consumer's stream got past it
+ * shows up as wrong bytes. Each case is its own test (matches_cpu_NN; run one
+ * with `test_loader_gpu NAME`) and names itself in its failure message.
  *
- * Then: a loader and a model on cuda:1 driven from a thread whose current
- * device is cuda:0, and the README's first example (samples/embed.c) on cuda:0. */
+ * Then: loaders made one right after another; a slow consumer that releases
+ * its intermediate tensors at once; a loader and a model on cuda:1 driven from
+ * a thread whose current device is cuda:0; and the README's first example
+ * (samples/embed.c) on cuda:0 with the NULL stream. */
 #include <stdlib.h>
 
 #include "harness.h"
@@ -100,7 +102,7 @@ typedef struct gcase {
     int ds;
     size_t batch, workers, prefetch;
     ferry_dtype out;
-    ferry_dtype wire;      /* 0 (u8): the default */
+    ferry_dtype wire;      /* u8 (the default) or f32 */
     ferry_layout layout;
     bool own_stream;       /* false: the NULL stream (the device's default stream) */
     bool shuffle;
@@ -178,7 +180,7 @@ static void describe(const gcase *c, int dev, char *buf, size_t size)
     snprintf(buf, size,
              "[case: %s, batch %zu, workers %zu, prefetch %zu, out %s %s, wire %s, %s stream%s%s%s%s%s] on cuda:%d",
              ds_names[c->ds], c->batch, c->workers, c->prefetch, ferry_dtype_name(c->out),
-             c->layout == HWC ? "NHWC" : "NCHW", ferry_dtype_name(c->wire ? c->wire : U8),
+             c->layout == HWC ? "NHWC" : "NCHW", ferry_dtype_name(c->wire),
              c->own_stream ? "own" : "NULL", c->shuffle ? ", shuffled" : "",
              c->reset_after > 0 ? ", reset mid-epoch" : "", c->slow ? ", slow consumer" : "",
              c->as_ready ? ", as ready" : "", c->stop_workers ? ", workers stop per epoch" : "",
@@ -286,7 +288,10 @@ static void sync_consumer(ferry_stream *s, ferry_device dev)
 
 /* ---- the slow consumer ---- */
 
-enum { SLOW_N = 160 };
+/* Matmuls small enough that OpenBLAS runs them in the calling (stream) thread:
+ * its own thread pool synchronises in ways ThreadSanitizer cannot see. The
+ * elementwise ops on a larger tensor make up the time. */
+enum { SLOW_N = 40, BIG_N = 256 };
 
 /* The slow consumer's copies of the epoch's batches go into buffers allocated
  * before the loader starts and kept to the end of the case: these cases are
@@ -296,6 +301,7 @@ typedef struct consumer {
     ferry_device dev;
     ferry_stream *s;           /* NULL: the default stream */
     ferry_tensor *a, *b;       /* [SLOW_N, SLOW_N] f32 for the matmuls */
+    ferry_tensor *big;         /* [BIG_N, BIG_N] f32 for elementwise ops */
     ferry_tensor *img[MAX_BATCHES], *lab[MAX_BATCHES]; /* [batch, ...] each */
     seen_batch seen[MAX_BATCHES];
     size_t n;
@@ -311,6 +317,8 @@ static void consumer_init(consumer *k, const gcase *c, ferry_device dev, ferry_s
     int64_t shape[2] = {SLOW_N, SLOW_N};
     ASSERT_OK(ferry_tensor_randn(shape, 2, F32, dev, 1, &k->a));
     ASSERT_OK(ferry_tensor_randn(shape, 2, F32, dev, 2, &k->b));
+    int64_t bshape[2] = {BIG_N, BIG_N};
+    ASSERT_OK(ferry_tensor_randn(bshape, 2, F32, dev, 3, &k->big));
     const ferry_sample_format *f = ferry_dataset_format(fx.ds[c->ds]);
     int64_t is[4] = {(int64_t)c->batch, (int64_t)f->channels, (int64_t)f->height, (int64_t)f->width};
     if (c->layout == HWC) {
@@ -334,6 +342,7 @@ static void consumer_free(consumer *k)
     }
     ferry_tensor_release(k->a);
     ferry_tensor_release(k->b);
+    ferry_tensor_release(k->big);
 }
 
 /* The first n rows of t, as a view. */
@@ -344,8 +353,9 @@ static ferry_tensor *rows(ferry_tensor *t, size_t n)
     return v;
 }
 
-/* Work the stream must finish before it reads the batch: a few matmuls and an
- * affine map of the batch into a new tensor (thrown away), then the copies of
+/* Work the stream must finish before it reads the batch: matmuls, elementwise
+ * ops on a larger tensor and an affine map of the batch into a new tensor (all
+ * thrown away), then the copies of
  * the batch that are checked at the end of the epoch. No host wait anywhere:
  * the next next() releases this batch's slot while the stream is still busy. */
 static void consume_slowly(consumer *k, const char *desc, const ferry_batch *b)
@@ -354,6 +364,11 @@ static void consume_slowly(consumer *k, const char *desc, const ferry_batch *b)
     for (int i = 0; i < 3; i++) {
         ferry_tensor *y = NULL;
         ASSERT_OK(ferry_matmul(k->a, k->b, k->s, &y));
+        ferry_tensor_release(y);
+    }
+    for (int i = 0; i < 2; i++) {
+        ferry_tensor *y = NULL;
+        ASSERT_OK(ferry_gelu(k->big, k->s, &y));
         ferry_tensor_release(y);
     }
     ferry_tensor *t = NULL;
@@ -371,26 +386,35 @@ static void consume_slowly(consumer *k, const char *desc, const ferry_batch *b)
     memcpy(sb->indices, b->indices, b->size * sizeof(size_t));
 }
 
-/* The deferred batches, now that the stream has got there. */
-static void check_deferred(consumer *k, const char *desc, const epoch_ref *r, void *host,
-                           size_t host_bytes)
+/* The deferred batches, once the stream has got there; refs by epoch. */
+static void check_deferred(consumer *k, const char *desc, const epoch_ref *refs, size_t nrefs)
 {
     sync_consumer(k->s, k->dev);
     int64_t labels[MAX_BATCH];
     for (size_t i = 0; i < k->n; i++) {
+        const seen_batch *sb = &k->seen[i];
+        ASSERT(sb->epoch < nrefs);
+        const epoch_ref *r = &refs[sb->epoch];
+        size_t host_bytes = r->batch * r->sample_bytes;
+        ASSERT(host_bytes > 0);
+        void *host = malloc(host_bytes);
+        ASSERT(host);
         ASSERT_OK(ferry_tensor_copy_to_host(k->img[i], host, host_bytes));
         ASSERT_OK(ferry_tensor_copy_to_host(k->lab[i], labels, sizeof labels));
-        check_batch(desc, r, &k->seen[i], host, labels);
+        check_batch(desc, r, sb, host, labels);
+        free(host);
     }
     k->n = 0;
 }
 
-/* Up to `limit` batches of the loader's epoch, each checked against r; with
- * limit >= the epoch's length, also that the epoch ends there. */
+/* Up to `limit` batches of the loader's epoch, each checked against r (a slow
+ * consumer's later, by check_deferred); with limit >= the epoch's length, also
+ * that the epoch ends there. */
 static void gpu_epoch(const gcase *c, const char *desc, ferry_loader *l, consumer *k,
                       const epoch_ref *r, uint64_t epoch, size_t limit)
 {
     size_t host_bytes = r->batch * r->sample_bytes;
+    ASSERT(host_bytes > 0);
     void *host = malloc(host_bytes);
     ASSERT(host);
     int64_t labels[MAX_BATCH];
@@ -434,9 +458,6 @@ static void gpu_epoch(const gcase *c, const char *desc, ferry_loader *l, consume
                    desc, (unsigned long long)epoch, n, r->nbatches);
         ASSERT_STATUS(ferry_loader_next(l, k->s, &b), FERRY_END);
     }
-    /* The deferred reads come last: the next() calls above have released every
-     * slot the stream had not yet read. */
-    check_deferred(k, desc, r, host, host_bytes);
     free(host);
 }
 
@@ -474,6 +495,10 @@ static void run_case(size_t i)
         } else {
             gpu_epoch(c, desc, l, &k, &ref[1], 1, SIZE_MAX);
         }
+        /* A slow consumer's copies are read only now: the stream may still have
+         * been busy with them across the epochs' ends and the reset, while the
+         * loader refilled its slots. */
+        check_deferred(&k, desc, ref, 3);
 
         ferry_loader_stats st;
         ASSERT_OK(ferry_loader_stats_get(l, &st));
@@ -517,6 +542,51 @@ CASE_TEST(18)
 CASE_TEST(19)
 _Static_assert(NCASES == 20, "one CASE_TEST per row of cases[]");
 
+/* ---- loaders made and destroyed one after another (as `ferry bench` does) ---- */
+
+/* The device memory of a destroyed loader goes back to the allocator's cache,
+ * and the next loader may get it: its batches must not see anything of the old
+ * loader's life (late writes to that memory, on any stream). */
+TEST(loader_created_right_after_another_is_destroyed)
+{
+    ft_require_cuda();
+    make_fixtures();
+    static const gcase cs[2] = {
+        {DS_MEM_RGB, 8, 0, 1, U8, U8, CHW, true, false, 0, false, false, false, false},
+        {DS_MEM_RGB, 8, 1, 2, F32, U8, HWC, false, true, 0, false, false, false, false},
+    };
+    for (int d = 0; d < ferry_cuda_device_count(); d++) {
+        ferry_device dev = ferry_cuda(d);
+        char name[FERRY_DEVICE_NAME_MAX];
+        ferry_device_format(dev, name, sizeof name);
+        for (int v = 0; v < 2; v++) {
+            const gcase *c = &cs[v];
+            char desc[512];
+            describe(c, d, desc, sizeof desc);
+            epoch_ref ref;
+            cpu_reference(c, 0, &ref);
+            ferry_stream *s = NULL;
+            if (c->own_stream)
+                ASSERT_OK(ferry_stream_create(dev, &s));
+            consumer k;
+            consumer_init(&k, c, dev, s);
+            for (int rep = 0; rep < 25; rep++) {
+                ferry_loader_config cfg = case_config(c, name);
+                ferry_loader *l;
+                ASSERT_OK(ferry_loader_create(&cfg, &l));
+                char what[600];
+                snprintf(what, sizeof what, "%s, loader %d of 25 made at once after the last", desc,
+                         rep + 1);
+                gpu_epoch(c, what, l, &k, &ref, 0, 1);
+                ferry_loader_destroy(l);
+            }
+            consumer_free(&k);
+            ferry_stream_destroy(s);
+            free(ref.images);
+        }
+    }
+}
+
 /* ---- a slow consumer that frees what it no longer needs, as training loops do ---- */
 
 /* Per batch on the consumer's own stream: y = 2x, z = y / 2 (exact in f32), y
@@ -556,6 +626,7 @@ TEST(slow_consumer_releasing_intermediates_early)
         ASSERT_EQ_SIZE(n, ref.nbatches);
         ASSERT_OK(ferry_stream_synchronize(s));
         size_t host_bytes = ref.batch * ref.sample_bytes;
+        ASSERT(host_bytes > 0);
         void *host = malloc(host_bytes);
         ASSERT(host);
         for (size_t i = 0; i < n; i++) {

@@ -180,7 +180,10 @@ static ferry_status alloc_slots(ferry_loader *l)
     size_t out_stride = l->convert_on_device ? align_up(out_images, 256) : 0;
     size_t dev_total = (dev_stride + out_stride) * l->nslots;
     if (dev_total) {
-        st = ferry_device_malloc(l->dev, dev_total, NULL, &l->dev_block);
+        /* Filed under the copy stream, which writes it first: the allocator hands
+         * a block back only in that stream's order (and destroy frees it before
+         * the stream goes). */
+        st = ferry_device_malloc(l->dev, dev_total, l->copy_stream, &l->dev_block);
         if (st != FERRY_OK)
             return ferry_fail_prefix(st, "loader: device buffers for %zu slots: ", l->nslots);
     }
