@@ -18,9 +18,11 @@
  * a thread whose current device is cuda:0; and the README's first example
  * (samples/embed.c) on cuda:0 with the NULL stream. */
 #include <stdlib.h>
+#include <time.h>
 
 #include "harness.h"
 #include "ferry/nn.h"
+#include "loader/internal.h" /* the slot a batch came from, for the copy-stream test */
 
 /* ---- datasets, built once per process ---- */
 
@@ -585,6 +587,65 @@ TEST(loader_created_right_after_another_is_destroyed)
             free(ref.images);
         }
     }
+}
+
+/* ---- a slow consumer stream holds up only its own slot's copy ---- */
+
+/* Batch 0 is used on stream s1, which then runs long work; batches 1.. go to s2.
+ * Slot 0's next copy must wait for s1; slot 1's copy must not: with one copy
+ * stream for every slot it would queue behind slot 0's. So batch 3's copy has to
+ * finish while s1 is still busy. */
+TEST(copies_are_not_serialised_behind_another_slots_release)
+{
+    ft_require_cuda();
+    make_fixtures();
+    gcase c = {DS_MEM_RGB, 4, 1, 2, F32, U8, CHW, false, true, 0, false, false, false, false};
+    ferry_device dev = ferry_cuda(0);
+    char name[FERRY_DEVICE_NAME_MAX];
+    ferry_device_format(dev, name, sizeof name);
+    ferry_loader_config cfg = case_config(&c, name);
+    ferry_stream *s1, *s2;
+    ASSERT_OK(ferry_stream_create(dev, &s1));
+    ASSERT_OK(ferry_stream_create(dev, &s2));
+    int64_t n = 1200, shape[2] = {n, n};
+    ferry_tensor *a = NULL;
+    ASSERT_OK(ferry_tensor_full(shape, 2, 1.0 / 1200, FERRY_DTYPE_F32, dev, &a));
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&cfg, &l));
+    ferry_batch b;
+    ASSERT_OK(ferry_loader_next(l, s1, &b));
+    /* Long work on s1, on the batch's stream: about a second on the simulation. */
+    ferry_tensor *x = ferry_tensor_retain(a);
+    for (int i = 0; i < 6; i++) {
+        ferry_tensor *y = NULL;
+        ASSERT_OK(ferry_matmul(x, a, s1, &y));
+        ferry_tensor_release(x);
+        x = y;
+    }
+    ASSERT_OK(ferry_loader_next(l, s2, &b)); /* batch 1; slot 0 released on s1 */
+    ASSERT_OK(ferry_loader_next(l, s2, &b)); /* batch 2, in slot 0: its copy waits for s1 */
+    ASSERT_OK(ferry_loader_next(l, s2, &b)); /* batch 3, in slot 1: released on s2 */
+    ferry_slot *slot = l->current;
+    ASSERT(slot != NULL);
+    bool copied = false, s1_busy = true;
+    for (int i = 0; i < 2000 && !copied; i++) {
+        copied = ferry_event_query(slot->copy_done);
+        s1_busy = !ferry_stream_query(s1);
+        if (!copied) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    ASSERT_MSG(copied && s1_busy,
+               "batch 3's copy %s while stream s1 was %s: copies are serialised behind slot 0's release",
+               copied ? "finished" : "did not finish", s1_busy ? "busy" : "already done");
+    ASSERT_OK(ferry_stream_synchronize(s1));
+    ASSERT_OK(ferry_stream_synchronize(s2));
+    ferry_loader_destroy(l);
+    ferry_tensor_release(x);
+    ferry_tensor_release(a);
+    ferry_stream_destroy(s1);
+    ferry_stream_destroy(s2);
 }
 
 /* ---- a slow consumer that frees what it no longer needs, as training loops do ---- */

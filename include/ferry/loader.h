@@ -11,8 +11,11 @@
  * the number of workers or on thread timing.
  *
  * One thread drives a loader (next, reset, stats, destroy); the loader's own
- * workers are its business. Pass the same stream to every next() of an epoch:
- * that stream's order is what keeps a slot from being refilled while in use. */
+ * workers are its business. A batch belongs to the stream it was delivered on
+ * until the next call to next(): its slot is refilled only after that stream
+ * has passed the point of that call, so keep the stream alive until then. A
+ * different stream per call works (each slot has its own copy stream, so one
+ * slow consumer stream holds up only its own slot). */
 #ifndef FERRY_LOADER_H
 #define FERRY_LOADER_H
 

@@ -30,7 +30,8 @@ typedef struct ferry_slot {
     int64_t *dev_labels;
     void *out;                /* converted images (== dev when no conversion is needed) */
     size_t *indices;          /* batch dataset indices, on the host */
-    ferry_event *copy_start, *copy_done; /* around the H2D copy, on the copy stream */
+    ferry_stream *copy_stream; /* the slot's own: its H2D copy waits only for its release */
+    ferry_event *copy_start, *copy_done; /* around the H2D copy, on copy_stream */
     ferry_event *released;    /* on the caller's stream when it asked for the next batch */
     ferry_tensor *images[2], *labels[2]; /* views: [0] full batch, [1] the short last batch */
 
@@ -87,7 +88,6 @@ struct ferry_loader {
     ferry_pinned_pool *pool;
     void *host_block;          /* every slot's host memory: one allocation */
     void *dev_block;           /* every slot's device memory: one allocation */
-    ferry_stream *copy_stream;
     ferry_slot *slots;
     size_t nslots;
     ferry_worker *workers;
@@ -111,7 +111,7 @@ struct ferry_loader {
     ferry_status failed;       /* sticky failure until reset */
     char failmsg[768];
     ferry_slot *current;       /* the slot last returned by next() */
-    ferry_stream *last_stream; /* the stream given to the last next() */
+    ferry_stream *last_stream; /* the stream given to the last next(): the current batch's */
 
     /* Stats; guarded by lock. */
     ferry_loader_stats stats;

@@ -179,11 +179,16 @@ static ferry_status alloc_slots(ferry_loader *l)
     size_t dev_stride = l->gpu ? align_up(l->slot_bytes, 256) : 0;
     size_t out_stride = l->convert_on_device ? align_up(out_images, 256) : 0;
     size_t dev_total = (dev_stride + out_stride) * l->nslots;
+    /* A copy stream per slot: a copy that waits for its slot's release holds up
+     * no other slot's copy (one shared stream would queue them all behind it). */
+    for (size_t k = 0; l->gpu && k < l->nslots; k++)
+        if ((st = ferry_stream_create(l->dev, &l->slots[k].copy_stream)) != FERRY_OK)
+            return st;
     if (dev_total) {
-        /* Filed under the copy stream, which writes it first: the allocator hands
-         * a block back only in that stream's order (and destroy frees it before
-         * the stream goes). */
-        st = ferry_device_malloc(l->dev, dev_total, l->copy_stream, &l->dev_block);
+        /* Filed under slot 0's copy stream, which writes it first: the allocator
+         * hands a block back only in that stream's order (and destroy frees it
+         * before the streams go, after synchronising the device). */
+        st = ferry_device_malloc(l->dev, dev_total, l->slots[0].copy_stream, &l->dev_block);
         if (st != FERRY_OK)
             return ferry_fail_prefix(st, "loader: device buffers for %zu slots: ", l->nslots);
     }
@@ -350,8 +355,6 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     }
     if ((st = plan_conversion(l)) != FERRY_OK)
         goto fail;
-    if (l->gpu && (st = ferry_stream_create(dev, &l->copy_stream)) != FERRY_OK)
-        goto fail;
     if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
         goto fail;
     ferry_trace_open(l);
@@ -408,7 +411,8 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->host_block)
         ferry_pinned_free(l->pool, l->host_block);
     ferry_pinned_pool_destroy(l->pool);
-    ferry_stream_destroy(l->copy_stream);
+    for (size_t k = 0; l->slots && k < l->nslots; k++)
+        ferry_stream_destroy(l->slots[k].copy_stream);
     ferry_host_free(l->workers);
     ferry_host_free(l->slots);
     ferry_host_free(l->order);
@@ -515,7 +519,8 @@ static ferry_status check_next_args(ferry_loader *l, ferry_stream *stream, ferry
     return FERRY_OK;
 }
 
-/* The caller is done with the previous batch once its stream gets here. Lock held. */
+/* The caller is done with the previous batch once `stream`, the one it was
+ * delivered on, gets here. Lock held. */
 static void release_current(ferry_loader *l, ferry_stream *stream)
 {
     FERRY_ASSERT_HELD(&l->lock);
@@ -617,8 +622,10 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
         ferry_mutex_unlock(&l->lock);
         return st;
     }
+    /* The previous batch was used on the stream it was delivered on: its slot is
+     * released in that stream's order, even if this call names another. */
+    release_current(l, l->last_stream);
     l->last_stream = stream;
-    release_current(l, stream);
     if (l->delivered == l->num_batches) {
         ferry_mutex_unlock(&l->lock);
         return FERRY_END;

@@ -91,13 +91,13 @@ static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_release
     ferry_status st = FERRY_OK;
     ferry_mutex_lock(&l->copy_lock);
     if (wait_released)
-        st = ferry_stream_wait_event(l->copy_stream, s->released);
+        st = ferry_stream_wait_event(s->copy_stream, s->released);
     if (st == FERRY_OK)
-        st = ferry_event_record(s->copy_start, l->copy_stream);
+        st = ferry_event_record(s->copy_start, s->copy_stream);
     if (st == FERRY_OK)
-        st = ferry_memcpy(s->dev, s->host, l->slot_bytes, FERRY_COPY_H2D, l->dev, l->copy_stream);
+        st = ferry_memcpy(s->dev, s->host, l->slot_bytes, FERRY_COPY_H2D, l->dev, s->copy_stream);
     if (st == FERRY_OK)
-        st = ferry_event_record(s->copy_done, l->copy_stream);
+        st = ferry_event_record(s->copy_done, s->copy_stream);
     ferry_mutex_unlock(&l->copy_lock);
     return st;
 }
