@@ -37,6 +37,10 @@ LDLIBS   := -lpng -lz -lopenblas -lm -pthread
 ifeq ($(STATIC),1)
   LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lopenblas -lm -pthread
 endif
+# The shared library takes libpng and zlib as shared libraries even with STATIC=1:
+# their archives are not position-independent. (Deferred: LDLIBS grows below.)
+comma := ,
+SO_LDLIBS = $(if $(filter 1,$(STATIC)),$(filter-out -Wl$(comma)-Bstatic -Wl$(comma)-Bdynamic,$(LDLIBS)),$(LDLIBS))
 
 SRC_C  := $(sort $(shell find src -name '*.c'))
 SRC_CU :=
@@ -144,7 +148,7 @@ $(BUILD)/libferry.a: $(OBJ)
 # runtime) out of the exported symbols.
 $(BUILD)/$(SO_REAL): $(OBJ)
 	$(call quiet,LD,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--exclude-libs,ALL -o $@ $^ \
-		$(LDFLAGS) $(LDLIBS)
+		$(LDFLAGS) $(SO_LDLIBS)
 
 $(BUILD)/libferry.so: $(BUILD)/$(SO_REAL)
 	$(call quiet,LN,$@)ln -sf $(SO_REAL) $(BUILD)/$(SONAME) && ln -sf $(SONAME) $@
@@ -236,13 +240,13 @@ test: deps
 	@FERRY_FUZZ_DIR=$(BUILD)/fuzz FERRY_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
 		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
-		FERRY_DIST_BUILD=$(BUILD) \
+		FERRY_DIST_BUILD=$(BUILD) FERRY_SAMPLES_BUILD=$(BUILD) \
 		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
 		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) CUDA_ARCH=$(CUDA_ARCH)" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
 		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
-		scripts/install-test.sh
+		scripts/sim-samples.sh scripts/install-test.sh
 
 # ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
 # make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there

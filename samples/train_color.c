@@ -139,7 +139,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         c.seed = o->seed;
         c.num_workers = o->workers;
         c.device = o->device;
-        c.pin_memory = ferry_cuda_is_available();
+        c.pin_memory = dev.type == FERRY_DEVICE_CUDA;
         for (int ch = 0; ch < 3; ch++) {
             c.mean[ch] = 0.5f;
             c.std[ch] = 0.25f;

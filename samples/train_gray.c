@@ -57,10 +57,13 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     return ferry_dataset_image_folder(dir, &img, test);
 }
 
-/* dist (may be NULL) gives the training loader its rank's share. */
+/* The loader delivers on dev, the model's device (under --dist the rank's own,
+ * which "cuda" or no --device would not name); dist (may be NULL) gives the
+ * training loader its rank's share. */
 static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, bool train,
-                                ferry_dist *dist, ferry_loader **out)
+                                ferry_device dev, ferry_dist *dist, ferry_loader **out)
 {
+    char name[FERRY_DEVICE_NAME_MAX];
     ferry_loader_config c = ferry_loader_config_default();
     if (dist && train) {
         c.sampler = FERRY_SAMPLER_DISTRIBUTED;
@@ -73,8 +76,8 @@ static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, 
     c.train = train;
     c.seed = o->seed;
     c.num_workers = o->workers;
-    c.device = o->device;
-    c.pin_memory = ferry_cuda_is_available();
+    c.device = ferry_device_format(dev, name, sizeof name); /* read by create only */
+    c.pin_memory = dev.type == FERRY_DEVICE_CUDA;
     c.mean[0] = MEAN;
     c.std[0] = STD;
     return ferry_loader_create(&c, out);
@@ -110,9 +113,9 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     ferry_loader *ltr, *lval, *ltest;
     size_t batch = o->batch;
-    CHECK(make_loader(tr, o, batch, true, dist, &ltr));
-    CHECK(make_loader(val, o, batch, false, dist, &lval));
-    CHECK(make_loader(test, o, batch, false, dist, &ltest));
+    CHECK(make_loader(tr, o, batch, true, dev, dist, &ltr));
+    CHECK(make_loader(val, o, batch, false, dev, dist, &lval));
+    CHECK(make_loader(test, o, batch, false, dev, dist, &ltest));
 
     ferry_module *net;
     bool cnn = !strcmp(o->model, "cnn");
@@ -151,7 +154,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
             batch /= 2;
             printf("out of device memory: running epoch %zu again with batch %zu\n", e + 1, batch);
             ferry_loader_destroy(ltr);
-            CHECK(make_loader(tr, o, batch, true, dist, &ltr));
+            CHECK(make_loader(tr, o, batch, true, dev, dist, &ltr));
         }
         CHECK(st);
         if (ddp)
