@@ -25,6 +25,12 @@ uint64_t ferry_stream_id(const ferry_stream *s);
  * synchronise with the default stream). */
 ferry_status ferry_device_sync_default_(ferry_device d);
 
+/* Copies bytes from src on device sd to dst on device dd, on stream s (NULL: as
+ * ferry_memcpy with NULL), picking the copy's kind and the GPU side that runs it:
+ * so that code above the device layer never asks which kind of device it has. */
+ferry_status ferry_device_copy_(ferry_device dd, void *dst, ferry_device sd, const void *src,
+                                size_t bytes, ferry_stream *s);
+
 /* Called by ferry_stream_destroy once the stream's work is done: its cached and
  * live blocks are re-keyed to the device's default stream. */
 void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id);

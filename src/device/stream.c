@@ -228,3 +228,11 @@ ferry_status ferry_device_sync_default_(ferry_device d)
         return st;
     return be->stream_sync(d.index, NULL);
 }
+
+ferry_status ferry_device_copy_(ferry_device dd, void *dst, ferry_device sd, const void *src,
+                                size_t bytes, ferry_stream *s)
+{
+    bool dh = dd.type == FERRY_DEVICE_CPU, sh = sd.type == FERRY_DEVICE_CPU;
+    ferry_copy_kind kind = dh ? (sh ? FERRY_COPY_H2H : FERRY_COPY_D2H) : (sh ? FERRY_COPY_H2D : FERRY_COPY_D2D);
+    return ferry_memcpy(dst, src, bytes, kind, dh ? sd : dd, s);
+}

@@ -27,13 +27,7 @@ fk_ctx fm_ctx(const ferry_tensor *t, ferry_stream *s)
 
 const char *fm_dims_str(const int64_t *shape, size_t ndim, char *buf, size_t size)
 {
-    size_t n = 0;
-    n += (size_t)snprintf(buf + n, size - n, "[");
-    for (size_t i = 0; i < ndim && n < size; i++)
-        n += (size_t)snprintf(buf + n, size - n, i ? ", %lld" : "%lld", (long long)shape[i]);
-    if (n < size)
-        snprintf(buf + n, size - n, "]");
-    return buf;
+    return ferry_shape_format_(shape, ndim, buf, size);
 }
 
 const char *fm_shape_str(const ferry_tensor *t, char *buf, size_t size)

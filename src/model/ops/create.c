@@ -144,12 +144,8 @@ ferry_status ferry_tensor_copy(ferry_tensor *dst, const ferry_tensor *src, ferry
                               "convert on one device first (in %s)",
                               ferry_device_format(sd, a, sizeof a), ferry_device_format(dd, b, sizeof b), op);
         }
-        ferry_copy_kind kind = dd.type == FERRY_DEVICE_CPU   ? FERRY_COPY_D2H
-                               : sd.type == FERRY_DEVICE_CPU ? FERRY_COPY_H2D
-                                                             : FERRY_COPY_D2D;
-        ferry_device via = dd.type == FERRY_DEVICE_CUDA ? dd : sd;
-        return ferry_memcpy(ferry_tensor_data(dst), ferry_tensor_data(src), ferry_tensor_nbytes(dst),
-                            kind, via, s);
+        return ferry_device_copy_(dd, ferry_tensor_data(dst), sd, ferry_tensor_data(src),
+                                  ferry_tensor_nbytes(dst), s);
     }
     fk_nd nd;
     fm_nd_make(&nd, dst, src, NULL);
