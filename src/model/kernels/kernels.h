@@ -220,8 +220,9 @@ FK_KERNELS(FK_DECL_CUDA)
 extern const fk_table fk_cuda_table;
 #endif
 
-/* The kernel's status when c's device has no backend (cannot happen for a tensor
- * that exists: its device was checked when it was made). */
+/* The kernel's status when c has no kernels: its stream is on another device
+ * (FERRY_ERR_DEVICE_MISMATCH), or its device has no backend (cannot happen for a
+ * tensor that exists: its device was checked when it was made). */
 ferry_status fk_no_backend(const fk_ctx *c);
 
 /* Calls kernel `name` of c's backend: FK(&c, gemm, dt, ...). */

@@ -14,7 +14,9 @@ fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s)
     ferry_status st;
     const ferry_backend *b = ferry_backend_for(d, &st);
     c.dev = d;
-    c.k = b ? b->kernels : NULL;
+    /* A stream of another device gets no kernels: FK() then fails with the
+     * mismatch (fk_no_backend) instead of queueing onto a foreign stream. */
+    c.k = b && (!s || ferry_device_eq(ferry_stream_device(s), d)) ? b->kernels : NULL;
     c.stream = s;
     c.native = s ? ferry_stream_native(s) : NULL;
     return c;

@@ -28,7 +28,11 @@ void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
 
 ferry_status fk_no_backend(const fk_ctx *c)
 {
-    char name[FERRY_DEVICE_NAME_MAX];
+    char name[FERRY_DEVICE_NAME_MAX], sname[FERRY_DEVICE_NAME_MAX];
+    if (c->stream && !ferry_device_eq(ferry_stream_device(c->stream), c->dev))
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "the tensors are on %s but the stream is on %s",
+                          ferry_device_format(c->dev, name, sizeof name),
+                          ferry_device_format(ferry_stream_device(c->stream), sname, sizeof sname));
     return ferry_fail(FERRY_ERR_NO_DEVICE, "no kernels for device %s",
                       ferry_device_format(c->dev, name, sizeof name));
 }
