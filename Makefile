@@ -246,7 +246,16 @@ test: deps
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
 		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
-		scripts/sim-samples.sh scripts/install-test.sh
+		scripts/sim-samples.sh scripts/install-test.sh scripts/gpu-check-dry.sh
+
+# ---- the GPU check (scripts/gpu-check.sh; docs/BENCHMARKS.md, section GPU) ----
+# make gpu-check  here, without a GPU: builds GPU_CHECK_BUILD with STATIC=1, packs
+#                 GPU_CHECK_BUILD/gpu-check (programs, libraries, Fashion-MNIST PNGs)
+#                 and prints the carry list and the command to run on a lent GPU.
+GPU_CHECK_BUILD ?= $(BUILD)/gpu
+.PHONY: gpu-check
+gpu-check: deps
+	@bash scripts/gpu-check.sh prepare $(GPU_CHECK_BUILD)
 
 # ---- robustness: fuzzers, valgrind, static analysis (see tests/fuzz/) ----
 # make fuzz      libFuzzer binaries in $(BUILD)/fuzz/ (clang; the library rebuilt there

@@ -32,17 +32,24 @@
 #   train-amp    the same with --amp
 #   nccl         test_dist under mpirun and bench/dist_overhead.sh --device cuda
 #   safetensors  bench/check_safetensors.py: PyTorch loads a ferry checkpoint, same logits
-# BUILD is the prepared build folder (its gpu-check/ bundle is unpacked into
-# gpu-check/root and gpu-check/data on first use) or any build folder with ferry,
-# tests/ and samples/ in place. Options:
+# BUILD (default build/gpu when prepared, else build) is the prepared build
+# folder (its gpu-check/ bundle is unpacked into gpu-check-run/root and
+# gpu-check-run/data on first use, beside the carried folder, not in it) or any
+# build folder with ferry, tests/ and
+# samples/ in place. Options:
 #   --dry-run      simulated GPU (FERRY_SIM_GPUS, default 1) and short limits: the
 #                  check of the script itself (scripts/gpu-check-dry.sh, make test)
 #   --only a,b     run only these steps; --skip a,b: all but these
 # With FERRY_SIM_GPUS set, every step that needs real hardware (nvidia-smi,
 # compute-sanitizer, bandwidth and throughput figures, NCCL, PyTorch on CUDA) says
 # "skipped: simulated"; the others run on the simulated GPU, with tiny data.
-# FERRY_FASHION_IDX names the folder with the Fashion-MNIST IDX files (default:
-# Debian's /usr/share/datasets/fashion-mnist), used when no exported PNGs are at hand.
+# Environment: FERRY_GPU_CHECK_BUDGET (seconds for the whole run, default 525),
+# FERRY_GPU_CHECK_DRY_RUN=1 (as --dry-run), FERRY_GPU_CHECK_EPOCHS (train_gray's
+# epochs, default 10), FERRY_GPU_CHECK_NO_LINK=1 (run as root on a machine where
+# the checkout is not where the bundle was built, the script links that folder
+# to the checkout, so that the tests find tests/fuzz/corpus: this turns it
+# off), FERRY_FASHION_IDX (the folder with the Fashion-MNIST IDX files, default
+# Debian's /usr/share/datasets/fashion-mnist; used when no exported PNGs are at hand).
 set -u
 export LC_ALL=C
 cd "$(dirname "$0")/.." || exit 2
@@ -89,7 +96,9 @@ prepare() {
         die "$build/ferry was built without CUDA: $(printf '%s\n' "$info" | grep '^build:')"
 
     mkdir -p "$stage" || die "cannot create $stage"
-    local pack=$stage/pack
+    # The carried folder holds the two archives and nothing else.
+    find "$stage" -mindepth 1 -maxdepth 1 ! -name ferry.tar.xz ! -name fashion-mnist.tar.xz -exec rm -rf {} +
+    local pack=$build/gpu-check-pack
     rm -rf "$pack"
     mkdir -p "$pack/tests" "$pack/samples" "$pack/lib" || die "cannot create $pack"
     echo "== packing $stage/ferry.tar.xz"
@@ -282,16 +291,19 @@ unpack() {
 # (linked one by one into $work/lib, so nothing else is shadowed), the CUDA
 # toolkit, or the NVIDIA wheels of the local PyTorch.
 resolve_libs() {
-    local progs=("$root/ferry" "$root"/tests/test_* "$root"/samples/* "$root/libferry.so")
-    local dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib) p d
+    local progs=() p
+    for p in "$root/ferry" "$root"/tests/test_* "$root"/samples/* "$root/libferry.so"; do
+        [ -f "$p" ] && progs+=("$p")
+    done
+    [ ${#progs[@]} -gt 0 ] || return 0
+    local dirs=(/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib) d
     for p in $(python3 -c 'import nvidia; print(" ".join(nvidia.__path__))' 2>/dev/null); do
         for d in "$p"/*/lib "$p"/cu*/lib; do [ -d "$d" ] && dirs+=("$d"); done
     done
     mkdir -p "$work/lib"
     local missing='' lib found _
     for _ in 1 2 3 4 5; do
-        missing=$(for p in "${progs[@]}"; do [ -f "$p" ] && ldd "$p" 2>/dev/null; done |
-                  awk '/not found/ { print $1 }' | sort -u)
+        missing=$(ldd "${progs[@]}" 2>/dev/null | awk '/not found/ { print $1 }' | sort -u)
         [ -n "$missing" ] || break
         found=
         for lib in $missing; do
@@ -327,10 +339,8 @@ resolve_libs() {
 find_fashion() {
     fashion='' fashion_why=
     local idx=${FERRY_FASHION_IDX:-/usr/share/datasets/fashion-mnist}
-    if [ -f "$stage/fashion-mnist.tar.xz" ] && unpack "$stage/fashion-mnist.tar.xz" "$stage/data"; then
-        fashion=$stage/data/fashion-mnist
-    elif [ -d "$stage/data/fashion-mnist/train" ]; then
-        fashion=$stage/data/fashion-mnist
+    if [ -f "$stage/fashion-mnist.tar.xz" ] && unpack "$stage/fashion-mnist.tar.xz" "$unpacked/data"; then
+        fashion=$unpacked/data/fashion-mnist
     elif [ -f "$idx/t10k-images-idx3-ubyte.gz" ]; then
         if [ -n "$short" ]; then # the test split is plenty for tiny runs
             "$root/ferry" export idx "$idx/t10k-images-idx3-ubyte.gz" "$idx/t10k-labels-idx1-ubyte.gz" \
@@ -346,18 +356,17 @@ find_fashion() {
     [ -n "$fashion" ] || return 0
     if [ -n "$short" ]; then
         # Tiny: 40 training and 10 test images a class, copied out of whichever split is there.
-        local src=$fashion/train c n
+        local src=$fashion/train c files
         [ -d "$src" ] || src=$fashion/test
         for c in "$src"/*/; do
             c=${c%/}; c=${c##*/}
+            files=("$src/$c"/*.png)
             mkdir -p "$work/fashion-mini/train/$c" "$work/fashion-mini/test/$c"
-            n=0
-            for f in "$src/$c"/*.png; do
-                if [ $n -lt 40 ]; then cp "$f" "$work/fashion-mini/train/$c/"
-                elif [ $n -lt 50 ]; then cp "$f" "$work/fashion-mini/test/$c/"
-                else break; fi
-                n=$((n + 1))
-            done
+            if ! cp "${files[@]:0:40}" "$work/fashion-mini/train/$c/" ||
+               ! cp "${files[@]:40:10}" "$work/fashion-mini/test/$c/"; then
+                fashion='' fashion_why="cannot copy $src/$c into $work/fashion-mini"
+                return 0
+            fi
         done
         fashion=$work/fashion-mini
     fi
@@ -437,9 +446,26 @@ step_tests() {
         { step_skipped; return; }
     local soak=10 jobs=1
     [ -n "$short" ] && soak=2 jobs=$(nproc 2>/dev/null || echo 2)
-    local tests=() t
-    for t in "$root"/tests/test_*; do [ -f "$t" ] && [ -x "$t" ] && tests+=("$t"); done
+    local tests=() t all=0 src
+    for t in "$root"/tests/test_*; do
+        if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
+        all=$((all + 1))
+        # The dry run keeps to the programs that use a device (make test runs them all anyway).
+        src=tests/${t##*/}.c
+        if [ -n "$short" ] && [ -f "$src" ] &&
+           ! grep -q -E 'ft_require_cuda|ft_require_nvidia|ferry_cuda\(|"cuda' "$src"; then
+            continue
+        fi
+        # MPI_Init needs an Open MPI installation (its plugins, orted), not only
+        # the library the bundle brings: without mpirun, test_dist is the nccl step's.
+        if [ "${t##*/}" = test_dist ] && ! command -v mpirun >/dev/null 2>&1; then
+            fig not_run "test_dist: no MPI installation here (no mpirun); see the nccl step"
+            continue
+        fi
+        tests+=("$t")
+    done
     if [ ${#tests[@]} -eq 0 ]; then step_end fail "no test programs in $root/tests"; return; fi
+    [ -z "$short" ] || [ "$all" = ${#tests[@]} ] || fig dry_run "the ${#tests[@]} of $all programs that use a device"
     # Parallel only in the dry run: on a real GPU the tests take what memory they find.
     local i=0 running=0
     for t in "${tests[@]}"; do
@@ -517,21 +543,25 @@ step_sanitizer() {
         ) &
     done
     wait
-    local bad= errs total=0 summary res
+    local bad='' errs warns total=0 summary res
     for tool in "${tools[@]}"; do
         res=
         for t in "${tests[@]}"; do
             if [ -f "$work/cs-$tool-$t.log.meta" ]; then collect "cs-$tool-$t.log"; else rc="not run"; fi
-            errs=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
+            # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)",
+            # the others with "ERROR SUMMARY: E errors".
+            errs=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' \
+                   "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
+            warns=$(sed -n 's/.*RACECHECK SUMMARY: .*, \([0-9]*\) warning.*/\1/p' "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
             summary=$(grep -E '^[0-9]+ passed, ' "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
             if [ -z "$errs" ]; then
-                bad+="$tool $t: no ERROR SUMMARY (exit $rc$([ "$rc" = 124 ] && echo ', timed out')); "
+                bad+="$tool $t: no summary line (exit $rc$([ "$rc" = 124 ] && echo ', timed out')); "
                 res+="$t ?, "
             else
                 total=$((total + errs))
                 [ "$errs" = 0 ] || bad+="$tool $t: $errs errors; "
                 case $summary in *" 0 failed, "*) ;; *) bad+="$tool $t: the test failed under the sanitizer (${summary:-no summary}); " ;; esac
-                res+="$t $errs, "
+                res+="$t $errs${warns:+ ($warns warnings)}, "
             fi
         done
         fig "$tool" "${res%, }"
@@ -549,6 +579,9 @@ step_h2d() {
     if [ "$rc" != 0 ]; then step_end fail "ferry bench h2d exited with $rc: $(tail -n 1 "$log")"; return; fi
     local rows; rows=$(grep -c '"direction":' "$log")
     fig rows "$rows"
+    if grep -q '"gpu": false' "$log"; then
+        step_end fail "no CUDA device: ferry bench h2d measured host memcpy only"; return
+    fi
     if [ -n "$simulated" ]; then
         step_end skipped "simulated (bandwidth needs real hardware; the command ran and gave $rows rows)"; return
     fi
@@ -608,7 +641,7 @@ step_pipeline() {
     [ -n "$simulated" ] && epochs=1 batch=64
     run_cmd pipeline.log "$(left)" "$root/ferry" bench "$fashion/train" --workers "$(worker_list)" --batch $batch \
         --epochs $epochs --device cuda --pin on --baseline --format json
-    local log=$work/pipeline.log last_ratio= last_ips=
+    local log=$work/pipeline.log last_ratio='' last_ips=''
     pipeline_figs "$log"
     if [ "$rc" != 0 ]; then step_end fail "ferry bench exited with $rc: $(grep -v '^{' "$log" | tail -n 1)"; return; fi
     if [ -n "$simulated" ]; then step_end ok "ran on the simulated GPU (figures mean nothing)"; return; fi
@@ -621,10 +654,13 @@ step_pipeline() {
 step_color() {
     step_begin color 35 "ferry bench on generated 256x256 RGB PNGs" || { step_skipped; return; }
     local n lanes=16 per=64 k dir=$work/color epochs=5 batch=64
+    # Kept beside the bundle's data in a real run (the commands in the report stay valid).
+    [ -z "$short" ] && [ -d "$unpacked/data" ] && dir=$unpacked/data/color-256
     n=$(nproc 2>/dev/null || echo 2)
-    [ -n "$simulated" ] && lanes=2 per=8 epochs=1 batch=8
+    [ -n "$simulated" ] && lanes=2 per=4 epochs=1 batch=4
     # The generator writes images 0..N-1 of a fixed sequence: the same set in each
     # class folder, generated in parallel.
+    rm -rf "$dir"
     for ((k = 0; k < lanes; k++)); do
         ( in_bg=1 run_cmd "gen-$k.log" "$(left)" "$root/ferry" bench decode --generate "$(printf '%s/c%02d' "$dir" "$k")" "$per" ) &
     done
@@ -639,7 +675,7 @@ step_color() {
     fig transforms "none: ferry bench has no crop/flip/resize options (the library has random_crop_pad, random_hflip and resize in ferry_image_config); decoded at the generator's 256x256, not 224x224"
     run_cmd color.log "$(left)" "$root/ferry" bench "$dir" --workers "$(worker_list)" --batch $batch --epochs $epochs \
         --device cuda --pin on --baseline --format json
-    local log=$work/color.log last_ratio= last_ips=
+    local log=$work/color.log last_ratio='' last_ips=''
     pipeline_figs "$log"
     if [ "$rc" != 0 ]; then step_end fail "ferry bench exited with $rc: $(grep -v '^{' "$log" | tail -n 1)"; return; fi
     if [ -n "$simulated" ]; then step_end ok "ran on the simulated GPU (figures mean nothing)"; return; fi
@@ -650,11 +686,11 @@ step_overlap() {
     step_begin overlap 25 "ferry bench --overlap both --compute-ms X: loading hidden behind compute" ||
         { step_skipped; return; }
     if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local n x xs="1 2 5" res= line
+    local n x xs="1 2 5" res='' line
     n=$(nproc 2>/dev/null || echo 2)
     [ -n "$simulated" ] && xs=1 n=2
     for x in $xs; do
-        run_cmd "overlap-$x.log" "$(left)" "$root/ferry" bench "$fashion/train" --workers $n --batch 256 --epochs 1 \
+        run_cmd "overlap-$x.log" "$(left)" "$root/ferry" bench "$fashion/train" --workers "$n" --batch 256 --epochs 1 \
             --device cuda --overlap both --compute-ms "$x" --format json
         if [ "$rc" != 0 ]; then res+="compute $x ms: exit $rc; "; continue; fi
         local on off
@@ -685,11 +721,14 @@ step_torch() {
     local py
     if ! py=$(find_python "torch, torchvision, PIL"); then step_end skipped "torch (with torchvision and PIL) not importable"; return; fi
     fig torch "$("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null)"
+    if ! "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1; then
+        step_end fail "PyTorch ($py) sees no CUDA device"; return
+    fi
     local n what out bad=
     n=$(nproc 2>/dev/null || echo 2)
     for what in loader mlp cnn; do
         local extra=()
-        [ $what != loader ] && extra=(--model $what)
+        [ "$what" != loader ] && extra=(--model "$what")
         run_cmd "torch-$what.log" "$(left)" PYTHONUNBUFFERED=1 "$py" bench/compare_torch.py "$fashion/train" \
             --device cuda --workers "$n" --batch 256 --ferry "$root/ferry" --json "${extra[@]}"
         out=$(grep '^{' "$work/torch-$what.log" | tail -n 1)
@@ -709,12 +748,12 @@ step_train() {
     step_begin "$name" "$3" "train_gray --model cnn --device cuda${amp:+ --amp}: test accuracy >= 0.915, epoch time" ||
         { step_skipped; return; }
     if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local epochs=10 workers=4 args=()
+    local epochs=${FERRY_GPU_CHECK_EPOCHS:-10} workers=4 args=()
     [ -n "$simulated" ] && epochs=1 workers=2
     [ -n "$amp" ] && args+=(--amp)
     local ck=$work/$name.safetensors
     run_cmd "$name.log" "$(left)" "$root/samples/train_gray" --data "$fashion" --model cnn --device cuda \
-        --epochs $epochs --workers $workers --seed 0 --out "$work/$name" --save "$ck" ${args[@]+"${args[@]}"}
+        --epochs "$epochs" --workers "$workers" --seed 0 --out "$work/$name" --save "$ck" ${args[@]+"${args[@]}"}
     local log=$work/$name.log acc ntrain eps
     acc=$(sed -n 's/^test accuracy: //p' "$log")
     ntrain=$(sed -n 's/^data: \([0-9]*\) train.*/\1/p' "$log")
@@ -856,7 +895,7 @@ write_reports() {
         printf '  "summary": {"ok": %d, "fail": %d, "skipped": %d},\n' "$nok" "$nfail" "$nskip"
         printf '  "steps": [\n'
         for i in "${!S_NAME[@]}"; do
-            local figs= k v cmds=
+            local figs='' k v cmds=''
             while IFS=$'\t' read -r k v; do
                 [ -n "$k" ] && figs+="\"$(jesc "$k")\": $(jval "$v"), "
             done <<< "${S_FIG[i]}"
@@ -909,7 +948,7 @@ write_reports() {
 }
 
 run_main() {
-    outdir= build= dry= only= skip_list=
+    outdir='' build='' dry='' only='' skip_list=''
     invocation="scripts/gpu-check.sh run $*"
     while [ $# -gt 0 ]; do
         case $1 in
@@ -932,7 +971,7 @@ run_main() {
     budget=${FERRY_GPU_CHECK_BUDGET:-525}
     deadline=$(( ${t_start%.*} + budget ))
 
-    simulated= short=
+    simulated='' short=''
     if [ -n "$dry" ]; then export FERRY_SIM_GPUS=${FERRY_SIM_GPUS:-1}; [ "$FERRY_SIM_GPUS" != 0 ] || FERRY_SIM_GPUS=1; short=1; fi
     if [ -n "${FERRY_SIM_GPUS:-}" ] && [ "$FERRY_SIM_GPUS" != 0 ]; then
         simulated=1; export FERRY_SIM_GPUS
@@ -946,11 +985,11 @@ run_main() {
     work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-gpu-check-XXXXXX") || die "mktemp failed"
     trap 'rm -rf "$work"' EXIT
 
-    stage=$build/gpu-check
+    stage=$build/gpu-check unpacked=$build/gpu-check-run
     bundle_note=
     if [ -f "$stage/ferry.tar.xz" ]; then
-        unpack "$stage/ferry.tar.xz" "$stage/root" || die "cannot unpack $stage/ferry.tar.xz"
-        root=$stage/root
+        unpack "$stage/ferry.tar.xz" "$unpacked/root" || die "cannot unpack $stage/ferry.tar.xz"
+        root=$unpacked/root
         bundle_note="$stage/ferry.tar.xz: $(sed -n 's/^\(git\|date\|build\)=//p' "$root/MANIFEST" | paste -sd ';' | sed 's/;/; /g')"
     elif [ -x "$build/ferry" ]; then
         root=$build
@@ -967,9 +1006,9 @@ run_main() {
        [ -z "${FERRY_GPU_CHECK_NO_LINK:-}" ]; then
         mkdir -p "$(dirname "$srcdir")" && ln -s "$repo" "$srcdir" && bundle_note+="; linked $srcdir -> $repo (the tests' compiled-in source folder)"
     fi
-    libs_note= libs_missing=
+    libs_note='' libs_missing=''
     resolve_libs
-    ferry_version= ferry_build= ferry_dist= ferry_device= gpu_name= gpu_driver= gpu_cuda= checkpoint=
+    ferry_version='' ferry_build='' ferry_dist='' ferry_device='' gpu_name='' gpu_driver='' gpu_cuda='' checkpoint=''
     find_fashion
 
     step_info

@@ -1,0 +1,64 @@
+#!/bin/sh
+# The dry run of scripts/gpu-check.sh, so that the GPU check cannot rot on
+# machines without a GPU (make test runs it): `gpu-check.sh run OUT BUILD
+# --dry-run` on the simulated GPU (FERRY_SIM_GPUS=1) into a temporary folder,
+# then report.md and report.json must be there and every step ok or skipped.
+# Prints one line per check and a "N passed, N failed, N skipped" summary.
+#   FERRY_GPU_CHECK_BUILD=build sh scripts/gpu-check-dry.sh
+# BUILD defaults to FERRY_DIST_BUILD (which make test sets to its build folder),
+# else build.
+build=${FERRY_GPU_CHECK_BUILD:-${FERRY_DIST_BUILD:-build}}
+dir=$(cd "$(dirname "$0")" && pwd)
+passed=0 failed=0 skipped=0
+ok() { echo "ok    gpu-check $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  gpu-check $1"; failed=$((failed + 1)); }
+skip() { echo "skip  gpu-check $1"; skipped=$((skipped + 1)); }
+finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
+
+if ! command -v bash >/dev/null 2>&1; then
+    skip "(no bash)"; finish
+fi
+if [ ! -x "$build/ferry" ]; then
+    skip "($build/ferry not built: make BUILD=$build all)"; finish
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-gpu-check-dry-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+start=$(date +%s)
+FERRY_SIM_GPUS=${FERRY_SIM_GPUS:-1} bash "$dir/gpu-check.sh" run "$tmp/out" "$build" --dry-run \
+    > "$tmp/run.log" 2>&1
+rc=$?
+secs=$(( $(date +%s) - start ))
+json=$tmp/out/report.json
+for f in report.md report.json logs.txt; do
+    if [ -s "$tmp/out/$f" ]; then ok "dry run wrote $f"; else bad "dry run wrote no $f"; fi
+done
+if [ ! -s "$json" ]; then
+    tail -n 20 "$tmp/run.log" | sed 's/^/  /'
+    finish
+fi
+if grep -q '"mode": "simulated"' "$json" && grep -q '"dry_run": true' "$json"; then
+    ok "report.json says simulated, dry run"
+else
+    bad "report.json does not say simulated, dry run"
+fi
+# One step a line: {"name": "...", "status": "...", "reason": "...", "seconds": N, ...}
+n=0
+while IFS= read -r line; do
+    name=$(printf '%s\n' "$line" | sed -n 's/.*"name": "\([^"]*\)".*/\1/p')
+    status=$(printf '%s\n' "$line" | sed -n 's/.*"status": "\([^"]*\)".*/\1/p')
+    reason=$(printf '%s\n' "$line" | sed -n 's/.*"reason": "\(\([^"\\]\|\\.\)*\)".*/\1/p')
+    secs_step=$(printf '%s\n' "$line" | sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p')
+    n=$((n + 1))
+    case $status in
+        ok) ok "dry run: $name (${secs_step} s${reason:+: $reason})" ;;
+        skipped) skip "dry run: $name ($reason)" ;;
+        *) bad "dry run: $name: ${status:-no status}${reason:+: $reason}"
+           grep -A 12 "^===== \[$name\]" "$tmp/out/logs.txt" | tail -n 12 | sed 's/^/  /' ;;
+    esac
+done <<EOF
+$(grep '^    {"name": ' "$json")
+EOF
+if [ "$n" -ge 13 ]; then ok "report.json lists $n steps"; else bad "report.json lists $n steps (13 expected)"; fi
+if [ "$rc" -eq 0 ]; then ok "gpu-check.sh run exited 0 (${secs} s)"; else bad "gpu-check.sh run exited $rc (${secs} s)"; fi
+finish
