@@ -25,7 +25,7 @@
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck, synccheck over the GPU tests
 #   h2d          ferry bench h2d: pinned H2D at 64 MiB >= 50 GB/s and >= 90 % of the best async copy
 #   pipeline     ferry bench on the Fashion-MNIST PNGs, all cores, against the plain libpng rate
-#   color        ferry bench on a generated 256x256 RGB set
+#   color        ferry bench on a generated RGB set, 224x224 with random crop and flip
 #   overlap      ferry bench --overlap both --compute-ms X
 #   torch        bench/compare_torch.py --device cuda: loader, MLP and CNN epochs
 #   train        train_gray --model cnn --device cuda: test accuracy >= 0.915
@@ -652,7 +652,8 @@ step_pipeline() {
 }
 
 step_color() {
-    step_begin color 35 "ferry bench on generated 256x256 RGB PNGs" || { step_skipped; return; }
+    step_begin color 35 "ferry bench on generated RGB PNGs at 224x224 with random crop and flip" ||
+        { step_skipped; return; }
     local n lanes=16 per=64 k dir=$work/color epochs=5 batch=64
     # Kept beside the bundle's data in a real run (the commands in the report stay valid).
     [ -z "$short" ] && [ -d "$unpacked/data" ] && dir=$unpacked/data/color-256
@@ -672,9 +673,9 @@ step_color() {
     done
     if [ -n "$bad" ]; then step_end fail "$bad"; return; fi
     fig images "$((lanes * per)) of 256x256x3 ($lanes class folders of the same $per)"
-    fig transforms "none: ferry bench has no crop/flip/resize options (the library has random_crop_pad, random_hflip and resize in ferry_image_config); decoded at the generator's 256x256, not 224x224"
+    fig transforms "decoded 256x256, center-cropped to 224x224, then a seeded random crop (pad 16) and left-right flip per sample (--size 224 --crop-pad 16 --flip)"
     run_cmd color.log "$(left)" "$root/ferry" bench "$dir" --workers "$(worker_list)" --batch $batch --epochs $epochs \
-        --device cuda --pin on --baseline --format json
+        --device cuda --pin on --baseline --size 224 --crop-pad 16 --flip --format json
     local log=$work/color.log last_ratio='' last_ips=''
     pipeline_figs "$log"
     if [ "$rc" != 0 ]; then step_end fail "ferry bench exited with $rc: $(grep -v '^{' "$log" | tail -n 1)"; return; fi

@@ -161,5 +161,16 @@ else
 fi
 train "train_color" "color test accuracy:|gray test accuracy:" "cuda:0 cuda:1" -- \
     "$build/samples/train_color" --data "$color" --epochs 2 --workers 2 --seed 7
+# ---- bad settings: one warning naming the variable, and the simulation off (or the default) ----
+sim_setting() { # want-in-output description env-assignment...
+    want=$1 what=$2; shift 2
+    env "$@" "$build/ferry" info > "$tmp/info.out" 2>&1
+    if grep -q "$want" "$tmp/info.out"; then ok "ferry info with $what"
+    else bad "ferry info with $what: no \"$want\""; show "$tmp/info.out"; fi
+}
+sim_setting "FERRY_SIM_GPUS=abc: expected 1 to 8" "FERRY_SIM_GPUS=abc" FERRY_SIM_GPUS=abc
+sim_setting "FERRY_SIM_GPUS=9: expected 1 to 8" "FERRY_SIM_GPUS=9" FERRY_SIM_GPUS=9
+sim_setting "FERRY_SIM_GPU_MEM=lots: expected a size" "FERRY_SIM_GPU_MEM=lots" FERRY_SIM_GPUS=1 FERRY_SIM_GPU_MEM=lots
+sim_setting "cuda:1 .*simulated" "FERRY_SIM_GPUS=2 (two simulated devices listed)" FERRY_SIM_GPUS=2
 echo "(sim-samples: $(( $(date +%s) - t_all )) s in all)"
 finish

@@ -39,6 +39,9 @@ typedef struct bench_opts {
     bool json, digest;
     size_t prefetch;
     size_t limit;             /* > 0: a seeded random subset of this many images */
+    size_t size;              /* > 0: images center-cropped (or padded) to size x size */
+    size_t crop_pad;          /* > 0: random crop after padding by this much */
+    bool flip;                /* random left-right flip */
     const char *plot;         /* SVG of images/s per configuration */
     bool baseline;            /* also time the plain single-thread libpng loop */
     bool compare_torch;       /* add PyTorch's DataLoader as a row */
@@ -316,7 +319,9 @@ static void usage(void)
             "                       [--overlap on|off|both] [--wire u8|f32|both] [--device D]\n"
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
-            "                       [--format table|json]\n"
+            "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
+            "  --size N: center-crop every image to N x N; --crop-pad N, --flip: seeded random\n"
+            "            crop (pad by N, crop back) and left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
             "              show each row against workers x that rate\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
@@ -380,6 +385,17 @@ static int parse_args(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--compute-ms") && v) { o->compute_ms = atof(v); ok = o->compute_ms >= 0; i++; }
         else if (!strcmp(a, "--no-digest")) o->digest = false;
         else if (!strcmp(a, "--limit") && v) { ok = (o->limit = strtoull(v, NULL, 10)) > 0; i++; }
+        else if (!strcmp(a, "--size") && v) {
+            o->size = strtoull(v, NULL, 10);
+            ok = o->size > 0 && o->size <= 16384;
+            i++;
+        }
+        else if (!strcmp(a, "--crop-pad") && v) {
+            o->crop_pad = strtoull(v, NULL, 10);
+            ok = o->crop_pad > 0 && o->crop_pad <= 1024;
+            i++;
+        }
+        else if (!strcmp(a, "--flip")) o->flip = true;
         else if (!strcmp(a, "--plot") && v) { o->plot = v; i++; }
         else if (!strcmp(a, "--baseline")) o->baseline = true;
         else if (!strcmp(a, "--compare-torch")) o->compare_torch = true;
@@ -405,6 +421,12 @@ static int parse_args(int argc, char **argv, bench_opts *o)
 static ferry_dataset *open_dataset(const bench_opts *o)
 {
     ferry_image_config icfg = ferry_image_config_default();
+    if (o->size) {
+        icfg.height = icfg.width = o->size;
+        icfg.resize = FERRY_RESIZE_CENTER_CROP;
+    }
+    icfg.random_crop_pad = o->crop_pad;
+    icfg.random_hflip = o->flip;
     ferry_dataset *ds;
     if (ferry_dataset_image_folder(o->dir, &icfg, &ds) != FERRY_OK) {
         fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
