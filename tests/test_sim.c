@@ -92,6 +92,38 @@ TEST(event_fault_is_reported_by_event_calls)
     ferry_stream_destroy(s);
 }
 
+/* After a stream synchronises, an event recorded on it is complete, and after
+ * an event synchronises, a stream whose last work it was is complete. */
+TEST(stream_and_event_completion_agree)
+{
+    require_sim();
+    ferry_device d = ferry_cuda(0);
+    ferry_stream *s;
+    ferry_event *e;
+    ASSERT_OK(ferry_stream_create(d, &s));
+    ASSERT_OK(ferry_event_create(d, false, &e));
+    ferry_tensor *a = ones(d, 256);
+    for (int i = 0; i < 200; i++) {
+        ferry_tensor *y = NULL;
+        ASSERT_OK(ferry_add(a, a, s, &y));
+        ASSERT_OK(ferry_event_record(e, s));
+        bool done = false;
+        if (i % 2) {
+            ASSERT_OK(ferry_stream_synchronize(s));
+            ASSERT_OK(ferry_event_query_status(e, &done));
+        } else {
+            ASSERT_OK(ferry_event_synchronize(e));
+            ASSERT_OK(ferry_stream_query_status(s, &done));
+        }
+        ASSERT_MSG(done, "round %d: %s", i, i % 2 ? "stream synchronised, event not complete"
+                                                 : "event synchronised, stream not complete");
+        ferry_tensor_release(y);
+    }
+    ferry_tensor_release(a);
+    ferry_event_destroy(e);
+    ferry_stream_destroy(s);
+}
+
 TEST(streams_and_events_belong_to_their_device)
 {
     require_sim();

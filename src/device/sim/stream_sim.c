@@ -211,14 +211,17 @@ static void *stream_main(void *arg)
             if (st != FERRY_OK)
                 set_sticky(s->dev, st, op->what, ferry_last_error());
         }
-        /* Counted before `done` runs, so that a host woken by an event recorded
-         * last on this stream finds the stream complete too. */
+        /* Counted and finished (an event completed) under the stream's lock, so
+         * that the host sees both or neither: a host woken by an event recorded
+         * last here finds the stream complete, and one woken by the stream finds
+         * the event complete. (Lock order: stream, then event; nothing takes
+         * them the other way round.) */
         pthread_mutex_lock(&s->lock);
         s->done++;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->lock);
         if (op->done)
             op->done(op);
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->lock);
         free(op);
     }
 }
