@@ -329,6 +329,15 @@ void ferry_memory_reset_peak(ferry_device d)
     pthread_mutex_unlock(&a->lock);
 }
 
+static void rekey_to_default(ablock *list, uint64_t stream_id)
+{
+    for (ablock *b = list; b; b = b->next)
+        if (b->stream_id == stream_id) {
+            b->stream_id = 0;
+            b->stream = NULL;
+        }
+}
+
 void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
 {
     if (stream_id == 0)
@@ -341,16 +350,8 @@ void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
         return;
     pthread_mutex_lock(&a->lock);
     for (unsigned c = 0; c < NCLASS; c++)
-        for (ablock *b = a->cached[c]; b; b = b->next)
-            if (b->stream_id == stream_id) {
-                b->stream_id = 0;
-                b->stream = NULL;
-            }
+        rekey_to_default(a->cached[c], stream_id);
     for (size_t h = 0; h < NLIVE; h++)
-        for (ablock *b = a->live[h]; b; b = b->next)
-            if (b->stream_id == stream_id) {
-                b->stream_id = 0;
-                b->stream = NULL;
-            }
+        rekey_to_default(a->live[h], stream_id);
     pthread_mutex_unlock(&a->lock);
 }

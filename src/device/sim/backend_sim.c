@@ -195,17 +195,8 @@ static ferry_status run_copy(sim_op *op)
 
 static void free_staging(sim_op *op) { free(((copy_op *)op)->staging); }
 
-/* The stream a call names (NULL: the legacy default stream of the current
- * device, as the CUDA runtime resolves it; the backend's entry points make
- * their index current first). */
-static sim_stream *resolve(void *stream, ferry_status *st)
-{
-    *st = FERRY_OK;
-    if (stream)
-        return stream;
-    return ferry_sim_default_stream(current_dev, st);
-}
-
+/* The stream a call on device index names (NULL: index's legacy default
+ * stream; the backend's entry points stand for calls made with index current). */
 static sim_stream *resolve_on(int index, void *stream, ferry_status *st)
 {
     *st = FERRY_OK;
@@ -238,21 +229,11 @@ static ferry_status queue_copy(sim_stream *s, void *dst, const void *src, size_t
     return ferry_sim_enqueue(s, &c->op, ticket);
 }
 
-/* Runs f with index current, then restores the caller's device (as the CUDA
- * backend's enter/leave does). */
-#define WITH_DEVICE(index, expr)                                                                   \
-    do {                                                                                           \
-        int prev_ = current_dev;                                                                   \
-        current_dev = (index);                                                                     \
-        st = (expr);                                                                               \
-        current_dev = prev_;                                                                       \
-    } while (0)
-
-static ferry_status do_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
-                              void *stream)
+static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t bytes,
+                               ferry_copy_kind kind, void *stream)
 {
     ferry_status st;
-    sim_stream *s = resolve(stream, &st);
+    sim_stream *s = resolve_on(index, stream, &st);
     if (!s)
         return st;
     if ((st = ferry_sim_sticky(s->dev)) != FERRY_OK)
@@ -289,18 +270,12 @@ static ferry_status do_memcpy(void *dst, const void *src, size_t bytes, ferry_co
     return FERRY_OK;
 }
 
-static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t bytes,
-                               ferry_copy_kind kind, void *stream)
-{
-    ferry_status st;
-    WITH_DEVICE(index, do_memcpy(dst, src, bytes, kind, stream));
-    return st;
-}
 
-static ferry_status do_memset(void *ptr, size_t bytes, int byte, void *stream, const char *what)
+static ferry_status do_memset(int index, void *ptr, size_t bytes, int byte, void *stream,
+                              const char *what)
 {
     ferry_status st;
-    sim_stream *s = resolve(stream, &st);
+    sim_stream *s = resolve_on(index, stream, &st);
     if (!s)
         return st;
     if ((st = ferry_sim_sticky(s->dev)) != FERRY_OK)
@@ -313,18 +288,14 @@ static ferry_status do_memset(void *ptr, size_t bytes, int byte, void *stream, c
  * memory: the NULL stream form is queued on the default stream, not run now. */
 static ferry_status sim_memset_zero(int index, void *ptr, size_t bytes, void *stream)
 {
-    ferry_status st;
-    WITH_DEVICE(index, do_memset(ptr, bytes, 0, stream, "memset"));
-    return st;
+    return do_memset(index, ptr, bytes, 0, stream, "memset");
 }
 
 /* Freed device memory becomes NaN bytes once the stream that last used it gets
  * there: work that still reads it from another, unordered stream sees garbage. */
 static ferry_status sim_poison(int index, void *ptr, size_t bytes, void *stream)
 {
-    ferry_status st;
-    WITH_DEVICE(index, do_memset(ptr, bytes, 0xFF, stream, "poison freed memory"));
-    return st;
+    return do_memset(index, ptr, bytes, 0xFF, stream, "poison freed memory");
 }
 
 /* ---- streams and events ---- */

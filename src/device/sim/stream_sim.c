@@ -331,9 +331,8 @@ ferry_status ferry_sim_stream_sync(sim_stream *s)
 {
     pthread_mutex_lock(&s->lock);
     uint64_t t = s->queued;
-    while (s->done < t)
-        pthread_cond_wait(&s->cv, &s->lock);
     pthread_mutex_unlock(&s->lock);
+    ferry_sim_stream_wait_ticket(s, t);
     return ferry_sim_sticky(s->dev);
 }
 
@@ -423,6 +422,29 @@ static void complete_record(sim_op *op)
 
 static void drop_event(sim_op *op) { ferry_sim_event_unref(((record_op *)op)->ev); }
 
+/* Queues an operation on event e: a record (a new generation of e) or a wait
+ * (for the generation recorded last). The op holds a reference to e. */
+static ferry_status queue_event_op(sim_stream *s, sim_event *e, bool record,
+                                   ferry_status (*run)(sim_op *), void (*done)(sim_op *),
+                                   const char *what)
+{
+    record_op *r = calloc(1, sizeof *r);
+    if (!r)
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "%s: no memory", what);
+    r->op.run = run;
+    r->op.done = done;
+    r->op.what = what;
+    r->op.control = true;
+    atomic_fetch_add(&e->refs, 1);
+    r->ev = e;
+    pthread_mutex_lock(&e->lock);
+    r->gen = record ? ++e->recorded : e->recorded;
+    pthread_mutex_unlock(&e->lock);
+    return ferry_sim_enqueue(s, &r->op, NULL);
+}
+
+static ferry_status run_wait(sim_op *op);
+
 ferry_status ferry_sim_event_record(sim_event *e, sim_stream *s)
 {
     if (s->dev != e->dev)
@@ -432,19 +454,7 @@ ferry_status ferry_sim_event_record(sim_event *e, sim_stream *s)
     ferry_status st = ferry_sim_sticky(s->dev);
     if (st != FERRY_OK)
         return st;
-    record_op *r = calloc(1, sizeof *r);
-    if (!r)
-        return ferry_fail(FERRY_ERR_NO_MEMORY, "event record: no memory");
-    r->op.run = NULL;
-    r->op.done = complete_record;
-    r->op.what = "event record";
-    r->op.control = true;
-    atomic_fetch_add(&e->refs, 1);
-    r->ev = e;
-    pthread_mutex_lock(&e->lock);
-    r->gen = ++e->recorded;
-    pthread_mutex_unlock(&e->lock);
-    return ferry_sim_enqueue(s, &r->op, NULL);
+    return queue_event_op(s, e, true, NULL, complete_record, "event record");
 }
 
 static ferry_status run_wait(sim_op *op)
@@ -464,19 +474,7 @@ ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e)
     ferry_status st = ferry_sim_sticky(s->dev);
     if (st != FERRY_OK)
         return st;
-    record_op *r = calloc(1, sizeof *r);
-    if (!r)
-        return ferry_fail(FERRY_ERR_NO_MEMORY, "stream wait: no memory");
-    r->op.run = run_wait;
-    r->op.done = drop_event;
-    r->op.what = "stream wait event";
-    r->op.control = true;
-    atomic_fetch_add(&e->refs, 1);
-    r->ev = e;
-    pthread_mutex_lock(&e->lock);
-    r->gen = e->recorded;
-    pthread_mutex_unlock(&e->lock);
-    return ferry_sim_enqueue(s, &r->op, NULL);
+    return queue_event_op(s, e, false, run_wait, drop_event, "stream wait event");
 }
 
 ferry_status ferry_sim_event_sync(sim_event *e)

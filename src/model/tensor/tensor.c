@@ -412,11 +412,11 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
     size_t bytes = ferry_tensor_nbytes(t);
     /* Without a stream the copy is ordered after whatever wrote t, on any of its
      * device's streams, and is complete on return. */
-    if (!s && t->device.type != FERRY_DEVICE_CPU)
-        st = ferry_device_synchronize(t->device);
-    if (st != FERRY_OK) {
-        /* nothing more to do */
-    } else if (ferry_tensor_is_contiguous(t)) {
+    if (!s && t->device.type != FERRY_DEVICE_CPU && (st = ferry_device_synchronize(t->device)) != FERRY_OK) {
+        ferry_tensor_release(r);
+        return st;
+    }
+    if (ferry_tensor_is_contiguous(t)) {
         st = ferry_memcpy(r->storage->data, ferry_tensor_ptr_(t), bytes, kind_between(t->device, d), cd, s);
     } else if (d.type == FERRY_DEVICE_CPU) {
         st = ferry_tensor_copy_to_host(t, r->storage->data, bytes);
