@@ -18,6 +18,8 @@ passed=0 failed=0 skipped=0
 ok() { echo "ok    samples $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL  samples $1"; failed=$((failed + 1)); }
 skip() { echo "skip  samples $1"; skipped=$((skipped + 1)); }
+# Missing test data: a skip, or a failure when FERRY_REQUIRE names "data".
+no_data() { case ",${FERRY_REQUIRE:-}," in *,data,*) bad "$1 (FERRY_REQUIRE=data)" ;; *) skip "$1" ;; esac; }
 finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
 
 for p in embed train_gray train_color; do
@@ -83,7 +85,7 @@ embed_check "on 800 color-shapes PNGs" "$color/train" 4 "batch 3: images [32, 3,
 
 have_idx=; [ -f "$idx/train-images-idx3-ubyte.gz" ] && [ -f "$idx/t10k-images-idx3-ubyte.gz" ] && have_idx=1
 if [ -z "$have_idx" ]; then
-    skip "embed on Fashion-MNIST PNGs (no Fashion-MNIST at $idx: install dataset-fashion-mnist)"
+    no_data "embed on Fashion-MNIST PNGs (no Fashion-MNIST at $idx: install dataset-fashion-mnist)"
 else
     run 0 "$tmp/export.out" "$build/ferry" export idx "$idx/t10k-images-idx3-ubyte.gz" \
         "$idx/t10k-labels-idx1-ubyte.gz" "$tmp/fashion-test"
@@ -147,7 +149,7 @@ train() {
 }
 
 if [ -z "$have_idx" ]; then
-    skip "train_gray (no Fashion-MNIST at $idx: install dataset-fashion-mnist)"
+    no_data "train_gray (no Fashion-MNIST at $idx: install dataset-fashion-mnist)"
 else
     # 2000 training images, one epoch; validation (6000) and test (10000) in full.
     gray="--idx $idx --limit 2000 --epochs 1 --workers 2 --seed 7"

@@ -57,10 +57,30 @@ void ft_assert_mem_eq(const char *file, int line, const char *an, const char *bn
                     x[i], y[i]);
 }
 
+static bool required(const char *kind)
+{
+    const char *req = getenv("FERRY_REQUIRE");
+    size_t n = strlen(kind);
+    for (const char *p = req; p && *p; p += strcspn(p, ","), p += *p == ',') {
+        if (strcspn(p, ",") == n && strncmp(p, kind, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+void ft_skip_missing(const char *kind, const char *reason)
+{
+    if (required(kind)) {
+        fprintf(stdout, "  FERRY_REQUIRE names %s, but: %s\n", kind, reason);
+        longjmp(test_jmp, 1 + RESULT_FAIL);
+    }
+    ft_skip(reason);
+}
+
 void ft_require_cuda(void)
 {
     if (!ferry_cuda_is_available())
-        ft_skip("no CUDA device");
+        ft_skip_missing("gpu", "no CUDA device");
 }
 
 void ft_require_nvidia(const char *what)
@@ -69,7 +89,7 @@ void ft_require_nvidia(const char *what)
     if (!ferry_cuda_is_available() || ferry_cuda_is_simulated()) {
         snprintf(why, sizeof why, "needs NVIDIA hardware (%s)%s", what,
                  ferry_cuda_is_simulated() ? ": the simulated GPU cannot run it" : ": no CUDA device");
-        ft_skip(why);
+        ft_skip_missing("nvidia", why);
     }
 }
 

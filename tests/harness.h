@@ -104,7 +104,14 @@ void ft_assert_mem_eq(const char *file, int line, const char *an, const char *bn
                     ferry_status_str(s_), ferry_status_str(w_), ferry_last_error()); \
     } while (0)
 
-/* Skips the test with "no CUDA device" when none is present. */
+/* Skips the test because something it needs is absent: kind "gpu" (a CUDA
+ * device, real or simulated), "nvidia" (NVIDIA hardware itself) or "data" (test
+ * data outside the repository: PngSuite, Fashion-MNIST). When FERRY_REQUIRE
+ * (comma-separated kinds, e.g. FERRY_REQUIRE=gpu,data) names the kind, the
+ * absence is a failure instead: a run that must test it cannot pass without it. */
+_Noreturn void ft_skip_missing(const char *kind, const char *reason);
+
+/* Skips the test with "no CUDA device" when none is present (kind "gpu"). */
 void ft_require_cuda(void);
 /* Skips unless a real NVIDIA GPU is present: for what the simulated GPU cannot
  * stand in for (cuBLAS numerics, NCCL, bandwidth). */

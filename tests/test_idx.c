@@ -190,7 +190,7 @@ TEST(fashion_mnist_loads)
     snprintf(lp, sizeof lp, "%s/train-labels-idx1-ubyte.gz", dir);
     FILE *f = fopen(ip, "rb");
     if (!f)
-        SKIP("Fashion-MNIST not installed");
+        ft_skip_missing("data", "Fashion-MNIST not installed (Debian package dataset-fashion-mnist)");
     fclose(f);
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_idx(ip, lp, NULL, &ds));

@@ -181,7 +181,7 @@ TEST(pngsuite_matches_libpng_simplified_api)
 {
     const char *dir = ft_pngsuite_dir();
     if (!dir)
-        SKIP("PngSuite not found");
+        ft_skip_missing("data", "PngSuite not found (set FERRY_PNGSUITE)");
     DIR *d = opendir(dir);
     ASSERT(d);
     char *names[512];

@@ -102,7 +102,9 @@ static void soak_setup(soak *s)
 {
     memset(s, 0, sizeof *s);
     const char *seed = getenv("FERRY_SOAK_SEED");
-    s->rng = seed && *seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
+    /* A fixed default, so a failure in CI replays as it happened; another seed
+     * with FERRY_SOAK_SEED explores further. */
+    s->rng = seed && *seed ? strtoull(seed, NULL, 10) : 20261123u;
     if (!s->rng)
         s->rng = 1;
     printf("  soak seed %llu (FERRY_SOAK_SEED to replay)\n", (unsigned long long)s->rng);

@@ -121,7 +121,9 @@ typedef struct ferry_loader_stats {
     const char *skipped_names[FERRY_LOADER_MAX_SKIPPED_NAMES]; /* valid until reset/destroy */
 } ferry_loader_stats;
 
-/* Totals since create (or since ferry_loader_stats_reset). */
+/* Totals since create (or since ferry_loader_stats_reset). Batches, samples and
+ * skipped samples count what next() delivered; the stage times count all work
+ * done, batches decoded ahead included. */
 FERRY_API ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out);
 FERRY_API void ferry_loader_stats_reset(ferry_loader *l);
 

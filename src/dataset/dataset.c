@@ -335,7 +335,11 @@ static ferry_status custom_get(const ferry_dataset *ds, size_t index, void *dst,
         const char *nm = c->cb.name ? c->cb.name(c->user, index) : NULL;
         if (!ferry_last_error()[0])
             ferry_fail(st, "the get callback failed (%s)", ferry_status_str(st));
-        if (nm)
+        size_t n = nm ? strlen(nm) : 0;
+        const char *err = ferry_last_error();
+        if (nm && strncmp(err, nm, n) == 0 && strncmp(err + n, ": ", 2) == 0)
+            ; /* the callback named the sample itself */
+        else if (nm)
             ferry_fail_prefix(st, "%s: ", nm);
         else
             ferry_fail_prefix(st, "sample %zu: ", index);

@@ -48,6 +48,11 @@ typedef struct ferry_slot {
     double copy_issued;       /* host clock when the copy was queued (for the trace) */
     ferry_status err;         /* policy fail: the first sample error of this batch */
     char errmsg[768];
+    /* Policy skip: counted in the stats when the batch is delivered, so the
+     * count does not depend on how far the workers got before a reset. */
+    uint64_t skipped;
+    size_t skipped_idx[8];    /* the first ones, for the stats' names (sorted) */
+    size_t nskipped_idx;
 } ferry_slot;
 
 /* What one worker is doing, for the timeout check; guarded by lock. */
@@ -135,6 +140,8 @@ bool ferry_worker_run_one(ferry_loader *l, ferry_worker *w, ferry_slot *only);
 void ferry_slots_assign(ferry_loader *l);
 /* Adds a slot's copy time to the stats if its events are done. Lock held. */
 void ferry_slot_collect_timing(ferry_loader *l, ferry_slot *s, bool wait);
+/* Adds a delivered slot's skipped samples to the stats. Lock held. */
+void ferry_slot_count_skips(ferry_loader *l, const ferry_slot *s);
 
 /* trace.c */
 void ferry_trace_open(ferry_loader *l);

@@ -656,6 +656,7 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
     l->warm = true;
     l->stats.batches++;
     l->stats.samples += s->count;
+    ferry_slot_count_skips(l, s);
     l->stats.next_s += t_exit - t_enter;
     ferry_mutex_unlock(&l->lock);
     return st;

@@ -41,6 +41,8 @@ void ferry_slots_assign(ferry_loader *l)
         s->done = 0;
         s->err = FERRY_OK;
         s->errmsg[0] = '\0';
+        s->skipped = 0;
+        s->nskipped_idx = 0;
         s->state = SLOT_FILLING;
     }
 }
@@ -159,6 +161,27 @@ static void note_skipped(ferry_loader *l, size_t index)
     }
 }
 
+/* Keeps index among the slot's first skipped samples, in index order (the order
+ * workers finish in is not deterministic). Lock held. */
+static void add_skipped_index(ferry_slot *s, size_t index)
+{
+    const size_t keep = sizeof s->skipped_idx / sizeof s->skipped_idx[0];
+    if (s->nskipped_idx == keep)
+        return;
+    size_t i = s->nskipped_idx++;
+    for (; i > 0 && s->skipped_idx[i - 1] > index; i--)
+        s->skipped_idx[i] = s->skipped_idx[i - 1];
+    s->skipped_idx[i] = index;
+}
+
+void ferry_slot_count_skips(ferry_loader *l, const ferry_slot *s)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    for (size_t i = 0; i < s->nskipped_idx; i++)
+        note_skipped(l, s->skipped_idx[i]);
+    l->stats.skipped += s->skipped - s->nskipped_idx;
+}
+
 /* The slot's previous copy may still read its host memory: wait for it
  * (normally long done) before anyone writes there. Lock held; released while
  * waiting, and the slot is marked so that no other worker picks it meanwhile. */
@@ -228,16 +251,25 @@ static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void 
         ferry_fail_prefix(t->st, "every sample failed to decode; the last: ");
 }
 
-/* t->msg from the thread's last error, naming the sample. */
+/* t->msg from the thread's last error: "sample N (name): reason". The image
+ * datasets start their messages with the file name; that prefix is dropped so
+ * the name appears once, whoever wrote the message. */
+static const char *skip_prefix(const char *err, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(err, prefix, n) == 0 && strncmp(err + n, ": ", 2) == 0 ? err + n + 2 : err;
+}
+
 static void describe_failure(ferry_loader *l, task *t)
 {
     const char *name = ferry_dataset_sample_name(l->ds, t->index);
-    const char *err = ferry_last_error();
-    /* Name the file unless the dataset's message already starts with it. */
-    if (name && strncmp(err, name, strlen(name)) != 0)
-        snprintf(t->msg, sizeof t->msg, "sample %zu (%s): %s", t->index, name, err);
+    char index[32];
+    snprintf(index, sizeof index, "sample %zu", t->index);
+    const char *err = skip_prefix(ferry_last_error(), name ? name : index);
+    if (name)
+        snprintf(t->msg, sizeof t->msg, "%s (%s): %s", index, name, err);
     else
-        snprintf(t->msg, sizeof t->msg, "sample %zu: %s", t->index, err);
+        snprintf(t->msg, sizeof t->msg, "%s: %s", index, err);
 }
 
 /* Decodes the claimed sample into its place in the slot. Lock not held. */
@@ -269,15 +301,16 @@ static bool record_task(ferry_loader *l, ferry_worker *w, const task *t)
     w->busy = false;
     if (t->warm)
         l->stats.allocs_after_warmup += (uint64_t)t->allocs;
-    for (size_t i = 0; i < t->nskipped; i++)
-        note_skipped(l, t->skipped[i]);
-    l->stats.skipped += t->total_skipped - t->nskipped;
     if (t->gen != l->generation) {
-        /* A reset voided this task; the reset is waiting for inflight to drain. */
+        /* A reset voided this task; the reset is waiting for inflight to drain.
+         * Its skips are not counted: they belong to no batch that will be seen. */
         l->inflight--;
         pthread_cond_broadcast(&l->ready_cv);
         return false;
     }
+    s->skipped += t->total_skipped;
+    for (size_t i = 0; i < t->nskipped; i++)
+        add_skipped_index(s, t->skipped[i]);
     FERRY_ASSERT(s->state == SLOT_FILLING && s->done < s->count);
     if (t->st != FERRY_OK) {
         if (s->err == FERRY_OK) {
