@@ -157,6 +157,37 @@ TEST(idx_bad_headers)
     ASSERT(ds == NULL);
 }
 
+/* Output i of a 2x bilinear upscale sits at source position (i + 0.5) / 2 - 0.5
+ * (pixel centres, as PIL and torch's align_corners=False), clamped to the
+ * image: a 3:1 blend of its two nearest sources, the edges copying the edge. */
+static void up2_taps(size_t i, size_t n, size_t *k0, size_t *k1, double *w0)
+{
+    double pos = ((double)i + 0.5) / 2 - 0.5;
+    pos = pos < 0 ? 0 : pos > (double)(n - 1) ? (double)(n - 1) : pos;
+    *k0 = (size_t)pos;
+    *k1 = *k0 + 1 < n ? *k0 + 1 : *k0;
+    *w0 = 1.0 - (pos - (double)*k0);
+}
+
+/* got [2h, 2w] against src [h, w] upscaled. The blends are exact sixteenths,
+ * rounded to nearest; an exact half may go either way (ferry rounds it to even,
+ * PIL up), which leaves 72 of these 96 pixels with one right answer. */
+static void check_upscale2(const uint8_t *src, size_t h, size_t w, const uint8_t *got)
+{
+    for (size_t y = 0; y < 2 * h; y++)
+        for (size_t x = 0; x < 2 * w; x++) {
+            size_t y0, y1, x0, x1;
+            double wy, wx;
+            up2_taps(y, h, &y0, &y1, &wy);
+            up2_taps(x, w, &x0, &x1, &wx);
+            double top = wx * src[y0 * w + x0] + (1 - wx) * src[y0 * w + x1];
+            double bottom = wx * src[y1 * w + x0] + (1 - wx) * src[y1 * w + x1];
+            double want = wy * top + (1 - wy) * bottom;
+            ASSERT_MSG(fabs(got[y * 2 * w + x] - want) <= 0.5, "resized pixel (%zu, %zu): %u, want %g", y, x,
+                       got[y * 2 * w + x], want);
+        }
+}
+
 TEST(idx_resize_and_rgb_output)
 {
     make_files();
@@ -178,7 +209,10 @@ TEST(idx_resize_and_rgb_output)
     ASSERT_OK(ferry_dataset_idx(ft_tmp("i.idx"), ft_tmp("l.idx"), &cfg, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), 48);
     uint8_t big[48];
-    ASSERT_OK(ferry_dataset_get(ds, 0, big, sizeof big, NULL, NULL));
+    for (size_t i = 0; i < N; i += 3) {
+        ASSERT_OK(ferry_dataset_get(ds, i, big, sizeof big, NULL, NULL));
+        check_upscale2(pixels + i * H * W, H, W, big);
+    }
     ferry_dataset_destroy(ds);
 }
 

@@ -145,6 +145,51 @@ TEST(sgd_momentum_weight_decay_formula)
     ferry_module_destroy(l);
 }
 
+/* Nesterov (lookahead: p -= lr (d + momentum buf)) and dampening (buf = momentum
+ * buf + (1 - dampening) d after the first step), each alone, as torch.optim.SGD. */
+static void sgd_variant_check(double dampening, bool nesterov)
+{
+    ferry_param p;
+    ferry_module *l = one_param(1.0f, &p);
+    ferry_optim *o = NULL;
+    ASSERT_OK(ferry_sgd_create_ex(l, 0.1, 0.9, dampening, 0.01, nesterov, &o));
+    double w = 1.0, buf = 0;
+    for (int t = 0; t < 5; t++) {
+        double g = 0.5 - 0.4 * t;
+        *(float *)ferry_tensor_data(p.grad) = (float)g;
+        ASSERT_OK(ferry_optim_step(o, NULL));
+        double d = g + 0.01 * w;
+        buf = t == 0 ? d : 0.9 * buf + (1 - dampening) * d;
+        w -= 0.1 * (nesterov ? d + 0.9 * buf : buf);
+        ASSERT_NEAR(*(float *)ferry_tensor_data(p.value), w, 1e-6);
+    }
+    ferry_optim_destroy(o);
+    ferry_module_destroy(l);
+}
+
+TEST(sgd_nesterov_formula) { sgd_variant_check(0.0, true); }
+TEST(sgd_dampening_formula) { sgd_variant_check(0.5, false); }
+
+/* After set_lr the next step moves the parameter by the new rate times the
+ * gradient (plain SGD: p -= lr g), and ferry_optim_lr reports it. */
+TEST(set_lr_changes_the_next_step)
+{
+    ferry_param p;
+    ferry_module *l = one_param(1.0f, &p);
+    ferry_optim *o = NULL;
+    ASSERT_OK(ferry_sgd_create(l, 0.5, 0.0, 0.0, &o));
+    float *w = ferry_tensor_data(p.value), *g = ferry_tensor_data(p.grad);
+    *g = 0.25f;
+    ASSERT_OK(ferry_optim_step(o, NULL));
+    ASSERT_NEAR(*w, 1.0 - 0.5 * 0.25, 1e-7);
+    ferry_optim_set_lr(o, 0.125);
+    ASSERT_NEAR(ferry_optim_lr(o), 0.125, 0);
+    ASSERT_OK(ferry_optim_step(o, NULL));
+    ASSERT_NEAR(*w, 1.0 - 0.5 * 0.25 - 0.125 * 0.25, 1e-7);
+    ferry_optim_destroy(o);
+    ferry_module_destroy(l);
+}
+
 static void adam_check(bool decoupled)
 {
     ferry_param p;
@@ -398,6 +443,7 @@ static ferry_module *cnn(void)
     return seq;
 }
 
+/* sqrt(sum (a - b)^2 / sum b^2): b's relative error, not its square. */
 static double rel_err(ferry_tensor *a, ferry_tensor *b)
 {
     ferry_tensor *ha = NULL, *hb = NULL, *fa = NULL, *fb = NULL;
@@ -413,8 +459,13 @@ static double rel_err(ferry_tensor *a, ferry_tensor *b)
         den += (double)y[i] * y[i];
     }
     ferry_tensor_release(ha); ferry_tensor_release(hb); ferry_tensor_release(fa); ferry_tensor_release(fb);
-    return den > 0 ? num / den : num;
+    return den > 0 ? sqrt(num / den) : sqrt(num);
 }
+
+/* The simulated GPU runs the CPU kernels (error 0); a real one sums in other
+ * orders (cuBLAS, atomics), which moves f32 results by about 1e-7, so 1e-5
+ * leaves room for that and for nothing like a different formula. */
+#define CUDA_CPU_TOL 1e-5
 
 TEST(cuda_layers_match_cpu)
 {
@@ -431,22 +482,22 @@ TEST(cuda_layers_match_cpu)
     ferry_tensor *lc = NULL, *lg = NULL, *dc = NULL, *dg = NULL, *dxc = NULL, *dxg = NULL;
     ASSERT_OK(ferry_module_forward(c, x, NULL, &lc));
     ASSERT_OK(ferry_module_forward(g, gx, NULL, &lg));
-    ASSERT(rel_err(lg, lc) < 1e-8);
+    ASSERT_MSG(rel_err(lg, lc) < CUDA_CPU_TOL, "logits: %g", rel_err(lg, lc));
     ASSERT_OK(ferry_cross_entropy(lc, y, 1.0f, NULL, NULL, &dc));
     ASSERT_OK(ferry_cross_entropy(lg, gy, 1.0f, NULL, NULL, &dg));
-    ASSERT(rel_err(dg, dc) < 1e-8);
+    ASSERT_MSG(rel_err(dg, dc) < CUDA_CPU_TOL, "dlogits: %g", rel_err(dg, dc));
     ASSERT_OK(ferry_module_backward(c, dc, NULL, &dxc));
     ASSERT_OK(ferry_module_backward(g, dg, NULL, &dxg));
-    ASSERT(rel_err(dxg, dxc) < 1e-8);
+    ASSERT_MSG(rel_err(dxg, dxc) < CUDA_CPU_TOL, "dx: %g", rel_err(dxg, dxc));
     for (size_t i = 0; i < ferry_module_param_count(c); i++) {
         ferry_param p, q;
         ASSERT_OK(ferry_module_param(c, i, &p));
         ASSERT_OK(ferry_module_param(g, i, &q));
-        ASSERT_MSG(rel_err(q.value, p.value) < 1e-8, "%s", p.name); /* running stats too */
+        ASSERT_MSG(rel_err(q.value, p.value) < CUDA_CPU_TOL, "%s", p.name); /* running stats too */
         if (p.grad)
-            ASSERT_MSG(rel_err(q.grad, p.grad) < 1e-8, "%s.grad", p.name);
+            ASSERT_MSG(rel_err(q.grad, p.grad) < CUDA_CPU_TOL, "%s.grad", p.name);
     }
-    /* Dropout draws the same mask on both. */
+    /* Dropout draws the same mask on both and scales by the same formula: exact. */
     ferry_module *dc_ = NULL, *dg_ = NULL;
     ASSERT_OK(ferry_dropout_create(0.5, 9, &dc_));
     ASSERT_OK(ferry_dropout_create(0.5, 9, &dg_));
@@ -454,7 +505,7 @@ TEST(cuda_layers_match_cpu)
     ferry_tensor *oc = NULL, *og = NULL;
     ASSERT_OK(ferry_module_forward(dc_, x, NULL, &oc));
     ASSERT_OK(ferry_module_forward(dg_, gx, NULL, &og));
-    ASSERT(rel_err(og, oc) < 1e-12);
+    ASSERT_MSG(rel_err(og, oc) == 0, "dropout: %g", rel_err(og, oc));
     ferry_tensor *all[] = {x, gx, y, gy, lc, lg, dc, dg, dxc, dxg, oc, og};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         ferry_tensor_release(all[i]);
@@ -462,9 +513,13 @@ TEST(cuda_layers_match_cpu)
     ferry_module_destroy(c); ferry_module_destroy(g);
 }
 
+/* The bounds are about 2.5 times the errors seen: f16 5.5e-4 forward and 6.5e-4
+ * backward, bf16 2.9e-3 and 2.3e-2 (its 8 bits, rounded again after each of the
+ * CNN's layers, forward and back). */
 TEST(half_layers_on_cpu_match_f32)
 {
     static const ferry_dtype dts[2] = {FERRY_DTYPE_F16, FERRY_DTYPE_BF16};
+    static const double fwd_tol[2] = {1.4e-3, 7.5e-3}, bwd_tol[2] = {1.6e-3, 5.5e-2};
     for (int d = 0; d < 2; d++) {
         ferry_module *a = cnn(), *h = cnn();
         ASSERT_OK(ferry_module_to_dtype(h, dts[d]));
@@ -474,12 +529,11 @@ TEST(half_layers_on_cpu_match_f32)
         ASSERT_OK(ferry_module_forward(a, x, NULL, &ya));
         ASSERT_OK(ferry_module_forward(h, x, NULL, &yh)); /* x converted to the module's dtype */
         ASSERT_EQ_INT(ferry_tensor_dtype(yh), dts[d]);
-        double tol = d ? 1e-3 : 1e-5;
-        ASSERT_MSG(rel_err(yh, ya) < tol, "%s forward: %g", ferry_dtype_name(dts[d]), rel_err(yh, ya));
+        ASSERT_MSG(rel_err(yh, ya) < fwd_tol[d], "%s forward: %g", ferry_dtype_name(dts[d]), rel_err(yh, ya));
         ASSERT_OK(ferry_tensor_randn(ferry_tensor_shape(ya), 2, FERRY_DTYPE_F32, CPU, 5, &dy));
         ASSERT_OK(ferry_module_backward(a, dy, NULL, &dxa));
         ASSERT_OK(ferry_module_backward(h, dy, NULL, &dxh));
-        ASSERT_MSG(rel_err(dxh, dxa) < tol * 10, "%s backward: %g", ferry_dtype_name(dts[d]), rel_err(dxh, dxa));
+        ASSERT_MSG(rel_err(dxh, dxa) < bwd_tol[d], "%s backward: %g", ferry_dtype_name(dts[d]), rel_err(dxh, dxa));
         ferry_tensor *all[] = {x, ya, yh, dy, dxa, dxh};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             ferry_tensor_release(all[i]);

@@ -414,6 +414,36 @@ TEST(mismatch_errors_name_both_operands)
     ferry_tensor_release(h); ferry_tensor_release(idx);
 }
 
+/* One bf16 ulp at x: 8 significant bits. */
+static double bf16_ulp(double x)
+{
+    int e = 0;
+    frexp(x, &e); /* |x| in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 8);
+}
+
+/* y = a b in bf16: each element within half a bf16 ulp of the exact product of
+ * the bf16 inputs (round to nearest), plus f32 accumulation's slack. */
+static void check_bf16_matmul(ferry_tensor *a, ferry_tensor *b, ferry_tensor *y, int m, int k, int n)
+{
+    ferry_tensor *af = NULL, *bf = NULL, *yf = NULL;
+    ASSERT_OK(ferry_tensor_to_dtype(a, FERRY_DTYPE_F32, &af)); /* widening: exact */
+    ASSERT_OK(ferry_tensor_to_dtype(b, FERRY_DTYPE_F32, &bf));
+    ASSERT_OK(ferry_tensor_to_dtype(y, FERRY_DTYPE_F32, &yf));
+    float *av = host(af), *bv = host(bf), *yv = host(yf);
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double exact = 0;
+            for (int l = 0; l < k; l++)
+                exact += (double)av[i * k + l] * bv[l * n + j];
+            double err = fabs(yv[i * n + j] - exact), allowed = 0.5 * bf16_ulp(exact) + 1e-6 * fabs(exact);
+            ASSERT_MSG(err <= allowed, "bf16 matmul [%d, %d]: %.9g, exact %.9g (off by %.3g, allowed %.3g)", i, j,
+                       yv[i * n + j], exact, err, allowed);
+        }
+    free(av); free(bv); free(yv);
+    ferry_tensor_release(af); ferry_tensor_release(bf); ferry_tensor_release(yf);
+}
+
 TEST(half_ops_on_cpu_round_f32_results)
 {
     int64_t s[2] = {4, 6};
@@ -433,8 +463,54 @@ TEST(half_ops_on_cpu_round_f32_results)
     ASSERT_OK(ferry_tensor_to_dtype(b, FERRY_DTYPE_BF16, &bh));
     ASSERT_OK(ferry_matmul(h, bh, NULL, &y));
     ASSERT_EQ_INT(ferry_tensor_dtype(y), FERRY_DTYPE_BF16);
+    check_bf16_matmul(h, bh, y, 4, 6, 3);
     ferry_tensor_release(y);
     ferry_tensor_release(a); ferry_tensor_release(h); ferry_tensor_release(b); ferry_tensor_release(bh);
+}
+
+/* dst = src broadcasts src over dst's shape and converts its values. */
+TEST(copy_broadcasts_and_converts_values)
+{
+    int64_t s23[2] = {2, 3}, s3 = 3, s21[2] = {2, 1};
+    const uint8_t row[3] = {7, 200, 0};
+    const float col[2] = {-1.5f, 4.25f};
+    ferry_tensor *dst = NULL, *r = NULL, *c = NULL;
+    ASSERT_OK(ferry_tensor_zeros(s23, 2, FERRY_DTYPE_F32, CPU, &dst));
+    ASSERT_OK(ferry_tensor_from_host(row, &s3, 1, FERRY_DTYPE_U8, CPU, &r));
+    ASSERT_OK(ferry_tensor_from_host(col, s21, 2, FERRY_DTYPE_F32, CPU, &c));
+    ASSERT_OK(ferry_tensor_copy(dst, r, NULL)); /* [3] u8 over the rows of [2, 3] f32 */
+    float *v = host(dst);
+    for (int i = 0; i < 6; i++)
+        ASSERT_NEAR(v[i], row[i % 3], 0);
+    free(v);
+    ASSERT_OK(ferry_tensor_copy(dst, c, NULL)); /* [2, 1] over the columns */
+    v = host(dst);
+    for (int i = 0; i < 6; i++)
+        ASSERT_NEAR(v[i], col[i / 3], 0);
+    free(v);
+    ferry_tensor_release(dst); ferry_tensor_release(r); ferry_tensor_release(c);
+}
+
+/* item reads the one element of a view where it lies (offset included) and
+ * keeps integers exact. */
+TEST(item_reads_the_value)
+{
+    int64_t n = 5, one = 1;
+    const float f[5] = {0.5f, -1.25f, 3.0f, 1e-3f, -7.0f};
+    const int64_t big = ((int64_t)1 << 40) + 3;
+    ferry_tensor *t = NULL, *e = NULL, *i = NULL, *h = NULL;
+    double v = 0;
+    ASSERT_OK(ferry_tensor_from_host(f, &n, 1, FERRY_DTYPE_F32, CPU, &t));
+    ASSERT_OK(ferry_tensor_slice(t, 0, 3, 4, 1, &e));
+    ASSERT_OK(ferry_tensor_item(e, &v));
+    ASSERT_NEAR(v, (double)1e-3f, 0);
+    ASSERT_OK(ferry_tensor_from_host(&big, &one, 1, FERRY_DTYPE_I64, CPU, &i));
+    ASSERT_OK(ferry_tensor_item(i, &v));
+    ASSERT_NEAR(v, (double)big, 0);
+    ASSERT_OK(ferry_tensor_to_dtype(e, FERRY_DTYPE_BF16, &h));
+    ASSERT_OK(ferry_tensor_item(h, &v));
+    ASSERT_NEAR(v, 0.00099945068359375, 0); /* 1e-3 to the nearest bf16 (torch says the same) */
+    ferry_tensor_release(t); ferry_tensor_release(e); ferry_tensor_release(i); ferry_tensor_release(h);
 }
 
 TEST(ops_run_on_an_explicit_stream)

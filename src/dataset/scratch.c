@@ -23,6 +23,9 @@ struct ferry_arena_block {
 /* A hostile file must not make the arena huge for the rest of the run: past this
  * size libpng's allocations go to the host allocator and are freed one by one. */
 #define ARENA_MAX ((size_t)8 << 20)
+/* Headroom when the arena grows: zlib's window is sized by each file's header
+ * (256 B to 32 KiB), so files of one image size still differ by up to this. */
+#define ARENA_SLACK ((size_t)32 << 10)
 #define ARENA_ALIGN 16
 
 ferry_status ferry_scratch_create(ferry_scratch **out)
@@ -169,8 +172,8 @@ void ferry__arena_reset(ferry_scratch *s)
     }
     s->arena_used = 0;
     s->arena_over = 0;
-    size_t want = s->arena_peak < ARENA_MAX ? s->arena_peak : ARENA_MAX;
-    if (want > s->arena_cap) {
+    size_t want = s->arena_peak + ARENA_SLACK < ARENA_MAX ? s->arena_peak + ARENA_SLACK : ARENA_MAX;
+    if (s->arena_peak > s->arena_cap && want > s->arena_cap) {
         /* Failure here is harmless: the next decode overflows to the host allocator. */
         uint8_t *p = ferry_host_aligned(ARENA_ALIGN, want);
         if (p) {

@@ -234,6 +234,30 @@ static ferry_status alloc_workers(ferry_loader *l)
     return FERRY_OK;
 }
 
+/* Decodes sample 0 through each worker's scratch, so that its buffers and the
+ * arena libpng allocates from are sized before the first batch: with images of
+ * one size nothing is allocated after it (a larger file or image than any seen
+ * grows that worker's buffers once). A failure is left to the epoch, which
+ * reports it by name. */
+static ferry_status warm_scratch(ferry_loader *l)
+{
+    if (ferry_dataset_len(l->ds) == 0)
+        return FERRY_OK;
+    void *buf = ferry_host_aligned(64, l->sample_bytes);
+    if (!buf)
+        return FERRY_ERR_NO_MEMORY;
+    size_t n = l->nworkers ? l->nworkers : 1;
+    for (size_t i = 0; i < n; i++) {
+        ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = l->cfg.train,
+                                .scratch = l->workers[i].scratch};
+        int64_t label;
+        (void)ferry_dataset_get(l->ds, 0, buf, l->sample_bytes, &ctx, &label);
+    }
+    ferry_clear_error();
+    ferry_host_free(buf);
+    return FERRY_OK;
+}
+
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
 static void start_epoch(ferry_loader *l, uint64_t epoch)
 {
@@ -355,7 +379,8 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     }
     if ((st = plan_conversion(l)) != FERRY_OK)
         goto fail;
-    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
+    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK ||
+        (st = warm_scratch(l)) != FERRY_OK)
         goto fail;
     ferry_trace_open(l);
 
