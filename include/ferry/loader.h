@@ -127,6 +127,49 @@ typedef struct ferry_loader_stats {
 FERRY_API ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out);
 FERRY_API void ferry_loader_stats_reset(ferry_loader *l);
 
+/* ---- resuming: where a loader is, saved and restored ----
+ * Batches depend only on (seed, epoch, position in the epoch's order), so a
+ * loader restored from a state delivers, bit for bit, the batches the original
+ * would have delivered next, whatever num_workers, prefetch or in_order the new
+ * loader has. Take the state between next() calls (after next() returned batch
+ * k, the state resumes at batch k + 1).
+ *
+ * World size may change (FERRY_SAMPLER_DISTRIBUTED, elastic restarts): the
+ * samples of the epoch's global order not yet delivered, over all ranks, are
+ * split again over the new ranks as a fresh epoch of that many samples would be
+ * (ceil(rest / world) each; padding repeats the rest from its start, so only
+ * padding samples are seen twice). Later epochs are what a fresh run with the
+ * new world size gives. The same world size resumes exactly, padding included.
+ * Everything else in the fingerprint must match, or restore fails naming the
+ * field and both values. */
+typedef struct ferry_loader_state {
+    uint64_t seed, epoch;
+    uint64_t batches;       /* batches this loader delivered in the epoch */
+    uint64_t position;      /* entries of the epoch's global order delivered, all ranks */
+    uint64_t resumed_from;  /* position the epoch was resumed from with another world
+                             * size (0: it ran from its start) */
+    bool done;              /* the epoch's last batch was delivered */
+    /* The fingerprint. */
+    uint64_t dataset_len;
+    uint64_t dataset_id;    /* a hash of the format, classes and sample names */
+    uint64_t batch_size;
+    uint64_t sampler;       /* ferry_sampler, resolved (never DEFAULT) */
+    bool shuffle, drop_last;
+    uint64_t world_size;    /* may differ at restore */
+    uint64_t indices_id;    /* FERRY_SAMPLER_INDICES: a hash of the list; else 0 */
+} ferry_loader_state;
+
+FERRY_API ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out);
+/* Voids the epoch in flight (as reset does) and continues where the state says. */
+FERRY_API ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st);
+
+/* One line of text ("ferry-loader-state/1 seed=... epoch=..."), for checkpoint
+ * metadata; parse accepts exactly what format writes. */
+#define FERRY_LOADER_STATE_TEXT_MAX 512
+FERRY_API ferry_status ferry_loader_state_format(const ferry_loader_state *st, char *buf,
+                                                 size_t size);
+FERRY_API ferry_status ferry_loader_state_parse(const char *text, ferry_loader_state *out);
+
 #ifdef __cplusplus
 }
 #endif

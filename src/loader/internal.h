@@ -33,7 +33,9 @@ typedef struct ferry_slot {
     ferry_stream *copy_stream; /* the slot's own: its H2D copy waits only for its release */
     ferry_event *copy_start, *copy_done; /* around the H2D copy, on copy_stream */
     ferry_event *released;    /* on the caller's stream when it asked for the next batch */
-    ferry_tensor *images[2], *labels[2]; /* views: [0] full batch, [1] the short last batch */
+    /* Views: [0] a full batch, [1] the epoch's short last batch, [2] the short
+     * last batch of an epoch resumed with another world size (made at restore). */
+    ferry_tensor *images[3], *labels[3];
 
     /* Per fill; guarded by ferry_loader.lock. */
     slot_state state;
@@ -80,6 +82,8 @@ struct ferry_loader {
     size_t *order;             /* the epoch's sample order */
     size_t *order_scratch;     /* dataset_len entries, for the distributed sampler */
     size_t epoch_len, num_batches, batch;
+    size_t full_epoch_len, full_num_batches; /* an epoch from its start (epoch_len is less
+                                              * while an epoch resumed elastically runs) */
     size_t sample_bytes;       /* decoded sample (dataset format) */
     size_t wire_sample_bytes;  /* sample as it crosses to the device */
     size_t out_sample_bytes;
@@ -107,6 +111,8 @@ struct ferry_loader {
 
     /* Guarded by lock. */
     uint64_t epoch;
+    uint64_t resumed_from;     /* global order position this epoch was resumed from with
+                                * another world size (ferry_loader_restore); 0 otherwise */
     uint64_t generation;       /* bumped by reset: tasks of older generations are void */
     size_t next_assign;        /* next batch to give a slot */
     size_t next_deliver;       /* in order: the batch next() returns next */
@@ -128,6 +134,19 @@ struct ferry_loader {
     bool trace_first;
     double t0;
 };
+
+/* loader.c: voids the epoch in flight and lays out `epoch` from batch
+ * `first_batch` (restore: the batches before it were delivered before). With
+ * `rest` the order is already in l->order, `rest` samples long (an epoch resumed
+ * with another world size). Starts the workers again when they stopped. */
+ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first_batch,
+                                   size_t rest, bool use_rest);
+/* state.c: a hash of what identifies the dataset cheaply (length, format,
+ * classes, sample names at spread-out indices). */
+uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds);
+/* loader.c: views for the short last batch (short_size) of an elastically
+ * resumed epoch, in every slot. */
+ferry_status ferry_loader_views_for_rest_(ferry_loader *l, size_t short_size);
 
 /* workers.c */
 ferry_status ferry_workers_start(ferry_loader *l);

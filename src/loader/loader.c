@@ -124,24 +124,42 @@ static ferry_status plan_conversion(ferry_loader *l)
     return FERRY_OK;
 }
 
-static ferry_status make_views(ferry_loader *l, ferry_slot *s)
+/* The views of slot s for batches of `size` samples into images[v], labels[v]. */
+static ferry_status make_view(ferry_loader *l, ferry_slot *s, int v, size_t size)
 {
     const ferry_sample_format *f = ferry_dataset_format(l->ds);
+    int64_t shape[4] = {(int64_t)size, (int64_t)f->channels, (int64_t)f->height, (int64_t)f->width};
+    if (l->cfg.layout == FERRY_LAYOUT_HWC) {
+        shape[1] = (int64_t)f->height;
+        shape[2] = (int64_t)f->width;
+        shape[3] = (int64_t)f->channels;
+    }
+    ferry_tensor_release(s->images[v]);
+    ferry_tensor_release(s->labels[v]);
+    s->images[v] = s->labels[v] = NULL;
+    ferry_status st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
+    if (st == FERRY_OK)
+        st = ferry_tensor_from_blob(s->dev_labels, shape, 1, FERRY_DTYPE_I64, l->dev, &s->labels[v]);
+    return st;
+}
+
+ferry_status ferry_loader_views_for_rest_(ferry_loader *l, size_t short_size)
+{
+    for (size_t k = 0; k < l->nslots; k++) {
+        ferry_status st = make_view(l, &l->slots[k], 2, short_size);
+        if (st != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+static ferry_status make_views(ferry_loader *l, ferry_slot *s)
+{
     size_t sizes[2] = {l->batch, l->epoch_len % l->batch};
     for (int v = 0; v < 2; v++) {
         if (sizes[v] == 0 || (v == 1 && l->cfg.drop_last))
             continue;
-        int64_t shape[4] = {(int64_t)sizes[v], (int64_t)f->channels, (int64_t)f->height,
-                            (int64_t)f->width};
-        if (l->cfg.layout == FERRY_LAYOUT_HWC) {
-            shape[1] = (int64_t)f->height;
-            shape[2] = (int64_t)f->width;
-            shape[3] = (int64_t)f->channels;
-        }
-        ferry_status st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
-        if (st != FERRY_OK)
-            return st;
-        st = ferry_tensor_from_blob(s->dev_labels, shape, 1, FERRY_DTYPE_I64, l->dev, &s->labels[v]);
+        ferry_status st = make_view(l, s, v, sizes[v]);
         if (st != FERRY_OK)
             return st;
     }
@@ -259,15 +277,25 @@ static ferry_status warm_scratch(ferry_loader *l)
 }
 
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
-static void start_epoch(ferry_loader *l, uint64_t epoch)
+static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, size_t rest,
+                        bool use_rest)
 {
     FERRY_ASSERT_HELD(&l->lock);
     FERRY_ASSERT(l->inflight == 0);
     l->epoch = epoch;
-    ferry_sampler_order(&l->plan, epoch, l->order, l->order_scratch);
-    l->next_assign = 0;
-    l->next_deliver = 0;
-    l->delivered = 0;
+    if (use_rest) {
+        l->epoch_len = rest;
+        l->num_batches = rest / l->batch + (!l->cfg.drop_last && rest % l->batch != 0);
+    } else {
+        l->epoch_len = l->full_epoch_len;
+        l->num_batches = l->full_num_batches;
+        l->resumed_from = 0;
+        ferry_sampler_order(&l->plan, epoch, l->order, l->order_scratch);
+    }
+    FERRY_ASSERT(first_batch <= l->num_batches);
+    l->next_assign = first_batch;
+    l->next_deliver = first_batch;
+    l->delivered = first_batch;
     l->failed = FERRY_OK;
     l->failmsg[0] = '\0';
     ferry_slots_assign(l);
@@ -328,9 +356,10 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
     ferry_status st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len);
     if (st != FERRY_OK)
         return st;
-    l->epoch_len = ferry_sampler_len(&l->plan);
+    l->epoch_len = l->full_epoch_len = ferry_sampler_len(&l->plan);
     /* Written so that a huge batch_size cannot overflow. */
     l->num_batches = l->epoch_len / l->batch + (!cfg->drop_last && l->epoch_len % l->batch != 0);
+    l->full_num_batches = l->num_batches;
     /* A batch never holds more than the epoch: size the slots for that. */
     if (l->batch > l->epoch_len)
         l->batch = l->epoch_len;
@@ -385,7 +414,7 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     ferry_trace_open(l);
 
     ferry_mutex_lock(&l->lock);
-    start_epoch(l, 0);
+    start_epoch(l, 0, 0, 0, false);
     ferry_mutex_unlock(&l->lock);
     if ((st = ferry_workers_start(l)) != FERRY_OK)
         goto fail;
@@ -414,7 +443,7 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->slots) {
         for (size_t k = 0; k < l->nslots; k++) {
             ferry_slot *s = &l->slots[k];
-            for (int v = 0; v < 2; v++) {
+            for (int v = 0; v < 3; v++) {
                 ferry_tensor_release(s->images[v]);
                 ferry_tensor_release(s->labels[v]);
             }
@@ -623,7 +652,7 @@ static void take_slot(ferry_loader *l, ferry_slot *s)
 
 static void fill_batch(const ferry_loader *l, const ferry_slot *s, ferry_batch *out)
 {
-    int v = s->count == l->batch ? 0 : 1;
+    int v = s->count == l->batch ? 0 : s->count == l->full_epoch_len % l->batch ? 1 : 2;
     out->images = s->images[v];
     out->labels = s->labels[v];
     out->size = s->count;
@@ -691,6 +720,12 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
 {
     if (!l)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_reset: loader is NULL");
+    return ferry_loader_restart_(l, epoch, 0, 0, false);
+}
+
+ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first_batch,
+                                   size_t rest, bool use_rest)
+{
     if (!l->cfg.persistent_workers)
         ferry_workers_stop(l);
     ferry_mutex_lock(&l->lock);
@@ -710,7 +745,7 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
         s->state = SLOT_FREE;
         s->host_in_copy = l->gpu; /* a voided batch may have queued its copy */
     }
-    start_epoch(l, epoch);
+    start_epoch(l, epoch, first_batch, rest, use_rest);
     pthread_cond_broadcast(&l->work_cv);
     ferry_mutex_unlock(&l->lock);
     if (!l->cfg.persistent_workers)
@@ -718,12 +753,12 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
     return FERRY_OK;
 }
 
-size_t ferry_loader_len(const ferry_loader *l) { return l ? l->num_batches : 0; }
+size_t ferry_loader_len(const ferry_loader *l) { return l ? l->full_num_batches : 0; }
 size_t ferry_loader_num_samples(const ferry_loader *l)
 {
     if (!l)
         return 0;
-    return l->cfg.drop_last ? l->num_batches * l->batch : l->epoch_len;
+    return l->cfg.drop_last ? l->full_num_batches * l->batch : l->full_epoch_len;
 }
 ferry_device ferry_loader_device(const ferry_loader *l) { return l ? l->dev : ferry_cpu(); }
 

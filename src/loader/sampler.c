@@ -113,3 +113,38 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
         break;
     }
 }
+
+/* The epoch's order over all ranks, unpadded: what every rank of a distributed
+ * run derives its share from. */
+static size_t global_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t *g)
+{
+    if (plan->kind != FERRY_SAMPLER_DISTRIBUTED) {
+        ferry_sampler_order(plan, epoch, g, NULL);
+        return ferry_sampler_len(plan);
+    }
+    for (size_t i = 0; i < plan->dataset_len; i++)
+        g[i] = i;
+    if (plan->shuffle)
+        shuffle(g, plan->dataset_len, plan->seed, epoch);
+    return plan->dataset_len;
+}
+
+size_t ferry_sampler_order_rest(const ferry_sampler_plan *plan, uint64_t epoch, uint64_t consumed,
+                                size_t *out, size_t *scratch)
+{
+    size_t world = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? plan->world_size : 1;
+    size_t rank = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? plan->rank : 0;
+    size_t *g = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? scratch : out;
+    size_t len = global_order(plan, epoch, g);
+    if (consumed >= len)
+        return 0;
+    size_t rest = len - (size_t)consumed;
+    const size_t *r = g + consumed;
+    /* This rank's share of the rest, padded as a fresh epoch of `rest` samples
+     * would be: ceil(rest / world), repeating the rest from its start. out may
+     * alias g (world 1): k-th entry from index k >= k, read before written. */
+    size_t mine = (rest + world - 1) / world;
+    for (size_t k = 0; k < mine; k++)
+        out[k] = r[(k * world + rank) % rest];
+    return mine;
+}

@@ -30,4 +30,12 @@ size_t ferry_sampler_len(const ferry_sampler_plan *plan);
 void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t *out,
                          size_t *scratch);
 
+/* The rest of epoch `epoch` after the first `consumed` entries of its global
+ * order (all ranks together) were delivered, re-split over this plan's world
+ * size: into out, returning this rank's count (ceil(rest / world_size), padded
+ * by repeating the rest from its start). For resuming with another world size.
+ * scratch: dataset_len entries. */
+size_t ferry_sampler_order_rest(const ferry_sampler_plan *plan, uint64_t epoch, uint64_t consumed,
+                                size_t *out, size_t *scratch);
+
 #endif

@@ -1,0 +1,238 @@
+/* The loader's state for resuming: what it is, its text form for checkpoint
+ * metadata, and restoring it (with the same world size: the epoch's order from
+ * the next batch on; with another: the rest of the epoch split again). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/assert.h"
+#include "common/error.h"
+#include "loader/internal.h"
+#include "loader/sampler.h"
+
+#define STATE_MAGIC "ferry-loader-state/1"
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t fnv_u64(uint64_t h, uint64_t v) { return fnv(h, &v, sizeof v); }
+
+/* Where the last two components of a path start ("class/file.png"): the
+ * dataset's folder may move between a run and its resumption. */
+static size_t tail_start(const char *name)
+{
+    size_t n = strlen(name), slashes = 0;
+    while (n > 0) {
+        if (name[n - 1] == '/' && ++slashes == 2)
+            return n;
+        n--;
+    }
+    return 0;
+}
+
+uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
+{
+    const ferry_sample_format *f = ferry_dataset_format(ds);
+    size_t len = ferry_dataset_len(ds);
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = fnv_u64(h, len);
+    h = fnv_u64(h, f->channels);
+    h = fnv_u64(h, f->height);
+    h = fnv_u64(h, f->width);
+    h = fnv_u64(h, (uint64_t)f->layout);
+    h = fnv_u64(h, (uint64_t)f->dtype);
+    h = fnv_u64(h, ferry_dataset_num_classes(ds));
+    /* Names at 64 spread-out indices and the last: a renamed, added or removed
+     * file changes them, at no cost worth measuring. */
+    for (size_t k = 0; len && k <= 64; k++) {
+        size_t i = k == 64 ? len - 1 : (size_t)((uint64_t)len * k / 64);
+        const char *name = ferry_dataset_sample_name(ds, i);
+        if (name)
+            h = fnv(h, name + tail_start(name), strlen(name + tail_start(name)) + 1);
+    }
+    return h;
+}
+
+static uint64_t indices_id(const ferry_loader *l)
+{
+    if (l->plan.kind != FERRY_SAMPLER_INDICES)
+        return 0;
+    return fnv(0xcbf29ce484222325ull, l->plan.indices, l->plan.num_indices * sizeof(size_t));
+}
+
+static size_t world_of(const ferry_loader *l)
+{
+    return l->plan.kind == FERRY_SAMPLER_DISTRIBUTED ? l->plan.world_size : 1;
+}
+
+/* The fingerprint and seed this loader would write. */
+static void fill_identity(const ferry_loader *l, ferry_loader_state *s)
+{
+    s->seed = l->cfg.seed;
+    s->dataset_len = ferry_dataset_len(l->ds);
+    s->dataset_id = ferry_loader_dataset_id_(l->ds);
+    s->batch_size = l->cfg.batch_size;
+    s->sampler = (uint64_t)l->plan.kind;
+    s->shuffle = l->plan.shuffle;
+    s->drop_last = l->cfg.drop_last;
+    s->world_size = world_of(l);
+    s->indices_id = indices_id(l);
+}
+
+ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out)
+{
+    if (!l || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    fill_identity(l, out);
+    ferry_mutex_lock(&l->lock);
+    out->epoch = l->epoch;
+    out->batches = l->delivered;
+    out->done = l->delivered == l->num_batches;
+    out->resumed_from = l->resumed_from;
+    /* Ranks deliver in lockstep: after k batches each, the first k * batch entries
+     * of every rank's share are done, which interleave into the global order. */
+    uint64_t mine = (uint64_t)l->delivered * l->batch;
+    if (mine > l->epoch_len)
+        mine = l->epoch_len;
+    out->position = l->resumed_from + mine * world_of(l);
+    ferry_mutex_unlock(&l->lock);
+    return FERRY_OK;
+}
+
+/* FERRY_OK when the state's fingerprint is this loader's; otherwise the first
+ * field that differs, with both values. */
+static ferry_status check_identity(const ferry_loader *l, const ferry_loader_state *st)
+{
+    ferry_loader_state me;
+    memset(&me, 0, sizeof me);
+    fill_identity(l, &me);
+    struct { const char *name; uint64_t saved, here; } f[] = {
+        {"dataset length", st->dataset_len, me.dataset_len},
+        {"dataset contents (format, classes or file names)", st->dataset_id, me.dataset_id},
+        {"batch_size", st->batch_size, me.batch_size},
+        {"sampler", st->sampler, me.sampler},
+        {"shuffle", st->shuffle, me.shuffle},
+        {"drop_last", st->drop_last, me.drop_last},
+        {"seed", st->seed, me.seed},
+        {"indices", st->indices_id, me.indices_id},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (f[i].saved != f[i].here)
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "loader state does not fit this loader: %s is %" PRIu64
+                              " in the state, %" PRIu64 " here",
+                              f[i].name, f[i].saved, f[i].here);
+    if (st->world_size == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state: world_size is 0");
+    return FERRY_OK;
+}
+
+ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
+{
+    if (!l || !st)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_restore: NULL argument");
+    ferry_status s = check_identity(l, st);
+    if (s != FERRY_OK)
+        return s;
+    if (st->done)
+        return ferry_loader_restart_(l, st->epoch, l->full_num_batches, 0, false);
+    if (st->world_size == world_of(l) && st->resumed_from == 0) {
+        if (st->batches > l->full_num_batches)
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "loader state: %" PRIu64 " batches delivered, but an epoch has %zu",
+                              st->batches, l->full_num_batches);
+        return ferry_loader_restart_(l, st->epoch, (size_t)st->batches, 0, false);
+    }
+    /* Another world size (or an epoch that was itself resumed so): the rest of
+     * the global order, split over this loader's world. First an epoch with no
+     * batch left, so that no worker reads l->order while it is rewritten. */
+    s = ferry_loader_restart_(l, st->epoch, l->full_num_batches, 0, false); /* an empty epoch */
+    if (s != FERRY_OK)
+        return s;
+    ferry_mutex_lock(&l->lock);
+    size_t rest = ferry_sampler_order_rest(&l->plan, st->epoch, st->position, l->order,
+                                           l->order_scratch);
+    ferry_mutex_unlock(&l->lock);
+    if (rest % l->batch && rest % l->batch != l->full_epoch_len % l->batch &&
+        (s = ferry_loader_views_for_rest_(l, rest % l->batch)) != FERRY_OK)
+        return s;
+    s = ferry_loader_restart_(l, st->epoch, 0, rest, true);
+    ferry_mutex_lock(&l->lock);
+    l->resumed_from = st->position;
+    ferry_mutex_unlock(&l->lock);
+    return s;
+}
+
+ferry_status ferry_loader_state_format(const ferry_loader_state *st, char *buf, size_t size)
+{
+    if (!st || !buf)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_format: NULL argument");
+    int n = snprintf(buf, size,
+                     STATE_MAGIC " seed=%" PRIu64 " epoch=%" PRIu64 " batches=%" PRIu64
+                     " position=%" PRIu64 " resumed_from=%" PRIu64 " done=%d dataset_len=%" PRIu64
+                     " dataset_id=%016" PRIx64 " batch_size=%" PRIu64 " sampler=%" PRIu64
+                     " shuffle=%d drop_last=%d world_size=%" PRIu64 " indices_id=%016" PRIx64,
+                     st->seed, st->epoch, st->batches, st->position, st->resumed_from,
+                     (int)st->done, st->dataset_len, st->dataset_id, st->batch_size, st->sampler,
+                     (int)st->shuffle, (int)st->drop_last, st->world_size, st->indices_id);
+    if (n < 0 || (size_t)n >= size)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_format: buffer of %zu bytes is too small",
+                          size);
+    return FERRY_OK;
+}
+
+/* "key=value" at *p: the value as a number in base (10 or 16); advances *p. */
+static bool take(const char **p, const char *key, int base, uint64_t *v)
+{
+    size_t n = strlen(key);
+    if (strncmp(*p, key, n) != 0 || (*p)[n] != '=')
+        return false;
+    const char *q = *p + n + 1;
+    char *end = NULL;
+    if (*q < '0' || *q > (base == 16 ? 'f' : '9'))
+        return false;
+    *v = strtoull(q, &end, base);
+    if (end == q || (*end != ' ' && *end != '\0'))
+        return false;
+    *p = *end == ' ' ? end + 1 : end;
+    return true;
+}
+
+ferry_status ferry_loader_state_parse(const char *text, ferry_loader_state *out)
+{
+    if (!text || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_parse: NULL argument");
+    memset(out, 0, sizeof *out);
+    const char *p = text;
+    size_t m = strlen(STATE_MAGIC);
+    if (strncmp(p, STATE_MAGIC, m) != 0 || p[m] != ' ')
+        return ferry_fail(FERRY_ERR_FORMAT, "loader state: does not start with \"" STATE_MAGIC "\": \"%.60s\"",
+                          text);
+    p += m + 1;
+    uint64_t done = 0, shuffle = 0, drop_last = 0;
+    struct { const char *key; int base; uint64_t *v; } f[] = {
+        {"seed", 10, &out->seed}, {"epoch", 10, &out->epoch}, {"batches", 10, &out->batches},
+        {"position", 10, &out->position}, {"resumed_from", 10, &out->resumed_from},
+        {"done", 10, &done}, {"dataset_len", 10, &out->dataset_len},
+        {"dataset_id", 16, &out->dataset_id}, {"batch_size", 10, &out->batch_size},
+        {"sampler", 10, &out->sampler}, {"shuffle", 10, &shuffle}, {"drop_last", 10, &drop_last},
+        {"world_size", 10, &out->world_size}, {"indices_id", 16, &out->indices_id},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        if (!take(&p, f[i].key, f[i].base, f[i].v))
+            return ferry_fail(FERRY_ERR_FORMAT, "loader state: expected %s=<number> at \"%.40s\"",
+                              f[i].key, p);
+    if (*p || done > 1 || shuffle > 1 || drop_last > 1)
+        return ferry_fail(FERRY_ERR_FORMAT, "loader state: unexpected \"%.40s\"", p);
+    out->done = done;
+    out->shuffle = shuffle;
+    out->drop_last = drop_last;
+    return FERRY_OK;
+}
