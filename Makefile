@@ -3,6 +3,10 @@
 #   make CUDA=0       without CUDA
 #   make DIST=0       without MPI/NCCL (data-parallel training; built when mpicc is found)
 #   make STATIC=1     link libpng, zlib and the CUDA runtime statically
+#   make CUDA_ARCH=90 GPU code for those architectures only ("80 90" or 80,90; default:
+#                     sm_75 to sm_120, as many as nvcc builds, and PTX of the newest)
+#   make BLAS=blas    the reference CBLAS (libblas-dev) instead of OpenBLAS; any other
+#                     CBLAS with BLAS_LIBS="-l..." (and BLAS_HEADER, BLAS_CFLAGS)
 #   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan,
 #                     each also on the simulated GPU; lint)
 #   make run          install missing packages, then the demo
@@ -13,7 +17,8 @@ BUILD    ?= build
 CUDA     ?= auto
 STATIC   ?= 0
 SAN      ?=
-CUDA_ARCH ?= 90
+CUDA_ARCH ?=
+BLAS     ?= openblas
 DIST     ?= auto
 CC       ?= gcc
 V        ?= 0
@@ -23,6 +28,7 @@ V        ?= 0
 quiet = $(if $(filter 1,$(V)),,@printf '  %-5s%s\n' '$(1)' '$(2)';)
 
 NVCC_FOUND := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA_ASKED := $(CUDA)
 ifeq ($(CUDA),auto)
   CUDA := $(if $(NVCC_FOUND),1,0)
 endif
@@ -33,13 +39,22 @@ CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURC
                -Iinclude -Isrc -MMD -MP
 CFLAGS   += $(CFLAGS_BASE)
 LIB_CFLAGS := -fvisibility=hidden
-LDLIBS   := -lpng -lz -lopenblas -lm -pthread
+comma := ,
+space := $(subst ,, )
+# The CPU's matrix products take any CBLAS. Debian keeps the reference one's header
+# as cblas-netlib.h and its library in /usr/lib/<triplet>/blas: plain cblas.h and
+# libblas.so are alternatives links that may point at OpenBLAS, so BLAS=blas names
+# the reference files directly when they are there (rpath: libblas.so.3 too).
+REF_BLAS_DIR := $(if $(filter blas,$(BLAS)),$(patsubst %/,%,$(dir $(firstword $(wildcard /usr/lib/*/blas/libblas.so)))))
+BLAS_HEADER ?= $(if $(and $(filter blas,$(BLAS)),$(wildcard /usr/include/*/cblas-netlib.h)),cblas-netlib.h,cblas.h)
+BLAS_LIBS   ?= $(if $(REF_BLAS_DIR),-L$(REF_BLAS_DIR) -Wl$(comma)-rpath$(comma)$(REF_BLAS_DIR)) -l$(BLAS)
+CFLAGS   += $(BLAS_CFLAGS) $(if $(filter-out cblas.h,$(BLAS_HEADER)),-DFERRY_CBLAS_HEADER="<$(BLAS_HEADER)>")
+LDLIBS   := -lpng -lz $(BLAS_LIBS) -lm -pthread
 ifeq ($(STATIC),1)
-  LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic -lopenblas -lm -pthread
+  LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic $(BLAS_LIBS) -lm -pthread
 endif
 # The shared library takes libpng and zlib as shared libraries even with STATIC=1:
 # their archives are not position-independent. (Deferred: LDLIBS grows below.)
-comma := ,
 SO_LDLIBS = $(if $(filter 1,$(STATIC)),$(filter-out -Wl$(comma)-Bstatic -Wl$(comma)-Bdynamic,$(LDLIBS)),$(LDLIBS))
 
 SRC_C  := $(sort $(shell find src -name '*.c'))
@@ -47,15 +62,30 @@ SRC_CU :=
 ifeq ($(CUDA),1)
   CFLAGS  += -DFERRY_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   SRC_CU  := $(sort $(shell find src -name '*.cu'))
+  # Machine code (SASS) for each GPU generation from Turing (sm_75) to Blackwell
+  # (sm_120) that this nvcc builds, asked once per make (milliseconds), and PTX of
+  # the newest, which the driver JIT-compiles for GPUs newer than all of them.
+  CUDA_ARCH_LIST := $(subst $(comma), ,$(CUDA_ARCH))
+  ifeq ($(strip $(CUDA_ARCH_LIST)),)
+    CUDA_ARCH_LIST := $(filter $(patsubst sm_%,%,$(shell $(NVCC) --list-gpu-code 2>/dev/null)),75 80 86 89 90 100 120)
+    ifeq ($(CUDA_ARCH_LIST),)
+      $(warning ferry: $(NVCC) --list-gpu-code names none of sm_75..sm_120; building sm_75 (set CUDA_ARCH))
+      CUDA_ARCH_LIST := 75
+    endif
+  endif
+  # Numerically newest: two-digit architectures sort before three-digit ones.
+  CUDA_PTX   := $(lastword $(sort $(filter-out 1%,$(CUDA_ARCH_LIST))) $(sort $(filter 1%,$(CUDA_ARCH_LIST))))
+  CUDA_ARCHS := $(CUDA_ARCH_LIST:%=sm_%) compute_$(CUDA_PTX)
   NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
-             -gencode arch=compute_$(CUDA_ARCH),code=[sm_$(CUDA_ARCH),compute_$(CUDA_ARCH)] -MMD -MP
+             $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) -MMD -MP
   ifeq ($(STATIC),1)
     CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -Wl,-rpath,$(CUDA_HOME)/lib64
   else
     CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
   endif
   LDLIBS  += $(CUDA_LIBS) -lstdc++
-  BUILD_NOTE := ferry: building with CUDA ($(NVCC), sm_$(CUDA_ARCH))
+  BUILD_NOTE := ferry: building with CUDA ($(NVCC), $(CUDA_ARCHS))
 else
   SRC_C   := $(filter-out %_cuda.c,$(SRC_C))
   BUILD_NOTE := ferry: building without CUDA (CPU only$(if $(NVCC_FOUND),; CUDA=0 given,; nvcc not found))
@@ -64,6 +94,7 @@ endif
 # Distributed training: MPI when mpicc is found, NCCL (from the CUDA toolkit)
 # on top when CUDA is built and nccl.h is there. Without MPI, distributed/nompi.c
 # answers every call with "built without MPI".
+DIST_ASKED := $(DIST)
 ifeq ($(DIST),auto)
   DIST := $(if $(shell command -v mpicc 2>/dev/null),1,0)
 endif
@@ -103,6 +134,21 @@ ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
 endif
 
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
+# ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
+# already changes with it, so the quoted define can stay out of CFLAGS.
+$(BUILD)/obj/src/device/arch.o: CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
+
+# Before the first compile in a build folder, and again when its flags change:
+# are the headers and libraries there? If not, name the Debian packages and the
+# command that installs them (scripts/install-deps.sh --check) instead of failing
+# in the middle of a compile. Optional tools the build did not find get a note.
+DEPS_STAMP := $(BUILD)/.deps-ok
+$(DEPS_STAMP): $(FLAGS_FILE)
+	@CC="$(CC)" FERRY_DEPS_CFLAGS="$(filter -I%,$(CFLAGS))" FERRY_DEPS_LDFLAGS="$(filter -L%,$(LDFLAGS))" \
+		FERRY_BLAS="$(BLAS)" FERRY_BLAS_HEADER="$(BLAS_HEADER)" FERRY_BLAS_LIBS="$(BLAS_LIBS)" \
+		FERRY_DEPS_OPTIONAL="$(if $(and $(filter auto,$(CUDA_ASKED)),$(filter 0,$(CUDA))),nvcc) \
+		$(if $(and $(filter auto,$(DIST_ASKED)),$(filter 0,$(DIST))),mpicc)" \
+		sh scripts/install-deps.sh --check && touch $@
 # The library's objects export only what include/ marks FERRY_API (the .cu files
 # get the same through NVFLAGS); tests, tools and samples link libferry.a and may
 # still call internals.
@@ -131,11 +177,11 @@ tests: $(TESTS) $(DRILL)
 note:
 	@echo "$(BUILD_NOTE)"
 
-$(BUILD)/obj/%.o: %.c $(FLAGS_FILE)
+$(BUILD)/obj/%.o: %.c $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,CC,$<)$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE)
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVFLAGS) -c $< -o $@
 
@@ -184,7 +230,10 @@ PUBLIC_HEADERS := $(sort $(wildcard include/ferry/*.h))
 pc_flag_libpng   := -lpng
 pc_flag_zlib     := -lz
 pc_flag_openblas := -lopenblas
-PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),openblas,libpng zlib openblas),\
+# OpenBLAS by its module when BLAS_LIBS is just -lopenblas; any other BLAS (the
+# reference one's -L and rpath included) stays in Libs.private as linked.
+PC_BLAS     = $(if $(filter-out -lopenblas,$(BLAS_LIBS)),,$(if $(BLAS_LIBS),openblas))
+PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),$(PC_BLAS),libpng zlib $(PC_BLAS)),\
                 $(if $(shell pkg-config --exists $(m) 2>/dev/null && echo y),$(m)))
 PC_LIBS     = $(filter-out $(foreach m,$(PC_REQUIRES),$(pc_flag_$(m))),$(LDLIBS))
 pc_dir      = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
@@ -219,7 +268,7 @@ uninstall:
 	@rmdir $(DESTDIR)$(INCLUDEDIR)/ferry 2>/dev/null || true
 
 deps:
-	@sh scripts/install-deps.sh
+	@FERRY_BLAS="$(BLAS)" sh scripts/install-deps.sh
 
 # The whole suite: the plain build (with CUDA when found), everything again under
 # ASan+UBSan, and the threaded tests under TSan; then all three again on two
@@ -242,11 +291,12 @@ test: deps
 		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
 		FERRY_DIST_BUILD=$(BUILD) FERRY_SAMPLES_BUILD=$(BUILD) \
 		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
-		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) CUDA_ARCH=$(CUDA_ARCH)" \
+		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) BLAS=$(BLAS) \
+		CUDA_ARCH=$(subst $(space),$(comma),$(strip $(CUDA_ARCH_LIST)))" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
 		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
-		scripts/sim-samples.sh scripts/install-test.sh scripts/gpu-check-dry.sh
+		scripts/sim-samples.sh scripts/cli-test.sh scripts/install-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh
 
 # ---- the GPU check (scripts/gpu-check.sh; docs/BENCHMARKS.md, section GPU) ----
 # make gpu-check  here, without a GPU: builds GPU_CHECK_BUILD with STATIC=1, packs

@@ -14,6 +14,7 @@
 
 #include "ferry.h"
 #include "ferry/rng.h"
+#include "../tools/cli_args.h"
 
 static unsigned char *read_idx(const char *dir, const char *name, int want_dims, int64_t *dims)
 {
@@ -67,10 +68,43 @@ static double now(void)
         }                                                                                          \
     } while (0)
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: bench_mlp [IDX-FOLDER] [EPOCHS]\n"
+               "  IDX-FOLDER: the Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist);\n"
+               "  EPOCHS: 1 to 1000000 (default 3)\n");
+}
+
+/* The folder and epoch count: 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, const char **dir, int *epochs)
+{
+    size_t n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return -1;
+        }
+        /* EPOCHS may look like "-2": a bad number, reported as one below. */
+        bool option = argv[i][0] == '-' && argv[i][1] && (i == 1 || argv[i][1] == '-');
+        if (option || i > 2)
+            return cli_unknown("bench_mlp", argv[i], usage);
+    }
+    if (argc > 1)
+        *dir = argv[1];
+    if (argc > 2 && cli_size("bench_mlp", "EPOCHS", argv[2], 1, 1000000, &n) != 0)
+        return CLI_USAGE;
+    if (argc > 2)
+        *epochs = (int)n;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    const char *dir = argc > 1 ? argv[1] : "/usr/share/datasets/fashion-mnist";
-    int epochs = argc > 2 ? atoi(argv[2]) : 3;
+    const char *dir = "/usr/share/datasets/fashion-mnist";
+    int epochs = 3;
+    int rc = parse_args(argc, argv, &dir, &epochs);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     int64_t xd[3], yd[1], txd[3], tyd[1];
     unsigned char *images = read_idx(dir, "train-images-idx3-ubyte", 3, xd);
     unsigned char *labels = read_idx(dir, "train-labels-idx1-ubyte", 1, yd);

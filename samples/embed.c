@@ -2,14 +2,17 @@
  * on the default device (the GPU when there is one), batch shapes printed.
  *   build/samples/embed DIR */
 #include <stdio.h>
+#include <string.h>
 
 #include <ferry.h>
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s DIR   (DIR/<class>/<file>.png)\n", argv[0]);
-        return 2;
+    /* --help: the usage on stdout; anything but one folder: on stderr, status 2. */
+    int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (argc != 2 || help || argv[1][0] == '-') {
+        fprintf(help ? stdout : stderr, "usage: %s DIR   (DIR/<class>/<file>.png)\n", argv[0]);
+        return help ? 0 : 2;
     }
     ferry_image_config img = ferry_image_config_default();
     ferry_dataset *ds;

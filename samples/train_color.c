@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "../tools/cli_args.h"
 
 #define CLASSES 4
 #define SIZE 32
@@ -187,42 +188,84 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     return FERRY_OK;
 }
 
+#define PROG "train_color"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: train_color --make-data DIR [--train N] [--test N]\n"
+               "       train_color [--data DIR] [--epochs N] [--batch N] [--lr X] [--device D]\n"
+               "                   [--workers N] [--seed S] [--channels 3|1] [--out DIR]\n"
+               "  --train, --test: images per class, 1 to 1000000 (1000, 250);\n"
+               "  --epochs 1 to %d (4), --batch 1 to 65536 (64), --workers 0 to 256 (2),\n"
+               "  --lr > 0 and at most 100 (0.02), --seed any unsigned 64-bit integer (0);\n"
+               "  --channels: train only the color (3) or the gray (1) model (default both)\n",
+            MAX_EPOCHS);
+}
+
+/* What the command line asks for: make the data, or train on it. */
+typedef struct args {
+    opts o;
+    const char *make;
+    size_t ntrain, ntest;
+} args;
+
+static const char *const value_opts[] = {"--make-data", "--train", "--test", "--data",
+                                         "--device", "--out", "--epochs", "--batch",
+                                         "--workers", "--channels", "--lr", "--seed", NULL};
+
+/* Option a with its value v into r: 0, or CLI_USAGE after the one-line message. */
+static int parse_value(args *r, const char *a, const char *v)
+{
+    static const char *const channels[] = {"1", "3", NULL};
+    int k = 0;
+    if (!strcmp(a, "--train")) return cli_size(PROG, a, v, 1, 1000000, &r->ntrain);
+    if (!strcmp(a, "--test")) return cli_size(PROG, a, v, 1, 1000000, &r->ntest);
+    if (!strcmp(a, "--epochs")) return cli_size(PROG, a, v, 1, MAX_EPOCHS, &r->o.epochs);
+    if (!strcmp(a, "--batch")) return cli_size(PROG, a, v, 1, 65536, &r->o.batch);
+    if (!strcmp(a, "--workers")) return cli_size(PROG, a, v, 0, 256, &r->o.workers);
+    if (!strcmp(a, "--lr")) return cli_double(PROG, a, v, 0, true, 100, &r->o.lr);
+    if (!strcmp(a, "--seed")) return cli_u64(PROG, a, v, &r->o.seed);
+    if (!strcmp(a, "--channels")) {
+        if (cli_choice(PROG, a, v, channels, &k) != 0)
+            return CLI_USAGE;
+        r->o.channels = k ? 3 : 1;
+    }
+    else if (!strcmp(a, "--make-data")) r->make = v;
+    else if (!strcmp(a, "--data")) r->o.data = v;
+    else if (!strcmp(a, "--device")) r->o.device = v;
+    else r->o.out = v; /* --out, the one left */
+    return 0;
+}
+
+/* The command line into r: 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, args *r)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        if (!cli_in(a, value_opts))
+            return cli_unknown(PROG, a, usage);
+        const char *v = cli_value(PROG, argc, argv, &i);
+        if (!v || parse_value(r, a, v) != 0)
+            return CLI_USAGE;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    opts o = {.data = "build/data/color-shapes", .out = "build/run/color", .epochs = 4, .batch = 64,
-              .workers = 2, .lr = 0.02, .seed = 0};
-    const char *make = NULL;
-    size_t ntrain = 1000, ntest = 250;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "train_color: %s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--make-data")) make = v;
-        else if (!strcmp(a, "--train")) ntrain = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--test")) ntest = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--data")) o.data = v;
-        else if (!strcmp(a, "--device")) o.device = v;
-        else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--epochs")) o.epochs = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--batch")) o.batch = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--workers")) o.workers = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--channels")) o.channels = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--lr")) o.lr = atof(v);
-        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
-        else {
-            fprintf(stderr, "train_color: unknown option %s\n", a);
-            return 2;
-        }
-    }
-    if (make)
-        return make_data(make, ntrain, ntest);
-    if (o.channels != 0 && o.channels != 1 && o.channels != 3) {
-        fprintf(stderr, "train_color: --channels must be 3 or 1\n");
-        return 2;
-    }
+    args r = {.o = {.data = "build/data/color-shapes", .out = "build/run/color", .epochs = 4,
+                    .batch = 64, .workers = 2, .lr = 0.02, .seed = 0},
+              .ntrain = 1000, .ntest = 250};
+    int rc = parse_args(argc, argv, &r);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (r.make)
+        return make_data(r.make, r.ntrain, r.ntest);
+    const opts o = r.o;
     ferry_device dev;
     if (pick_device(o.device, &dev) != FERRY_OK)
         return 1;

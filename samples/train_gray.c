@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "common.h"
+#include "../tools/cli_args.h"
 
 static const float MEAN = 0.2860f, STD = 0.3530f; /* Fashion-MNIST's train set */
 
@@ -28,12 +29,69 @@ typedef struct opts {
     uint64_t seed;
 } opts;
 
-static int usage(void)
+#define PROG "train_gray"
+
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
-                    "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
-                    "                  [--limit N] [--save FILE] [--dist]\n");
-    return 2;
+    fprintf(f, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
+               "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
+               "                  [--limit N] [--save FILE] [--dist]\n"
+               "  --epochs 1 to %d (default 10), --batch 1 to 65536 (128), --workers 0 to 256 (2),\n"
+               "  --lr > 0 and at most 100 (0.05), --limit 1 to 1000000000 (all), --seed any\n"
+               "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist\n",
+            MAX_EPOCHS);
+}
+
+static const char *const value_opts[] = {"--data", "--idx", "--model", "--device", "--out",
+                                         "--save", "--limit", "--epochs", "--batch",
+                                         "--workers", "--lr", "--seed", NULL};
+
+/* Option a with its value v into o: 0, or CLI_USAGE after the one-line message. */
+static int parse_value(opts *o, const char *a, const char *v)
+{
+    static const char *const models[] = {"mlp", "cnn", NULL};
+    int k = 0;
+    if (!strcmp(a, "--limit")) return cli_size(PROG, a, v, 1, 1000000000, &o->limit);
+    if (!strcmp(a, "--epochs")) return cli_size(PROG, a, v, 1, MAX_EPOCHS, &o->epochs);
+    if (!strcmp(a, "--batch")) return cli_size(PROG, a, v, 1, 65536, &o->batch);
+    if (!strcmp(a, "--workers")) return cli_size(PROG, a, v, 0, 256, &o->workers);
+    if (!strcmp(a, "--lr")) return cli_double(PROG, a, v, 0, true, 100, &o->lr);
+    if (!strcmp(a, "--seed")) return cli_u64(PROG, a, v, &o->seed);
+    if (!strcmp(a, "--model")) {
+        if (cli_choice(PROG, a, v, models, &k) != 0)
+            return CLI_USAGE;
+        o->model = models[k];
+    }
+    else if (!strcmp(a, "--data")) o->data = v;
+    else if (!strcmp(a, "--idx")) o->idx = v;
+    else if (!strcmp(a, "--device")) o->device = v;
+    else if (!strcmp(a, "--out")) o->out = v;
+    else o->save = v; /* --save, the one left */
+    return 0;
+}
+
+/* The command line into o: 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--amp")) {
+            o->amp = true;
+        } else if (!strcmp(a, "--dist")) {
+            o->dist = true;
+        } else if (cli_in(a, value_opts)) {
+            const char *v = cli_value(PROG, argc, argv, &i);
+            if (!v || parse_value(o, a, v) != 0)
+                return CLI_USAGE;
+        } else {
+            return cli_unknown(PROG, a, usage);
+        }
+    }
+    return 0;
 }
 
 static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_dataset **test)
@@ -195,35 +253,9 @@ int main(int argc, char **argv)
 {
     opts o = {.data = "build/data/fashion-mnist", .model = "mlp", .out = "build/run",
               .epochs = 10, .batch = 128, .workers = 2, .lr = 0.05, .seed = 0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--amp")) { o.amp = true; continue; }
-        if (!strcmp(a, "--dist")) { o.dist = true; continue; }
-        if (!v)
-            return usage();
-        i++;
-        if (!strcmp(a, "--data")) o.data = v;
-        else if (!strcmp(a, "--idx")) o.idx = v;
-        else if (!strcmp(a, "--model")) o.model = v;
-        else if (!strcmp(a, "--device")) o.device = v;
-        else if (!strcmp(a, "--out")) o.out = v;
-        else if (!strcmp(a, "--save")) o.save = v;
-        else if (!strcmp(a, "--limit")) o.limit = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--epochs")) o.epochs = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--batch")) o.batch = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--workers")) o.workers = strtoull(v, NULL, 10);
-        else if (!strcmp(a, "--lr")) o.lr = atof(v);
-        else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
-        else return usage();
-    }
-    if (strcmp(o.model, "mlp") && strcmp(o.model, "cnn")) {
-        fprintf(stderr, "train_gray: --model must be mlp or cnn (got \"%s\")\n", o.model);
-        return 2;
-    }
-    if (o.epochs == 0 || o.batch == 0 || !(o.lr > 0)) {
-        fprintf(stderr, "train_gray: --epochs, --batch and --lr must be positive\n");
-        return 2;
-    }
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     if (!o.dist)
         return train(&o, NULL) == FERRY_OK ? 0 : 1;
 

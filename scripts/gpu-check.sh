@@ -5,8 +5,11 @@
 #   scripts/gpu-check.sh run OUTDIR [BUILD] [options]  there, on the lent GPU machine
 #
 # prepare (BUILD defaults to build/gpu; `make gpu-check` runs it) builds with
-# `make STATIC=1 BUILD=BUILD all` (libpng, zlib and the CUDA runtime linked in:
-# the GPU machine has nvcc but no libpng/OpenBLAS headers), then packs into
+# `make STATIC=1 CUDA_ARCH=90 BUILD=BUILD all` (libpng, zlib and the CUDA runtime
+# linked in: the GPU machine has nvcc but no libpng/OpenBLAS headers; sm_90 alone,
+# the lent H100 and H200, FERRY_GPU_CHECK_ARCH to change: every test program links
+# the GPU code, and the default seven architectures would not fit the carry limit
+# below), then packs into
 # BUILD/gpu-check/ what the GPU machine needs and cannot make: ferry.tar.xz (the
 # tool, the tests, the samples and libferry.so, debug info stripped, with the
 # shared libraries they use that a bare machine may lack: OpenBLAS, Open MPI, ...)
@@ -89,8 +92,10 @@ prepare() {
     if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
         die "nvcc not found: the bundle must be built with CUDA here (the GPU machine has no libpng/OpenBLAS headers)"
     fi
-    echo "== make STATIC=1 BUILD=$build all"
-    ${MAKE:-make} --no-print-directory -j"$jobs" STATIC=1 BUILD="$build" all || die "the build failed"
+    local arch=${FERRY_GPU_CHECK_ARCH:-90}
+    echo "== make STATIC=1 CUDA_ARCH=$arch BUILD=$build all"
+    ${MAKE:-make} --no-print-directory -j"$jobs" STATIC=1 CUDA_ARCH="$arch" BUILD="$build" all ||
+        die "the build failed"
     local info; info=$("$build/ferry" info 2>&1)
     printf '%s\n' "$info" | grep -q '^build: CUDA' ||
         die "$build/ferry was built without CUDA: $(printf '%s\n' "$info" | grep '^build:')"

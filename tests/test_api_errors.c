@@ -358,6 +358,16 @@ TEST(build_queries_never_null)
     CHK_TRUE(ferry_built_with_cuda() == true || ferry_built_with_cuda() == false);
 }
 
+TEST(cuda_arch_queries)
+{
+    int arch = -1;
+    CHK_TRUE(ferry_cuda_archs() != NULL);
+    CHK_TRUE(ferry_cuda_arch_fit(NULL, 9, 0, &arch) == FERRY_ARCH_FIT_NONE && arch == 0);
+    CHK_TRUE(ferry_cuda_arch_fit("sm_90", -1, 0, &arch) == FERRY_ARCH_FIT_NONE && arch == 0);
+    CHK_TRUE(ferry_cuda_arch_fit("sm_90", 9, 99, NULL) == FERRY_ARCH_FIT_NONE);
+    CHK_TRUE(ferry_cuda_arch_fit("sm_99999999999 compute_", 9, 0, &arch) == FERRY_ARCH_FIT_NONE);
+}
+
 /* ================= tensor.h ================= */
 TEST(dtype_queries_invalid)
 {
@@ -710,6 +720,9 @@ TEST(dataset_queries_null_and_out_of_range)
 {
     ferry_dataset *ds = mem_ds();
     CHK_TRUE(ferry_dataset_len(NULL) == 0);
+    const char *first = "x";
+    CHK_TRUE(ferry_dataset_unreadable(NULL, &first) == 0 && first == NULL);
+    CHK_TRUE(ferry_dataset_unreadable(NULL, NULL) == 0);
     CHK_TRUE(ferry_dataset_format(NULL) == NULL);
     CHK_TRUE(ferry_dataset_sample_bytes(NULL) == 0);
     CHK_TRUE(ferry_dataset_num_classes(NULL) == 0);
@@ -932,6 +945,32 @@ TEST(loader_reset_and_queries_null)
     CHK_TRUE(ferry_loader_len(NULL) == 0);
     CHK_TRUE(ferry_loader_num_samples(NULL) == 0);
     CHK_TRUE(ferry_device_eq(ferry_loader_device(NULL), ferry_cpu()));
+}
+
+TEST(loader_state_errors)
+{
+    ferry_dataset *ds = mem_ds();
+    ferry_loader_config c = loader_cfg(ds);
+    ferry_loader *l;
+    ferry_loader_state s;
+    char text[FERRY_LOADER_STATE_TEXT_MAX];
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    CHK(ferry_loader_state_get(NULL, &s), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_get(l, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_OK(ferry_loader_state_get(l, &s));
+    CHK(ferry_loader_restore(NULL, &s), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_restore(l, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_format(NULL, text, sizeof text), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_format(&s, NULL, sizeof text), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_format(&s, text, 8), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_parse(NULL, &s), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_parse("ferry-loader-state/1", NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_loader_state_parse("", &s), FERRY_ERR_FORMAT);
+    ferry_loader_state other = s;
+    other.drop_last = !s.drop_last;
+    CHK(ferry_loader_restore(l, &other), FERRY_ERR_INVALID_ARG);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
 }
 
 TEST(loader_stats_errors)

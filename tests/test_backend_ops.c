@@ -990,11 +990,12 @@ static void cases_relu_bwd(void)
     }
 }
 
-/* ---- cross_entropy: i = {rows, classes}, d[0] = gscale; bufs logits, labels, loss, correct, bad, dlogits ---- */
+/* ---- cross_entropy: i = {rows, classes}, d[0] = gscale; bufs logits, labels, loss, correct, bad, dlogits,
+ * gnum (a loss scale on the device: the factor is gnum[0] / rows instead of gscale) ---- */
 static ferry_status run_cross_entropy(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     return FK(c, cross_entropy, t->dt, p[0], t->dt2, p[1], t->i[0], t->i[1], (float *)p[2], (int64_t *)p[3],
-              (int64_t *)p[4], p[5], (float)t->d[0]);
+              (int64_t *)p[4], p[5], (float)t->d[0], (const float *)p[6]);
 }
 
 static int64_t label_at(const bo_case *t, const void *labels, int64_t r)
@@ -1005,7 +1006,8 @@ static int64_t label_at(const bo_case *t, const void *labels, int64_t r)
 static void naive_cross_entropy(const bo_case *t, void *const *p)
 {
     int64_t rows = t->i[0], classes = t->i[1], ok = 0, bad = 0;
-    double loss = 0, g = (float)t->d[0];
+    /* The device's factor is one f32 division, as the host's gscale was. */
+    double loss = 0, g = p[6] && rows ? (float)(((const float *)p[6])[0] / (float)rows) : (float)t->d[0];
     for (int64_t r = 0; r < rows; r++) {
         double mx = -INFINITY, sum = 0;
         int64_t arg = 0, label = label_at(t, p[1], r);
@@ -1060,12 +1062,13 @@ static void prep_cross_entropy(const bo_case *t, void *const *p, ferry_rng *r)
     }
 }
 
-static void add_ce(ferry_dtype dt, ferry_dtype ldt, int64_t rows, int64_t classes, bool bad, bool metrics, bool grad)
+static void add_ce(ferry_dtype dt, ferry_dtype ldt, int64_t rows, int64_t classes, bool bad, bool metrics, bool grad,
+                   bool dev_scale)
 {
     bo_case *t = add_case("cross_entropy", run_cross_entropy, naive_cross_entropy,
-                          "%s labels %s rows %lld classes %lld%s%s%s", dtn(dt), dtn(ldt), (long long)rows,
+                          "%s labels %s rows %lld classes %lld%s%s%s%s", dtn(dt), dtn(ldt), (long long)rows,
                           (long long)classes, bad ? " with bad labels" : "", metrics ? "" : " no metrics",
-                          grad ? "" : " no gradient");
+                          grad ? "" : " no gradient", dev_scale ? " scale on the device" : "");
     t->dt = dt;
     t->dt2 = ldt;
     t->i[0] = rows;
@@ -1079,6 +1082,8 @@ static void add_ce(ferry_dtype dt, ferry_dtype ldt, int64_t rows, int64_t classe
     add_buf(t, "correct", FERRY_DTYPE_I64, 1, BI_CONST, 3, 0, BC_EXACT)->null = !metrics;
     add_buf(t, "bad", FERRY_DTYPE_I64, 1, BI_CONST, 2, 0, BC_EXACT)->null = !metrics;
     add_buf(t, "dlogits", dt, rows * classes, BI_UNIFORM, -1, 1, BC_CLOSE)->null = !grad;
+    /* 1000: not a power of two, so the division's rounding shows. */
+    add_buf(t, "gnum", FERRY_DTYPE_F32, 1, BI_CONST, 1000, 0, BC_IN)->null = !dev_scale;
 }
 
 static void cases_cross_entropy(void)
@@ -1087,13 +1092,16 @@ static void cases_cross_entropy(void)
     FOR_FLOAT(dt)
     for (int l = 0; l < 2; l++) {
         ferry_dtype ldt = l ? FERRY_DTYPE_I64 : FERRY_DTYPE_I32;
-        add_ce(dt, ldt, 6, 5, false, true, true);
-        add_ce(dt, ldt, 6, 5, true, true, true);
-        add_ce(dt, ldt, 4, 300, true, true, true);
-        add_ce(dt, ldt, 5, 1, false, true, true);
-        add_ce(dt, ldt, 0, 5, false, true, true);
-        add_ce(dt, ldt, 6, 5, true, false, true);
-        add_ce(dt, ldt, 6, 5, true, true, false);
+        add_ce(dt, ldt, 6, 5, false, true, true, false);
+        add_ce(dt, ldt, 6, 5, true, true, true, false);
+        add_ce(dt, ldt, 4, 300, true, true, true, false);
+        add_ce(dt, ldt, 5, 1, false, true, true, false);
+        add_ce(dt, ldt, 0, 5, false, true, true, false);
+        add_ce(dt, ldt, 6, 5, true, false, true, false);
+        add_ce(dt, ldt, 6, 5, true, true, false, false);
+        add_ce(dt, ldt, 6, 5, true, true, true, true);
+        add_ce(dt, ldt, 3, 300, false, false, true, true);
+        add_ce(dt, ldt, 0, 5, false, true, true, true);
     }
 }
 
@@ -1607,22 +1615,36 @@ static void cases_dropout(void)
         }
 }
 
-/* ---- sgd: i[0] = n, d = {lr, momentum, dampening, wd}, fl = {nesterov, first} ---- */
+/* The optimiser kernels' skip flag (device memory; NULL: never skip). */
+enum { SKIP_NULL, SKIP_CLEAR, SKIP_SET };
+static const char *const skip_names[] = {"", " skip flag clear", " skip flag set"};
+
+static bool naive_skipped(const void *skip) { return skip && ((const float *)skip)[0] != 0.0f; }
+
+static void add_skip_buf(bo_case *t, int skip)
+{
+    add_buf(t, "skip", FERRY_DTYPE_F32, 1, BI_CONST, skip == SKIP_SET ? 1 : 0, 0, BC_IN)->null = skip == SKIP_NULL;
+}
+
+/* ---- sgd: i[0] = n, d = {lr, momentum, dampening, wd}, fl[0] = nesterov; bufs p, g, buf, taken, skip ---- */
 static ferry_status run_sgd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     return FK(c, sgd, (float *)p[0], (const float *)p[1], (float *)p[2], t->i[0], (float)t->d[0], (float)t->d[1],
-              (float)t->d[2], (float)t->d[3], t->fl[0], t->fl[1]);
+              (float)t->d[2], (float)t->d[3], t->fl[0], (const int64_t *)p[3], (const float *)p[4]);
 }
 
 static void naive_sgd(const bo_case *t, void *const *p)
 {
+    if (naive_skipped(p[4]))
+        return;
     float *w = p[0], *buf = p[2];
     const float *g = p[1];
+    bool first = ((const int64_t *)p[3])[0] == 0;
     double lr = (float)t->d[0], mom = (float)t->d[1], damp = (float)t->d[2], wd = (float)t->d[3];
     for (int64_t i = 0; i < t->i[0]; i++) {
         double d = g[i] + wd * w[i];
         if (mom != 0) {
-            double b = t->fl[1] ? d : mom * buf[i] + (1 - damp) * d;
+            double b = first ? d : mom * buf[i] + (1 - damp) * d;
             buf[i] = (float)b;
             d = t->fl[0] ? d + mom * b : b;
         }
@@ -1637,36 +1659,44 @@ static void cases_sgd(void)
         {0.9, 0, 0.01, true, false}, {0.9, 0.1, 0, false, false},
     };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++)
-        for (int64_t n = 0; n <= 100; n += 100) {
-            bo_case *t = add_case("sgd", run_sgd, naive_sgd, "f32 n %lld momentum %g dampening %g wd %g%s%s",
-                                  (long long)n, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov ? " nesterov" : "",
-                                  v[k].first ? " first step" : "");
-            t->i[0] = n;
-            t->d[0] = 0.05;
-            t->d[1] = v[k].mom;
-            t->d[2] = v[k].damp;
-            t->d[3] = v[k].wd;
-            t->fl[0] = v[k].nesterov;
-            t->fl[1] = v[k].first;
-            add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
-            add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
-            add_buf(t, "buf", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE)->null = v[k].mom == 0;
-        }
+        for (int64_t n = 0; n <= 100; n += 100)
+            for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++) {
+                if (skip != SKIP_NULL && n == 0)
+                    continue;
+                bo_case *t = add_case("sgd", run_sgd, naive_sgd, "f32 n %lld momentum %g dampening %g wd %g%s%s%s",
+                                      (long long)n, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov ? " nesterov" : "",
+                                      v[k].first ? " first step" : "", skip_names[skip]);
+                t->i[0] = n;
+                t->d[0] = 0.05;
+                t->d[1] = v[k].mom;
+                t->d[2] = v[k].damp;
+                t->d[3] = v[k].wd;
+                t->fl[0] = v[k].nesterov;
+                add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "buf", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE)->null = v[k].mom == 0;
+                add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, v[k].first ? 0 : 4, 0, BC_IN);
+                add_skip_buf(t, skip);
+            }
 }
 
-/* ---- adam: i = {n, step}, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled ---- */
+/* ---- adam: i[0] = n, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled; bufs p, g, m, v, taken, skip ---- */
 static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     return FK(c, adam, (float *)p[0], (const float *)p[1], (float *)p[2], (float *)p[3], t->i[0], (float)t->d[0],
-              (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4], t->fl[0], t->i[1]);
+              (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4], t->fl[0], (const int64_t *)p[4],
+              (const float *)p[5]);
 }
 
 static void naive_adam(const bo_case *t, void *const *p)
 {
+    if (naive_skipped(p[5]))
+        return;
     float *w = p[0], *m = p[2], *v = p[3];
     const float *g = p[1];
+    double step = (double)(((const int64_t *)p[4])[0] + 1);
     double lr = (float)t->d[0], b1 = (float)t->d[1], b2 = (float)t->d[2], eps = (float)t->d[3], wd = (float)t->d[4];
-    double bc1 = 1 - pow(b1, (double)t->i[1]), bc2 = 1 - pow(b2, (double)t->i[1]);
+    double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
     for (int64_t i = 0; i < t->i[0]; i++) {
         double d = g[i], x = w[i];
         if (t->fl[0])
@@ -1684,32 +1714,60 @@ static void cases_adam(void)
 {
     for (int dec = 0; dec < 2; dec++)
         for (int64_t step = 1; step <= 7; step += 6)
-            for (int64_t n = 0; n <= 100; n += 100) {
-                bo_case *t = add_case("adam", run_adam, naive_adam, "f32 n %lld step %lld%s", (long long)n,
-                                      (long long)step, dec ? " decoupled (AdamW)" : "");
-                t->i[0] = n;
-                t->i[1] = step;
-                double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
-                memcpy(t->d, d, sizeof d);
-                t->fl[0] = dec;
-                add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
-                add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
-                add_buf(t, "m", FERRY_DTYPE_F32, n, BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
-                add_buf(t, "v", FERRY_DTYPE_F32, n, BI_UNIFORM, 0, 0.01, BC_CLOSE);
-            }
+            for (int64_t n = 0; n <= 100; n += 100)
+                for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++) {
+                    if (skip != SKIP_NULL && n == 0)
+                        continue;
+                    bo_case *t = add_case("adam", run_adam, naive_adam, "f32 n %lld step %lld%s%s", (long long)n,
+                                          (long long)step, dec ? " decoupled (AdamW)" : "", skip_names[skip]);
+                    t->i[0] = n;
+                    double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
+                    memcpy(t->d, d, sizeof d);
+                    t->fl[0] = dec;
+                    add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
+                    add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
+                    add_buf(t, "m", FERRY_DTYPE_F32, n, BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
+                    add_buf(t, "v", FERRY_DTYPE_F32, n, BI_UNIFORM, 0, 0.01, BC_CLOSE);
+                    add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, (double)(step - 1), 0, BC_IN);
+                    add_skip_buf(t, skip);
+                }
 }
 
-/* ---- unscale: i[0] = n, d[0] = inv_scale ---- */
+/* ---- step_count: bufs taken, skip ---- */
+static ferry_status run_step_count(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    (void)t;
+    return FK(c, step_count, (int64_t *)p[0], (const float *)p[1]);
+}
+
+static void naive_step_count(const bo_case *t, void *const *p)
+{
+    (void)t;
+    if (!naive_skipped(p[1]))
+        ((int64_t *)p[0])[0] += 1;
+}
+
+static void cases_step_count(void)
+{
+    for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++) {
+        bo_case *t = add_case("step_count", run_step_count, naive_step_count, "taken in [0, 1000]%s", skip_names[skip]);
+        add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_UNIFORM, 0, 1000, BC_EXACT);
+        add_skip_buf(t, skip);
+    }
+}
+
+/* ---- unscale: i[0] = n; bufs g, master, found, scale ---- */
 static ferry_status run_unscale(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, unscale, t->dt, p[0], (float *)p[1], t->i[0], (float)t->d[0], (float *)p[2]);
+    return FK(c, unscale, t->dt, p[0], (float *)p[1], t->i[0], (const float *)p[3], (float *)p[2]);
 }
 
 static void naive_unscale(const bo_case *t, void *const *p)
 {
     bool bad = false;
+    float inv = 1.0f / ((const float *)p[3])[0];
     for (int64_t i = 0; i < t->i[0]; i++) {
-        float v = (float)(ld(t->dt, p[0], i) * (float)t->d[0]);
+        float v = (float)(ld(t->dt, p[0], i) * inv);
         bad |= !isfinite(v);
         ((float *)p[1])[i] = v;
     }
@@ -1730,19 +1788,64 @@ static void cases_unscale(void)
 {
     ferry_dtype dt;
     FOR_FLOAT(dt)
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         int64_t n = k == 3 ? 0 : 200;
-        bo_case *t = add_case("unscale", run_unscale, naive_unscale, "%s n %lld%s", dtn(dt), (long long)n,
-                              k == 1 ? " with inf" : k == 2 ? " with NaN" : "");
+        double scale = k == 4 ? 1000.0 : 1024.0; /* 1000: 1 / scale rounds */
+        bo_case *t = add_case("unscale", run_unscale, naive_unscale, "%s n %lld scale %g%s", dtn(dt), (long long)n,
+                              scale, k == 1 ? " with inf" : k == 2 ? " with NaN" : "");
         t->dt = dt;
         t->i[0] = n;
-        t->d[0] = 1.0 / 1024.0;
         t->fl[0] = k == 1;
         t->fl[1] = k == 2;
         t->prep = prep_unscale;
         add_buf(t, "g", dt, n, BI_UNIFORM, -3000, 3000, BC_IN);
         add_buf(t, "master", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE);
         add_buf(t, "found", FERRY_DTYPE_F32, 1, BI_CONST, 0, 0, BC_EXACT);
+        add_buf(t, "scale", FERRY_DTYPE_F32, 1, BI_CONST, scale, 0, BC_IN);
+    }
+}
+
+/* ---- amp_update: i[0] = interval, d = {growth, backoff}; bufs scale, tracker, found ---- */
+static ferry_status run_amp_update(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    return FK(c, amp_update, (float *)p[0], (int64_t *)p[1], (const float *)p[2], (float)t->d[0], (float)t->d[1],
+              t->i[0]);
+}
+
+static void naive_amp_update(const bo_case *t, void *const *p)
+{
+    float *scale = p[0];
+    int64_t *tracker = p[1];
+    /* A product of two floats is exact in double: one rounding, as in f32. */
+    if (((const float *)p[2])[0] != 0.0f) {
+        scale[0] = (float)((double)scale[0] * (float)t->d[1]);
+        tracker[0] = 0;
+    } else if (tracker[0] + 1 >= t->i[0]) {
+        scale[0] = (float)((double)scale[0] * (float)t->d[0]);
+        tracker[0] = 0;
+    } else {
+        tracker[0] += 1;
+    }
+}
+
+static void cases_amp_update(void)
+{
+    const struct { double scale, growth, backoff, found; int64_t tracker, interval; const char *what; } v[] = {
+        {65536, 2, 0.5, 1, 5, 2000, "inf found: back off"},
+        {65536, 2, 0.5, 0, 5, 2000, "good step: count"},
+        {65536, 2, 0.5, 0, 1999, 2000, "good step at the interval: grow"},
+        {1000, 1.5, 0.3, 1, 0, 3, "inf found, scale and factors that round"},
+        {1000, 1.5, 0.3, 0, 2, 3, "growth that rounds"},
+        {3, 2, 0.5, 0, 0, 1, "interval 1: grow every good step"},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        bo_case *t = add_case("amp_update", run_amp_update, naive_amp_update, "%s", v[k].what);
+        t->i[0] = v[k].interval;
+        t->d[0] = v[k].growth;
+        t->d[1] = v[k].backoff;
+        add_buf(t, "scale", FERRY_DTYPE_F32, 1, BI_CONST, v[k].scale, 0, BC_EXACT);
+        add_buf(t, "tracker", FERRY_DTYPE_I64, 1, BI_CONST, (double)v[k].tracker, 0, BC_EXACT);
+        add_buf(t, "found", FERRY_DTYPE_F32, 1, BI_CONST, v[k].found, 0, BC_IN);
     }
 }
 
@@ -1775,7 +1878,9 @@ static void build_cases(void)
     cases_dropout();
     cases_sgd();
     cases_adam();
+    cases_step_count();
     cases_unscale();
+    cases_amp_update();
 }
 
 static double bound_for(const bo_buf *b)
@@ -2100,3 +2205,25 @@ TEST(backend_ops_every_kernel_has_cases)
  * The list is FK_KERNELS itself: a kernel added there gets its test here. */
 #define BO_KERNEL_TEST(name, ...) KERNEL_TEST(name)
 FK_KERNELS(BO_KERNEL_TEST)
+
+/* Sizes past every CBLAS's int (the CPU's gemm passes them as int, whatever
+ * integer the installed cblas.h declares) are refused before any memory is read,
+ * never truncated. CPU only: on the simulated GPU a failed kernel is a sticky
+ * device fault. */
+TEST(backend_ops_cpu_gemm_refuses_sizes_past_int)
+{
+    fk_ctx c = fk_ctx_make(ferry_cpu(), NULL);
+    float a = 1, b = 1, out = 0;
+    const int64_t big = (int64_t)INT32_MAX + 1;
+    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, big, 1, 1, 1.0f, &a, 1, 0, &b, 1, 0, 0.0f, &out,
+                     1, 0, 1),
+                  FERRY_ERR_LIMIT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "exceed CBLAS's int");
+    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, 1, 1, 1, 1.0f, &a, big, 0, &b, 1, 0, 0.0f, &out,
+                     1, 0, 1),
+                  FERRY_ERR_LIMIT);
+    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, 1, 1, 1, 1.0f, &a, 1, 0, &b, 1, 0, 0.0f, &out,
+                     1, 0, 1),
+                  FERRY_OK);
+    ASSERT_NEAR(out, 1.0, 0);
+}

@@ -622,3 +622,101 @@ TEST(cuda_event_wait_sleeps)
     ASSERT_MSG(cpu < 0.5 * wall, "ferry_event_synchronize used %.3f s of CPU in a %.3f s wait: it spins",
                cpu, wall);
 }
+
+/* ---- which GPUs the build's code runs on (ferry_cuda_arch_fit) ---- */
+
+/* The default fat build (Makefile, CUDA_ARCH unset, CUDA 13). */
+#define FAT_ARCHS "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120"
+
+static void expect_fit(const char *archs, int major, int minor, ferry_arch_fit want, int want_arch)
+{
+    int arch = -1;
+    ferry_arch_fit got = ferry_cuda_arch_fit(archs, major, minor, &arch);
+    ASSERT_MSG(got == want && arch == want_arch, "fit(\"%s\", %d.%d): got fit %d arch %d, want fit %d arch %d",
+               archs ? archs : "(null)", major, minor, (int)got, arch, (int)want, want_arch);
+}
+
+/* Machine code runs on its own major version at an equal or higher minor. */
+TEST(arch_fit_machine_code_by_generation)
+{
+    expect_fit(FAT_ARCHS, 7, 5, FERRY_ARCH_FIT_SASS, 75);  /* T4, RTX 20xx */
+    expect_fit(FAT_ARCHS, 8, 0, FERRY_ARCH_FIT_SASS, 80);  /* A100 */
+    expect_fit(FAT_ARCHS, 8, 6, FERRY_ARCH_FIT_SASS, 86);  /* RTX 30xx, A10 */
+    expect_fit(FAT_ARCHS, 8, 7, FERRY_ARCH_FIT_SASS, 86);  /* Orin: the highest minor <= 7 */
+    expect_fit(FAT_ARCHS, 8, 9, FERRY_ARCH_FIT_SASS, 89);  /* L4, RTX 40xx */
+    expect_fit(FAT_ARCHS, 9, 0, FERRY_ARCH_FIT_SASS, 90);  /* H100, H200 */
+    expect_fit(FAT_ARCHS, 10, 0, FERRY_ARCH_FIT_SASS, 100); /* B200 */
+    expect_fit(FAT_ARCHS, 10, 3, FERRY_ARCH_FIT_SASS, 100);
+    expect_fit(FAT_ARCHS, 12, 0, FERRY_ARCH_FIT_SASS, 120); /* RTX 50xx */
+    expect_fit(FAT_ARCHS, 12, 1, FERRY_ARCH_FIT_SASS, 120);
+    /* sm_80 does not run on 9.0, nor sm_90 on 8.9 */
+    expect_fit("sm_80", 9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit("sm_90", 8, 9, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit("sm_86", 8, 0, FERRY_ARCH_FIT_NONE, 0);
+}
+
+/* PTX is JIT-compiled for any equal or newer GPU; machine code wins when both fit. */
+TEST(arch_fit_ptx_for_newer_gpus)
+{
+    expect_fit(FAT_ARCHS, 13, 0, FERRY_ARCH_FIT_PTX, 120);
+    expect_fit("sm_90 compute_90", 10, 0, FERRY_ARCH_FIT_PTX, 90);
+    expect_fit("sm_90 compute_90", 9, 0, FERRY_ARCH_FIT_SASS, 90);
+    expect_fit("compute_80", 8, 0, FERRY_ARCH_FIT_PTX, 80);
+    expect_fit("compute_75 compute_86", 8, 9, FERRY_ARCH_FIT_PTX, 86);
+    expect_fit("sm_90 compute_90", 8, 6, FERRY_ARCH_FIT_NONE, 0);
+    /* Thor (11.0) sits between sm_100 and compute_120: nothing runs there. */
+    expect_fit(FAT_ARCHS, 11, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(FAT_ARCHS, 7, 0, FERRY_ARCH_FIT_NONE, 0); /* V100: CUDA 13 builds no sm_70 */
+}
+
+/* "a" code runs on exactly its architecture, even as PTX; "f" like the plain form. */
+TEST(arch_fit_suffixes)
+{
+    expect_fit("sm_90a", 9, 0, FERRY_ARCH_FIT_SASS, 90);
+    expect_fit("compute_90a", 10, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit("compute_90a", 9, 0, FERRY_ARCH_FIT_PTX, 90);
+    expect_fit("sm_100f", 10, 3, FERRY_ARCH_FIT_SASS, 100);
+    expect_fit("sm_100f", 12, 0, FERRY_ARCH_FIT_NONE, 0);
+}
+
+/* Commas or spaces between words; anything else is no code, never a crash. */
+TEST(arch_fit_odd_lists)
+{
+    expect_fit("sm_80,sm_90", 9, 0, FERRY_ARCH_FIT_SASS, 90);
+    expect_fit("  sm_80 ,, sm_90  ", 8, 0, FERRY_ARCH_FIT_SASS, 80);
+    expect_fit("80 90", 9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit("sm_ compute_ sm_9x0 sm_90ab smx_90 sm_123456 compute_90b", 9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit("", 9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(NULL, 9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(FAT_ARCHS, 0, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(FAT_ARCHS, -9, 0, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(FAT_ARCHS, 8, 10, FERRY_ARCH_FIT_NONE, 0);
+    expect_fit(FAT_ARCHS, 8, -1, FERRY_ARCH_FIT_NONE, 0);
+    ASSERT(ferry_cuda_arch_fit(FAT_ARCHS, 9, 0, NULL) == FERRY_ARCH_FIT_SASS);
+}
+
+/* What the build records: nothing without CUDA; with it, machine code words and
+ * one PTX word last, every one of which the fit check understands. On a real GPU
+ * the build must cover the device it runs on (make test builds for all of them). */
+TEST(build_records_its_gpu_code)
+{
+    const char *archs = ferry_cuda_archs();
+    ASSERT(archs != NULL);
+    if (!ferry_built_with_cuda()) {
+        ASSERT_STR_EQ(archs, "");
+        return;
+    }
+    const char *ptx = strstr(archs, "compute_");
+    ASSERT_MSG(ptx && !strchr(ptx, ' ') && strncmp(archs, "sm_", 3) == 0,
+               "ferry_cuda_archs() = \"%s\": want \"sm_XY ... compute_XY\"", archs);
+    int arch = 0;
+    ASSERT(ferry_cuda_arch_fit(ptx, 1, 0, &arch) == FERRY_ARCH_FIT_NONE);
+    ASSERT(ferry_cuda_arch_fit(ptx, 99, 9, &arch) == FERRY_ARCH_FIT_PTX && arch > 0);
+    if (!ferry_cuda_is_available() || ferry_cuda_is_simulated())
+        return;
+    ferry_device_props p;
+    ASSERT_OK(ferry_device_properties(ferry_cuda(0), &p));
+    ASSERT_MSG(ferry_cuda_arch_fit(archs, p.cc_major, p.cc_minor, &arch) != FERRY_ARCH_FIT_NONE,
+               "this build (%s) has no code for cuda:0, compute capability %d.%d", archs, p.cc_major,
+               p.cc_minor);
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ferry.h"
 #include "ferry/rng.h"
@@ -111,44 +112,87 @@ static long pass_ferry(bench_state *b)
     return (long)b->files->n;
 }
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: ferry bench decode DIR [--limit N] [--format table|json]\n"
-                    "       ferry bench decode --generate DIR N\n");
-    return 2;
+    fprintf(f, "usage: ferry bench decode DIR [--limit N] [--format table|json]\n"
+               "       ferry bench decode --generate DIR N\n"
+               "  times ferry's PNG decoder beside a plain libpng loop on the .png files under DIR\n"
+               "  (--limit: the first N, 1 to 1000000000); --generate writes N (1 to 10000000)\n"
+               "  256x256 RGB test images into DIR\n");
+}
+
+#define DECODE "ferry bench decode"
+
+typedef struct decode_args {
+    const char *dir, *gen_dir; /* gen_dir: --generate's folder */
+    size_t limit, gen_n;
+    bool json;
+} decode_args;
+
+/* The options into d: 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, decode_args *d)
+{
+    static const char *const formats[] = {"table", "json", NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int k = 0, rc = 0;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--generate")) {
+            if (i + 2 >= argc) {
+                fprintf(stderr, DECODE ": --generate needs a folder and a count\n");
+                return CLI_USAGE;
+            }
+            d->gen_dir = argv[i + 1];
+            return cli_size(DECODE, "--generate DIR", argv[i + 2], 1, 10000000, &d->gen_n);
+        }
+        if (strcmp(a, "--limit") != 0 && strcmp(a, "--format") != 0) {
+            if (a[0] == '-' || d->dir)
+                return cli_unknown(DECODE, a, usage);
+            d->dir = a;
+            continue;
+        }
+        if (!(v = cli_value(DECODE, argc, argv, &i)))
+            return CLI_USAGE;
+        if (!strcmp(a, "--limit"))
+            rc = cli_size(DECODE, a, v, 1, 1000000000, &d->limit);
+        else if ((rc = cli_choice(DECODE, a, v, formats, &k)) == 0)
+            d->json = k == 1;
+        if (rc != 0)
+            return rc;
+    }
+    if (!d->dir) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return 0;
 }
 
 int bench_decode(int argc, char **argv)
 {
-    const char *dir = NULL, *format = "table";
-    long limit = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--generate")) {
-            if (i + 2 >= argc || atol(argv[i + 2]) < 1)
-                return usage();
-            return generate(argv[i + 1], atol(argv[i + 2]));
-        } else if (!strcmp(argv[i], "--limit") && i + 1 < argc) {
-            limit = atol(argv[++i]);
-        } else if (!strcmp(argv[i], "--format") && i + 1 < argc) {
-            format = argv[++i];
-            if (strcmp(format, "table") != 0 && strcmp(format, "json") != 0)
-                return usage();
-        } else if (argv[i][0] == '-' || dir) {
-            return usage();
-        } else {
-            dir = argv[i];
-        }
-    }
-    if (!dir)
-        return usage();
+    decode_args d = {0};
+    int rc = parse_args(argc, argv, &d);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (d.gen_dir)
+        return generate(d.gen_dir, (long)d.gen_n);
+    const char *dir = d.dir;
+    size_t limit = d.limit;
     tool_paths files = {0};
-    if (tool_collect_png(dir, &files) != 0 || files.n == 0) {
+    if (tool_collect_png(dir, 0, &files) != 0 || files.n == 0) {
         fprintf(stderr, "ferry bench decode: %s: no .png files\n", dir);
         tool_paths_free(&files);
         return 1;
     }
-    if (limit > 0 && (size_t)limit < files.n)
-        files.n = (size_t)limit; /* tool_paths_free frees only n: drop the rest now */
+    if (limit > 0 && limit < files.n) {
+        for (size_t i = limit; i < files.n; i++) { /* tool_paths_free frees only n */
+            free(files.v[i]);
+            free(files.why[i]);
+        }
+        files.n = limit;
+    }
 
     bench_state b = {.files = &files, .cfg = ferry_image_config_default()};
     size_t n0 = 0;
@@ -194,7 +238,7 @@ int bench_decode(int argc, char **argv)
     }
     double ips_plain = (double)files.n / best_plain, ips_ferry = (double)files.n / best_ferry;
     const char *fmt_name = b.gray ? "gray u8" : "rgb u8";
-    if (!strcmp(format, "json")) {
+    if (d.json) {
         printf("{\"bench\": \"decode\", \"dir\": \"%s\", \"files\": %zu, \"format\": \"%s\", "
                "\"size\": \"%zux%zu\", \"libpng_simplified_ips\": %.1f, \"ferry_ips\": %.1f, "
                "\"ratio\": %.3f}\n", dir, files.n, fmt_name, info.width, info.height, ips_plain,
@@ -217,7 +261,7 @@ int bench_decode(int argc, char **argv)
 double bench_plain_libpng_rate(const char *dir, size_t max_files)
 {
     tool_paths files = {0};
-    if (tool_collect_png(dir, &files) != 0 || files.n == 0) {
+    if (tool_collect_png(dir, 0, &files) != 0 || files.n == 0) {
         tool_paths_free(&files);
         return -1;
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ferry.h"
+#include "cli_args.h"
 #include "commands.h"
 
 enum fmt { FMT_TABLE, FMT_CSV, FMT_JSON };
@@ -217,39 +218,51 @@ static void print_rows(const bench *b)
                "CUDA's rules, the timings mean nothing\n", dn);
 }
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: ferry bench h2d [--format table|csv|json] [--reps N] [--max-mib N]\n");
-    return 2;
+    fprintf(f, "usage: ferry bench h2d [--format table|csv|json] [--reps N] [--max-mib N]\n"
+               "  host-to-device copies, pageable against pinned, sync against async, 4 KiB up to\n"
+               "  --max-mib (1 to 4096, default 256); --reps: timed repetitions (1 to 1000, default 7)\n");
+}
+
+#define H2D "ferry bench h2d"
+
+/* Options into b: 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, bench *b)
+{
+    static const char *const formats[] = {"table", "csv", "json", NULL};
+    static const enum fmt kinds[] = {FMT_TABLE, FMT_CSV, FMT_JSON};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int k = 0, rc = 0;
+        size_t n = 0;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        static const char *const value_opts[] = {"--format", "--reps", "--max-mib", NULL};
+        if (!cli_in(a, value_opts))
+            return cli_unknown(H2D, a, usage);
+        if (!(v = cli_value(H2D, argc, argv, &i)))
+            return CLI_USAGE;
+        if (!strcmp(a, "--format") && (rc = cli_choice(H2D, a, v, formats, &k)) == 0)
+            b->fmt = kinds[k];
+        else if (!strcmp(a, "--reps") && (rc = cli_size(H2D, a, v, 1, 1000, &n)) == 0)
+            b->reps = (int)n;
+        else if (!strcmp(a, "--max-mib") && (rc = cli_size(H2D, a, v, 1, 4096, &n)) == 0)
+            b->max_bytes = n << 20;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 int bench_h2d(int argc, char **argv)
 {
     bench b = {.fmt = FMT_TABLE, .reps = 7, .max_bytes = (size_t)256 << 20};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--format") && i + 1 < argc) {
-            const char *f = argv[++i];
-            if (!strcmp(f, "table"))
-                b.fmt = FMT_TABLE;
-            else if (!strcmp(f, "csv"))
-                b.fmt = FMT_CSV;
-            else if (!strcmp(f, "json"))
-                b.fmt = FMT_JSON;
-            else
-                return usage();
-        } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            b.reps = atoi(argv[++i]);
-            if (b.reps < 1 || b.reps > 1000)
-                return usage();
-        } else if (!strcmp(argv[i], "--max-mib") && i + 1 < argc) {
-            long m = atol(argv[++i]);
-            if (m < 1 || m > 4096)
-                return usage();
-            b.max_bytes = (size_t)m << 20;
-        } else {
-            return usage();
-        }
-    }
+    int rc = parse_args(argc, argv, &b);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     b.gpu = ferry_cuda_is_available();
     b.dev = b.gpu ? ferry_cuda(0) : ferry_cpu();
     b.simulated = b.gpu && ferry_cuda_is_simulated();
@@ -265,7 +278,7 @@ int bench_h2d(int argc, char **argv)
         fprintf(stderr, "ferry bench h2d: %s\n", ferry_last_error());
         return 1;
     }
-    int rc = b.gpu ? run_gpu(&b, pool) : run_cpu_reference(&b, pool);
+    rc = b.gpu ? run_gpu(&b, pool) : run_cpu_reference(&b, pool);
     if (rc == 0)
         print_rows(&b);
     ferry_pinned_pool_destroy(pool);

@@ -14,8 +14,10 @@
 
 #include "ferry.h"
 #include "ferry/ops.h"
+#include "cli_args.h"
 #include "commands.h"
 #include "files.h"
+#include "shards.h"
 #include "svg_plot.h"
 
 #ifndef FERRY_SOURCE_DIR /* set by the Makefile: where bench/compare_torch.py lives */
@@ -287,45 +289,101 @@ static int torch_row(const bench_opts *o, size_t workers, double *images_per_s, 
     return pclose(p) == 0 && *images_per_s > 0 ? 0 : -1;
 }
 
-static size_t parse_list(const char *s, size_t *out, size_t max)
+static void usage(FILE *f)
 {
-    size_t n = 0;
-    while (*s && n < max) {
-        char *end;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (end == s)
-            return 0;
-        out[n++] = (size_t)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',')
-            return 0;
-    }
-    return n;
-}
-
-static int parse_onoff(const char *s, int *out, int *n)
-{
-    if (!strcmp(s, "on")) { out[0] = 1; *n = 1; }
-    else if (!strcmp(s, "off")) { out[0] = 0; *n = 1; }
-    else if (!strcmp(s, "both")) { out[0] = 1; out[1] = 0; *n = 2; }
-    else return 0;
-    return 1;
-}
-
-static void usage(void)
-{
-    fprintf(stderr,
+    fprintf(f,
             "usage: ferry bench DIR [--workers 0,1,2] [--batch N] [--pin on|off|both]\n"
             "                       [--overlap on|off|both] [--wire u8|f32|both] [--device D]\n"
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
-            "  --size N: center-crop every image to N x N; --crop-pad N, --flip: seeded random\n"
-            "            crop (pad by N, crop back) and left-right flip, as in training\n"
+            "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
+            "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
+            "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
+            "  --prefetch 1 to 1024; --compute-ms 0 to 1000000; --limit 1 to 1000000000\n"
+            "  --size N: center-crop every image to N x N (1 to 16384)\n"
+            "  --crop-pad N (1 to 1024), --flip: seeded random crop (pad by N, crop back) and\n"
+            "            left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
             "              show each row against workers x that rate\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
-            "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent\n");
+            "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent;\n"
+            "  it may also be tar shards: a .tar file or a folder of them (ferry pack)\n");
+}
+
+#define BENCH "ferry bench"
+
+/* --pin/--overlap on|off|both into the list of settings to run. */
+static int parse_onoff(const char *opt, const char *v, int *out, int *n)
+{
+    static const char *const words[] = {"on", "off", "both", NULL};
+    int k = 0;
+    if (cli_choice(BENCH, opt, v, words, &k) != 0)
+        return CLI_USAGE;
+    out[0] = k != 1; /* on, or both: on first */
+    out[1] = 0;
+    *n = k == 2 ? 2 : 1;
+    return 0;
+}
+
+static int parse_wire(const char *opt, const char *v, bench_opts *o)
+{
+    static const char *const words[] = {"u8", "f32", "both", NULL};
+    int k = 0;
+    if (cli_choice(BENCH, opt, v, words, &k) != 0)
+        return CLI_USAGE;
+    o->wire[0] = k == 1 ? FERRY_DTYPE_F32 : FERRY_DTYPE_U8;
+    o->wire[1] = FERRY_DTYPE_F32;
+    o->nwire = k == 2 ? 2 : 1;
+    return 0;
+}
+
+static int parse_format(const char *opt, const char *v, bench_opts *o)
+{
+    static const char *const words[] = {"table", "json", NULL};
+    int k = 0;
+    if (cli_choice(BENCH, opt, v, words, &k) != 0)
+        return CLI_USAGE;
+    o->json = k == 1;
+    return 0;
+}
+
+/* The options that take a value, and their ranges. */
+static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--overlap", "--wire",
+                                         "--device", "--epochs", "--seed", "--prefetch",
+                                         "--compute-ms", "--limit", "--size", "--crop-pad",
+                                         "--plot", "--format", NULL};
+
+static int parse_value(bench_opts *o, const char *a, const char *v)
+{
+    if (!strcmp(a, "--workers"))
+        return cli_size_list(BENCH, a, v, 0, 256, o->workers, MAX_LIST, &o->nworkers);
+    if (!strcmp(a, "--batch")) return cli_size(BENCH, a, v, 1, 65536, &o->batch);
+    if (!strcmp(a, "--epochs")) return cli_size(BENCH, a, v, 1, 1000000, &o->epochs);
+    if (!strcmp(a, "--seed")) return cli_u64(BENCH, a, v, &o->seed);
+    if (!strcmp(a, "--prefetch")) return cli_size(BENCH, a, v, 1, 1024, &o->prefetch);
+    if (!strcmp(a, "--compute-ms")) return cli_double(BENCH, a, v, 0, false, 1e6, &o->compute_ms);
+    if (!strcmp(a, "--limit")) return cli_size(BENCH, a, v, 1, 1000000000, &o->limit);
+    if (!strcmp(a, "--size")) return cli_size(BENCH, a, v, 1, 16384, &o->size);
+    if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
+    if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
+    if (!strcmp(a, "--overlap")) return parse_onoff(a, v, o->overlap, &o->noverlap);
+    if (!strcmp(a, "--wire")) return parse_wire(a, v, o);
+    if (!strcmp(a, "--format")) return parse_format(a, v, o);
+    if (!strcmp(a, "--device")) o->device = v;
+    else o->plot = v; /* --plot, the one left */
+    return 0;
+}
+
+/* A flag (an option without a value); false when a is none. */
+static bool parse_flag(bench_opts *o, const char *a)
+{
+    if (!strcmp(a, "--no-digest")) o->digest = false;
+    else if (!strcmp(a, "--flip")) o->flip = true;
+    else if (!strcmp(a, "--baseline")) o->baseline = true;
+    else if (!strcmp(a, "--compare-torch")) o->compare_torch = true;
+    else return false;
+    return true;
 }
 
 static void print_row(const bench_opts *o, const bench_row *r)
@@ -351,7 +409,8 @@ static void print_row(const bench_opts *o, const bench_row *r)
     fflush(stdout);
 }
 
-/* Options into o (defaults first); 2 after printing the usage on a bad one. */
+/* Options into o (defaults first): 0, CLI_USAGE after saying why, or -1 after
+ * printing the usage for --help (exit 0). */
 static int parse_args(int argc, char **argv, bench_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -365,51 +424,20 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     o->digest = true;
     o->prefetch = 4;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool ok = true;
-        if (!strcmp(a, "--workers") && v) { ok = (o->nworkers = parse_list(v, o->workers, MAX_LIST)) > 0; i++; }
-        else if (!strcmp(a, "--batch") && v) { ok = (o->batch = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--pin") && v) { ok = parse_onoff(v, o->pin, &o->npin); i++; }
-        else if (!strcmp(a, "--overlap") && v) { ok = parse_onoff(v, o->overlap, &o->noverlap); i++; }
-        else if (!strcmp(a, "--wire") && v) {
-            if (!strcmp(v, "u8")) { o->wire[0] = FERRY_DTYPE_U8; o->nwire = 1; }
-            else if (!strcmp(v, "f32")) { o->wire[0] = FERRY_DTYPE_F32; o->nwire = 1; }
-            else if (!strcmp(v, "both")) { o->wire[0] = FERRY_DTYPE_U8; o->wire[1] = FERRY_DTYPE_F32; o->nwire = 2; }
-            else ok = false;
-            i++;
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
         }
-        else if (!strcmp(a, "--device") && v) { o->device = v; i++; }
-        else if (!strcmp(a, "--epochs") && v) { ok = (o->epochs = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--seed") && v) { o->seed = strtoull(v, NULL, 10); i++; }
-        else if (!strcmp(a, "--prefetch") && v) { ok = (o->prefetch = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--compute-ms") && v) { o->compute_ms = atof(v); ok = o->compute_ms >= 0; i++; }
-        else if (!strcmp(a, "--no-digest")) o->digest = false;
-        else if (!strcmp(a, "--limit") && v) { ok = (o->limit = strtoull(v, NULL, 10)) > 0; i++; }
-        else if (!strcmp(a, "--size") && v) {
-            o->size = strtoull(v, NULL, 10);
-            ok = o->size > 0 && o->size <= 16384;
-            i++;
-        }
-        else if (!strcmp(a, "--crop-pad") && v) {
-            o->crop_pad = strtoull(v, NULL, 10);
-            ok = o->crop_pad > 0 && o->crop_pad <= 1024;
-            i++;
-        }
-        else if (!strcmp(a, "--flip")) o->flip = true;
-        else if (!strcmp(a, "--plot") && v) { o->plot = v; i++; }
-        else if (!strcmp(a, "--baseline")) o->baseline = true;
-        else if (!strcmp(a, "--compare-torch")) o->compare_torch = true;
-        else if (!strcmp(a, "--format") && v) {
-            ok = !strcmp(v, "json") || !strcmp(v, "table");
-            o->json = !strcmp(v, "json");
-            i++;
-        }
-        else if (a[0] != '-' && !o->dir) o->dir = a;
-        else ok = false;
-        if (!ok) {
-            fprintf(stderr, "ferry bench: bad argument '%s'%s%s\n", a, v ? " " : "", v ? v : "");
-            usage();
-            return 2;
+        if (cli_in(a, value_opts)) {
+            const char *v = cli_value(BENCH, argc, argv, &i);
+            int rc = v ? parse_value(o, a, v) : CLI_USAGE;
+            if (rc != 0)
+                return rc;
+        } else if (!parse_flag(o, a)) {
+            if (a[0] == '-' || o->dir)
+                return cli_unknown(BENCH, a, usage);
+            o->dir = a;
         }
     }
     o->progress = isatty(2) && !o->json;
@@ -428,7 +456,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     icfg.random_crop_pad = o->crop_pad;
     icfg.random_hflip = o->flip;
     ferry_dataset *ds;
-    if (ferry_dataset_image_folder(o->dir, &icfg, &ds) != FERRY_OK) {
+    if (tool_open_images(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, or tar shards */
         fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
         return NULL;
     }
@@ -551,8 +579,9 @@ static int compare_torch(const bench_opts *o, chart *ch)
 int bench_pipeline(int argc, char **argv)
 {
     bench_opts o;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     if (!o.dir) {
         if (prepare_default(&o.dir) != 0)
             return 1;
@@ -597,7 +626,7 @@ int bench_pipeline(int argc, char **argv)
     }
     chart ch = {0};
     bool simulated = false;
-    int rc = run_grid(&o, ds, hostbuf, hostbuf_bytes, plain, &ch, &simulated);
+    rc = run_grid(&o, ds, hostbuf, hostbuf_bytes, plain, &ch, &simulated);
     if (o.compare_torch && compare_torch(&o, &ch) != 0)
         rc = 1;
     if (!o.json)

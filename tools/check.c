@@ -1,5 +1,8 @@
 /* `ferry check PATH...`: decodes every .png under the paths with the library's
- * limits and reports the bad ones, one line each, in path order. */
+ * limits and reports the bad ones, one line each, in path order. An entry that
+ * cannot be read at all (a dangling link, no permission, a folder or FIFO named
+ * x.png, a folder that cannot be opened, a path that does not exist) is a bad
+ * file too: "path: reason", and the exit status 1. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ferry.h"
 #include "files.h"
+#include "shards.h"
 
 typedef struct check_job {
     tool_paths *files;
@@ -31,14 +36,22 @@ static void *check_worker(void *arg)
         if (i >= job->files->n)
             break;
         const char *path = job->files->v[i];
+        if (job->files->why[i]) { /* known while listing: nothing to read */
+            snprintf(msg, sizeof msg, "%s: %s", path, job->files->why[i]);
+            job->reasons[i] = strdup(msg);
+            continue;
+        }
         size_t n = 0;
         int r = tool_read_file(path, &file, &file_cap, &n, cfg.limits.max_file_bytes);
         msg[0] = '\0';
         if (r == -2) {
             snprintf(msg, sizeof msg, "%s: file is over the limit of %zu bytes", path,
                      cfg.limits.max_file_bytes);
+        } else if (r == -3) {
+            snprintf(msg, sizeof msg, "%s: is not a regular file", path);
         } else if (r != 0) {
-            snprintf(msg, sizeof msg, "%s: %s", path, strerror(errno));
+            int e = errno;
+            snprintf(msg, sizeof msg, "%s: %s", path, tool_open_error(path, e));
         } else {
             ferry_image_info info;
             ferry_sample_format fmt;
@@ -78,40 +91,62 @@ static void *check_worker(void *arg)
     return NULL;
 }
 
-int cmd_check(int argc, char **argv)
+static void usage(FILE *f)
 {
-    long workers = 1;
-    tool_paths files = {0};
+    fprintf(f, "usage: ferry check [--workers N] PATH...\n"
+               "decodes every .png under the paths (a file is checked whatever its name) with the\n"
+               "library's limits; prints 'path: reason' per bad file, including entries that cannot\n"
+               "be read (dangling links, no permission, folders named x.png), and exits 1 if any.\n"
+               "A .tar file or a folder of them is read as tar shards: every sample is decoded.\n"
+               "  --workers N, -j N: threads, 1 to 256 (default 1)\n");
+}
+
+#define CHECK_CMD "ferry check"
+
+/* The options and paths: 0 with every path's files in *files, CLI_USAGE after
+ * saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
+{
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--workers") || !strcmp(argv[i], "-j")) {
-            char *end;
-            if (i + 1 >= argc || (workers = strtol(argv[++i], &end, 10)) < 1 || *end || workers > 256) {
-                fprintf(stderr, "ferry check: --workers needs a number from 1 to 256\n");
-                tool_paths_free(&files);
-                return 2;
-            }
-        } else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: ferry check [--workers N] PATH...\n"
-                   "decodes every .png under the paths; prints 'path: reason' per bad file\n");
-            tool_paths_free(&files);
-            return 0;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "ferry check: unknown option '%s'\n", argv[i]);
-            tool_paths_free(&files);
-            return 2;
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--workers") || !strcmp(a, "-j")) {
+            const char *v = cli_value(CHECK_CMD, argc, argv, &i);
+            if (!v || cli_size(CHECK_CMD, a, v, 1, 256, workers) != 0)
+                return CLI_USAGE;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_unknown(CHECK_CMD, a, usage);
+        } else if (tool_is_shards(a)) {
+            nargs++; /* tar shards: checked sample by sample in cmd_check */
         } else {
             nargs++;
-            if (tool_collect_png(argv[i], &files) != 0) {
-                fprintf(stderr, "ferry check: %s: %s\n", argv[i], strerror(errno));
-                tool_paths_free(&files);
-                return 2;
+            /* A path that cannot be read is a bad file (listed with its reason),
+             * not a usage error; only running out of memory fails here. */
+            if (tool_collect_png(a, 1, files) != 0) {
+                fprintf(stderr, CHECK_CMD ": %s: %s\n", a, strerror(errno));
+                return 1;
             }
         }
     }
     if (nargs == 0) {
-        fprintf(stderr, "usage: ferry check [--workers N] PATH...\n");
-        return 2;
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+int cmd_check(int argc, char **argv)
+{
+    size_t workers = 1;
+    tool_paths files = {0};
+    int rc = parse_args(argc, argv, &workers, &files);
+    if (rc != 0) {
+        tool_paths_free(&files);
+        return rc < 0 ? 0 : rc;
     }
     check_job job = {.files = &files, .reasons = calloc(files.n ? files.n : 1, sizeof(char *))};
     if (!job.reasons) {
@@ -121,22 +156,31 @@ int cmd_check(int argc, char **argv)
     }
     atomic_init(&job.next, 0);
     pthread_t th[256];
-    long started = 0;
-    for (long t = 1; t < workers; t++)
+    size_t started = 0;
+    for (size_t t = 1; t < workers; t++)
         if (pthread_create(&th[started], NULL, check_worker, &job) == 0)
             started++;
     check_worker(&job);
-    for (long t = 0; t < started; t++)
+    for (size_t t = 0; t < started; t++)
         pthread_join(th[t], NULL);
-    size_t bad = 0;
+    size_t bad = 0, samples = 0;
     for (size_t i = 0; i < files.n; i++)
         if (job.reasons[i]) {
             printf("%s\n", job.reasons[i]);
             free(job.reasons[i]);
             bad++;
         }
-    printf("%zu files, %zu ok, %zu bad\n", files.n, files.n - bad, bad);
+    for (int i = 1; i < argc && rc == 0; i++) /* the shard paths parse_args passed over */
+        if (!strcmp(argv[i], "--workers") || !strcmp(argv[i], "-j"))
+            i++;
+        else if (tool_is_shards(argv[i]))
+            rc = tool_check_shards(argv[i], workers, &samples, &bad);
+    if (samples)
+        printf("%zu files and %zu shard samples, %zu ok, %zu bad\n", files.n, samples,
+               files.n + samples - bad, bad);
+    else
+        printf("%zu files, %zu ok, %zu bad\n", files.n, files.n - bad, bad);
     free(job.reasons);
     tool_paths_free(&files);
-    return bad ? 1 : 0;
+    return bad || rc ? 1 : 0;
 }

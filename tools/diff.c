@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ferry.h"
 
@@ -79,37 +80,54 @@ static int compare(ferry_safetensors *f, ferry_safetensors *g, const char *pa, c
     return same ? 0 : 1;
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ferry diff A.safetensors B.safetensors [--tol X]\n"
+               "compares two safetensors files tensor by tensor; exits 0 when the largest\n"
+               "difference is at most X (a finite number >= 0, default 0), 1 otherwise\n");
+}
+
+/* The arguments: 0 with both paths, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, const char **paths, double *tol)
+{
+    size_t np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+        if (!strcmp(a, "--tol")) {
+            if (!(v = cli_value("ferry diff", argc, argv, &i)) ||
+                cli_double("ferry diff", a, v, 0, false, INFINITY, tol) != 0)
+                return CLI_USAGE;
+        } else if (np < 2 && (a[0] != '-' || !a[1])) {
+            paths[np++] = a;
+        } else {
+            return cli_unknown("ferry diff", a, usage);
+        }
+    }
+    if (np != 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 int cmd_diff(int argc, char **argv)
 {
     const char *paths[2] = {NULL, NULL};
     double tol = 0;
-    size_t np = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tol") && i + 1 < argc) {
-            char *end;
-            tol = strtod(argv[++i], &end);
-            if (*end || !(tol >= 0)) {
-                fprintf(stderr, "ferry diff: --tol needs a number >= 0, not \"%s\"\n", argv[i]);
-                return 2;
-            }
-        } else if (np < 2 && argv[i][0] != '-') {
-            paths[np++] = argv[i];
-        } else {
-            np = 3;
-            break;
-        }
-    }
-    if (np != 2) {
-        fprintf(stderr, "usage: ferry diff A.safetensors B.safetensors [--tol X]\n");
-        return 2;
-    }
+    int rc = parse_args(argc, argv, paths, &tol);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
     ferry_safetensors *f = NULL, *g = NULL;
     if (ferry_safetensors_open(paths[0], &f) != FERRY_OK || ferry_safetensors_open(paths[1], &g) != FERRY_OK) {
         fprintf(stderr, "ferry diff: %s\n", ferry_last_error());
         ferry_safetensors_close(f);
         return 1;
     }
-    int rc = compare(f, g, paths[0], paths[1], tol);
+    rc = compare(f, g, paths[0], paths[1], tol);
     ferry_safetensors_close(f);
     ferry_safetensors_close(g);
     return rc;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "ferry.h"
 #include "files.h"
@@ -115,11 +116,12 @@ static int export_pair(const char *images, const char *labels, const char *out_d
     return 0;
 }
 
-static int usage(void)
+static void usage(FILE *f)
 {
-    fprintf(stderr, "usage: ferry export fashion-mnist OUT [--source DIR]\n"
-                    "       ferry export idx IMAGES LABELS OUT\n");
-    return 2;
+    fprintf(f, "usage: ferry export fashion-mnist OUT [--source DIR]\n"
+               "       ferry export idx IMAGES LABELS OUT\n"
+               "writes an IDX pair (Fashion-MNIST's two, from --source, default\n"
+               "/usr/share/datasets/fashion-mnist) as a PNG image folder OUT/<class>/<n>.png\n");
 }
 
 /* The first of names that exists in dir, written into buf. */
@@ -136,28 +138,56 @@ static int find_file(const char *dir, const char *const *names, char *buf, size_
     return -1;
 }
 
+/* The arguments: 0 with *out (and *src for fashion-mnist) set, CLI_USAGE after
+ * saying why, or -1 after --help. argv[1] is fashion-mnist or idx. */
+static int parse_args(int argc, char **argv, const char **out, const char **src)
+{
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            usage(stdout);
+            return -1;
+        }
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "idx") != 0 && strcmp(argv[1], "fashion-mnist") != 0)
+        return cli_unknown("ferry export", argv[1], usage);
+    if (!strcmp(argv[1], "idx")) {
+        for (int i = 2; i < argc; i++)
+            if (argv[i][0] == '-' || i > 4)
+                return cli_unknown("ferry export", argv[i], usage);
+        if (argc != 5) {
+            usage(stderr);
+            return CLI_USAGE;
+        }
+        return 0;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--source")) {
+            if (!(*src = cli_value("ferry export", argc, argv, &i)))
+                return CLI_USAGE;
+        } else if (argv[i][0] == '-' || *out) {
+            return cli_unknown("ferry export", argv[i], usage);
+        } else {
+            *out = argv[i];
+        }
+    }
+    if (!*out) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
-    if (argc < 2)
-        return usage();
-    if (!strcmp(argv[1], "idx")) {
-        if (argc != 5)
-            return usage();
-        return export_pair(argv[2], argv[3], argv[4], NULL);
-    }
-    if (strcmp(argv[1], "fashion-mnist") != 0)
-        return usage();
     const char *out = NULL, *src = "/usr/share/datasets/fashion-mnist";
-    for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "--source") && i + 1 < argc)
-            src = argv[++i];
-        else if (argv[i][0] == '-' || out)
-            return usage();
-        else
-            out = argv[i];
-    }
-    if (!out)
-        return usage();
+    int rc = parse_args(argc, argv, &out, &src);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (!strcmp(argv[1], "idx"))
+        return export_pair(argv[2], argv[3], argv[4], NULL);
     static const char *const names[4][3] = {
         {"train-images-idx3-ubyte.gz", "train-images-idx3-ubyte", NULL},
         {"train-labels-idx1-ubyte.gz", "train-labels-idx1-ubyte", NULL},

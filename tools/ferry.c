@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ferry.h"
+#include "cli_args.h"
 #include "commands.h"
 
 static const struct {
@@ -15,13 +16,15 @@ static const struct {
     {"check", cmd_check, "decode every .png under PATH...; report the bad ones"},
     {"export", cmd_export, "write fashion-mnist (or an IDX pair) as a PNG image folder"},
     {"diff", cmd_diff, "compare two safetensors files (checkpoints) tensor by tensor"},
+    {"pack", cmd_pack, "write an image folder (or IDX pair) as tar shards"},
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ferry COMMAND [ARGS]\n\ncommands:\n");
+    fprintf(f, "usage: ferry COMMAND [ARGS]\n       ferry --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'ferry COMMAND --help' shows a command's options.\n");
 }
 
 int main(int argc, char **argv)
@@ -30,7 +33,7 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    if (cli_is_help(argv[1]) || !strcmp(argv[1], "help")) {
         usage(stdout);
         return 0;
     }
@@ -41,7 +44,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
+    if (argv[1][0] == '-')
+        return cli_unknown("ferry", argv[1], usage);
     fprintf(stderr, "ferry: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return 2;
+    return CLI_USAGE;
 }

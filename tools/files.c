@@ -1,16 +1,19 @@
 /* Helpers shared by the dataset tools: .png collection, file reading, mkdir -p. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "files.h"
 
-static int push(tool_paths *p, const char *s)
+/* Appends s, with why (NULL: nothing known against it) when the list keeps reasons. */
+static int push_why(tool_paths *p, const char *s, const char *why)
 {
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 1024;
@@ -18,13 +21,22 @@ static int push(tool_paths *p, const char *s)
         if (!v)
             return -1;
         p->v = v;
+        char **w = realloc(p->why, cap * sizeof *w);
+        if (!w)
+            return -1;
+        p->why = w;
         p->cap = cap;
     }
-    if (!(p->v[p->n] = strdup(s)))
+    p->why[p->n] = NULL;
+    if (!(p->v[p->n] = strdup(s)) || (why && !(p->why[p->n] = strdup(why)))) {
+        free(p->v[p->n]);
         return -1;
+    }
     p->n++;
     return 0;
 }
+
+static int push(tool_paths *p, const char *s) { return push_why(p, s, NULL); }
 
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -34,83 +46,175 @@ static int is_png(const char *s)
     return n > 4 && !strcasecmp(s + n - 4, ".png");
 }
 
-static int walk(const char *dir, tool_paths *out)
+const char *tool_not_regular(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "is a directory, not a file";
+    if (S_ISFIFO(mode))
+        return "is a FIFO (named pipe), not a regular file";
+    if (S_ISSOCK(mode))
+        return "is a socket, not a regular file";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "is a device, not a regular file";
+    return "is not a regular file";
+}
+
+const char *tool_open_error(const char *path, int err)
+{
+    /* "No such file" for an entry the listing showed: usually a link whose
+     * target is gone, so say that. */
+    struct stat st;
+    if (err == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+        return "dangling symbolic link (its target does not exist)";
+    return strerror(err);
+}
+
+/* The folders above the one being walked, to stop at a link back up the tree
+ * (its files are listed already; following it would not end). */
+typedef struct walk_up {
+    dev_t dev;
+    ino_t ino;
+    const struct walk_up *up;
+} walk_up;
+
+static int walk(const char *dir, const walk_up *up, int keep_bad, tool_paths *out);
+
+/* One entry of a walk: p is its path, name its last part. */
+static int walk_entry(const char *p, const char *name, const walk_up *up, int keep_bad,
+                      tool_paths *out)
+{
+    struct stat st;
+    if (stat(p, &st) != 0) {
+        int e = errno;
+        return keep_bad && is_png(name) ? push_why(out, p, tool_open_error(p, e)) : 0;
+    }
+    if (S_ISDIR(st.st_mode) && keep_bad && is_png(name))
+        return push_why(out, p, tool_not_regular(st.st_mode)); /* a folder named x.png */
+    if (S_ISDIR(st.st_mode)) {
+        for (const walk_up *a = up; a; a = a->up)
+            if (a->dev == st.st_dev && a->ino == st.st_ino)
+                return 0;
+        walk_up here = {st.st_dev, st.st_ino, up};
+        return walk(p, &here, keep_bad, out);
+    }
+    if (!is_png(name))
+        return 0;
+    if (S_ISREG(st.st_mode))
+        return push(out, p);
+    return keep_bad ? push_why(out, p, tool_not_regular(st.st_mode)) : 0;
+}
+
+static int walk(const char *dir, const walk_up *up, int keep_bad, tool_paths *out)
 {
     DIR *d = opendir(dir);
-    if (!d)
-        return -1;
+    if (!d) {
+        int e = errno;
+        return keep_bad ? push_why(out, dir, strerror(e)) : -1;
+    }
     tool_paths names = {0};
     struct dirent *e;
-    while ((e = readdir(d)))
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)))
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            push(&names, e->d_name);
+            rc = push(&names, e->d_name);
     closedir(d);
     if (names.n)
         qsort(names.v, names.n, sizeof *names.v, cmp);
-    for (size_t i = 0; i < names.n; i++) {
+    for (size_t i = 0; rc == 0 && i < names.n; i++) {
         size_t len = strlen(dir) + strlen(names.v[i]) + 2;
         char *p = malloc(len);
-        if (!p)
+        if (!p) {
+            rc = -1;
             break;
-        snprintf(p, len, "%s/%s", dir, names.v[i]);
-        struct stat st;
-        if (stat(p, &st) == 0) {
-            if (S_ISDIR(st.st_mode))
-                walk(p, out);
-            else if (S_ISREG(st.st_mode) && is_png(names.v[i]))
-                push(out, p);
         }
+        snprintf(p, len, "%s/%s", dir, names.v[i]);
+        /* Without keep_bad a sub-folder that cannot be opened is passed over, as before. */
+        if (walk_entry(p, names.v[i], up, keep_bad, out) != 0 && keep_bad)
+            rc = -1;
         free(p);
     }
     tool_paths_free(&names);
-    return 0;
+    if (rc != 0)
+        errno = ENOMEM;
+    return rc;
 }
 
-int tool_collect_png(const char *path, tool_paths *out)
+int tool_collect_png(const char *path, int keep_bad, tool_paths *out)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        return -1;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (!keep_bad)
+            return -1;
+        return push_why(out, path, tool_open_error(path, e));
+    }
     if (!S_ISDIR(st.st_mode))
-        return push(out, path);
-    return walk(path, out);
+        return S_ISREG(st.st_mode) || !keep_bad ? push(out, path)
+                                                : push_why(out, path, tool_not_regular(st.st_mode));
+    walk_up top = {st.st_dev, st.st_ino, NULL};
+    return walk(path, &top, keep_bad, out);
 }
 
 void tool_paths_free(tool_paths *p)
 {
-    for (size_t i = 0; i < p->n; i++)
+    for (size_t i = 0; i < p->n; i++) {
         free(p->v[i]);
+        free(p->why[i]);
+    }
     free(p->v);
+    free(p->why);
     memset(p, 0, sizeof *p);
 }
 
 int tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *n, size_t max_bytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: a FIFO would otherwise hold open() until someone writes to it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
         return -1;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
         return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return -3;
     }
     size_t size = (size_t)st.st_size;
     if (max_bytes && size > max_bytes) {
-        fclose(f);
+        close(fd);
         return -2;
     }
     if (size + 1 > *cap) {
         uint8_t *p = realloc(*buf, size + 1);
         if (!p) {
-            fclose(f);
+            close(fd);
             errno = ENOMEM;
             return -1;
         }
         *buf = p;
         *cap = size + 1;
     }
-    *n = fread(*buf, 1, size, f);
-    fclose(f);
+    size_t got = 0;
+    while (got < size) {
+        ssize_t r = read(fd, *buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        if (r == 0)
+            break; /* shrank meanwhile: what is there */
+        got += (size_t)r;
+    }
+    close(fd);
+    *n = got;
     return 0;
 }
 

@@ -5,19 +5,33 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 typedef struct tool_paths {
     char **v;
+    char **why; /* per path: why it cannot be read, found while listing; NULL: nothing known */
     size_t n, cap;
 } tool_paths;
 
 /* Appends every .png under path (recursively; a file is taken as is), sorted
- * bytewise per call. Returns 0, or -1 with errno when path cannot be read. */
-int tool_collect_png(const char *path, tool_paths *out);
+ * bytewise per folder; a link back up the tree is not followed. keep_bad (for
+ * `ferry check`): an entry named *.png that is not a readable regular file (a
+ * dangling link, a folder or FIFO named x.png), a folder that cannot be opened,
+ * and a path that does not exist are appended too, with the reason in why;
+ * returns 0, or -1 with errno on running out of memory. Without keep_bad such
+ * entries are passed over (the benchmarks want files they can time), and -1 with
+ * errno means path itself cannot be read. */
+int tool_collect_png(const char *path, int keep_bad, tool_paths *out);
 void tool_paths_free(tool_paths *p);
 
-/* Reads a file into *buf (grown as needed). Returns 0, -1 with errno, or -2 when
- * the file is larger than max_bytes. */
+/* Why a path cannot be read, in words: mode is not a regular file's; or open()
+ * or stat() failed with err (a dangling link is named as such). */
+const char *tool_not_regular(mode_t mode);
+const char *tool_open_error(const char *path, int err);
+
+/* Reads a regular file into *buf (grown as needed), never blocking on a FIFO.
+ * Returns 0, -1 with errno, -2 when the file is larger than max_bytes, or -3
+ * when it is not a regular file. */
 int tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *n, size_t max_bytes);
 
 /* mkdir -p. Returns 0 or -1 with errno. */

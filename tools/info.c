@@ -4,9 +4,32 @@
 #include <stdio.h>
 
 #include "ferry.h"
+#include "cli_args.h"
 #include "commands.h"
 
 static double gib(size_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+
+/* Under a CUDA device's line: which of the build's GPU code runs on it, so a
+ * missing architecture shows here rather than as "no kernel image" at the first
+ * launch. The simulated GPU runs the CPU kernels; the check still tells what a
+ * real GPU of its compute capability would run. */
+static void print_arch_fit(const ferry_device_props *p)
+{
+    int arch = 0;
+    ferry_arch_fit fit = ferry_cuda_arch_fit(ferry_cuda_archs(), p->cc_major, p->cc_minor, &arch);
+    const char *sim = ferry_cuda_is_simulated() ? " (simulated: the CPU kernels run)" : "";
+    if (*sim && !ferry_built_with_cuda())
+        printf("          GPU code: none needed%s\n", sim);
+    else if (fit == FERRY_ARCH_FIT_SASS)
+        printf("          GPU code: sm_%d, machine code for this GPU%s\n", arch, sim);
+    else if (fit == FERRY_ARCH_FIT_PTX)
+        printf("          GPU code: compute_%d PTX, JIT-compiled by the driver at the first launch "
+               "(CUDA_ARCH=%d%d builds machine code)%s\n", arch, p->cc_major, p->cc_minor, sim);
+    else
+        printf("          GPU code: NONE for compute capability %d.%d: kernels fail with \"no kernel "
+               "image\"; rebuild with CUDA_ARCH=%d%d (a CUDA toolkit that supports it)%s\n",
+               p->cc_major, p->cc_minor, p->cc_major, p->cc_minor, sim);
+}
 
 static void print_device(ferry_device d)
 {
@@ -30,6 +53,8 @@ static void print_device(ferry_device d)
         printf("  %-7s %s, compute capability %d.%d, %d SMs, %.2f GiB memory (%.2f GiB free)\n",
                name, p.name, p.cc_major, p.cc_minor, p.multiprocessors, gib(p.total_memory),
                gib(p.free_memory));
+    if (d.type == FERRY_DEVICE_CUDA)
+        print_arch_fit(&p);
 }
 
 /* Takes one small piece from a pinned pool to see whether page-locking works. */
@@ -53,15 +78,22 @@ static void print_pinned(void)
     ferry_pinned_pool_destroy(pool);
 }
 
+static void info_usage(FILE *f)
+{
+    fprintf(f, "usage: ferry info\nprints the version, build features, devices and pinned memory\n");
+}
+
 int cmd_info(int argc, char **argv)
 {
-    (void)argv;
-    if (argc > 1) {
-        fprintf(stderr, "usage: ferry info\n");
-        return 2;
+    if (argc > 1 && cli_is_help(argv[1])) {
+        info_usage(stdout);
+        return 0;
     }
+    if (argc > 1)
+        return cli_unknown("ferry info", argv[1], info_usage);
     printf("ferry %s\n", ferry_version());
     printf("build: %s\n", ferry_build_features());
+    printf("GPU code: %s\n", ferry_built_with_cuda() ? ferry_cuda_archs() : "none (built without CUDA)");
     printf("distributed: %s\n", !ferry_dist_mpi_built() ? "no (built without MPI)"
                                  : ferry_dist_nccl_built() ? "MPI (CPU) and NCCL (CUDA)"
                                                            : "MPI (CPU; no NCCL for CUDA)");

@@ -5,6 +5,7 @@
 #define FERRY_TOOLS_SVG_PLOT_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 static const char *const svg_colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
@@ -22,14 +23,69 @@ static inline void svg_escape(FILE *f, const char *s)
     }
 }
 
-/* A "nice" axis maximum: 1, 2 or 5 times a power of ten at or above v. */
-static inline double svg_nice_max(double v)
+/* Axis ticks on round values: first_index * step, (first_index + 1) * step, ...,
+ * count of them, the first at or below the data and the last at or above it.
+ * step is 1, 2, 2.5 or 5 times a power of ten; decimals is what a label needs to
+ * show it exactly (0.25: 2, 2.5: 1, 25: 0). Indices rather than a first value, so
+ * the tick at zero is exactly 0 (never "-0.0" or 5.6e-17). */
+typedef struct svg_ticks {
+    double first_index; /* an integer */
+    double step;
+    int count;
+    int decimals;
+} svg_ticks;
+
+static inline double svg_tick_value(const svg_ticks *t, int i) { return (t->first_index + i) * t->step; }
+
+/* The tick whose index is nearest q, when q is within rounding of one; else
+ * floor or ceil (up false / true). Division by a decimal step is inexact:
+ * 0.3 / 0.1 is 2.9999999999999996. */
+static inline double svg_tick_round(double q, bool up)
 {
-    if (!(v > 0))
-        return 1.0;
-    double p = pow(10.0, floor(log10(v)));
-    double m = v / p;
-    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+    double n = round(q);
+    if (fabs(q - n) <= 1e-9 * (1 + fabs(q)))
+        return n;
+    return up ? ceil(q) : floor(q);
+}
+
+/* The ticks of the smallest round step that covers [lo, hi] in at most max_steps
+ * intervals. An empty or non-finite range gets a small one around it. */
+static inline svg_ticks svg_ticks_for(double lo, double hi, int max_steps)
+{
+    static const double mult[] = {1, 2, 2.5, 5};
+    if (!isfinite(lo) || !isfinite(hi) || !isfinite(hi - lo))
+        lo = 0, hi = 1;
+    if (hi < lo) {
+        double t = lo;
+        lo = hi, hi = t;
+    }
+    if (hi == lo) {
+        double d = lo == 0 ? 0.5 : fabs(lo) * 0.05;
+        lo -= d, hi += d;
+    }
+    max_steps = max_steps < 1 ? 1 : max_steps;
+    svg_ticks t = {0, 1, 2, 0};
+    int e0 = (int)floor(log10((hi - lo) / max_steps)) - 1;
+    for (int e = e0; e < e0 + 40; e++) {
+        for (int m = 0; m < 4; m++) {
+            t.step = mult[m] * pow(10, e);
+            t.first_index = svg_tick_round(lo / t.step, false);
+            double last = svg_tick_round(hi / t.step, true);
+            if (last - t.first_index <= max_steps) {
+                t.first_index += 0.0; /* -0.0 from floor(-0.0) is plain 0 */
+                t.count = (int)(last - t.first_index) + 1;
+                t.decimals = (mult[m] == 2.5) - e > 0 ? (mult[m] == 2.5) - e : 0;
+                return t;
+            }
+        }
+    }
+    return t;
+}
+
+/* The label of tick i: just the digits the step needs ("0.25", "2.5", "1000"). */
+static inline void svg_tick_label(char *buf, size_t size, const svg_ticks *t, int i)
+{
+    snprintf(buf, size, "%.*f", t->decimals, svg_tick_value(t, i));
 }
 
 /* Horizontal bars: one per label, value in `unit`. */
@@ -44,7 +100,8 @@ static inline int svg_bar_chart(const char *path, const char *title, const char 
     double vmax = 0;
     for (size_t i = 0; i < n; i++)
         vmax = values[i] > vmax ? values[i] : vmax;
-    vmax = svg_nice_max(vmax);
+    svg_ticks ticks = svg_ticks_for(0, vmax > 0 ? vmax : 1, 5);
+    vmax = svg_tick_value(&ticks, ticks.count - 1);
     const double plot_w = width - left - right;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                "font-family=\"sans-serif\" font-size=\"12\">\n", width, height);
@@ -52,11 +109,13 @@ static inline int svg_bar_chart(const char *path, const char *title, const char 
     fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"16\">", left);
     svg_escape(f, title);
     fprintf(f, "</text>\n");
-    for (int t = 0; t <= 5; t++) {
-        double x = left + plot_w * t / 5.0, v = vmax * t / 5.0;
+    for (int t = 0; t < ticks.count; t++) {
+        double x = left + plot_w * svg_tick_value(&ticks, t) / vmax;
+        char label[64];
+        svg_tick_label(label, sizeof label, &ticks, t);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.0f\" x2=\"%.1f\" y2=\"%.0f\" stroke=\"#ddd\"/>\n", x, top - 5,
                 x, height - 40);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%.4g</text>\n", x, height - 25, v);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">%s</text>\n", x, height - 25, label);
     }
     fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", left + plot_w / 2, height - 8);
     svg_escape(f, unit);
@@ -88,22 +147,22 @@ static inline void svg_line_panel(FILE *f, double x0, double y0, double w, doubl
             ymin = series[s].y[i] < ymin ? series[s].y[i] : ymin;
             ymax = series[s].y[i] > ymax ? series[s].y[i] : ymax;
         }
-    if (!(ymax > ymin)) {
-        ymin -= 0.5;
-        ymax += 0.5;
-    }
-    double pad = (ymax - ymin) * 0.08;
-    ymin -= pad;
-    ymax += pad;
+    /* A little room above and below the points, then out to round ticks. */
+    double pad = (ymax - ymin) * 0.03;
+    svg_ticks ticks = svg_ticks_for(ymin - pad, ymax + pad, 5);
+    ymin = svg_tick_value(&ticks, 0);
+    ymax = svg_tick_value(&ticks, ticks.count - 1);
     fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" font-size=\"14\">", x0, y0 - 10);
     svg_escape(f, title);
     fprintf(f, "</text>\n<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
                "stroke=\"#999\"/>\n", x0, y0, w, h);
-    for (int t = 0; t <= 4; t++) {
-        double v = ymin + (ymax - ymin) * t / 4.0, y = y0 + h - h * t / 4.0;
+    for (int t = 0; t < ticks.count; t++) {
+        double y = y0 + h - h * (svg_tick_value(&ticks, t) - ymin) / (ymax - ymin);
+        char label[64];
+        svg_tick_label(label, sizeof label, &ticks, t);
         fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#eee\"/>\n", x0, y,
                 x0 + w, y);
-        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", x0 - 4, y + 4, v);
+        fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", x0 - 4, y + 4, label);
     }
     for (size_t i = 0; i < n; i++) {
         double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;

@@ -121,13 +121,44 @@ typedef struct ferry_dataset ferry_dataset;
 
 /* ROOT/<class>/<file>.png: classes and files sorted by name (bytewise), class
  * names kept; hidden files and other extensions ignored. An empty root or class
- * is FERRY_ERR_INVALID_ARG naming the path. */
+ * is FERRY_ERR_INVALID_ARG naming the path. Every other .png entry is a sample,
+ * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
+ * create logs one warning naming the first such entry and the count, and
+ * loading it fails with FERRY_ERR_IO "path: reason" (a loader with
+ * on_error = SKIP skips it and names it in its stats). The image size, when cfg
+ * leaves it 0, comes from the first file that can be read. */
 FERRY_API ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
                                                   ferry_dataset **out);
 /* Lines "path,label" or "path<TAB>label" relative to the list file's folder; '#'
- * comments and blank lines allowed. Errors give the line number. */
+ * comments and blank lines allowed. Errors give the line number. The paths are
+ * not checked at create (no stat per line); one that cannot be read fails when
+ * loaded, as in an image folder. */
 FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
                                                ferry_dataset **out);
+/* WebDataset-style shards: uncompressed tar files (ustar, pax and GNU headers,
+ * as GNU tar and Python's tarfile write them) whose members share a key per
+ * sample, the name up to the first '.' of its last component: KEY.png is the
+ * image, KEY.cls its label (a decimal integer as text); other members are
+ * ignored. Each of the n paths is a shard (a name ending in .tar), a folder (its
+ * *.tar entries, sorted bytewise) or a list file (any other file: one shard path
+ * a line, relative to the list's folder; '#' comments and blank lines allowed).
+ * Samples: shards in that order, keys sorted bytewise within a shard; named
+ * "SHARD:KEY.png". Class names: the lines of a member __classes__.txt (or
+ * classes.txt) at the top of a shard, the same in every shard that has one;
+ * without it num_classes is the largest label + 1. Create reads every header
+ * once and keeps each shard open (one descriptor each); get() is one pread.
+ * Create fails, naming the shard, the member and its byte offset, when the index
+ * cannot be trusted: a bad header checksum or number (FERRY_ERR_FORMAT), a shard
+ * that ends early or lacks the end-of-archive blocks, a link, device or FIFO
+ * member, the same KEY.ext twice in a shard, class names that differ between
+ * shards; a compressed shard is FERRY_ERR_UNSUPPORTED, the same shard given
+ * twice FERRY_ERR_INVALID_ARG. Folder members are ignored. A key that is only
+ * incomplete (no .png, no .cls, a .cls that is not a label or not below the
+ * number of class names), an image over limits.max_file_bytes (FERRY_ERR_LIMIT)
+ * or one that does not decode fails when loaded, by name (a loader with
+ * on_error = SKIP skips it); create logs one warning counting the incomplete keys. */
+FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
+                                            const ferry_image_config *cfg, ferry_dataset **out);
 /* An IDX pair (images u8 [N,H,W] or [N,H,W,C]; labels u8 [N]), plain or .gz, read
  * into memory. cfg may be NULL (native size, 1 channel, no augmentation). */
 FERRY_API ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
@@ -169,6 +200,13 @@ FERRY_API size_t ferry_dataset_num_classes(const ferry_dataset *ds);
 FERRY_API const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls);
 /* The label without decoding. */
 FERRY_API ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label);
+/* Entries found at create that cannot be read (a dangling link, a folder or FIFO
+ * named x.png, a file without read permission where that shows): they stay
+ * samples and fail by name when loaded. first (may be NULL) gets the first,
+ * "path: reason", or NULL when there are none. A loader with on_error = FAIL
+ * refuses such a dataset at create; with SKIP it skips and counts them. */
+FERRY_API size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first);
+
 /* A file path or other name for messages; NULL when the dataset has none. */
 FERRY_API const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
 

@@ -179,8 +179,28 @@ FERRY_API bool ferry_built_with_cuda(void);
 /* FERRY_VERSION of the library that runs ("0.1.0"): compare with the FERRY_VERSION
  * a program was compiled with. */
 FERRY_API const char *ferry_version(void);
-/* "CUDA 13.0, cuBLAS, OpenBLAS" or "CPU only ..." */
+/* "CUDA 13.0, cuBLAS, OpenBLAS" ("CBLAS" for another BLAS) or "CPU only ..." */
 FERRY_API const char *ferry_build_features(void);
+
+/* The GPU code this build carries, in nvcc's names: machine code per architecture,
+ * then PTX of the newest ("sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120 compute_120";
+ * the Makefile's CUDA_ARCH chooses). "" without CUDA. Never NULL. */
+FERRY_API const char *ferry_cuda_archs(void);
+
+/* How GPU code runs on a device, as the CUDA driver decides when it loads a kernel. */
+typedef enum ferry_arch_fit {
+    FERRY_ARCH_FIT_NONE = 0, /* nothing that runs there: launches fail with "no kernel image" */
+    FERRY_ARCH_FIT_SASS,     /* machine code for the device's generation */
+    FERRY_ARCH_FIT_PTX       /* PTX of an older architecture, JIT-compiled at the first launch */
+} ferry_arch_fit;
+
+/* Which of `archs` (in ferry_cuda_archs()'s form; spaces or commas between words)
+ * runs on a GPU of compute capability cc_major.cc_minor: machine code sm_XY runs on
+ * major X at minor >= Y; PTX compute_XY on any capability >= X.Y, machine code
+ * preferred. *arch (may be NULL): the one chosen (86 for sm_86), 0 with NONE.
+ * Pure: NULL archs, unknown words or an impossible capability count as no code. */
+FERRY_API ferry_arch_fit ferry_cuda_arch_fit(const char *archs, int cc_major, int cc_minor,
+                                             int *arch);
 
 #ifdef __cplusplus
 }

@@ -108,8 +108,11 @@ FERRY_API ferry_status ferry_dist_abort(ferry_dist *d, ferry_status why);
  * gradient hook (ferry_module_set_grad_hook) on m: gradients are gathered into
  * buckets of about bucket_bytes (0: 25 MiB, as PyTorch), last layer first, and
  * each bucket is all-reduced as soon as backward has produced all its gradients,
- * while the earlier layers' backward still runs. ferry_module_backward (and so
- * ferry_train_step) returns with every gradient averaged over the ranks. m must
+ * while the earlier layers' backward still runs. After ferry_module_backward (and
+ * so in ferry_train_step) every gradient is averaged over the ranks: on the CPU
+ * when it returns; on GPUs in the order of backward's stream, which waits for
+ * the NCCL stream on the device (the host does not wait), so work queued on that
+ * stream afterwards sees the averages. m must
  * be on the dist's device, and stay there while the ferry_ddp lives. The hook
  * runs on the calling thread; use one training thread per rank. */
 typedef struct ferry_ddp ferry_ddp;

@@ -173,7 +173,10 @@ FERRY_API void ferry_optim_destroy(ferry_optim *o);
 FERRY_API ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s);
 FERRY_API void ferry_optim_set_lr(ferry_optim *o, double lr);
 FERRY_API double ferry_optim_lr(const ferry_optim *o);
-FERRY_API int64_t ferry_optim_steps(const ferry_optim *o); /* steps taken */
+/* Steps taken (steps mixed precision skipped do not count). The count lives on
+ * the module's device, so this waits for the device's streams to read it; -1,
+ * with ferry_last_error set, when the read fails; 0 for NULL. */
+FERRY_API int64_t ferry_optim_steps(const ferry_optim *o);
 
 /* ---- mixed precision ----
  * The model computes in f16 or bf16 (BatchNorm statistics and affine parameters
@@ -195,10 +198,16 @@ FERRY_API ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config 
                                         ferry_amp **out);
 /* Destroying the amp leaves the model in its half dtype. */
 FERRY_API void ferry_amp_destroy(ferry_amp *a);
+/* The current loss scale. It lives on the device, so this waits for the
+ * device's streams to read it (call it for logging, not every step); NaN, with
+ * ferry_last_error set, when the read fails; 1 for NULL. */
 FERRY_API float ferry_amp_scale(const ferry_amp *a);
 /* Unscales the gradients into the masters; if all are finite, steps o on them and
- * copies the masters back into the half weights. Waits for the device (to read
- * the inf check). *skipped (may be NULL) tells whether the step was skipped. */
+ * copies the masters back into the half weights; then updates the loss scale.
+ * The inf/nan check, the skip, the optimiser's step count and the scale are all
+ * decided on the device, in s's order: with skipped NULL the call only queues
+ * work and never waits for the device. With skipped non-NULL it waits for s to
+ * answer whether this step was skipped. */
 FERRY_API ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped);
 
 /* One classification training step: zero_grad, forward, cross-entropy (scaled

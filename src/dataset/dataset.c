@@ -398,3 +398,10 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
         c->owned = 1;
     return st;
 }
+
+size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first)
+{
+    if (first)
+        *first = ds && ds->unreadable ? ds->unreadable_first : NULL;
+    return ds ? ds->unreadable : 0;
+}

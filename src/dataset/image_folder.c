@@ -1,6 +1,7 @@
 /* ROOT/<class>/<file>.png: the folder walk. Classes and files are sorted bytewise
  * so the same tree gives the same indices everywhere; hidden entries and files
- * not ending in .png are ignored. */
+ * not ending in .png are ignored. Every other .png entry is a sample, even one
+ * that cannot be read: it is reported, never silently dropped. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -69,44 +70,96 @@ static char *join(const char *a, const char *b)
     return p;
 }
 
-/* The names in dir: want_dirs selects sub-folders, else .png regular files. */
-static ferry_status list_dir(const char *dir, int want_dirs, name_list *out)
+/* Entries with an image name that cannot be read as one: counted while listing,
+ * the first in path order kept ("path: reason") for the warning at create. */
+typedef struct unreadable {
+    size_t count;
+    char first[1024];
+} unreadable;
+
+/* Whether entry e of dir is a folder, links followed. A stat only when d_type
+ * cannot tell (links, file systems without d_type). */
+static ferry_status entry_is_dir(const char *dir, const struct dirent *e, int *is_dir)
+{
+    if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) {
+        *is_dir = e->d_type == DT_DIR;
+        return FERRY_OK;
+    }
+    char *p = join(dir, e->d_name);
+    if (!p)
+        return FERRY_ERR_NO_MEMORY;
+    struct stat sb;
+    *is_dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+    ferry_host_free(p);
+    return FERRY_OK;
+}
+
+/* *why: NULL when entry e of dir is a regular file (links followed), else why it
+ * cannot be read as an image. Same stat rule as entry_is_dir. */
+static ferry_status entry_problem(const char *dir, const struct dirent *e, const char **why)
+{
+    *why = NULL;
+    if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) {
+        if (e->d_type != DT_REG)
+            *why = ferry__not_regular_reason(DTTOIF(e->d_type));
+        return FERRY_OK;
+    }
+    char *p = join(dir, e->d_name);
+    if (!p)
+        return FERRY_ERR_NO_MEMORY;
+    *why = ferry__path_problem(p);
+    ferry_host_free(p);
+    return FERRY_OK;
+}
+
+/* The names in dir: want_dirs selects sub-folders; else every entry with a .png
+ * name, readable or not. One that is not a readable regular file (a dangling
+ * link, a folder or FIFO named x.png) stays in the list, so that it fails by
+ * name when its sample is loaded (or is skipped and counted under the skip
+ * policy) instead of vanishing; it is counted in *bad. */
+static ferry_status list_dir(const char *dir, int want_dirs, name_list *out, unreadable *bad)
 {
     DIR *d = opendir(dir);
     if (!d)
         return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
                           "%s: %s", dir, strerror(errno));
     ferry_status st = FERRY_OK;
+    const char *first = NULL; /* this folder's first unreadable name, and why */
+    char first_why[256] = "";
+    size_t nbad = 0;
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        if (!want_dirs && !is_png_name(e->d_name))
+        if (want_dirs) {
+            int is_dir = 0;
+            if ((st = entry_is_dir(dir, e, &is_dir)) == FERRY_OK && is_dir)
+                st = names_push(out, ferry_host_strdup(e->d_name));
             continue;
-        int is_dir, is_reg;
-        if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) {
-            is_dir = e->d_type == DT_DIR;
-            is_reg = e->d_type == DT_REG;
-        } else {
-            char *p = join(dir, e->d_name);
-            struct stat sb;
-            if (!p) {
-                st = FERRY_ERR_NO_MEMORY;
-                break;
-            }
-            int ok = stat(p, &sb) == 0;
-            ferry_host_free(p);
-            is_dir = ok && S_ISDIR(sb.st_mode);
-            is_reg = ok && S_ISREG(sb.st_mode);
         }
-        if (want_dirs ? is_dir : is_reg)
+        if (!is_png_name(e->d_name))
+            continue;
+        const char *why = NULL;
+        if ((st = entry_problem(dir, e, &why)) == FERRY_OK)
             st = names_push(out, ferry_host_strdup(e->d_name));
+        if (st != FERRY_OK || !why)
+            continue;
+        nbad++;
+        if (!first || strcmp(e->d_name, first) < 0) {
+            first = out->v[out->n - 1]; /* the copy: stable through qsort below */
+            snprintf(first_why, sizeof first_why, "%s", why);
+        }
     }
     closedir(d);
     if (st != FERRY_OK) {
         names_free(out);
         return st;
     }
+    /* Folders are listed in path order, so the first folder with any holds the first. */
+    if (nbad && bad->count == 0)
+        snprintf(bad->first, sizeof bad->first, "%s%s%s: %s", dir,
+                 dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", first, first_why);
+    bad->count += nbad;
     if (out->n)
         qsort(out->v, out->n, sizeof *out->v, cmp_str);
     return FERRY_OK;
@@ -124,7 +177,8 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
     name_list classes = {0}, paths = {0};
     int64_t *labels = NULL;
     size_t labels_cap = 0;
-    if ((st = list_dir(root, 1, &classes)) != FERRY_OK)
+    unreadable bad = {0};
+    if ((st = list_dir(root, 1, &classes, &bad)) != FERRY_OK)
         return st;
     if (classes.n == 0) {
         names_free(&classes);
@@ -137,7 +191,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
             st = FERRY_ERR_NO_MEMORY;
             break;
         }
-        st = list_dir(dir, 0, &files);
+        st = list_dir(dir, 0, &files, &bad);
         if (st == FERRY_OK && files.n == 0)
             st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: class folder has no .png files", dir);
         if (st == FERRY_OK && paths.n + files.n > labels_cap) {
@@ -163,6 +217,8 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
         ferry_host_free(labels);
         return st;
     }
-    /* Ownership of every list moves to the dataset. */
-    return ferry__image_files_create(paths.v, labels, paths.n, classes.v, classes.n, &c, out);
+    /* Ownership of every list moves to the dataset, which keeps and logs what
+     * could not be read. */
+    return ferry__image_files_create(paths.v, labels, paths.n, classes.v, classes.n, &c, root,
+                                     bad.count, bad.first, out);
 }

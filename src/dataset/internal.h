@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "ferry/dataset.h"
@@ -34,9 +35,20 @@ struct ferry_scratch {
 
 /* Makes buf hold at least n bytes (contents not kept). */
 ferry_status ferry__scratch_grow(uint8_t **buf, size_t *cap, size_t n);
-/* Reads a whole file into s->file. Over max_bytes is FERRY_ERR_LIMIT. */
+/* Reads a whole file into s->file. Over max_bytes is FERRY_ERR_LIMIT; a file that
+ * cannot be read (missing, a dangling link, no permission, not a regular file) is
+ * FERRY_ERR_IO "path: reason". Never blocks on a FIFO. */
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
                                       size_t *n);
+
+/* Why a file cannot be read, in words for "path: reason" messages (scratch.c). */
+/* mode is not a regular file's: "is a directory, not a file", "is a FIFO ...". */
+const char *ferry__not_regular_reason(mode_t mode);
+/* open() or stat() of path failed with err: strerror, or "dangling symbolic link". */
+const char *ferry__open_error_reason(const char *path, int err);
+/* NULL when path (links followed) is a regular file, else the reason it is not
+ * readable as one. One stat; a permission problem shows only when it is opened. */
+const char *ferry__path_problem(const char *path);
 void *ferry__arena_alloc(ferry_scratch *s, size_t n);
 void ferry__arena_free(ferry_scratch *s, void *p);
 void ferry__arena_reset(ferry_scratch *s);
@@ -112,6 +124,8 @@ struct ferry_dataset {
     size_t num_classes;
     char **class_names;    /* num_classes entries or NULL; owned */
     void *impl;            /* the kind's own state, freed by vt->destroy */
+    size_t unreadable;     /* entries found unreadable at create (ferry_dataset_unreadable) */
+    char unreadable_first[1024]; /* the first of them: "path: reason" */
 };
 
 /* A new dataset with one reference; impl is owned from here on (vt->destroy is
@@ -121,10 +135,16 @@ ferry_status ferry__dataset_new(const ferry_dataset_vtable *vt, void *impl, size
                                 ferry_dataset **out);
 
 /* Image files (image_files.c): the shared core of image-folder and list-file. Takes
- * ownership of paths (each ferry_host_strdup'd), labels and class_names, even on failure. */
+ * ownership of paths (each ferry_host_strdup'd), labels and class_names, even on failure.
+ * bad_count entries of the caller's listing (bad_first: the first, "path: reason")
+ * cannot be read: kept in the dataset and logged once it exists (listing names
+ * what was listed, for the message). Without any, the files passed over while
+ * taking the image size from the first readable file are. */
 ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
                                        char **class_names, size_t num_classes,
-                                       const ferry_image_config *cfg, ferry_dataset **out);
+                                       const ferry_image_config *cfg, const char *listing,
+                                       size_t bad_count, const char *bad_first,
+                                       ferry_dataset **out);
 
 /* Validates a user's config (NULL: defaults). */
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);

@@ -156,5 +156,9 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
         entries_free(&en);
         return st;
     }
-    return ferry__image_files_create(en.paths, en.labels, en.n, NULL, classes, &c, out);
+    /* The entries are not checked here: a list may name millions of files on
+     * network storage, and one stat each would cost more than the listing it
+     * replaces. One that cannot be read fails by name when its sample is loaded. */
+    return ferry__image_files_create(en.paths, en.labels, en.n, NULL, classes, &c, list_path, 0,
+                                     NULL, out);
 }

@@ -72,12 +72,50 @@ ferry_status ferry__scratch_grow(uint8_t **buf, size_t *cap, size_t n)
     return FERRY_OK;
 }
 
+const char *ferry__not_regular_reason(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "is a directory, not a file";
+    if (S_ISFIFO(mode))
+        return "is a FIFO (named pipe), not a regular file";
+    if (S_ISSOCK(mode))
+        return "is a socket, not a regular file";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "is a device, not a regular file";
+    return "is not a regular file";
+}
+
+const char *ferry__open_error_reason(const char *path, int err)
+{
+    /* ENOENT alone reads as "the file is missing" while the listing showed it:
+     * a link whose target is gone is the usual cause, so name it. */
+    struct stat sb;
+    if (err == ENOENT && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+        return "dangling symbolic link (its target does not exist)";
+    return strerror(err);
+}
+
+const char *ferry__path_problem(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        return ferry__open_error_reason(path, e);
+    }
+    return S_ISREG(sb.st_mode) ? NULL : ferry__not_regular_reason(sb.st_mode);
+}
+
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
                                       size_t *n)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+    /* O_NONBLOCK: opening a FIFO named x.png would otherwise wait for a writer
+     * forever; the type check below then refuses it. Reads of regular files
+     * ignore the flag. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, ferry__open_error_reason(path, e));
+    }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -86,7 +124,7 @@ ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return ferry_fail(FERRY_ERR_IO, "%s: not a regular file", path);
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, ferry__not_regular_reason(st.st_mode));
     }
     size_t size = (size_t)st.st_size;
     if (max_bytes && size > max_bytes) {

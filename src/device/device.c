@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/blas.h"
 #include "device/backend.h"
 #include "device/sim/sim.h"
 #include "device/device_internal.h"
@@ -57,10 +58,10 @@ const char *ferry_build_features(void)
 #if FERRY_HAVE_CUDA
     static _Thread_local char buf[64];
     int v = ferry_cuda_runtime_version();
-    snprintf(buf, sizeof buf, "CUDA %d.%d, cuBLAS, OpenBLAS", v / 1000, (v % 1000) / 10);
+    snprintf(buf, sizeof buf, "CUDA %d.%d, cuBLAS, " FERRY_BLAS_NAME, v / 1000, (v % 1000) / 10);
     return buf;
 #else
-    return "CPU only (no CUDA), OpenBLAS";
+    return "CPU only (no CUDA), " FERRY_BLAS_NAME;
 #endif
 }
 

@@ -7,10 +7,12 @@
  * buffer and its all-reduce started at once (MPI_Iallreduce, or ncclAllReduce on
  * a stream of its own), so the reduction of the last layers overlaps the
  * backward of the first. Buckets start in one fixed order on every rank, as
- * collectives require. When the last gradient is final, the hook waits for all
- * buckets and copies the averages back, so backward returns with every rank
- * holding the same gradients. Buffers are allocated at create: nothing is
- * allocated per step.
+ * collectives require. When the last gradient is final, the hook finishes
+ * every bucket and copies the averages back, so what is queued after backward
+ * sees every rank's same gradients. With MPI the host waits for the reductions
+ * (it does them); with NCCL the compute stream waits for the NCCL stream through
+ * an event and the host returns at once. Buffers are allocated at create:
+ * nothing is allocated per step.
  *
  * The gradients themselves are made views into the bucket buffers at create
  * (PyTorch's gradient_as_bucket_view), so backward writes them where the
@@ -46,6 +48,7 @@ struct ferry_ddp {
     bool cuda;
     ferry_stream *comm;   /* CUDA: NCCL runs here, beside backward */
     ferry_event *filled;  /* CUDA: the bucket's copy is done on the compute stream */
+    ferry_event *reduced; /* CUDA: every bucket's all-reduce is done on comm */
     bool broken;
 };
 
@@ -143,13 +146,31 @@ static ferry_status start(ferry_ddp *p, bucket *b, ferry_stream *s)
     return FERRY_OK;
 }
 
-/* Waits for every bucket, copies the averages back and readies the next step. */
+/* CUDA: s waits for every all-reduce queued on comm, on the device; the host
+ * goes on. An error NCCL has already reported is caught here; a later one
+ * surfaces at the next collective or synchronisation, as CUDA's do. */
+static ferry_status wait_reduced(ferry_ddp *p, ferry_stream *s)
+{
+    ferry_status st = ferry_event_record(p->reduced, p->comm);
+    if (st == FERRY_OK)
+        st = ferry_stream_wait_event(s, p->reduced);
+    if (st == FERRY_OK && p->d->nccl)
+        st = fd_nccl_check(p->d);
+    if (st == FERRY_OK)
+        return FERRY_OK;
+    /* The device or NCCL failed: queued collectives may never finish. */
+    p->d->failed = true;
+    return ferry_fail_prefix(st, "rank %d: ncclAllReduce of the gradient buckets: ", p->d->rank);
+}
+
+/* Finishes every bucket, copies the averages back (queued on s, behind the
+ * reductions) and readies the next step. */
 static ferry_status finish(ferry_ddp *p, ferry_stream *s)
 {
     FERRY_ASSERT(p->next == p->nb); /* every gradient final: every bucket started */
     ferry_status st = FERRY_OK;
     if (p->cuda)
-        st = fd_wait_stream(p->d, p->d->device, p->comm, "ncclAllReduce of the gradient buckets");
+        st = wait_reduced(p, s);
     for (size_t k = 0; k < p->nb && st == FERRY_OK; k++) {
         bucket *b = &p->b[k];
         if (!p->cuda) {
@@ -305,9 +326,15 @@ void ferry_ddp_destroy(ferry_ddp *p)
         return;
     if (p->m && p->m->grad_ready == on_grads && p->m->grad_ready_ctx == p)
         ferry_module_set_grad_hook(p->m, NULL, NULL);
+    /* The last all-reduce may still be writing the buckets: nothing waited for
+     * it on the host. The wait gives up on an abort notice or the timeout, and
+     * is not tried once the dist failed (its collectives may never finish). */
+    if (p->comm && !p->d->failed)
+        (void)fd_wait_stream(p->d, p->d->device, p->comm, "ferry_ddp_destroy");
     for (size_t k = 0; p->b && k < p->nb; k++)
         ferry_tensor_release(p->b[k].buf);
     ferry_event_destroy(p->filled);
+    ferry_event_destroy(p->reduced);
     ferry_stream_destroy(p->comm);
     ferry_host_free(p->b);
     ferry_host_free(p->bucket_of);
@@ -346,6 +373,8 @@ ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_byte
         st = ferry_stream_create(d->device, &p->comm);
         if (st == FERRY_OK)
             st = ferry_event_create(d->device, false, &p->filled);
+        if (st == FERRY_OK)
+            st = ferry_event_create(d->device, false, &p->reduced);
     }
     if (st == FERRY_OK)
         st = plan(p, bucket_bytes ? bucket_bytes : (size_t)25 << 20);

@@ -388,6 +388,14 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     size_t len = ferry_dataset_len(cfg->dataset);
     if (len == 0)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: the dataset is empty");
+    /* Under FAIL an unreadable file known now would stop the run when its turn
+     * comes, perhaps hours in: say so before anything starts. */
+    const char *bad = NULL;
+    size_t nbad = ferry_dataset_unreadable(cfg->dataset, &bad);
+    if (nbad && cfg->on_error == FERRY_ON_ERROR_FAIL)
+        return ferry_fail(FERRY_ERR_IO, "loader: %zu of the dataset's %zu files cannot be read, the "
+                          "first: %s (on_error = FERRY_ON_ERROR_SKIP skips and counts them)",
+                          nbad, len, bad);
 
     ferry_loader *l = new_loader(cfg, dev);
     if (!l)

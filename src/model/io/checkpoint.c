@@ -129,7 +129,7 @@ ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_opti
         ferry_tensor_release(src);
     }
     if (st == FERRY_OK && o)
-        fm_optim_set_steps(o, steps);
+        st = fm_optim_set_steps(o, steps);
     ferry_host_free(it);
     ferry_safetensors_close(f);
     return st;

@@ -152,12 +152,27 @@ FERRY_HD float fk_sgd_momentum(float p, float g, float *buf, float lr, float mom
     return FK_SUB_RN(p, FK_MUL_RN(lr, nesterov ? FK_ADD_RN(d, FK_MUL_RN(momentum, b)) : b));
 }
 
-/* Adam's per-step constants, computed on the host: lr / (1 - b1^t), sqrt(1 - b2^t). */
+/* Adam's per-step constants, computed once per thread from the step count: lr / (1 - b1^t), sqrt(1 - b2^t). */
 FERRY_HD void fk_adam_consts(float lr, float b1, float b2, int64_t step, float *step_size, float *sbc2)
 {
     float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
     *step_size = lr / bc1;
     *sbc2 = sqrtf(bc2);
+}
+
+/* The dynamic loss scale after one step (torch.cuda.amp.GradScaler's policy): a
+ * step with inf or nan backs the scale off and restarts the count of good steps;
+ * `interval` good steps in a row grow it. */
+FERRY_HD void fk_amp_update(float *scale, int64_t *tracker, bool found, float growth, float backoff,
+                            int64_t interval)
+{
+    if (found) {
+        *scale = FK_MUL_RN(*scale, backoff);
+        *tracker = 0;
+    } else if (++*tracker >= interval) {
+        *scale = FK_MUL_RN(*scale, growth);
+        *tracker = 0;
+    }
 }
 
 /* Adam (decoupled: AdamW) on one element: updates *m and *v, returns the new p. */

@@ -120,12 +120,14 @@ typedef struct fk_batch_spec {
     /* dx = dy where y > 0, else 0 */                                                              \
     X(relu_bwd, (ferry_dtype, dt), (void *, dx), (const void *, y), (const void *, dy), (int64_t, n)) \
     /* softmax cross-entropy over rows: loss[0] += sum_r -log p[label]; correct[0] +=            \
-     * (argmax == label); dlogits (may be NULL) = (p - onehot) * gscale. labels i32 or i64;      \
-     * a label outside [0, classes) is counted in bad[0] and contributes nothing. loss,          \
-     * correct and bad are device memory (any may be NULL). */                                    \
+     * (argmax == label); dlogits (may be NULL) = (p - onehot) * g with g = gscale, or, when     \
+     * gnum (device memory: a loss scale kept on the device) is not NULL, g = gnum[0] / rows    \
+     * in f32. labels i32 or i64; a label outside [0, classes) is counted in bad[0] and         \
+     * contributes nothing. loss, correct and bad are device memory (any may be NULL). */        \
     X(cross_entropy, (ferry_dtype, dt), (const void *, logits), (ferry_dtype, ldt),                \
       (const void *, labels), (int64_t, rows), (int64_t, classes), (float *, loss),               \
-      (int64_t *, correct), (int64_t *, bad), (void *, dlogits), (float, gscale))                 \
+      (int64_t *, correct), (int64_t *, bad), (void *, dlogits), (float, gscale),                 \
+      (const float *, gnum))                                                                       \
     /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
@@ -150,15 +152,28 @@ typedef struct fk_batch_spec {
     /* y = x * keep / (1 - p), keep drawn from Philox (seed, stream) at element i */              \
     X(dropout, (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, n), (float, p),        \
       (uint64_t, seed), (uint64_t, stream))                                                        \
-    /* f32 parameter updates (PyTorch's formulas) */                                              \
+    /* f32 parameter updates (PyTorch's formulas). taken[0] (device memory) is the steps     \
+     * taken before this one: SGD's first step (taken 0) sets the momentum buffer, Adam        \
+     * corrects its bias for step taken + 1. When skip (device memory, may be NULL) holds a     \
+     * nonzero value the kernel writes nothing: mixed precision's inf/nan check, decided on     \
+     * the device. */                                                                          \
     X(sgd, (float *, p), (const float *, g), (float *, buf), (int64_t, n), (float, lr),            \
-      (float, momentum), (float, dampening), (float, wd), (bool, nesterov), (bool, first))         \
+      (float, momentum), (float, dampening), (float, wd), (bool, nesterov),                       \
+      (const int64_t *, taken), (const float *, skip))                                             \
     X(adam, (float *, p), (const float *, g), (float *, m), (float *, v), (int64_t, n),            \
       (float, lr), (float, b1), (float, b2), (float, eps), (float, wd), (bool, decoupled),         \
-      (int64_t, step))                                                                             \
-    /* master = g * inv_scale in f32; found[0] = 1 when any is inf or nan */                      \
+      (const int64_t *, taken), (const float *, skip))                                             \
+    /* taken[0] += 1 unless skip (may be NULL) holds a nonzero value; runs after a step's      \
+     * updates, which read taken */                                                             \
+    X(step_count, (int64_t *, taken), (const float *, skip))                                       \
+    /* master = g * (1 / scale[0]) in f32; found[0] = 1 when any is inf or nan */                 \
     X(unscale, (ferry_dtype, dt), (const void *, g), (float *, master), (int64_t, n),              \
-      (float, inv_scale), (float *, found))
+      (const float *, scale), (float *, found))                                                    \
+    /* the dynamic loss scale (GradScaler's update): found[0] nonzero: scale *= backoff and     \
+     * tracker = 0; else tracker += 1, and on reaching interval scale *= growth, tracker = 0.   \
+     * All three live in device memory. */                                                       \
+    X(amp_update, (float *, scale), (int64_t *, tracker), (const float *, found),                  \
+      (float, growth), (float, backoff), (int64_t, interval))
 
 /* FK_MAP(m, sep, (t1, n1), (t2, n2), ...) expands to m(t1, n1) sep m(t2, n2) ...
  * for up to 20 pairs. sep is a function-like macro's name (FK_COMMA gives a

@@ -1,5 +1,11 @@
 /* Mixed precision: half weights for compute, f32 master weights for the
- * optimiser, and a dynamic loss scale (torch.cuda.amp.GradScaler's policy). */
+ * optimiser, and a dynamic loss scale (torch.cuda.amp.GradScaler's policy).
+ *
+ * The whole step runs on the device, in stream order: the unscale writes the
+ * inf/nan flag, the optimiser's kernels and its step count read it and leave
+ * everything as it was when it is set, and the loss scale and its count of good
+ * steps are updated by a kernel too. So a step never waits on the host; only a
+ * caller who asks (skipped, ferry_amp_scale) does. */
 #include <math.h>
 #include <string.h>
 
@@ -10,9 +16,10 @@
 struct ferry_amp {
     ferry_module *m;
     ferry_amp_config cfg;
-    float scale;
-    int64_t good_steps;
-    ferry_tensor *found; /* f32 [1] on the module's device */
+    /* On the module's device (moved with it at the next step): */
+    ferry_tensor *found;   /* f32 [1]: this step's gradients hold inf or nan */
+    ferry_tensor *scale;   /* f32 [1]: the loss scale */
+    ferry_tensor *tracker; /* i64 [1]: good steps in a row since the scale last changed */
 };
 
 ferry_amp_config ferry_amp_config_default(ferry_dtype dt)
@@ -21,7 +28,57 @@ ferry_amp_config ferry_amp_config_default(ferry_dtype dt)
     return c;
 }
 
-float ferry_amp_scale(const ferry_amp *a) { return a ? a->scale : 1.0f; }
+/* Reads the device's value, so it waits for the device's streams. */
+float ferry_amp_scale(const ferry_amp *a)
+{
+    if (!a)
+        return 1.0f;
+    float v = NAN;
+    if (ferry_tensor_copy_to_host(a->scale, &v, sizeof v) != FERRY_OK)
+        return NAN;
+    return v;
+}
+
+/* Moves the device state to the module's device (after ferry_module_to). A
+ * failed move leaves what is not there yet for the next call. */
+static ferry_status follow_module(ferry_amp *a)
+{
+    ferry_device d = a->m->device;
+    ferry_tensor **ts[3] = {&a->found, &a->scale, &a->tracker};
+    for (size_t i = 0; i < 3; i++)
+        if (!ferry_device_eq((*ts[i])->device, d)) {
+            ferry_status st = fm_tensor_move(ts[i], d);
+            if (st != FERRY_OK)
+                return st;
+        }
+    return FERRY_OK;
+}
+
+ferry_status fm_amp_loss_scale(ferry_amp *a, ferry_tensor **out)
+{
+    ferry_status st = follow_module(a);
+    *out = st == FERRY_OK ? a->scale : NULL;
+    return st;
+}
+
+/* The flag and the two halves of the scale's state, made ready on return. */
+static ferry_status make_state(ferry_amp *a, ferry_device d)
+{
+    int64_t one = 1;
+    ferry_status st = ferry_tensor_zeros(&one, 1, FERRY_DTYPE_F32, d, &a->found);
+    if (st == FERRY_OK)
+        st = ferry_tensor_full(&one, 1, a->cfg.init_scale, FERRY_DTYPE_F32, d, &a->scale);
+    if (st == FERRY_OK)
+        st = ferry_tensor_zeros(&one, 1, FERRY_DTYPE_I64, d, &a->tracker);
+    return st;
+}
+
+static void free_state(ferry_amp *a)
+{
+    ferry_tensor_release(a->found);
+    ferry_tensor_release(a->scale);
+    ferry_tensor_release(a->tracker);
+}
 
 
 ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferry_amp **out)
@@ -49,8 +106,8 @@ ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferr
         ferry_host_free(nv);
         return FERRY_ERR_NO_MEMORY;
     }
-    int64_t one = 1;
-    ferry_status st = ferry_tensor_zeros(&one, 1, FERRY_DTYPE_F32, m->device, &a->found);
+    a->cfg = *cfg;
+    ferry_status st = make_state(a, m->device);
     /* New half value and grad (or, for f32-kept parameters, a second f32 grad). */
     for (size_t i = 0; i < n && st == FERRY_OK; i++) {
         fm_param *p = m->flat[i].p;
@@ -66,7 +123,7 @@ ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferr
         for (size_t i = 0; i < n * 2; i++)
             ferry_tensor_release(nv[i]);
         ferry_host_free(nv);
-        ferry_tensor_release(a->found);
+        free_state(a);
         ferry_host_free(a);
         return st;
     }
@@ -84,8 +141,6 @@ ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferr
     ferry_host_free(nv);
     fm_set_dtype_all(m, cfg->dtype);
     a->m = m;
-    a->cfg = *cfg;
-    a->scale = cfg->init_scale;
     *out = a;
     return FERRY_OK;
 }
@@ -102,8 +157,37 @@ void ferry_amp_destroy(ferry_amp *a)
         ferry_tensor_release(p->master_grad);
         p->master = p->master_grad = NULL;
     }
-    ferry_tensor_release(a->found);
+    free_state(a);
     ferry_host_free(a);
+}
+
+/* Unscales every gradient into its master, setting found on inf or nan. */
+static ferry_status unscale_all(ferry_amp *a, ferry_stream *s)
+{
+    ferry_module *m = a->m;
+    ferry_status st = ferry_tensor_fill(a->found, 0.0, s);
+    for (size_t i = 0; i < m->nflat && st == FERRY_OK; i++) {
+        fm_param *p = m->flat[i].p;
+        if (p->buffer)
+            continue;
+        fk_ctx c = fm_ctx(p->grad, s);
+        st = FK(&c, unscale, p->grad->dtype, ferry_tensor_data(p->grad), ferry_tensor_data(p->master_grad),
+                p->grad->numel, ferry_tensor_data(a->scale), ferry_tensor_data(a->found));
+    }
+    return st;
+}
+
+/* The answer to `skipped`: the only host wait, and only when asked. */
+static ferry_status read_found(ferry_amp *a, ferry_stream *s, bool *skipped)
+{
+    float found = 0;
+    ferry_status st = ferry_memcpy(&found, ferry_tensor_data(a->found), sizeof found, FERRY_COPY_D2H,
+                                   a->found->device, s);
+    if (st == FERRY_OK && s)
+        st = ferry_stream_synchronize(s);
+    if (st == FERRY_OK)
+        *skipped = found != 0;
+    return st;
 }
 
 ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped)
@@ -113,50 +197,25 @@ ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool 
     if (fm_optim_module(o) != a->m)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "the optimiser and the amp belong to different modules");
     ferry_module *m = a->m;
-    if (!ferry_device_eq(a->found->device, m->device)) {
-        ferry_status st = fm_tensor_move(&a->found, m->device);
-        if (st != FERRY_OK)
-            return st;
-    }
-    ferry_status st = ferry_tensor_fill(a->found, 0.0, s);
-    float inv = 1.0f / a->scale;
-    for (size_t i = 0; i < m->nflat && st == FERRY_OK; i++) {
-        fm_param *p = m->flat[i].p;
-        if (p->buffer)
-            continue;
-        fk_ctx c = fm_ctx(p->grad, s);
-        st = FK(&c, unscale, p->grad->dtype, ferry_tensor_data(p->grad), ferry_tensor_data(p->master_grad),
-                p->grad->numel, inv, ferry_tensor_data(a->found));
-    }
-    double found = 0;
-    if (st == FERRY_OK) {
-        if (s)
-            st = ferry_stream_synchronize(s);
-        if (st == FERRY_OK)
-            st = ferry_tensor_item(a->found, &found);
-    }
-    if (st != FERRY_OK)
-        return st;
-    if (found != 0) {
-        a->scale *= a->cfg.backoff_factor;
-        a->good_steps = 0;
-        if (skipped)
-            *skipped = true;
-        return FERRY_OK;
-    }
-    st = ferry_optim_step(o, s);
+    ferry_status st = follow_module(a);
+    if (st == FERRY_OK)
+        st = unscale_all(a, s);
+    /* Skipped on the device when found is set: params, state and step count. */
+    if (st == FERRY_OK)
+        st = fm_optim_step_(o, s, a->found);
+    /* On a skipped step the masters are unchanged, so this rewrites the half
+     * weights with the values they already hold. */
     for (size_t i = 0; i < m->nflat && st == FERRY_OK; i++) {
         fm_param *p = m->flat[i].p;
         if (!p->buffer && p->master != p->value)
             st = ferry_tensor_copy(p->value, p->master, s);
     }
-    if (st != FERRY_OK)
-        return st;
-    if (++a->good_steps >= a->cfg.growth_interval) {
-        a->scale *= a->cfg.growth_factor;
-        a->good_steps = 0;
+    if (st == FERRY_OK) {
+        fk_ctx c = fm_ctx(a->scale, s);
+        st = FK(&c, amp_update, ferry_tensor_data(a->scale), ferry_tensor_data(a->tracker),
+                ferry_tensor_data(a->found), a->cfg.growth_factor, a->cfg.backoff_factor, a->cfg.growth_interval);
     }
-    if (skipped)
-        *skipped = false;
-    return FERRY_OK;
+    if (st == FERRY_OK && skipped)
+        st = read_found(a, s, skipped);
+    return st;
 }

@@ -97,6 +97,21 @@ ferry_status fm_optim_prepare(ferry_optim *o);
 ferry_tensor *fm_optim_state(ferry_optim *o, size_t i, size_t j, const char **suffix);
 ferry_module *fm_optim_module(ferry_optim *o);
 void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size);
-void fm_optim_set_steps(ferry_optim *o, int64_t steps);
+/* Sets the device's step count (a checkpoint's); waits for the device first. */
+ferry_status fm_optim_set_steps(ferry_optim *o, int64_t steps);
+/* ferry_optim_step whose updates, and the count's advance, are dropped on the
+ * device when skip (f32 [1] on the module's device; NULL: never) is nonzero. */
+ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor *skip);
+
+/* Mixed precision (amp.c): *out = the loss scale, an f32 [1] tensor on the
+ * module's device (moved there first if the module moved; borrowed, not a new
+ * reference), for losses that scale their gradient on the device. */
+ferry_status fm_amp_loss_scale(ferry_amp *a, ferry_tensor **out);
+
+/* Losses (loss.c): ferry_cross_entropy, with the gradient scale read on the
+ * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL. */
+ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
+                               const ferry_tensor *scale, ferry_metrics *metrics, ferry_stream *s,
+                               ferry_tensor **dlogits);
 
 #endif

@@ -97,12 +97,21 @@ static ferry_status check_metrics(ferry_metrics *mt, const ferry_tensor *t, cons
 ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
                                  ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits)
 {
+    return fm_cross_entropy_(logits, labels, grad_scale, NULL, metrics, s, dlogits);
+}
+
+ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
+                               const ferry_tensor *scale, ferry_metrics *metrics, ferry_stream *s,
+                               ferry_tensor **dlogits)
+{
     const char *op = "ferry_cross_entropy";
     ferry_status st = fm_check_arg(logits, "logits", op);
     if (st == FERRY_OK)
         st = fm_check_arg(labels, "labels", op);
     if (st == FERRY_OK)
         st = fm_check_device(logits, labels, op);
+    if (st == FERRY_OK && scale)
+        st = fm_check_device(logits, scale, op);
     if (st == FERRY_OK)
         st = fm_check_float(logits, op);
     if (st == FERRY_OK)
@@ -151,7 +160,8 @@ ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, flo
         int64_t *ip = metrics ? ferry_tensor_data(metrics->ints) : NULL;
         float gscale = rows ? grad_scale / (float)rows : 0.0f;
         st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y), rows,
-                classes, lp, ip, bad, d ? ferry_tensor_data(d) : NULL, gscale);
+                classes, lp, ip, bad, d ? ferry_tensor_data(d) : NULL, gscale,
+                scale ? (const float *)ferry_tensor_data(scale) : NULL);
     }
     if (st == FERRY_OK)
         st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);

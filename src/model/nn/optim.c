@@ -1,7 +1,12 @@
 /* Optimisers: SGD (momentum, dampening, Nesterov, weight decay), Adam (L2
  * decay) and AdamW (decoupled decay), with PyTorch's update formulas. State is
  * created for every parameter before the first update, so a step that runs out
- * of memory changes nothing. */
+ * of memory changes nothing.
+ *
+ * The step count lives on the device (`taken`): under mixed precision the device
+ * alone decides whether a step counts (its inf/nan check), and the kernels read
+ * the count from there (SGD's first step, Adam's bias correction), so no step
+ * waits on the host. */
 #include <stdio.h>
 #include <string.h>
 
@@ -16,7 +21,7 @@ struct ferry_optim {
     ferry_module *m;
     double lr, momentum, dampening, wd, b1, b2, eps;
     bool nesterov;
-    int64_t steps;
+    ferry_tensor *taken;  /* i64 [1] on the module's device: steps taken */
     size_t nparams;       /* m->nflat when the state was made */
     ferry_tensor **state; /* nparams * 2, NULL where unused */
 };
@@ -28,6 +33,12 @@ static ferry_status create(ferry_module *m, opt_kind kind, ferry_optim **out)
     ferry_optim *o = ferry_host_calloc(1, sizeof *o);
     if (!o)
         return FERRY_ERR_NO_MEMORY;
+    int64_t one = 1;
+    ferry_status st = ferry_tensor_zeros(&one, 1, FERRY_DTYPE_I64, m->device, &o->taken);
+    if (st != FERRY_OK) {
+        ferry_host_free(o);
+        return st;
+    }
     o->kind = kind;
     o->m = m;
     *out = o;
@@ -113,6 +124,7 @@ void ferry_optim_destroy(ferry_optim *o)
     if (!o)
         return;
     free_state(o);
+    ferry_tensor_release(o->taken);
     ferry_host_free(o);
 }
 
@@ -122,7 +134,14 @@ void ferry_optim_set_lr(ferry_optim *o, double lr)
         o->lr = lr;
 }
 double ferry_optim_lr(const ferry_optim *o) { return o ? o->lr : 0.0; }
-int64_t ferry_optim_steps(const ferry_optim *o) { return o ? o->steps : 0; }
+/* Reads the device's count, so it waits for the device's streams. */
+int64_t ferry_optim_steps(const ferry_optim *o)
+{
+    if (!o)
+        return 0;
+    int64_t n = 0;
+    return ferry_tensor_copy_to_host(o->taken, &n, sizeof n) == FERRY_OK ? n : -1;
+}
 
 static size_t per_param(const ferry_optim *o)
 {
@@ -144,6 +163,11 @@ ferry_status fm_optim_prepare(ferry_optim *o)
         if (m->nflat && !o->state)
             return FERRY_ERR_NO_MEMORY;
         o->nparams = m->nflat;
+    }
+    if (!ferry_device_eq(o->taken->device, m->device)) {
+        ferry_status st = fm_tensor_move(&o->taken, m->device);
+        if (st != FERRY_OK)
+            return st;
     }
     size_t per = per_param(o);
     for (size_t i = 0; i < o->nparams; i++) {
@@ -176,10 +200,18 @@ ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
 {
     if (!o)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "optimiser is NULL (in ferry_optim_step)");
+    return fm_optim_step_(o, s, NULL);
+}
+
+/* Queues the update of every parameter, then the count's advance: all read the
+ * count and the skip flag on the device, in stream order. */
+ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor *skip)
+{
     ferry_status st = fm_optim_prepare(o);
     if (st != FERRY_OK)
         return st;
-    int64_t step = o->steps + 1;
+    const int64_t *taken = ferry_tensor_data(o->taken);
+    const float *sk = skip ? ferry_tensor_data(skip) : NULL;
     for (size_t i = 0; i < o->nparams && st == FERRY_OK; i++) {
         fm_param *p = o->m->flat[i].p;
         if (p->buffer)
@@ -190,13 +222,15 @@ ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
         float *s1 = o->state[i * 2 + 1] ? ferry_tensor_data(o->state[i * 2 + 1]) : NULL;
         if (o->kind == OPT_SGD)
             st = FK(&c, sgd, ferry_tensor_data(t), ferry_tensor_data(g), s0, t->numel, (float)o->lr,
-                    (float)o->momentum, (float)o->dampening, (float)o->wd, o->nesterov, o->steps == 0);
+                    (float)o->momentum, (float)o->dampening, (float)o->wd, o->nesterov, taken, sk);
         else
             st = FK(&c, adam, ferry_tensor_data(t), ferry_tensor_data(g), s0, s1, t->numel, (float)o->lr,
-                    (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd, o->kind == OPT_ADAMW, step);
+                    (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd, o->kind == OPT_ADAMW, taken, sk);
     }
-    if (st == FERRY_OK)
-        o->steps = step;
+    if (st == FERRY_OK) {
+        fk_ctx c = fm_ctx(o->taken, s);
+        st = FK(&c, step_count, ferry_tensor_data(o->taken), sk);
+    }
     return st;
 }
 
@@ -226,4 +260,18 @@ void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size)
              kinds[o->kind], o->lr, o->momentum, o->dampening, o->wd, (int)o->nesterov, o->b1, o->b2, o->eps);
 }
 
-void fm_optim_set_steps(ferry_optim *o, int64_t steps) { o->steps = steps; }
+/* A new count, ready on return (a creation call); the old one is released only
+ * once nothing queued on the device can still read it. */
+ferry_status fm_optim_set_steps(ferry_optim *o, int64_t steps)
+{
+    int64_t one = 1;
+    ferry_tensor *n = NULL;
+    ferry_status st = ferry_device_synchronize(o->taken->device);
+    if (st == FERRY_OK)
+        st = ferry_tensor_from_host(&steps, &one, 1, FERRY_DTYPE_I64, o->taken->device, &n);
+    if (st != FERRY_OK)
+        return st;
+    ferry_tensor_release(o->taken);
+    o->taken = n;
+    return FERRY_OK;
+}

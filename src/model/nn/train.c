@@ -19,11 +19,16 @@ ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, f
     if (!m->training)
         return ferry_fail(FERRY_ERR_BAD_STATE, "%s is in eval mode (call ferry_module_train(m, true))", m->name);
     ferry_tensor *logits = NULL, *dlogits = NULL;
-    ferry_status st = ferry_module_zero_grad(m, s);
+    /* The loss scale stays on the device: the loss kernel reads it there, so the
+     * step never waits for the previous step's scale update. */
+    ferry_tensor *scale = NULL;
+    ferry_status st = amp ? fm_amp_loss_scale(amp, &scale) : FERRY_OK;
+    if (st == FERRY_OK)
+        st = ferry_module_zero_grad(m, s);
     if (st == FERRY_OK)
         st = ferry_module_forward(m, x, s, &logits);
     if (st == FERRY_OK)
-        st = ferry_cross_entropy(logits, labels, ferry_amp_scale(amp), metrics, s, &dlogits);
+        st = fm_cross_entropy_(logits, labels, 1.0f, scale, metrics, s, &dlogits);
     ferry_tensor_release(logits);
     if (st == FERRY_OK)
         st = ferry_module_backward(m, dlogits, s, NULL);

@@ -133,15 +133,15 @@ ferry_status fk_cpu_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const vo
 
 ferry_status fk_cpu_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
                                   const void *labels, int64_t rows, int64_t classes, float *loss, int64_t *correct,
-                                  int64_t *bad, void *dlogits, float gscale)
+                                  int64_t *bad, void *dlogits, float gscale, const float *gnum)
 {
-    PASS_F32(cross_entropy, dt, logits, ldt, labels, rows, classes, loss, correct, bad, dlogits, gscale);
+    PASS_F32(cross_entropy, dt, logits, ldt, labels, rows, classes, loss, correct, bad, dlogits, gscale, gnum);
     scratch s = {{0}, 0};
     int64_t n = rows * classes;
     float *fx = in32(&s, dt, logits, n), *fd = dlogits ? in32(&s, dt, NULL, n) : NULL;
     NEED(fx && (fd || !dlogits));
     ferry_status st = fk_f32_cross_entropy(c, FERRY_DTYPE_F32, fx, ldt, labels, rows, classes, loss, correct, bad,
-                                           fd, gscale);
+                                           fd, gscale, gnum);
     if (fd)
         out16(dt, dlogits, fd, n);
     return done(&s, st);

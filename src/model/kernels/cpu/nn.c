@@ -69,10 +69,12 @@ ferry_status fk_f32_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const vo
 ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits,
                                   ferry_dtype ldt, const void *labels, int64_t rows,
                                   int64_t classes, float *loss, int64_t *correct, int64_t *bad,
-                                  void *dlogits, float gscale)
+                                  void *dlogits, float gscale, const float *gnum)
 {
     (void)c;
     (void)dt;
+    if (gnum && rows)
+        gscale = gnum[0] / (float)rows;
     const float *x = logits;
     float *dx = dlogits;
     double total = 0;
@@ -412,17 +414,23 @@ ferry_status fk_f32_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void
     return FERRY_OK;
 }
 
+/* A step the device decided to skip (mixed precision found inf or nan). */
+static bool skipped(const float *skip) { return skip && skip[0] != 0.0f; }
+
 ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restrict g, float *restrict buf,
-                        int64_t n, float lr, float momentum, float dampening, float wd, bool nesterov, bool first)
+                        int64_t n, float lr, float momentum, float dampening, float wd, bool nesterov,
+                        const int64_t *taken, const float *skip)
 {
     (void)c;
+    if (skipped(skip))
+        return FERRY_OK;
     /* One loop per case with the flags constant, so each inlines to a
      * branch-free body that vectorises. */
     float keep = 1.0f - dampening;
     if (momentum == 0.0f) {
         for (int64_t i = 0; i < n; i++)
             p[i] = fk_sgd_plain(p[i], g[i], lr, wd);
-    } else if (first) {
+    } else if (taken[0] == 0) {
         for (int64_t i = 0; i < n; i++)
             p[i] = fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, true);
     } else if (nesterov) {
@@ -437,27 +445,46 @@ ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restric
 
 ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
                          float lr, float b1, float b2, float eps, float wd, bool decoupled,
-                         int64_t step)
+                         const int64_t *taken, const float *skip)
 {
     (void)c;
+    if (skipped(skip))
+        return FERRY_OK;
     float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, step, &step_size, &sbc2);
+    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
     for (int64_t i = 0; i < n; i++)
         p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
     return FERRY_OK;
 }
 
-ferry_status fk_cpu_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master,
-                            int64_t n, float inv_scale, float *found)
+ferry_status fk_cpu_step_count(const fk_ctx *c, int64_t *taken, const float *skip)
 {
     (void)c;
+    if (!skipped(skip))
+        taken[0]++;
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master,
+                            int64_t n, const float *scale, float *found)
+{
+    (void)c;
+    float inv = 1.0f / scale[0];
     bool bad = false;
     for (int64_t i = 0; i < n; i++) {
-        float v = fk_ldf(dt, g, i) * inv_scale;
+        float v = fk_ldf(dt, g, i) * inv;
         bad |= !isfinite(v);
         master[i] = v;
     }
     if (bad)
         found[0] = 1.0f;
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_amp_update(const fk_ctx *c, float *scale, int64_t *tracker, const float *found,
+                               float growth, float backoff, int64_t interval)
+{
+    (void)c;
+    fk_amp_update(scale, tracker, found[0] != 0.0f, growth, backoff, interval);
     return FERRY_OK;
 }

@@ -4,10 +4,11 @@
  * favour plain, obviously-right loops (in double where it is cheap) over speed;
  * the layers' hot paths use the f32 kernels in kernels/cpu/nn.c and sgemm. The
  * per-element formulas are in kernels/formulas.h, shared with the CUDA kernels. */
-#include <cblas.h>
+#include <inttypes.h>
 #include <math.h>
 #include <string.h>
 
+#include "common/blas.h"
 #include "common/error.h"
 #include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"
@@ -276,6 +277,13 @@ ferry_status fk_f32_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int6
     (void)dt;
     if (m == 0 || n == 0)
         return FERRY_OK;
+    if (m > FERRY_BLAS_INT_MAX || n > FERRY_BLAS_INT_MAX || k > FERRY_BLAS_INT_MAX ||
+        lda > FERRY_BLAS_INT_MAX || ldb > FERRY_BLAS_INT_MAX || ldc > FERRY_BLAS_INT_MAX)
+        return ferry_fail(FERRY_ERR_LIMIT,
+                          "gemm dimensions (m %" PRId64 ", n %" PRId64 ", k %" PRId64
+                          ", leading dimensions %" PRId64 ", %" PRId64 ", %" PRId64
+                          ") exceed CBLAS's int (at most %d)",
+                          m, n, k, lda, ldb, ldc, FERRY_BLAS_INT_MAX);
     for (int64_t i = 0; i < batch; i++) {
         float *cp = (float *)cc + i * stride_c;
         if (k == 0) { /* sgemm with k = 0 is legal but some BLAS reject lda = 0 */
@@ -285,9 +293,8 @@ ferry_status fk_f32_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int6
             continue;
         }
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (blasint)m, (blasint)n, (blasint)k, alpha, (const float *)a + i * stride_a,
-                    (blasint)lda, (const float *)b + i * stride_b, (blasint)ldb, beta, cp,
-                    (blasint)ldc);
+                    (int)m, (int)n, (int)k, alpha, (const float *)a + i * stride_a, (int)lda,
+                    (const float *)b + i * stride_b, (int)ldb, beta, cp, (int)ldc);
     }
     return FERRY_OK;
 }

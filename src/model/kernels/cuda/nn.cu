@@ -77,10 +77,12 @@ extern "C" ferry_status fk_cuda_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *
 // One block per row: max and argmax, log-sum-exp, loss, gradient.
 template <typename T, typename L>
 __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, float *loss,
-                                int64_t *correct, int64_t *bad, T *dx, float gscale)
+                                int64_t *correct, int64_t *bad, T *dx, float gscale, const float *gnum)
 {
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
+    if (gnum)
+        gscale = gnum[0] / (float)rows; // a loss scale kept on the device (rows > 0 here)
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *row = x + r * classes;
         float mx = -INFINITY;
@@ -118,7 +120,8 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
 
 extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
                                               const void *labels, int64_t rows, int64_t classes, float *loss,
-                                              int64_t *correct, int64_t *bad, void *dlogits, float gscale)
+                                              int64_t *correct, int64_t *bad, void *dlogits, float gscale,
+                                              const float *gnum)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -128,10 +131,10 @@ extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, c
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
             k_cross_entropy<T, int32_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
-                (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale);
+                (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
         else
             k_cross_entropy<T, int64_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
-                (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale);
+                (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
     });
     return fk_launched("cross-entropy kernel");
 }
@@ -484,49 +487,77 @@ extern "C" ferry_status fk_cuda_dropout(const fk_ctx *c, ferry_dtype dt, void *y
     return fk_launched("dropout kernel");
 }
 
+// Every thread reads the device's skip flag and step count itself: the host
+// never learns them (mixed precision decides on the device whether a step counts).
+static __device__ bool fk_skipped(const float *skip) { return skip && skip[0] != 0.0f; }
+
 __global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr, float momentum, float keep,
-                      float wd, bool nesterov, bool first)
+                      float wd, bool nesterov, const int64_t *taken, const float *skip)
 {
+    if (fk_skipped(skip))
+        return;
+    bool first = taken[0] == 0;
     FK_GRID_STRIDE(i, n)
     p[i] = momentum == 0.0f ? fk_sgd_plain(p[i], g[i], lr, wd)
                             : fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
 }
 
 extern "C" ferry_status fk_cuda_sgd(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
-                                    float momentum, float dampening, float wd, bool nesterov, bool first)
+                                    float momentum, float dampening, float wd, bool nesterov, const int64_t *taken,
+                                    const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     k_sgd<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, buf, n, lr, momentum, 1.0f - dampening, wd, nesterov,
-                                                         first);
+                                                         taken, skip);
     return fk_launched("SGD kernel");
 }
 
 __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
-                       float eps, float wd, bool decoupled, float step_size, float sbc2)
+                       float eps, float wd, bool decoupled, const int64_t *taken, const float *skip)
 {
+    if (fk_skipped(skip))
+        return;
+    float step_size, sbc2;
+    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
     FK_GRID_STRIDE(i, n)
     p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
 
 extern "C" ferry_status fk_cuda_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
-                                     float lr, float b1, float b2, float eps, float wd, bool decoupled, int64_t step)
+                                     float lr, float b1, float b2, float eps, float wd, bool decoupled,
+                                     const int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, step, &step_size, &sbc2);
-    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, step_size,
-                                                         sbc2);
+    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, taken,
+                                                         skip);
     return fk_launched("Adam kernel");
 }
 
-template <typename T> __global__ void k_unscale(const T *g, float *master, int64_t n, float inv, float *found)
+__global__ void k_step_count(int64_t *taken, const float *skip)
 {
+    if (!fk_skipped(skip))
+        taken[0]++;
+}
+
+extern "C" ferry_status fk_cuda_step_count(const fk_ctx *c, int64_t *taken, const float *skip)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    k_step_count<<<1, 1, 0, fk_stream(c)>>>(taken, skip);
+    return fk_launched("step count kernel");
+}
+
+template <typename T> __global__ void k_unscale(const T *g, float *master, int64_t n, const float *scale, float *found)
+{
+    float inv = 1.0f / scale[0];
     FK_GRID_STRIDE(i, n)
     {
         float v = fk_f(g[i]) * inv;
@@ -537,14 +568,31 @@ template <typename T> __global__ void k_unscale(const T *g, float *master, int64
 }
 
 extern "C" ferry_status fk_cuda_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master, int64_t n,
-                                        float inv_scale, float *found)
+                                        const float *scale, float *found)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "unscale", {
-        k_unscale<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((const T *)g, master, n, inv_scale, found);
+        k_unscale<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((const T *)g, master, n, scale, found);
     });
     return fk_launched("unscale kernel");
+}
+
+__global__ void k_amp_update(float *scale, int64_t *tracker, const float *found, float growth, float backoff,
+                             int64_t interval)
+{
+    fk_amp_update(scale, tracker, found[0] != 0.0f, growth, backoff, interval);
+}
+
+extern "C" ferry_status fk_cuda_amp_update(const fk_ctx *c, float *scale, int64_t *tracker, const float *found,
+                                           float growth, float backoff, int64_t interval)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    k_amp_update<<<1, 1, 0, fk_stream(c)>>>(scale, tracker, found, growth, backoff, interval);
+    return fk_launched("loss scale update kernel");
 }

@@ -1,0 +1,225 @@
+#!/bin/sh
+# The command lines of `ferry` and the samples: -h/--help prints the usage on
+# stdout and exits 0 (ferry, every subcommand, every sample); an unknown option
+# prints the usage on stderr and exits 2; a bad number (negative, zero where not
+# allowed, not a number, trailing garbage, out of range) is one line on stderr
+# naming the program, the option, the value and the accepted range, exit 2.
+# Then `ferry check` on entries that cannot be read: "path: reason", exit 1,
+# for a folder and for a FILE given by name. Prints one line per check and a
+# "N passed, N failed, N skipped" summary.
+#   FERRY_SAMPLES_BUILD=build sh scripts/cli-test.sh   (FERRY_CLI_BUILD wins when set)
+build=${FERRY_CLI_BUILD:-${FERRY_SAMPLES_BUILD:-build}}
+passed=0 failed=0 skipped=0
+ok() { echo "ok    cli $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  cli $1"; failed=$((failed + 1)); }
+skip() { echo "skip  cli $1"; skipped=$((skipped + 1)); }
+finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
+
+ferry=$build/ferry
+if [ ! -x "$ferry" ]; then
+    skip "($ferry not built: make BUILD=$build all)"
+    finish
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-cli-test-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+show() { sed 's/^/  | /' "$1" | head -n 8; }
+
+# run CMD...: CMD with stdout in $tmp/out, stderr in $tmp/err, status in $rc;
+# bounded, so that a bad value taken as good (and a run started) fails the
+# check instead of holding up the suite.
+run() {
+    timeout 60 "$@" > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+}
+lines() { awk 'END { print NR }' "$1"; }
+
+# help NAME CMD...: CMD --help and CMD -h: status 0, "usage:" first on stdout, stderr empty.
+help() {
+    name=$1; shift
+    for flag in --help -h; do
+        run "$@" "$flag"
+        if [ $rc -eq 0 ] && head -n 1 "$tmp/out" | grep -q '^usage: ' && [ ! -s "$tmp/err" ]; then
+            ok "$name $flag: usage on stdout, exit 0"
+        else
+            bad "$name $flag: exit $rc (want 0, the usage on stdout, nothing on stderr)"
+            show "$tmp/out"; show "$tmp/err"
+        fi
+    done
+}
+
+# unknown NAME CMD...: CMD --no-such-option: status 2, the usage on stderr, stdout empty.
+unknown() {
+    name=$1; shift
+    run "$@" --no-such-option
+    if [ $rc -eq 2 ] && grep -q 'usage: ' "$tmp/err" && [ ! -s "$tmp/out" ]; then
+        ok "$name --no-such-option: usage on stderr, exit 2"
+    else
+        bad "$name --no-such-option: exit $rc (want 2 and the usage on stderr)"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+}
+
+# badval MESSAGE CMD...: status 2, nothing on stdout, exactly MESSAGE on stderr.
+badval() {
+    want=$1; shift
+    run "$@"
+    if [ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && [ "$(lines "$tmp/err")" -eq 1 ] &&
+       [ "$(cat "$tmp/err")" = "$want" ]; then
+        ok "exit 2: $want"
+    else
+        bad "$* (exit $rc): want exit 2 and the one line \"$want\""
+        show "$tmp/out"; show "$tmp/err"
+    fi
+}
+
+# ---- --help and unknown options: ferry, each subcommand, each sample ----
+help ferry "$ferry"
+run "$ferry" --no-such-option
+if [ $rc -eq 2 ] && grep -q 'usage: ' "$tmp/err"; then ok "ferry --no-such-option: exit 2"
+else bad "ferry --no-such-option: exit $rc (want 2 and the usage on stderr)"; fi
+for sub in info bench "bench h2d" "bench decode" check export diff; do
+    # shellcheck disable=SC2086 # "bench h2d" splits into two words on purpose
+    help "ferry $sub" "$ferry" $sub
+    # shellcheck disable=SC2086
+    unknown "ferry $sub" "$ferry" $sub
+done
+nsamples=0
+for p in embed train_gray train_color bench_mlp; do
+    if [ ! -x "$build/samples/$p" ]; then
+        bad "$build/samples/$p not built"
+        continue
+    fi
+    nsamples=$((nsamples + 1))
+    help "$p" "$build/samples/$p"
+    unknown "$p" "$build/samples/$p"
+done
+# Every sample that is built is one of the above (a new sample gets its checks here).
+for f in "$build"/samples/*; do
+    if [ ! -x "$f" ] || [ ! -f "$f" ]; then continue; fi
+    case ${f##*/} in
+        embed|train_gray|train_color|bench_mlp) ;;
+        *) bad "samples/${f##*/} has no --help checks in scripts/cli-test.sh" ;;
+    esac
+done
+
+# ---- strict numbers: one line naming the option, the value and the range ----
+f="ferry bench"
+badval "$f: --batch -5: expected an integer from 1 to 65536" "$ferry" bench --batch -5
+badval "$f: --batch 0: expected an integer from 1 to 65536" "$ferry" bench --batch 0
+badval "$f: --batch abc: expected an integer from 1 to 65536" "$ferry" bench --batch abc
+badval "$f: --batch 12x: expected an integer from 1 to 65536" "$ferry" bench "$tmp" --batch 12x
+badval "$f: --batch 65537: expected an integer from 1 to 65536" "$ferry" bench --batch 65537
+badval "$f: --batch 99999999999999999999999: expected an integer from 1 to 65536" \
+    "$ferry" bench --batch 99999999999999999999999
+badval "$f: --batch needs a value" "$ferry" bench --batch
+badval "$f: --workers 1,-2: expected a comma-separated list of up to 16 integers from 0 to 256" \
+    "$ferry" bench --workers 1,-2
+badval "$f: --workers 300: expected a comma-separated list of up to 16 integers from 0 to 256" \
+    "$ferry" bench --workers 300
+badval "$f: --epochs 0: expected an integer from 1 to 1000000" "$ferry" bench --epochs 0
+badval "$f: --compute-ms nan: expected a number from 0 to 1000000" "$ferry" bench --compute-ms nan
+badval "$f: --compute-ms -1: expected a number from 0 to 1000000" "$ferry" bench --compute-ms -1
+badval "$f: --seed 1.5: expected an integer from 0 to 18446744073709551615" "$ferry" bench --seed 1.5
+badval "$f: --prefetch 0: expected an integer from 1 to 1024" "$ferry" bench --prefetch 0
+badval "$f: --size 16385: expected an integer from 1 to 16384" "$ferry" bench --size 16385
+badval "$f: --pin maybe: expected one of on, off, both" "$ferry" bench --pin maybe
+f="ferry bench h2d"
+badval "$f: --reps 0: expected an integer from 1 to 1000" "$ferry" bench h2d --reps 0
+badval "$f: --reps x: expected an integer from 1 to 1000" "$ferry" bench h2d --reps x
+badval "$f: --max-mib 4097: expected an integer from 1 to 4096" "$ferry" bench h2d --max-mib 4097
+f="ferry bench decode"
+badval "$f: --limit 0: expected an integer from 1 to 1000000000" "$ferry" bench decode "$tmp" --limit 0
+badval "$f: --generate DIR -1: expected an integer from 1 to 10000000" \
+    "$ferry" bench decode --generate "$tmp/gen" -1
+f="ferry check"
+badval "$f: --workers 0: expected an integer from 1 to 256" "$ferry" check --workers 0 "$tmp"
+badval "$f: -j 257: expected an integer from 1 to 256" "$ferry" check -j 257 "$tmp"
+badval "$f: --workers '': expected an integer from 1 to 256" "$ferry" check --workers '' "$tmp"
+f="ferry diff"
+badval "$f: --tol -1: expected a finite number >= 0" "$ferry" diff a b --tol -1
+badval "$f: --tol inf: expected a finite number >= 0" "$ferry" diff a b --tol inf
+s=$build/samples
+if [ -x "$s/train_gray" ]; then
+    badval "train_gray: --epochs 0: expected an integer from 1 to 1000" "$s/train_gray" --epochs 0
+    badval "train_gray: --batch -1: expected an integer from 1 to 65536" "$s/train_gray" --batch -1
+    badval "train_gray: --workers 257: expected an integer from 0 to 256" "$s/train_gray" --workers 257
+    badval "train_gray: --lr 0: expected a number greater than 0 and at most 100" "$s/train_gray" --lr 0
+    badval "train_gray: --lr nan: expected a number greater than 0 and at most 100" "$s/train_gray" --lr nan
+    badval "train_gray: --limit 1e3: expected an integer from 1 to 1000000000" "$s/train_gray" --limit 1e3
+    badval "train_gray: --seed -3: expected an integer from 0 to 18446744073709551615" "$s/train_gray" --seed -3
+    badval "train_gray: --model rnn: expected one of mlp, cnn" "$s/train_gray" --model rnn
+fi
+if [ -x "$s/train_color" ]; then
+    badval "train_color: --train 0: expected an integer from 1 to 1000000" \
+        "$s/train_color" --make-data "$tmp/never" --train 0
+    badval "train_color: --epochs 1001: expected an integer from 1 to 1000" "$s/train_color" --epochs 1001
+    badval "train_color: --lr -0.1: expected a number greater than 0 and at most 100" "$s/train_color" --lr -0.1
+    badval "train_color: --batch 8 : expected an integer from 1 to 65536" "$s/train_color" --batch '8 '
+    badval "train_color: --channels 2: expected one of 1, 3" "$s/train_color" --channels 2
+fi
+if [ -x "$s/bench_mlp" ]; then
+    badval "bench_mlp: EPOCHS 0: expected an integer from 1 to 1000000" "$s/bench_mlp" "$tmp" 0
+    badval "bench_mlp: EPOCHS -2: expected an integer from 1 to 1000000" "$s/bench_mlp" "$tmp" -2
+    badval "bench_mlp: EPOCHS 3x: expected an integer from 1 to 1000000" "$s/bench_mlp" "$tmp" 3x
+fi
+
+# ---- ferry check: entries that cannot be read are bad files, never skipped ----
+imgs=$tmp/imgs
+run "$ferry" bench decode --generate "$imgs/a" 2
+if [ $rc -ne 0 ]; then
+    bad "ferry bench decode --generate $imgs/a 2 (exit $rc)"; show "$tmp/err"; finish
+fi
+# check_out NAME WANT_RC LINE...: ferry check's status and lines of its stdout.
+check_out() {
+    name=$1 want=$2; shift 2
+    miss=
+    for line in "$@"; do
+        grep -qxF "$line" "$tmp/out" || miss="$miss [$line]"
+    done
+    if [ $rc -eq "$want" ] && [ -z "$miss" ]; then
+        ok "ferry check $name: exit $want, $(tail -n 1 "$tmp/out")"
+    else
+        bad "ferry check $name: exit $rc (want $want)${miss:+; missing lines:$miss}"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+}
+run "$ferry" check "$imgs"
+check_out "on two good images" 0 "2 files, 2 ok, 0 bad"
+ln -s nowhere.png "$imgs/a/gone.png"
+mkdir "$imgs/a/x.png"
+run "$ferry" check "$imgs"
+check_out "with a dangling link and a folder named x.png" 1 \
+    "$imgs/a/gone.png: dangling symbolic link (its target does not exist)" \
+    "$imgs/a/x.png: is a directory, not a file" "4 files, 2 ok, 2 bad"
+run "$ferry" check "$imgs/a/gone.png"
+check_out "FILE, a dangling link" 1 \
+    "$imgs/a/gone.png: dangling symbolic link (its target does not exist)" "1 files, 0 ok, 1 bad"
+run "$ferry" check "$tmp/no-such-file.png"
+check_out "FILE that does not exist" 1 "$tmp/no-such-file.png: No such file or directory"
+if mkfifo "$tmp/pipe.png" 2>/dev/null; then
+    # Opening a FIFO waits for a writer unless told not to: a hang ends in timeout (124).
+    run "$ferry" check "$tmp/pipe.png"
+    check_out "FILE, a FIFO (without blocking)" 1 \
+        "$tmp/pipe.png: is a FIFO (named pipe), not a regular file"
+else
+    skip "ferry check on a FIFO (mkfifo failed)"
+fi
+# No read permission: root reads anything, so as root run the check as nobody
+# when that can be done here.
+cp "$imgs/a/000000.png" "$tmp/locked.png" && chmod 000 "$tmp/locked.png"
+as=
+if [ "$(id -u)" -eq 0 ]; then
+    chmod 755 "$tmp"
+    if command -v setpriv >/dev/null 2>&1 &&
+       setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$ferry" 2>/dev/null; then
+        as="setpriv --reuid=65534 --regid=65534 --clear-groups"
+    fi
+fi
+if [ "$(id -u)" -eq 0 ] && [ -z "$as" ]; then
+    skip "ferry check on a file without read permission (running as root, which reads it anyway; no setpriv to run as nobody)"
+else
+    # shellcheck disable=SC2086 # $as splits into a command on purpose
+    run $as "$ferry" check "$tmp/locked.png"
+    check_out "FILE without read permission${as:+ (as nobody)}" 1 "$tmp/locked.png: Permission denied"
+fi
+finish

@@ -1,0 +1,124 @@
+#!/bin/sh
+# `ferry pack` end to end, on a small image folder made here (an IDX pair
+# written by Python, exported by `ferry export idx`): the shards hold the source
+# files' bytes and labels in sample order, `tar tf` lists them, Python's tarfile
+# reads them, `ferry bench` prints the same digest for the shards as for the
+# folder, `ferry check` passes them and names a corrupt sample, --shard-size
+# splits, an IDX pair packs, and bad arguments exit 2. Prints one line per check
+# and a "N passed, N failed, N skipped" summary.
+#   FERRY_PACK_BUILD=build/h5 sh scripts/pack-test.sh   (default: build)
+build=${FERRY_PACK_BUILD:-build}
+passed=0 failed=0 skipped=0
+ok() { echo "ok    pack $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  pack $1"; failed=$((failed + 1)); }
+skip() { echo "skip  pack $1"; skipped=$((skipped + 1)); }
+finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
+check() { if [ "$2" = 0 ]; then ok "$1"; else bad "$1"; fi; }
+
+ferry=$build/ferry
+py=/usr/bin/python3
+if [ ! -x "$ferry" ]; then skip "($ferry not built)"; finish; fi
+if [ ! -x "$py" ]; then skip "($py is missing: it writes the source IDX pair)"; finish; fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-pack-test-XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# 300 images of 9x7, 4 classes, pixels from a seeded generator.
+"$py" - "$tmp" <<'EOF'
+import random, struct, sys
+d = sys.argv[1]; n, h, w = 300, 7, 9
+r = random.Random(5)
+with open(d + "/img.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, h, w))
+    f.write(bytes(r.randrange(256) for _ in range(n * h * w)))
+with open(d + "/lab.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n))
+    f.write(bytes(r.randrange(4) for _ in range(n)))
+EOF
+"$ferry" export idx "$tmp/img.idx" "$tmp/lab.idx" "$tmp/folder" > /dev/null 2>&1
+check "source folder exported" $?
+
+"$ferry" pack "$tmp/folder" "$tmp/shards" --shard-size 40K > "$tmp/out" 2>&1
+check "pack exits 0 ($(cat "$tmp/out"))" $?
+nshards=$(ls "$tmp/shards" | grep -c '^shard-[0-9]\{6\}\.tar$')
+[ "$nshards" -gt 1 ] && [ "$(ls "$tmp/shards" | wc -l)" -eq "$nshards" ]
+check "--shard-size 40K gives $nshards shards and nothing else" $?
+big=0
+for s in "$tmp/shards"/*.tar; do [ "$(wc -c < "$s")" -le 40960 ] || big=1; done
+check "every shard within 40K" $big
+
+if command -v tar > /dev/null 2>&1; then
+    for s in "$tmp/shards"/*.tar; do tar tf "$s"; done > "$tmp/list" 2> "$tmp/err"
+    [ ! -s "$tmp/err" ] && [ "$(grep -c '\.png$' "$tmp/list")" -eq 300 ] &&
+        [ "$(grep -c '\.cls$' "$tmp/list")" -eq 300 ] &&
+        [ "$(grep -c '^__classes__\.txt$' "$tmp/list")" -eq "$nshards" ]
+    check "tar tf lists 300 .png, 300 .cls and a __classes__.txt per shard, quietly" $?
+else
+    skip "tar tf (tar is not installed)"
+fi
+
+# Python reads every shard; member i.png must be the folder's i-th file (class
+# folders in name order, files in name order), i.cls its class index.
+"$py" - "$tmp" <<'EOF'
+import os, sys, tarfile
+d = sys.argv[1]
+classes = sorted(os.listdir(d + "/folder"))
+files = [(c, d + "/folder/" + c + "/" + f) for c in classes for f in sorted(os.listdir(d + "/folder/" + c))]
+got = {}
+for s in sorted(os.listdir(d + "/shards")):
+    with tarfile.open(d + "/shards/" + s) as t:
+        names = t.extractfile("__classes__.txt").read().decode().split("\n")[:-1]
+        assert names == classes, (names, classes)
+        for m in t.getmembers():
+            assert m.isreg(), m.name
+            got[m.name] = t.extractfile(m).read()
+assert len(got) == 2 * len(files) + 1, len(got)  # one name for every __classes__.txt
+for i, (c, p) in enumerate(files):
+    assert got["%06d.png" % i] == open(p, "rb").read(), i
+    assert got["%06d.cls" % i] == str(classes.index(c)).encode(), i
+EOF
+check "Python's tarfile reads the shards: bytes and labels match the folder" $?
+
+digest() { "$ferry" bench "$1" --workers "$2" --epochs 1 --batch 32 2> /dev/null | awk '$1 ~ /^[0-9]+$/ { print $NF }'; }
+a=$(digest "$tmp/folder" 2) b=$(digest "$tmp/shards" 2) c=$(digest "$tmp/shards" 0)
+[ -n "$a" ] && [ "$a" = "$b" ] && [ "$b" = "$c" ]
+check "ferry bench digest: folder $a, shards $b (2 workers), $c (0 workers)" $?
+b1=$(digest "$tmp/shards/shard-000000.tar" 1)
+[ -n "$b1" ] && [ "$b1" != "$a" ]
+check "ferry bench on one .tar runs (a subset: digest $b1)" $?
+
+"$ferry" check -j 2 "$tmp/shards" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "300 shard samples, 300 ok, 0 bad" "$tmp/out"
+check "ferry check on the shards: 300 ok" $?
+cp "$tmp/shards/shard-000000.tar" "$tmp/one.tar"
+# Spoil the first image's data (it starts after __classes__.txt and its own header).
+printf 'XXXXXXXXXXXXXXXX' | dd of="$tmp/one.tar" bs=1 seek=$((1024 + 512 + 40)) conv=notrunc 2> /dev/null
+"$ferry" check "$tmp/one.tar" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "one.tar:000000.png: " "$tmp/out"
+check "ferry check names the spoilt sample ($(head -n 1 "$tmp/out"))" $?
+
+"$ferry" pack "$tmp/folder" "$tmp/shards" > "$tmp/out" 2>&1
+[ $? -eq 1 ] && grep -q "already holds shards" "$tmp/out"
+check "pack refuses a folder that already holds shards" $?
+
+"$ferry" pack "$tmp/img.idx" "$tmp/idx" --labels "$tmp/lab.idx" > /dev/null 2>&1 &&
+    "$ferry" check "$tmp/idx" | grep -q "300 shard samples, 300 ok"
+check "an IDX pair packs and checks" $?
+
+"$ferry" pack --help > "$tmp/out" 2> "$tmp/err"
+[ $? -eq 0 ] && grep -q "usage: ferry pack" "$tmp/out" && [ ! -s "$tmp/err" ]
+check "--help: usage on stdout, exit 0" $?
+badarg() {
+    want=$1; shift
+    "$ferry" pack "$@" > "$tmp/out" 2> "$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && [ ! -s "$tmp/out" ] && [ "$(head -n 1 "$tmp/err")" = "$want" ]
+    check "exit 2: $want" $?
+}
+badarg "ferry pack: --shard-size 12Q: expected a size from 10K to 1024G, e.g. 64M or 1G" a b --shard-size 12Q
+badarg "ferry pack: --shard-size 1K: expected a size from 10K to 1024G, e.g. 64M or 1G" a b --shard-size 1K
+badarg "ferry pack: --shard-size needs a value" a b --shard-size
+badarg "ferry pack: unknown option '--bogus'" a b --bogus
+badarg "ferry pack: needs SRC and OUT (see ferry pack --help)" a
+finish

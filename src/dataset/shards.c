@@ -1,0 +1,437 @@
+/* The shard dataset: samples of WebDataset-style tar shards. Create opens every
+ * shard once and indexes it (shards_index.c); get() reads the image member with
+ * one pread into the worker's scratch and decodes it like a PNG file, so the
+ * loader's samplers, skip policy and determinism apply unchanged. The shards
+ * stay open (one descriptor each) for the dataset's life: a pread needs no path
+ * lookup, which is most of what reading a small image file costs. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "dataset/internal.h"
+#include "dataset/shards.h"
+#include "dataset/tar.h"
+
+typedef struct shards {
+    char **paths;                /* owned, nshards */
+    int *fds;                    /* owned, nshards; -1 when not open */
+    size_t nshards;
+    ferry_shard_sample *samples; /* owned, n */
+    size_t n;
+    char *names;                 /* owned: every sample's name */
+    size_t nclasses;             /* from a class-names member; 0 without one */
+    size_t classes_shard;        /* which shard's member gave the names, and its name */
+    char classes_member[32];
+    ferry_image_config cfg;
+} shards;
+
+ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t n, const char *name)
+{
+    ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, n + 1);
+    if (st != FERRY_OK)
+        return ferry_fail_prefix(st, "%s: ", name);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, s->file + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return ferry_fail(FERRY_ERR_IO, "%s: read at byte %llu: %s", name,
+                              (unsigned long long)(off + got), strerror(errno));
+        if (r == 0)
+            return ferry_fail(FERRY_ERR_IO, "%s: the shard ends at byte %llu, inside this member "
+                              "(it shrank after the index was built)", name,
+                              (unsigned long long)(off + got));
+        got += (size_t)r;
+    }
+    return FERRY_OK;
+}
+
+static ferry_status sample_problem(const shards *h, const ferry_shard_sample *s)
+{
+    const char *name = h->names + s->name;
+    unsigned long long cls = s->cls_off, img = s->hdr_off;
+    switch ((ferry_shard_problem)s->problem) {
+    case FERRY_SHARD_NO_IMAGE:
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: the key has a .cls label (member at byte %llu) "
+                          "but no .png image", name, cls);
+    case FERRY_SHARD_NO_LABEL:
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: the image (member at byte %llu) has no .cls "
+                          "label", name, img);
+    case FERRY_SHARD_BAD_LABEL:
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: its .cls member at byte %llu is not a label "
+                          "(a decimal integer from 0 to 2147483647)", name, cls);
+    case FERRY_SHARD_LABEL_RANGE:
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: label %lld (.cls member at byte %llu) is not "
+                          "below the %zu class names of %s:%s", name, (long long)s->label, cls,
+                          h->nclasses, h->paths[h->classes_shard], h->classes_member);
+    default:
+        return FERRY_OK;
+    }
+}
+
+/* The image member's bytes into s->file, within the size limit. */
+static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s)
+{
+    const char *name = h->names + sp->name;
+    size_t max = h->cfg.limits.max_file_bytes;
+    if (max && sp->img_size > max)
+        return ferry_fail(FERRY_ERR_LIMIT, "%s: member at byte %llu is %llu bytes, over the limit "
+                          "of %zu", name, (unsigned long long)sp->hdr_off,
+                          (unsigned long long)sp->img_size, max);
+    return ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
+}
+
+static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
+                               const ferry_sample_ctx *ctx, int64_t *label)
+{
+    const shards *h = ds->impl;
+    const ferry_shard_sample *sp = &h->samples[index];
+    *label = sp->label;
+    if (sp->problem)
+        return sample_problem(h, sp);
+    ferry_scratch *s = ctx ? ctx->scratch : NULL, *own = NULL;
+    ferry_status st;
+    if (!s) {
+        if ((st = ferry_scratch_create(&own)) != FERRY_OK)
+            return st;
+        s = own;
+    }
+    double t0 = ferry__clock(ctx);
+    st = read_image(h, sp, s);
+    double t1 = ferry__clock(ctx);
+    if (st == FERRY_OK)
+        st = ferry__png_decode(s->file, (size_t)sp->img_size, &h->cfg, &ds->format, s,
+                               h->names + sp->name, dst);
+    double t2 = ferry__clock(ctx);
+    if (st == FERRY_OK)
+        ferry__augment(&h->cfg, &ds->format, dst, index, ctx);
+    if (ctx && ctx->timing) {
+        ctx->timing->read_s += t1 - t0;
+        ctx->timing->decode_s += t2 - t1;
+        ctx->timing->transform_s += ferry__clock(ctx) - t2;
+    }
+    ferry_scratch_destroy(own);
+    return st;
+}
+
+static ferry_status shards_label(const ferry_dataset *ds, size_t index, int64_t *label)
+{
+    const shards *h = ds->impl;
+    const ferry_shard_sample *sp = &h->samples[index];
+    /* A key without an image still has its label. */
+    if (sp->problem && sp->problem != FERRY_SHARD_NO_IMAGE)
+        return sample_problem(h, sp);
+    *label = sp->label;
+    return FERRY_OK;
+}
+
+static const char *shards_name(const ferry_dataset *ds, size_t index)
+{
+    const shards *h = ds->impl;
+    return h->names + h->samples[index].name;
+}
+
+static void shards_free(shards *h)
+{
+    for (size_t i = 0; i < h->nshards; i++) {
+        if (h->fds && h->fds[i] >= 0)
+            close(h->fds[i]);
+        ferry_host_free(h->paths[i]);
+    }
+    ferry_host_free(h->paths);
+    ferry_host_free(h->fds);
+    ferry_host_free(h->samples);
+    ferry_host_free(h->names);
+    ferry_host_free(h);
+}
+
+static void shards_destroy(ferry_dataset *ds)
+{
+    if (ds->impl)
+        shards_free(ds->impl);
+}
+
+static const ferry_dataset_vtable shards_vt = {shards_get, shards_label, shards_name,
+                                               shards_destroy};
+
+/* ---- create ---- */
+
+static int cmp_id(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    return a[0] != b[0] ? (a[0] < b[0] ? -1 : 1) : a[1] != b[1] ? (a[1] < b[1] ? -1 : 1) : 0;
+}
+
+/* The same file twice would double its samples silently. ids: (dev, ino, index). */
+static ferry_status check_distinct(const shards *h, uint64_t (*ids)[3])
+{
+    qsort(ids, h->nshards, sizeof *ids, cmp_id);
+    for (size_t i = 1; i < h->nshards; i++)
+        if (ids[i][0] == ids[i - 1][0] && ids[i][1] == ids[i - 1][1]) {
+            size_t a = (size_t)ids[i - 1][2], b = (size_t)ids[i][2];
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s and %s are the same shard (given twice)",
+                              h->paths[a < b ? a : b], h->paths[a < b ? b : a]);
+        }
+    return FERRY_OK;
+}
+
+static ferry_status open_shards(shards *h)
+{
+    if (!(h->fds = ferry_host_malloc(h->nshards * sizeof *h->fds)))
+        return FERRY_ERR_NO_MEMORY;
+    for (size_t i = 0; i < h->nshards; i++)
+        h->fds[i] = -1;
+    uint64_t (*ids)[3] = ferry_host_malloc(h->nshards * sizeof *ids);
+    if (!ids)
+        return FERRY_ERR_NO_MEMORY;
+    ferry_status st = FERRY_OK;
+    for (size_t i = 0; i < h->nshards && st == FERRY_OK; i++) {
+        const char *p = h->paths[i];
+        /* O_NONBLOCK: a FIFO named x.tar must not hang create. */
+        int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0) {
+            int e = errno;
+            st = ferry_fail(e == ENOENT ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, "%s: %s", p,
+                            ferry__open_error_reason(p, e));
+        } else if (!S_ISREG(sb.st_mode)) {
+            st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", p, ferry__not_regular_reason(sb.st_mode));
+        } else {
+            ids[i][0] = (uint64_t)sb.st_dev;
+            ids[i][1] = (uint64_t)sb.st_ino;
+            ids[i][2] = i;
+        }
+        h->fds[i] = fd;
+    }
+    if (st == FERRY_OK)
+        st = check_distinct(h, ids);
+    ferry_host_free(ids);
+    return st;
+}
+
+static bool same_classes(const ferry_shard_part *a, const ferry_shard_part *b, size_t *line)
+{
+    size_t n = a->nclasses < b->nclasses ? a->nclasses : b->nclasses;
+    for (*line = 0; *line < n; (*line)++)
+        if (strcmp(a->classes[*line], b->classes[*line]))
+            return false;
+    return a->nclasses == b->nclasses;
+}
+
+/* The parts into one index, in shard order. The first class-names member found
+ * gives the names; every other one must say the same. */
+static ferry_status merge_parts(shards *h, ferry_shard_part *parts, char ***classes)
+{
+    size_t n = 0, names = 0, with_classes = h->nshards;
+    for (size_t i = 0; i < h->nshards; i++) {
+        n += parts[i].n;
+        names += parts[i].names_len;
+        if (!parts[i].classes)
+            continue;
+        size_t line;
+        if (with_classes == h->nshards)
+            with_classes = i;
+        else if (!same_classes(&parts[with_classes], &parts[i], &line))
+            return ferry_fail(FERRY_ERR_FORMAT, "%s:%s differs from %s:%s (line %zu): every "
+                              "shard's class names must be the same", h->paths[i],
+                              parts[i].classes_member, h->paths[with_classes],
+                              parts[with_classes].classes_member, line + 1);
+    }
+    if (!n)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s%s: no samples (KEY.png and KEY.cls members) "
+                          "in the %zu shard(s)", h->paths[0], h->nshards > 1 ? " ..." : "",
+                          h->nshards);
+    h->samples = ferry_host_malloc(n * sizeof *h->samples);
+    h->names = ferry_host_malloc(names);
+    if (!h->samples || !h->names)
+        return FERRY_ERR_NO_MEMORY;
+    for (size_t i = 0, at = 0, nat = 0; i < h->nshards; i++) {
+        for (size_t j = 0; j < parts[i].n; j++) {
+            h->samples[at + j] = parts[i].samples[j];
+            h->samples[at + j].name += nat;
+        }
+        memcpy(h->names + nat, parts[i].names, parts[i].names_len);
+        at += parts[i].n;
+        nat += parts[i].names_len;
+    }
+    h->n = n;
+    if (with_classes < h->nshards) {
+        ferry_shard_part *p = &parts[with_classes];
+        h->nclasses = p->nclasses;
+        h->classes_shard = with_classes;
+        memcpy(h->classes_member, p->classes_member, sizeof h->classes_member);
+        *classes = p->classes; /* moved */
+        p->classes = NULL;
+        p->nclasses = 0;
+    }
+    return FERRY_OK;
+}
+
+/* Shards are indexed by up to INDEX_THREADS threads, each taking the next
+ * shard; the parts are merged in shard order, so the result does not depend on
+ * which thread indexed what. Each thread's error message is its own
+ * (thread-local): the first failing shard's is kept in its part. */
+#define INDEX_THREADS 4
+
+typedef struct index_job {
+    const shards *h;
+    ferry_shard_part *parts;
+    ferry_status *st;      /* per shard */
+    char (*msg)[1024];     /* per shard: the message of a failure */
+    atomic_size_t next;
+} index_job;
+
+static void *index_worker(void *arg)
+{
+    index_job *j = arg;
+    for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->h->nshards;) {
+        j->st[i] = ferry__shard_index(j->h->paths[i], j->h->fds[i], (uint32_t)i, &j->parts[i]);
+        if (j->st[i] != FERRY_OK) {
+            snprintf(j->msg[i], sizeof j->msg[i], "%s", ferry_last_error());
+            atomic_store(&j->next, j->h->nshards); /* the rest is not needed */
+        }
+    }
+    return NULL;
+}
+
+static ferry_status run_index_threads(index_job *j)
+{
+    pthread_t th[INDEX_THREADS - 1];
+    size_t started = 0, want = j->h->nshards < INDEX_THREADS ? j->h->nshards : INDEX_THREADS;
+    for (size_t t = 1; t < want; t++)
+        if (pthread_create(&th[started], NULL, index_worker, j) == 0)
+            started++;
+    index_worker(j); /* this thread too, so none started is still correct */
+    for (size_t t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    for (size_t i = 0; i < j->h->nshards; i++)
+        if (j->st[i] != FERRY_OK)
+            return ferry_fail(j->st[i], "%s", j->msg[i]);
+    return FERRY_OK;
+}
+
+static ferry_status index_all(shards *h, char ***classes)
+{
+    index_job j = {.h = h};
+    atomic_init(&j.next, 0);
+    j.parts = ferry_host_calloc(h->nshards, sizeof *j.parts);
+    j.st = ferry_host_calloc(h->nshards, sizeof *j.st);
+    j.msg = ferry_host_calloc(h->nshards, sizeof *j.msg);
+    ferry_status st = j.parts && j.st && j.msg ? run_index_threads(&j) : FERRY_ERR_NO_MEMORY;
+    if (st == FERRY_OK)
+        st = merge_parts(h, j.parts, classes);
+    for (size_t i = 0; j.parts && i < h->nshards; i++)
+        ferry__shard_part_free(&j.parts[i]);
+    ferry_host_free(j.parts);
+    ferry_host_free(j.st);
+    ferry_host_free(j.msg);
+    return st;
+}
+
+/* Marks labels past the class names, counts the samples that will fail, and
+ * gives num_classes: the class names' count, else the largest label + 1. */
+static size_t settle_labels(shards *h, size_t *bad, size_t *first_bad)
+{
+    int64_t most = -1;
+    *bad = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        ferry_shard_sample *s = &h->samples[i];
+        if (h->nclasses && s->label >= (int64_t)h->nclasses && !s->problem)
+            s->problem = FERRY_SHARD_LABEL_RANGE;
+        if (s->problem && (*bad)++ == 0)
+            *first_bad = i;
+        if (s->problem != FERRY_SHARD_LABEL_RANGE && s->label > most)
+            most = s->label;
+    }
+    return h->nclasses ? h->nclasses : (size_t)(most + 1);
+}
+
+/* The output format: cfg's, with 0 fields from the first loadable image's header. */
+static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
+{
+    const ferry_image_config *cfg = &h->cfg;
+    if (cfg->channels && cfg->height && cfg->width) {
+        ferry__image_resolve(cfg, cfg->width, cfg->height, cfg->channels, fmt);
+        return FERRY_OK;
+    }
+    size_t i = 0;
+    while (i < h->n && h->samples[i].problem)
+        i++;
+    if (i == h->n)
+        return sample_problem(h, &h->samples[0]);
+    ferry_scratch *s = NULL;
+    ferry_status st = ferry_scratch_create(&s);
+    if (st == FERRY_OK)
+        st = read_image(h, &h->samples[i], s);
+    ferry_image_info info;
+    if (st == FERRY_OK)
+        st = ferry__png_header(s->file, (size_t)h->samples[i].img_size, h->names + h->samples[i].name, &info);
+    if (st == FERRY_OK)
+        ferry__image_resolve(cfg, info.width, info.height, info.channels, fmt);
+    ferry_scratch_destroy(s);
+    return st;
+}
+
+static void warn_bad(const shards *h, size_t bad, size_t first)
+{
+    if (!bad)
+        return;
+    char why[1024];
+    sample_problem(h, &h->samples[first]);
+    snprintf(why, sizeof why, "%s", ferry_last_error());
+    ferry_clear_error();
+    ferry_log(FERRY_LOG_WARN, "%zu of %zu samples in the shards cannot be loaded, the first: %s; "
+              "each fails by name when loaded (with on_error = SKIP it is skipped and named in "
+              "the loader's stats)", bad, h->n, why);
+}
+
+static void free_names(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        ferry_host_free(v[i]);
+    ferry_host_free(v);
+}
+
+ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferry_image_config *cfg,
+                                  ferry_dataset **out)
+{
+    if (!paths || !n || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: %s", !out ? "out is NULL" :
+                          !paths ? "paths is NULL" : "no paths (n is 0)");
+    shards *h = ferry_host_calloc(1, sizeof *h);
+    if (!h)
+        return FERRY_ERR_NO_MEMORY;
+    ferry_status st = ferry__image_config_check(cfg, &h->cfg);
+    if (st == FERRY_OK)
+        st = ferry__shard_paths(paths, n, &h->paths, &h->nshards);
+    char **classes = NULL;
+    if (st == FERRY_OK && (st = open_shards(h)) == FERRY_OK)
+        st = index_all(h, &classes);
+    size_t bad = 0, first_bad = 0, num_classes = 0;
+    ferry_sample_format fmt;
+    if (st == FERRY_OK) {
+        num_classes = settle_labels(h, &bad, &first_bad);
+        st = probe_format(h, &fmt);
+    }
+    if (st != FERRY_OK) {
+        free_names(classes, h->nclasses);
+        shards_free(h);
+        return st;
+    }
+    st = ferry__dataset_new(&shards_vt, h, h->n, &fmt, num_classes, out);
+    if (st != FERRY_OK) {
+        free_names(classes, num_classes);
+        return st;
+    }
+    (*out)->class_names = classes;
+    warn_bad(h, bad, first_bad);
+    return FERRY_OK;
+}

@@ -1,0 +1,158 @@
+/* Which files are the shards: the user names .tar files, folders of them, or
+ * list files, in any mix; the result is the ordered list of shard paths. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "common/error.h"
+#include "dataset/internal.h"
+#include "dataset/shards.h"
+
+typedef struct path_list {
+    char **v;
+    size_t n, cap;
+} path_list;
+
+static void list_free(path_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        ferry_host_free(l->v[i]);
+    ferry_host_free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+/* Takes s (NULL: out of memory). */
+static ferry_status push(path_list *l, char *s)
+{
+    if (!s)
+        return FERRY_ERR_NO_MEMORY;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        char **v = ferry_host_realloc(l->v, cap * sizeof *v);
+        if (!v) {
+            ferry_host_free(s);
+            return FERRY_ERR_NO_MEMORY;
+        }
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = s;
+    return FERRY_OK;
+}
+
+/* dir "/" name; dir of length dn (a prefix of a longer string is fine). */
+static char *join(const char *dir, size_t dn, const char *name, size_t nn)
+{
+    int slash = dn && dir[dn - 1] != '/';
+    char *p = ferry_host_malloc(dn + slash + nn + 1);
+    if (!p)
+        return NULL;
+    memcpy(p, dir, dn);
+    if (slash)
+        p[dn] = '/';
+    memcpy(p + dn + slash, name, nn);
+    p[dn + slash + nn] = '\0';
+    return p;
+}
+
+static bool is_tar_name(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 4 && !strcasecmp(s + n - 4, ".tar");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The folder's *.tar entries (hidden ones left out), sorted bytewise. */
+static ferry_status add_folder(const char *dir, path_list *l)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", dir, strerror(errno));
+    size_t first = l->n;
+    ferry_status st = FERRY_OK;
+    struct dirent *e;
+    while (st == FERRY_OK && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' && is_tar_name(e->d_name))
+            st = push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
+    closedir(d);
+    if (st != FERRY_OK)
+        return st;
+    if (l->n == first)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no .tar files in the folder", dir);
+    qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
+    return FERRY_OK;
+}
+
+/* One shard path a line, relative to the list file's folder; blank lines and
+ * '#' comments skipped. */
+static ferry_status add_list_file(const char *path, path_list *l)
+{
+    ferry_scratch *s = NULL;
+    size_t n = 0, first = l->n;
+    ferry_status st = ferry_scratch_create(&s);
+    if (st == FERRY_OK)
+        st = ferry__scratch_read_file(s, path, (size_t)64 << 20, &n);
+    const char *slash = strrchr(path, '/');
+    size_t dn = slash ? (size_t)(slash - path) + 1 : 0;
+    for (size_t at = 0; st == FERRY_OK && at < n;) {
+        const char *line = (const char *)s->file + at;
+        const char *nl = memchr(line, '\n', n - at);
+        size_t len = nl ? (size_t)(nl - line) : n - at;
+        at += len + 1;
+        while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+            len--;
+        while (len && (line[0] == ' ' || line[0] == '\t')) {
+            line++;
+            len--;
+        }
+        if (!len || line[0] == '#')
+            continue;
+        if (memchr(line, '\0', len))
+            st = ferry_fail(FERRY_ERR_FORMAT, "%s: a line holds a NUL byte (not a list of "
+                            "shard paths)", path);
+        else
+            st = push(l, line[0] == '/' ? join("", 0, line, len) : join(path, dn, line, len));
+    }
+    ferry_scratch_destroy(s);
+    if (st == FERRY_OK && l->n == first)
+        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the list file names no shards", path);
+    return st;
+}
+
+static ferry_status add_path(const char *p, path_list *l)
+{
+    struct stat sb;
+    if (stat(p, &sb) != 0)
+        return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
+                          "%s: %s", p, strerror(errno));
+    if (S_ISDIR(sb.st_mode))
+        return add_folder(p, l);
+    if (is_tar_name(p))
+        return push(l, ferry_host_strdup(p));
+    if (S_ISREG(sb.st_mode))
+        return add_list_file(p, l);
+    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", p, ferry__not_regular_reason(sb.st_mode));
+}
+
+ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout)
+{
+    path_list l = {0};
+    ferry_status st = FERRY_OK;
+    for (size_t i = 0; i < n && st == FERRY_OK; i++)
+        st = paths[i] ? add_path(paths[i], &l)
+                      : ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: paths[%zu] is NULL", i);
+    if (st != FERRY_OK) {
+        list_free(&l);
+        return st;
+    }
+    *out = l.v;
+    *nout = l.n;
+    return FERRY_OK;
+}

@@ -1,0 +1,328 @@
+/* `ferry pack SRC OUT`: writes an image folder (or an IDX pair) as tar shards,
+ * OUT/shard-000000.tar, ..., in the dataset's sample order: sample i becomes
+ * KEY.png (the file's bytes, unchanged, so it decodes to the same pixels) and
+ * KEY.cls (its label), KEY being i zero-padded, and each shard starts with
+ * __classes__.txt. ferry_dataset_shards(OUT) then has the same samples, in the
+ * same order, as the source: `ferry bench OUT` prints the source's digest. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "cli_args.h"
+#include "commands.h"
+#include "ferry.h"
+#include "files.h"
+#include "tar_write.h"
+
+#define PACK "ferry pack"
+
+typedef struct pack_opts {
+    const char *src, *out, *labels;
+    uint64_t shard_size;
+} pack_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ferry pack SRC OUT [--shard-size SIZE]\n"
+            "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE]\n"
+            "writes the image folder SRC (SRC/<class>/<file>.png), or an IDX pair as PNGs, as\n"
+            "tar shards OUT/shard-000000.tar, ... in sample order: KEY.png and KEY.cls per\n"
+            "sample (KEY = the index, zero-padded), __classes__.txt first in each shard.\n"
+            "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
+            "  --shard-size SIZE: start a new shard before one passes SIZE bytes (a sample is\n"
+            "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
+            "                     none (bytes), 10K to 1024G; default 256M\n"
+            "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n");
+}
+
+/* "64M", "1G", "100000": bytes. */
+static int parse_size(const char *opt, const char *v, uint64_t *out)
+{
+    size_t n = strlen(v);
+    uint64_t mul = 1, x;
+    char digits[32];
+    if (n && strchr("kKmMgG", v[n - 1])) {
+        char c = (char)(v[n - 1] | 0x20);
+        mul = c == 'k' ? 1ull << 10 : c == 'm' ? 1ull << 20 : 1ull << 30;
+        n--;
+    }
+    bool ok = n > 0 && n < sizeof digits;
+    if (ok) {
+        memcpy(digits, v, n);
+        digits[n] = '\0';
+        ok = cli_digits_u64(digits, &x) && x <= (1ull << 40) / mul &&
+             x * mul >= 10240 && x * mul <= 1ull << 40;
+    }
+    if (!ok)
+        return cli_bad_value(PACK, opt, v, "a size from 10K to 1024G, e.g. 64M or 1G");
+    *out = x * mul;
+    return 0;
+}
+
+/* 0, CLI_USAGE after saying why, or -1 after --help. */
+static int parse_args(int argc, char **argv, pack_opts *o)
+{
+    *o = (pack_opts){.shard_size = 256ull << 20};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (cli_is_help(a)) {
+            usage(stdout);
+            return -1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "--shard-size") || !strcmp(a, "--labels")) {
+            if (!(v = cli_value(PACK, argc, argv, &i)))
+                return CLI_USAGE;
+            if (a[2] == 'l')
+                o->labels = v;
+            else if (parse_size(a, v, &o->shard_size) != 0)
+                return CLI_USAGE;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_unknown(PACK, a, usage);
+        } else if (!o->src) {
+            o->src = a;
+        } else if (!o->out) {
+            o->out = a;
+        } else {
+            return cli_unknown(PACK, a, usage);
+        }
+    }
+    if (!o->out) {
+        fprintf(stderr, PACK ": needs SRC and OUT (see ferry pack --help)\n");
+        return CLI_USAGE;
+    }
+    return 0;
+}
+
+/* Old shards in OUT would mix with the new ones in ferry_dataset_shards(OUT). */
+static int out_is_free(const char *out)
+{
+    DIR *d = opendir(out);
+    if (!d) {
+        fprintf(stderr, PACK ": %s: %s\n", out, strerror(errno));
+        return -1;
+    }
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n > 4 && !strcasecmp(e->d_name + n - 4, ".tar")) {
+            fprintf(stderr, PACK ": %s already holds shards (%s); remove them or pick another "
+                    "folder\n", out, e->d_name);
+            rc = -1;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* The state of the shard being written. */
+typedef struct packer {
+    const pack_opts *o;
+    ferry_dataset *ds;
+    char *classes;       /* the class names, one a line; NULL without names */
+    size_t classes_len;
+    tar_out tar;
+    bool open;
+    size_t shard, samples_in_shard;
+    char part[4200], final[4096];
+    uint64_t total_bytes;
+    uint8_t *buf;        /* one sample's PNG */
+    size_t cap;
+    uint8_t *pixels;     /* IDX: one decoded sample */
+    char tmp_png[4096];  /* IDX: where the encoder writes */
+} packer;
+
+static int close_shard(packer *p)
+{
+    if (!p->open)
+        return 0;
+    p->open = false;
+    p->total_bytes += p->tar.bytes + tar_end_bytes(p->tar.bytes);
+    if (tar_out_close(&p->tar) != 0 || rename(p->part, p->final) != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", p->final, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_shard(packer *p)
+{
+    snprintf(p->final, sizeof p->final, "%s/shard-%06zu.tar", p->o->out, p->shard);
+    /* Written under another name first: an interrupted pack leaves no .tar
+     * that looks complete. */
+    snprintf(p->part, sizeof p->part, "%s.part", p->final);
+    if (tar_out_open(&p->tar, p->part) != 0 ||
+        (p->classes && tar_out_add(&p->tar, "__classes__.txt", p->classes, p->classes_len) != 0)) {
+        fprintf(stderr, PACK ": %s: %s\n", p->part, strerror(errno));
+        if (p->tar.f)
+            tar_out_close(&p->tar);
+        return -1;
+    }
+    p->open = true;
+    p->shard++;
+    p->samples_in_shard = 0;
+    return 0;
+}
+
+/* Sample i's PNG bytes into p->buf: the file itself, or the IDX image encoded. */
+static int sample_png(packer *p, size_t i, size_t *n)
+{
+    const char *path = p->tmp_png;
+    if (!p->o->labels) {
+        path = ferry_dataset_sample_name(p->ds, i);
+    } else {
+        const ferry_sample_format *f = ferry_dataset_format(p->ds);
+        if (ferry_dataset_get(p->ds, i, p->pixels, ferry_dataset_sample_bytes(p->ds), NULL, NULL) != FERRY_OK ||
+            ferry_png_write_file(path, p->pixels, f->width, f->height, f->channels) != FERRY_OK) {
+            fprintf(stderr, PACK ": sample %zu: %s\n", i, ferry_last_error());
+            return -1;
+        }
+    }
+    int r = tool_read_file(path, &p->buf, &p->cap, n, 0);
+    if (r != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", path, r == -3 ? "is not a regular file" :
+                tool_open_error(path, errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int add_sample(packer *p, size_t i, int digits)
+{
+    size_t n = 0;
+    int64_t label;
+    if (ferry_dataset_label(p->ds, i, &label) != FERRY_OK) {
+        fprintf(stderr, PACK ": sample %zu: %s\n", i, ferry_last_error());
+        return -1;
+    }
+    if (sample_png(p, i, &n) != 0)
+        return -1;
+    char key[64], name[80], text[32];
+    snprintf(key, sizeof key, "%0*zu", digits, i);
+    int tn = snprintf(text, sizeof text, "%lld", (long long)label);
+    uint64_t adds = tar_member_bytes(n) + tar_member_bytes((size_t)tn);
+    /* A new shard when this sample would push the current one past the size. */
+    if (p->open && p->samples_in_shard &&
+        p->tar.bytes + adds + tar_end_bytes(p->tar.bytes + adds) > p->o->shard_size &&
+        close_shard(p) != 0)
+        return -1;
+    if (!p->open && open_shard(p) != 0)
+        return -1;
+    snprintf(name, sizeof name, "%s.png", key);
+    int rc = tar_out_add(&p->tar, name, p->buf, n);
+    snprintf(name, sizeof name, "%s.cls", key);
+    if (rc == 0)
+        rc = tar_out_add(&p->tar, name, text, (size_t)tn);
+    if (rc != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", p->part, strerror(errno));
+        return -1;
+    }
+    p->samples_in_shard++;
+    return 0;
+}
+
+/* The class names as __classes__.txt's text; none when a name has a newline. */
+static int collect_classes(packer *p)
+{
+    size_t k = ferry_dataset_num_classes(p->ds), len = 0;
+    for (size_t c = 0; c < k; c++) {
+        const char *s = ferry_dataset_class_name(p->ds, c);
+        if (!s || !*s || strchr(s, '\n'))
+            return 0;
+        len += strlen(s) + 1;
+    }
+    if (!k || !(p->classes = malloc(len)))
+        return k ? -1 : 0;
+    for (size_t c = 0; c < k; c++) {
+        const char *s = ferry_dataset_class_name(p->ds, c);
+        memcpy(p->classes + p->classes_len, s, strlen(s));
+        p->classes_len += strlen(s);
+        p->classes[p->classes_len++] = '\n';
+    }
+    return 0;
+}
+
+static ferry_status open_source(const pack_opts *o, ferry_dataset **ds)
+{
+    if (!o->labels)
+        return ferry_dataset_image_folder(o->src, NULL, ds);
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.layout = FERRY_LAYOUT_HWC; /* what PNG rows are */
+    return ferry_dataset_idx(o->src, o->labels, &cfg, ds);
+}
+
+static int pack_all(packer *p)
+{
+    size_t len = ferry_dataset_len(p->ds);
+    int digits = 6;
+    for (size_t m = 1000000; m <= len - (len > 0) && digits < 20; m *= 10)
+        digits++;
+    if (collect_classes(p) != 0)
+        return -1;
+    if (p->o->labels) {
+        snprintf(p->tmp_png, sizeof p->tmp_png, "%s/.pack-%ld.png", p->o->out, (long)getpid());
+        if (!(p->pixels = malloc(ferry_dataset_sample_bytes(p->ds))))
+            return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < len && rc == 0; i++)
+        rc = add_sample(p, i, digits);
+    if (close_shard(p) != 0)
+        rc = -1;
+    if (p->o->labels)
+        unlink(p->tmp_png);
+    return rc;
+}
+
+/* After a failure: no shard of an incomplete pack is left to be read as whole. */
+static void remove_partial(packer *p)
+{
+    if (p->open) {
+        tar_out_close(&p->tar);
+        unlink(p->part);
+    }
+    for (size_t k = 0; k + (p->open ? 1 : 0) < p->shard; k++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/shard-%06zu.tar", p->o->out, k);
+        unlink(path);
+    }
+}
+
+int cmd_pack(int argc, char **argv)
+{
+    pack_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    packer p = {.o = &o};
+    if (open_source(&o, &p.ds) != FERRY_OK) {
+        fprintf(stderr, PACK ": %s\n", ferry_last_error());
+        return 1;
+    }
+    if (tool_mkdirs(o.out) != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", o.out, strerror(errno));
+        ferry_dataset_destroy(p.ds);
+        return 1;
+    }
+    double t0 = tool_now();
+    rc = out_is_free(o.out) == 0 && pack_all(&p) == 0 ? 0 : 1;
+    if (rc == 0)
+        printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s\n", o.out,
+               ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),
+               tool_now() - t0);
+    else
+        remove_partial(&p);
+    free(p.classes);
+    free(p.buf);
+    free(p.pixels);
+    ferry_dataset_destroy(p.ds);
+    return rc;
+}

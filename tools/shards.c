@@ -1,0 +1,115 @@
+/* Shards in the tools: detection, opening, and `ferry check` over them. */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "shards.h"
+
+static bool ends_with_tar(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 4 && !strcasecmp(s + n - 4, ".tar");
+}
+
+bool tool_is_shards(const char *path)
+{
+    if (ends_with_tar(path))
+        return true;
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    bool tar = false, sub = false;
+    struct dirent *e;
+    while (!sub && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        tar |= ends_with_tar(e->d_name);
+        if (e->d_type == DT_DIR)
+            sub = true;
+        else if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+            char p[4096];
+            struct stat sb;
+            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+            sub = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+        }
+    }
+    closedir(d);
+    return tar && !sub;
+}
+
+ferry_status tool_open_images(const char *path, const ferry_image_config *cfg, ferry_dataset **out)
+{
+    if (tool_is_shards(path))
+        return ferry_dataset_shards(&path, 1, cfg, out);
+    return ferry_dataset_image_folder(path, cfg, out);
+}
+
+typedef struct check_job {
+    ferry_dataset *ds;
+    char **reasons;      /* per sample: NULL when it decodes */
+    atomic_size_t next;
+} check_job;
+
+static void *check_worker(void *arg)
+{
+    check_job *j = arg;
+    ferry_scratch *s = NULL;
+    ferry_scratch_create(&s);
+    size_t bytes = ferry_dataset_sample_bytes(j->ds), len = ferry_dataset_len(j->ds);
+    void *buf = malloc(bytes);
+    ferry_sample_ctx ctx = {.scratch = s};
+    for (size_t i; buf && (i = atomic_fetch_add(&j->next, 1)) < len;) {
+        if (ferry_dataset_get(j->ds, i, buf, bytes, &ctx, NULL) == FERRY_OK)
+            continue;
+        /* The dataset's messages start with the sample's name. */
+        const char *name = ferry_dataset_sample_name(j->ds, i), *e = ferry_last_error();
+        size_t n = strlen(e) + strlen(name) + 3;
+        if ((j->reasons[i] = malloc(n)) != NULL)
+            snprintf(j->reasons[i], n, "%s%s%s", strncmp(e, name, strlen(name)) ? name : "",
+                     strncmp(e, name, strlen(name)) ? ": " : "", e);
+    }
+    free(buf);
+    ferry_scratch_destroy(s);
+    return NULL;
+}
+
+int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *bad)
+{
+    ferry_dataset *ds;
+    if (ferry_dataset_shards(&path, 1, NULL, &ds) != FERRY_OK) {
+        printf("%s\n", ferry_last_error());
+        (*total)++;
+        (*bad)++;
+        return 0;
+    }
+    size_t len = ferry_dataset_len(ds);
+    check_job j = {.ds = ds, .reasons = calloc(len, sizeof(char *))};
+    if (!j.reasons) {
+        ferry_dataset_destroy(ds);
+        return -1;
+    }
+    atomic_init(&j.next, 0);
+    pthread_t th[256];
+    size_t started = 0;
+    for (size_t t = 1; t < workers && t < 256; t++)
+        if (pthread_create(&th[started], NULL, check_worker, &j) == 0)
+            started++;
+    check_worker(&j);
+    for (size_t t = 0; t < started; t++)
+        pthread_join(th[t], NULL);
+    for (size_t i = 0; i < len; i++)
+        if (j.reasons[i]) {
+            printf("%s\n", j.reasons[i]);
+            free(j.reasons[i]);
+            (*bad)++;
+        }
+    *total += len;
+    free(j.reasons);
+    ferry_dataset_destroy(ds);
+    return 0;
+}
