@@ -160,6 +160,8 @@ typedef struct ferry_loader_state {
 } ferry_loader_state;
 
 FERRY_API ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out);
+/* FERRY_OK when the state fits this loader (the check restore makes first). */
+FERRY_API ferry_status ferry_loader_state_check(const ferry_loader *l, const ferry_loader_state *st);
 /* Voids the epoch in flight (as reset does) and continues where the state says. */
 FERRY_API ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st);
 

@@ -232,6 +232,30 @@ FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_t
 FERRY_API ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o);
 FERRY_API ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o);
 
+/* A whole training run's state, for resuming it (README, "Resume a run"). What
+ * is given is saved or restored:
+ *   module  required: parameters and buffers (f32 masters under mixed precision)
+ *           and each Dropout's draw counter (the masks to come)
+ *   optim   its state (momentum, Adam moments) and step count
+ *   amp     the loss scale and its growth tracker
+ *   loader  its state (ferry_loader_state, in the metadata): read restores it,
+ *           so the next batch is the one the saved run would have had next
+ * Augmentation needs nothing more: it is keyed by (seed, epoch, sample).
+ * The file is written beside the target and renamed over it after an fsync, the
+ * folder synced after: a crash at any instant leaves the previous checkpoint or
+ * the new one. The data's CRC-32 is in the header: a torn or changed file is
+ * FERRY_ERR_FORMAT naming it. Read checks every part (tensors, metadata, the
+ * loader's fingerprint) before it changes any. */
+typedef struct ferry_loader ferry_loader;
+typedef struct ferry_checkpoint {
+    ferry_module *module;
+    ferry_optim *optim;
+    ferry_amp *amp;
+    ferry_loader *loader;
+} ferry_checkpoint;
+FERRY_API ferry_status ferry_checkpoint_write(const char *path, const ferry_checkpoint *c);
+FERRY_API ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c);
+
 /* A safetensors file: 8-byte little-endian header length, a JSON header
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [a, b]}, ...,
  * "__metadata__": {"key": "value"}}, then the raw little-endian data. The parser

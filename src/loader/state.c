@@ -134,6 +134,13 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
     return FERRY_OK;
 }
 
+ferry_status ferry_loader_state_check(const ferry_loader *l, const ferry_loader_state *st)
+{
+    if (!l || !st)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_check: NULL argument");
+    return check_identity(l, st);
+}
+
 ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
 {
     if (!l || !st)

@@ -7,6 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zlib.h>
+
+#include "common/assert.h"
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
@@ -429,6 +433,36 @@ static ferry_status parse_header(ferry_safetensors *f)
     return FERRY_OK;
 }
 
+/* Files ferry writes carry the CRC-32 of their data in the metadata: a file torn
+ * or changed after writing is refused, not half-loaded. */
+#define CRC_KEY "ferry.crc32"
+
+static uint32_t data_crc(const unsigned char *p, size_t n)
+{
+    uLong c = crc32(0L, Z_NULL, 0);
+    while (n > 0) { /* zlib takes uInt lengths */
+        uInt k = n > (1u << 30) ? (1u << 30) : (uInt)n;
+        c = crc32(c, p, k);
+        p += k;
+        n -= k;
+    }
+    return (uint32_t)c;
+}
+
+static ferry_status check_crc(const ferry_safetensors *f)
+{
+    const char *want = ferry_safetensors_metadata(f, CRC_KEY);
+    if (!want)
+        return FERRY_OK;
+    uint32_t got = data_crc(f->buf + f->data_off, f->size - f->data_off);
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", got);
+    if (strcmp(hex, want) != 0)
+        return ferry_fail(FERRY_ERR_FORMAT, "safetensors: the data's checksum is %s, the header says %.16s: "
+                          "the file is corrupt or was changed after it was written", hex, want);
+    return FERRY_OK;
+}
+
 ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safetensors **out)
 {
     if (!out || (!data && size))
@@ -445,6 +479,8 @@ ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safete
         memcpy(f->buf, data, size);
     f->size = size;
     ferry_status st = parse_header(f);
+    if (st == FERRY_OK)
+        st = check_crc(f);
     if (st != FERRY_OK) {
         st_free(f);
         return st;
@@ -626,12 +662,15 @@ static ferry_status build_header(sbuf *h, const char *const *names, ferry_tensor
     return h->oom ? FERRY_ERR_NO_MEMORY : FERRY_OK;
 }
 
-/* Each tensor's bytes in order, through one host buffer that grows as needed. */
-static ferry_status write_data(FILE *fp, const char *path, ferry_tensor *const *tensors, size_t n)
+/* Each tensor's bytes in order, through one host buffer that grows as needed;
+ * *crc accumulates their CRC-32. */
+static ferry_status write_data(ferry_atomic_file *fp, ferry_tensor *const *tensors, size_t n,
+                               uint32_t *crc)
 {
     ferry_status st = FERRY_OK;
     void *scratch = NULL;
     size_t scap = 0;
+    uLong c = crc32(0L, Z_NULL, 0);
     for (size_t i = 0; i < n && st == FERRY_OK; i++) {
         size_t bytes = ferry_tensor_nbytes(tensors[i]);
         if (bytes > scap) {
@@ -646,11 +685,46 @@ static ferry_status write_data(FILE *fp, const char *path, ferry_tensor *const *
         if (!bytes)
             continue;
         st = ferry_tensor_copy_to_host(tensors[i], scratch, bytes);
-        if (st == FERRY_OK && fwrite(scratch, 1, bytes, fp) != bytes)
-            st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        if (st == FERRY_OK)
+            st = ferry_atomic_write(fp, scratch, bytes);
+        for (size_t done = 0; st == FERRY_OK && done < bytes;) {
+            uInt k = bytes - done > (1u << 30) ? (1u << 30) : (uInt)(bytes - done);
+            c = crc32(c, (const unsigned char *)scratch + done, k);
+            done += k;
+        }
     }
     ferry_host_free(scratch);
+    *crc = (uint32_t)c;
     return st;
+}
+
+/* The caller's metadata and the checksum's placeholder, filled in after the
+ * data is written (its place found in the header). */
+static ferry_status header_with_crc(sbuf *h, const char *const *names, ferry_tensor *const *tensors,
+                                    size_t n, const char *const *meta, size_t n_meta,
+                                    size_t *crc_at)
+{
+    const char **m = ferry_host_calloc(2 * (n_meta + 1), sizeof *m);
+    if (!m)
+        return FERRY_ERR_NO_MEMORY;
+    size_t k = 0;
+    for (size_t i = 0; i < n_meta; i++)
+        if (strcmp(meta[2 * i], CRC_KEY) != 0) {
+            m[2 * k] = meta[2 * i];
+            m[2 * k + 1] = meta[2 * i + 1];
+            k++;
+        }
+    m[2 * k] = CRC_KEY;
+    m[2 * k + 1] = "00000000";
+    ferry_status st = build_header(h, names, tensors, n, m, k + 1);
+    ferry_host_free(m);
+    if (st != FERRY_OK)
+        return st;
+    static const char field[] = "\"" CRC_KEY "\":\"";
+    const char *at = memmem(h->p, h->n, field, sizeof field - 1);
+    FERRY_ASSERT(at);
+    *crc_at = 8 + (size_t)(at - h->p) + sizeof field - 1;
+    return FERRY_OK;
 }
 
 ferry_status ferry_safetensors_save(const char *path, const char *const *names, ferry_tensor *const *tensors, size_t n,
@@ -658,36 +732,37 @@ ferry_status ferry_safetensors_save(const char *path, const char *const *names, 
 {
     if (!path || (n && (!names || !tensors)) || (n_meta && !meta))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "bad arguments (in ferry_safetensors_save)");
+    for (size_t i = 0; i < 2 * n_meta; i++)
+        if (!meta[i])
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "safetensors: metadata entry %zu is NULL", i / 2);
     sbuf h = {0};
-    ferry_status st = build_header(&h, names, tensors, n, meta, n_meta);
+    size_t crc_at = 0;
+    ferry_status st = header_with_crc(&h, names, tensors, n, meta, n_meta, &crc_at);
     if (st != FERRY_OK) {
         ferry_host_free(h.p);
         return st;
     }
-    /* Written next to the file, then renamed over it: a crash leaves the old file. */
-    char tmp_path[4096];
-    if (snprintf(tmp_path, sizeof tmp_path, "%s.tmp", path) >= (int)sizeof tmp_path) {
-        ferry_host_free(h.p);
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %s", path);
-    }
-    FILE *fp = fopen(tmp_path, "wb");
-    if (!fp) {
-        ferry_host_free(h.p);
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", tmp_path, strerror(errno));
-    }
+    /* Written beside the file, then renamed over it: a crash leaves the old file
+     * or the new one (src/common/atomic_file.c). */
+    ferry_atomic_file fp;
+    st = ferry_atomic_open(&fp, path);
     unsigned char len[8]; /* the header's length, little-endian */
     for (int i = 0; i < 8; i++)
         len[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    if (fwrite(len, 1, 8, fp) != 8 || fwrite(h.p, 1, h.n, fp) != h.n)
-        st = ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", tmp_path, strerror(errno));
-    ferry_host_free(h.p);
     if (st == FERRY_OK)
-        st = write_data(fp, tmp_path, tensors, n);
-    if (fclose(fp) != 0 && st == FERRY_OK)
-        st = ferry_fail(FERRY_ERR_IO, "%s: close failed: %s", tmp_path, strerror(errno));
-    if (st == FERRY_OK && rename(tmp_path, path) != 0)
-        st = ferry_fail(FERRY_ERR_IO, "cannot rename %s to %s: %s", tmp_path, path, strerror(errno));
-    if (st != FERRY_OK)
-        remove(tmp_path);
+        st = ferry_atomic_write(&fp, len, 8);
+    if (st == FERRY_OK)
+        st = ferry_atomic_write(&fp, h.p, h.n);
+    ferry_host_free(h.p);
+    uint32_t crc = 0;
+    if (st == FERRY_OK)
+        st = write_data(&fp, tensors, n, &crc);
+    char hex[16];
+    snprintf(hex, sizeof hex, "%08x", crc);
+    if (st == FERRY_OK)
+        st = ferry_atomic_pwrite(&fp, hex, 8, crc_at);
+    if (st == FERRY_OK)
+        return ferry_atomic_commit(&fp);
+    ferry_atomic_abort(&fp);
     return st;
 }

@@ -62,6 +62,15 @@ ferry_status fm_amp_loss_scale(ferry_amp *a, ferry_tensor **out)
 }
 
 /* The flag and the two halves of the scale's state, made ready on return. */
+ferry_status fm_amp_state(ferry_amp *a, ferry_module **m, ferry_tensor **scale, ferry_tensor **tracker)
+{
+    ferry_status st = follow_module(a);
+    *m = a->m;
+    *scale = st == FERRY_OK ? a->scale : NULL;
+    *tracker = st == FERRY_OK ? a->tracker : NULL;
+    return st;
+}
+
 static ferry_status make_state(ferry_amp *a, ferry_device d)
 {
     int64_t one = 1;

@@ -107,6 +107,12 @@ ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor 
  * module's device (moved there first if the module moved; borrowed, not a new
  * reference), for losses that scale their gradient on the device. */
 ferry_status fm_amp_loss_scale(ferry_amp *a, ferry_tensor **out);
+/* The loss scale and growth tracker (f32 [1], i64 [1], on the module's device)
+ * and the module, for checkpoints. */
+ferry_status fm_amp_state(ferry_amp *a, ferry_module **m, ferry_tensor **scale, ferry_tensor **tracker);
+/* Dropout's draw counter (the mask of its next training forward), or NULL when m
+ * is not a Dropout; for checkpoints. */
+uint64_t *fm_dropout_calls(ferry_module *m);
 
 /* Losses (loss.c): ferry_cross_entropy, with the gradient scale read on the
  * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL. */

@@ -233,6 +233,11 @@ static ferry_status dropout_backward(ferry_module *m, ferry_tensor *dy, ferry_st
 
 static const fm_ops dropout_ops = {dropout_forward, dropout_backward, dropout_drop, NULL};
 
+uint64_t *fm_dropout_calls(ferry_module *m)
+{
+    return m && m->ops == &dropout_ops ? &((fm_dropout *)m)->calls : NULL;
+}
+
 ferry_status ferry_dropout_create(double p, uint64_t seed, ferry_module **out)
 {
     if (!out || !(p >= 0.0 && p <= 1.0))

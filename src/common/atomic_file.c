@@ -1,0 +1,130 @@
+/* Crash-safe file replacement (see atomic_file.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+
+static atomic_llong io_countdown; /* 0 = off; 1 = fail the next operation */
+
+int64_t ferry_debug_fail_io_after(int64_t k) { return atomic_exchange(&io_countdown, k); }
+
+/* False, with errno = EIO, when the test hook says this operation fails. */
+static int io_ok(void)
+{
+    long long c = atomic_load(&io_countdown);
+    while (c > 0) {
+        if (atomic_compare_exchange_weak(&io_countdown, &c, c - 1)) {
+            if (c == 1) {
+                errno = EIO;
+                return 0;
+            }
+            return 1;
+        }
+    }
+    return 1;
+}
+
+ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
+{
+    f->fd = -1;
+    f->tmp[0] = '\0';
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %.80s...", path);
+    /* The pid keeps two processes writing the same checkpoint off each other's
+     * temporary file; the last rename wins, whole. */
+    snprintf(f->tmp, sizeof f->tmp, "%s.tmp%ld", path, (long)getpid());
+    if (!io_ok() || (f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: cannot create: %s", f->tmp, strerror(errno));
+    return FERRY_OK;
+}
+
+ferry_status ferry_atomic_write(ferry_atomic_file *f, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = io_ok() ? write(f->fd, b, n) : -1;
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", f->tmp,
+                              w < 0 ? strerror(errno) : "no progress");
+        b += w;
+        n -= (size_t)w;
+    }
+    return FERRY_OK;
+}
+
+ferry_status ferry_atomic_pwrite(ferry_atomic_file *f, const void *p, size_t n, uint64_t offset)
+{
+    if (!io_ok() || pwrite(f->fd, p, n, (off_t)offset) != (ssize_t)n)
+        return ferry_fail(FERRY_ERR_IO, "%s: write failed: %s", f->tmp, strerror(errno));
+    return FERRY_OK;
+}
+
+void ferry_atomic_abort(ferry_atomic_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    f->fd = -1;
+    if (f->tmp[0])
+        unlink(f->tmp);
+}
+
+/* The folder holding path, for its fsync ("." for a bare name). */
+static void folder_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (slash == path)
+        snprintf(dir, n, "/");
+    else
+        snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+ferry_status ferry_atomic_commit(ferry_atomic_file *f)
+{
+    /* The data must be on disk before the rename makes it the file: otherwise a
+     * crash could leave the new name on unwritten blocks. */
+    if (!io_ok() || fsync(f->fd) != 0) {
+        ferry_status st = ferry_fail(FERRY_ERR_IO, "%s: fsync failed: %s", f->tmp, strerror(errno));
+        ferry_atomic_abort(f);
+        return st;
+    }
+    int inject = !io_ok();
+    int rc = close(f->fd);
+    f->fd = -1;
+    if (inject) {
+        rc = -1;
+        errno = EIO;
+    }
+    if (rc != 0) {
+        ferry_status st = ferry_fail(FERRY_ERR_IO, "%s: close failed: %s", f->tmp, strerror(errno));
+        unlink(f->tmp);
+        return st;
+    }
+    if (!io_ok() || rename(f->tmp, f->path) != 0) {
+        ferry_status st = ferry_fail(FERRY_ERR_IO, "cannot rename %s to %s: %s", f->tmp, f->path,
+                                     strerror(errno));
+        unlink(f->tmp);
+        return st;
+    }
+    /* The rename itself is durable once the folder is synced. The new file is in
+     * place either way; a failure here is reported, not undone. */
+    char dir[4096];
+    folder_of(f->path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int ok = dfd >= 0 && io_ok() && fsync(dfd) == 0;
+    int e = errno;
+    if (dfd >= 0)
+        close(dfd);
+    if (!ok)
+        return ferry_fail(FERRY_ERR_IO, "%s: written, but syncing its folder %s failed: %s", f->path,
+                          dir, strerror(e));
+    return FERRY_OK;
+}

@@ -1,0 +1,35 @@
+/* Files written so that a crash at any instant leaves the old file or the new
+ * one, never a torn one: a temporary file in the same folder, fsync, rename over
+ * the target, fsync of the folder. Every step can be made to fail in tests. */
+#ifndef FERRY_COMMON_ATOMIC_FILE_H
+#define FERRY_COMMON_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ferry/status.h"
+
+typedef struct ferry_atomic_file {
+    char path[4096];     /* the target */
+    char tmp[4096 + 32]; /* the temporary file beside it */
+    int fd;
+} ferry_atomic_file;
+
+/* Creates the temporary file. On failure nothing is left behind. */
+ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path);
+/* Appends n bytes. */
+ferry_status ferry_atomic_write(ferry_atomic_file *f, const void *p, size_t n);
+/* Overwrites n bytes at offset (already written). */
+ferry_status ferry_atomic_pwrite(ferry_atomic_file *f, const void *p, size_t n, uint64_t offset);
+/* fsync, close, rename over the target, fsync the folder. On failure before the
+ * rename the temporary file is removed and the target is untouched. */
+ferry_status ferry_atomic_commit(ferry_atomic_file *f);
+/* Removes the temporary file (after a failure of the caller's own). */
+void ferry_atomic_abort(ferry_atomic_file *f);
+
+/* Test hook: the k-th file operation from now (open, each write, fsync, close,
+ * rename, folder fsync; 1 = the next) fails with EIO. 0 = never. Returns the
+ * countdown it replaces: > 0 means the planned failure never came. */
+int64_t ferry_debug_fail_io_after(int64_t k);
+
+#endif
