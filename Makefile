@@ -277,7 +277,7 @@ deps:
 # layout), which the simulated GPU does not need.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults \
-              test_loader_gpu test_tensor test_ops test_sim
+              test_loader_gpu test_tensor test_ops test_sim test_shards
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
@@ -289,14 +289,15 @@ test: deps
 	@FERRY_FUZZ_DIR=$(BUILD)/fuzz FERRY_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
 		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
-		FERRY_DIST_BUILD=$(BUILD) FERRY_SAMPLES_BUILD=$(BUILD) \
+		FERRY_DIST_BUILD=$(BUILD) FERRY_SAMPLES_BUILD=$(BUILD) FERRY_PACK_BUILD=$(BUILD) \
 		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
 		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) BLAS=$(BLAS) \
 		CUDA_ARCH=$(subst $(space),$(comma),$(strip $(CUDA_ARCH_LIST)))" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
 		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
-		scripts/sim-samples.sh scripts/cli-test.sh scripts/install-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh
+		scripts/sim-samples.sh scripts/cli-test.sh scripts/pack-test.sh scripts/resume-test.sh \
+		scripts/install-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh
 
 # ---- the GPU check (scripts/gpu-check.sh; docs/BENCHMARKS.md, section GPU) ----
 # make gpu-check  here, without a GPU: builds GPU_CHECK_BUILD with STATIC=1, packs

@@ -92,11 +92,54 @@ typedef struct epoch_result {
 } epoch_result;
 
 /* One pass over the loader: training steps when opt is set, else evaluation. */
+/* --save FILE, --save-every N, --resume FILE: a checkpoint of the whole run
+ * (model, optimiser, loss scaler, Dropout's draws, the training loader's place)
+ * every N optimiser steps and at the end; a run started with --resume FILE and
+ * otherwise the same arguments goes on from there and ends as the uninterrupted
+ * run would have, bit for bit. */
+typedef struct sample_ckpt {
+    const char *path;       /* --save; NULL: none */
+    size_t every;           /* --save-every: steps between saves; 0: only at the end */
+    size_t steps;           /* training steps taken by this process */
+    bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
+    bool writer;            /* this process writes (rank 0) */
+    ferry_checkpoint parts;
+} sample_ckpt;
+
+/* Restores the run from ck's --resume file; *first_epoch: the epoch to go on with. */
+static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size_t *first_epoch)
+{
+    *first_epoch = 0;
+    if (!from)
+        return FERRY_OK;
+    CHECK(ferry_checkpoint_read(from, &ck->parts));
+    ferry_loader_state ls;
+    CHECK(ferry_loader_state_get(ck->parts.loader, &ls));
+    ck->resumed = !ls.done;
+    *first_epoch = (size_t)ls.epoch + (ls.done ? 1 : 0);
+    printf("resumed: %s, epoch %llu after batch %llu\n", from, (unsigned long long)ls.epoch + 1,
+           (unsigned long long)ls.batches);
+    return FERRY_OK;
+}
+
+static inline ferry_status sample_save(const sample_ckpt *ck)
+{
+    if (!ck || !ck->path || !ck->writer)
+        return FERRY_OK;
+    CHECK(ferry_checkpoint_write(ck->path, &ck->parts));
+    return FERRY_OK;
+}
+
+/* One epoch of training (opt given) or evaluation. ck (training only, may be
+ * NULL): go on from a restored loader, and save every ck->every steps. */
 static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_module *net,
                                      ferry_optim *opt, ferry_amp *amp, ferry_metrics *met,
-                                     ferry_stream *s, epoch_result *r)
+                                     ferry_stream *s, epoch_result *r, sample_ckpt *ck)
 {
-    CHECK(ferry_loader_reset(l, epoch));
+    if (ck && ck->resumed)
+        ck->resumed = false; /* the restored loader is mid-epoch `epoch` */
+    else
+        CHECK(ferry_loader_reset(l, epoch));
     ferry_loader_stats_reset(l);
     CHECK(ferry_metrics_reset(met, s));
     double t0 = sample_now();
@@ -105,6 +148,8 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
     while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
         st = opt ? ferry_train_step(net, opt, amp, b.images, b.labels, met, s)
                  : ferry_eval_step(net, b.images, b.labels, met, s);
+        if (st == FERRY_OK && ck && ck->every && ++ck->steps % ck->every == 0)
+            st = sample_save(ck);
         if (st != FERRY_OK)
             break;
     }

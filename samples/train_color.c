@@ -109,8 +109,8 @@ static int make_data(const char *dir, size_t ntrain, size_t ntest)
 }
 
 typedef struct opts {
-    const char *data, *device, *out;
-    size_t epochs, batch, workers, channels;
+    const char *data, *device, *out, *save, *resume;
+    size_t epochs, batch, workers, channels, save_every;
     double lr;
     uint64_t seed;
 } opts;
@@ -158,15 +158,22 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
+    sample_ckpt ck = {o->save, o->save_every, 0, false, true, {net, opt, NULL, l[0]}};
+    size_t first = 0;
+    CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     c.n = 0;
     printf("-- %zu channel(s)\n", channels);
     curves_header();
-    for (size_t e = 0; e < o->epochs && e < MAX_EPOCHS; e++) {
+    for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
-        CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt));
-        CHECK(run_epoch(l[1], 0, net, NULL, NULL, met, s, &rv));
+        CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt, &ck));
+        CHECK(run_epoch(l[1], 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
+    }
+    if (o->save) {
+        CHECK(sample_save(&ck));
+        printf("saved: %s\n", o->save);
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
@@ -174,7 +181,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray") == 0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", dir, dir);
     epoch_result rtest;
-    CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest));
+    CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest, NULL));
     *test_acc = rtest.accuracy;
 
     ferry_stream_destroy(s);
@@ -195,10 +202,13 @@ static void usage(FILE *f)
     fprintf(f, "usage: train_color --make-data DIR [--train N] [--test N]\n"
                "       train_color [--data DIR] [--epochs N] [--batch N] [--lr X] [--device D]\n"
                "                   [--workers N] [--seed S] [--channels 3|1] [--out DIR]\n"
+               "                   [--save FILE] [--save-every N] [--resume FILE]\n"
                "  --train, --test: images per class, 1 to 1000000 (1000, 250);\n"
                "  --epochs 1 to %d (4), --batch 1 to 65536 (64), --workers 0 to 256 (2),\n"
                "  --lr > 0 and at most 100 (0.02), --seed any unsigned 64-bit integer (0);\n"
-               "  --channels: train only the color (3) or the gray (1) model (default both)\n",
+               "  --channels: train only the color (3) or the gray (1) model (default both);\n"
+               "  --save, --resume: a checkpoint of one model's run (with --channels), at the\n"
+               "  end and every --save-every 1 to 1000000000 steps; resumed bit for bit\n",
             MAX_EPOCHS);
 }
 
@@ -211,7 +221,8 @@ typedef struct args {
 
 static const char *const value_opts[] = {"--make-data", "--train", "--test", "--data",
                                          "--device", "--out", "--epochs", "--batch",
-                                         "--workers", "--channels", "--lr", "--seed", NULL};
+                                         "--workers", "--channels", "--lr", "--seed", "--save",
+                                         "--save-every", "--resume", NULL};
 
 /* Option a with its value v into r: 0, or CLI_USAGE after the one-line message. */
 static int parse_value(args *r, const char *a, const char *v)
@@ -225,6 +236,7 @@ static int parse_value(args *r, const char *a, const char *v)
     if (!strcmp(a, "--workers")) return cli_size(PROG, a, v, 0, 256, &r->o.workers);
     if (!strcmp(a, "--lr")) return cli_double(PROG, a, v, 0, true, 100, &r->o.lr);
     if (!strcmp(a, "--seed")) return cli_u64(PROG, a, v, &r->o.seed);
+    if (!strcmp(a, "--save-every")) return cli_size(PROG, a, v, 1, 1000000000, &r->o.save_every);
     if (!strcmp(a, "--channels")) {
         if (cli_choice(PROG, a, v, channels, &k) != 0)
             return CLI_USAGE;
@@ -233,6 +245,8 @@ static int parse_value(args *r, const char *a, const char *v)
     else if (!strcmp(a, "--make-data")) r->make = v;
     else if (!strcmp(a, "--data")) r->o.data = v;
     else if (!strcmp(a, "--device")) r->o.device = v;
+    else if (!strcmp(a, "--save")) r->o.save = v;
+    else if (!strcmp(a, "--resume")) r->o.resume = v;
     else r->o.out = v; /* --out, the one left */
     return 0;
 }
@@ -266,6 +280,11 @@ int main(int argc, char **argv)
     if (r.make)
         return make_data(r.make, r.ntrain, r.ntest);
     const opts o = r.o;
+    if ((o.save || o.resume) && !o.channels) {
+        fprintf(stderr, "train_color: --save and --resume need --channels 3 or 1 (a checkpoint holds one model)\n");
+        usage(stderr);
+        return 2;
+    }
     ferry_device dev;
     if (pick_device(o.device, &dev) != FERRY_OK)
         return 1;

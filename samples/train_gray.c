@@ -1,12 +1,15 @@
 /* Fashion-MNIST, 1 x 28 x 28 grayscale, through the loader, trained in C.
  *   build/samples/train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N]
  *       [--batch N] [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]
- *       [--limit N] [--save FILE] [--dist]
+ *       [--limit N] [--save FILE] [--save-every N] [--resume FILE] [--dist]
  * --data: a folder with train/ and test/ as `ferry export fashion-mnist` writes it
  * (default build/data/fashion-mnist); --idx: a folder with the four IDX files.
  * 10% of train (seeded) is held out for validation; --limit trains on the first N
  * of the rest. The last line printed is "test accuracy: 0.XXXX" on the 10,000
- * test images. --save writes the model and optimiser as a safetensors checkpoint.
+ * test images. --save FILE writes the whole run (model, optimiser, loss scaler,
+ * the training loader's place) as a safetensors checkpoint at the end, and every
+ * --save-every N steps; --resume FILE, with otherwise the same arguments, goes on
+ * from such a checkpoint and ends as the uninterrupted run would, bit for bit.
  *
  * --dist: data-parallel, one process per rank under mpirun (docs/DISTRIBUTED.md):
  *   mpirun -np 2 build/samples/train_gray --dist
@@ -22,8 +25,8 @@
 static const float MEAN = 0.2860f, STD = 0.3530f; /* Fashion-MNIST's train set */
 
 typedef struct opts {
-    const char *data, *idx, *model, *device, *out, *save;
-    size_t epochs, batch, workers, limit;
+    const char *data, *idx, *model, *device, *out, *save, *resume;
+    size_t epochs, batch, workers, limit, save_every;
     double lr;
     bool amp, dist;
     uint64_t seed;
@@ -35,16 +38,18 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
                "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
-               "                  [--limit N] [--save FILE] [--dist]\n"
+               "                  [--limit N] [--save FILE] [--save-every N] [--resume FILE] [--dist]\n"
                "  --epochs 1 to %d (default 10), --batch 1 to 65536 (128), --workers 0 to 256 (2),\n"
                "  --lr > 0 and at most 100 (0.05), --limit 1 to 1000000000 (all), --seed any\n"
-               "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist\n",
+               "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist;\n"
+               "  --save-every 1 to 1000000000 steps (only at the end)\n",
             MAX_EPOCHS);
 }
 
 static const char *const value_opts[] = {"--data", "--idx", "--model", "--device", "--out",
                                          "--save", "--limit", "--epochs", "--batch",
-                                         "--workers", "--lr", "--seed", NULL};
+                                         "--workers", "--lr", "--seed", "--save-every",
+                                         "--resume", NULL};
 
 /* Option a with its value v into o: 0, or CLI_USAGE after the one-line message. */
 static int parse_value(opts *o, const char *a, const char *v)
@@ -57,6 +62,7 @@ static int parse_value(opts *o, const char *a, const char *v)
     if (!strcmp(a, "--workers")) return cli_size(PROG, a, v, 0, 256, &o->workers);
     if (!strcmp(a, "--lr")) return cli_double(PROG, a, v, 0, true, 100, &o->lr);
     if (!strcmp(a, "--seed")) return cli_u64(PROG, a, v, &o->seed);
+    if (!strcmp(a, "--save-every")) return cli_size(PROG, a, v, 1, 1000000000, &o->save_every);
     if (!strcmp(a, "--model")) {
         if (cli_choice(PROG, a, v, models, &k) != 0)
             return CLI_USAGE;
@@ -66,6 +72,7 @@ static int parse_value(opts *o, const char *a, const char *v)
     else if (!strcmp(a, "--idx")) o->idx = v;
     else if (!strcmp(a, "--device")) o->device = v;
     else if (!strcmp(a, "--out")) o->out = v;
+    else if (!strcmp(a, "--resume")) o->resume = v;
     else o->save = v; /* --save, the one left */
     return 0;
 }
@@ -197,41 +204,45 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
+    bool rank0 = ferry_dist_rank(dist) == 0;
+    sample_ckpt ck = {o->save, o->save_every, 0, false, rank0, {net, opt, amp, ltr}};
+    size_t first = 0;
+    CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     curves_header();
-    for (size_t e = 0; e < o->epochs && e < MAX_EPOCHS; e++) {
-        /* Step the learning rate down for the last third. */
-        if (e == o->epochs - o->epochs / 3 && o->epochs >= 3)
-            ferry_optim_set_lr(opt, o->lr * 0.1);
+    for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
+        /* The learning rate steps down for the last third (set every epoch, so
+         * that a resumed run has it too). */
+        ferry_optim_set_lr(opt, o->epochs >= 3 && e >= o->epochs - o->epochs / 3 ? o->lr * 0.1 : o->lr);
         epoch_result rt, rv;
         ferry_status st;
         /* A step that does not fit leaves the model usable: halve the batch and
          * run the epoch again. */
-        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt)) == FERRY_ERR_DEVICE_OOM && batch > 1 &&
-               !dist) {
+        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt, &ck)) == FERRY_ERR_DEVICE_OOM &&
+               batch > 1 && !dist) {
             batch /= 2;
             printf("out of device memory: running epoch %zu again with batch %zu\n", e + 1, batch);
             ferry_loader_destroy(ltr);
             CHECK(make_loader(tr, o, batch, true, dev, dist, &ltr));
+            ck.parts.loader = ltr;
         }
         CHECK(st);
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
-        CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv));
+        CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
     }
-    bool rank0 = ferry_dist_rank(dist) == 0;
     if (rank0 && (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0))
         fprintf(stderr, "train_gray: cannot write the curves to %s\n", o->out);
     else if (rank0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", o->out, o->out);
     if (o->save && rank0) {
-        CHECK(ferry_checkpoint_save(o->save, net, opt));
+        CHECK(sample_save(&ck));
         printf("saved: %s\n", o->save);
     }
 
     epoch_result rtest;
-    CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest));
+    CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
     printf("test accuracy: %.4f\n", rtest.accuracy);
 
     ferry_stream_destroy(s);
