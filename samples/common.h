@@ -101,6 +101,8 @@ typedef struct sample_ckpt {
     const char *path;       /* --save; NULL: none */
     size_t every;           /* --save-every: steps between saves; 0: only at the end */
     size_t steps;           /* training steps taken by this process */
+    size_t stop_after;      /* --stop-after: save and stop after this many; 0: never */
+    bool stopped;           /* it did */
     bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
     bool writer;            /* this process writes (rank 0) */
     ferry_checkpoint parts;
@@ -148,8 +150,17 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
     while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
         st = opt ? ferry_train_step(net, opt, amp, b.images, b.labels, met, s)
                  : ferry_eval_step(net, b.images, b.labels, met, s);
-        if (st == FERRY_OK && ck && ck->every && ++ck->steps % ck->every == 0)
-            st = sample_save(ck);
+        if (st == FERRY_OK && ck) {
+            ck->steps++;
+            if (ck->every && ck->steps % ck->every == 0)
+                st = sample_save(ck);
+            if (st == FERRY_OK && ck->steps == ck->stop_after) {
+                st = sample_save(ck);
+                ck->stopped = true;
+                if (st == FERRY_OK)
+                    st = FERRY_END; /* as if the epoch ended here */
+            }
+        }
         if (st != FERRY_OK)
             break;
     }

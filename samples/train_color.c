@@ -158,7 +158,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
-    sample_ckpt ck = {o->save, o->save_every, 0, false, true, {net, opt, NULL, l[0]}};
+    sample_ckpt ck = {o->save, o->save_every, 0, 0, false, false, true, {net, opt, NULL, l[0]}};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;

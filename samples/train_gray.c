@@ -26,7 +26,7 @@ static const float MEAN = 0.2860f, STD = 0.3530f; /* Fashion-MNIST's train set *
 
 typedef struct opts {
     const char *data, *idx, *model, *device, *out, *save, *resume;
-    size_t epochs, batch, workers, limit, save_every;
+    size_t epochs, batch, workers, limit, save_every, stop_after;
     double lr;
     bool amp, dist;
     uint64_t seed;
@@ -38,18 +38,20 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
                "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
-               "                  [--limit N] [--save FILE] [--save-every N] [--resume FILE] [--dist]\n"
+               "                  [--limit N] [--save FILE] [--save-every N] [--resume FILE]\n"
+               "                  [--stop-after N] [--dist]\n"
                "  --epochs 1 to %d (default 10), --batch 1 to 65536 (128), --workers 0 to 256 (2),\n"
                "  --lr > 0 and at most 100 (0.05), --limit 1 to 1000000000 (all), --seed any\n"
                "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist;\n"
-               "  --save-every 1 to 1000000000 steps (only at the end)\n",
+               "  --save-every 1 to 1000000000 steps (only at the end); --stop-after N: save and\n"
+               "  stop after N steps in all, as a preempted run would (resume with --resume)\n",
             MAX_EPOCHS);
 }
 
 static const char *const value_opts[] = {"--data", "--idx", "--model", "--device", "--out",
                                          "--save", "--limit", "--epochs", "--batch",
                                          "--workers", "--lr", "--seed", "--save-every",
-                                         "--resume", NULL};
+                                         "--resume", "--stop-after", NULL};
 
 /* Option a with its value v into o: 0, or CLI_USAGE after the one-line message. */
 static int parse_value(opts *o, const char *a, const char *v)
@@ -63,6 +65,7 @@ static int parse_value(opts *o, const char *a, const char *v)
     if (!strcmp(a, "--lr")) return cli_double(PROG, a, v, 0, true, 100, &o->lr);
     if (!strcmp(a, "--seed")) return cli_u64(PROG, a, v, &o->seed);
     if (!strcmp(a, "--save-every")) return cli_size(PROG, a, v, 1, 1000000000, &o->save_every);
+    if (!strcmp(a, "--stop-after")) return cli_size(PROG, a, v, 1, 1000000000, &o->stop_after);
     if (!strcmp(a, "--model")) {
         if (cli_choice(PROG, a, v, models, &k) != 0)
             return CLI_USAGE;
@@ -205,7 +208,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     CHECK(ferry_stream_create(dev, &s));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
-    sample_ckpt ck = {o->save, o->save_every, 0, false, rank0, {net, opt, amp, ltr}};
+    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
@@ -227,6 +230,10 @@ static ferry_status train(const opts *o, ferry_dist *dist)
             ck.parts.loader = ltr;
         }
         CHECK(st);
+        if (ck.stopped) {
+            printf("stopped after %zu steps%s%s\n", ck.steps, o->save ? ": " : "", o->save ? o->save : "");
+            break;
+        }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));

@@ -85,4 +85,36 @@ if "$build/ferry" diff "$tmp/one.safetensors" "$tmp/two.safetensors" --tol 1e-4 
 else
     bad "train_gray --dist, 2 ranks x 32 vs 1 process x 64: $(cat "$tmp/diff")"
 fi
+
+# Elastic: a run stopped (as if preempted) after 40 steps on one world size and
+# resumed on another goes on with the same samples in every global step, so it
+# ends within the data-parallel tolerance of the uninterrupted 1 x 64 run.
+elastic() { # label, then how the first part runs, then how the second does
+    label=$1 first=$2 second=$3
+    start=$(date +%s)
+    one_or_two() { # dist|one, extra arguments...
+        how=$1; shift
+        if [ "$how" = dist ]; then
+            run "$build/samples/train_gray" --dist $common --batch 32 "$@"
+        else
+            timeout 120 "$build/samples/train_gray" $common --batch 64 "$@" > "$tmp/out" 2>&1
+            rc=$?
+        fi
+    }
+    one_or_two "$first" --out "$tmp/el" --save "$tmp/mid.safetensors" --stop-after 40
+    if [ $rc -ne 0 ] || ! grep -q "stopped after 40 steps" "$tmp/out"; then
+        bad "elastic $label: the first part (exit $rc)"; show; return
+    fi
+    one_or_two "$second" --out "$tmp/el" --save "$tmp/end.safetensors" --resume "$tmp/mid.safetensors"
+    if [ $rc -ne 0 ] || ! grep -q "resumed: " "$tmp/out"; then
+        bad "elastic $label: the resumed part (exit $rc)"; show; return
+    fi
+    if "$build/ferry" diff "$tmp/one.safetensors" "$tmp/end.safetensors" --tol 1e-4 > "$tmp/diff" 2>&1; then
+        ok "elastic $label after 40 steps = 1 process x 64 throughout: $(cat "$tmp/diff") ($(( $(date +%s) - start )) s)"
+    else
+        bad "elastic $label after 40 steps vs 1 process x 64: $(cat "$tmp/diff")"
+    fi
+}
+elastic "2 ranks x 32 -> 1 process x 64" dist one
+elastic "1 process x 64 -> 2 ranks x 32" one dist
 finish

@@ -41,7 +41,7 @@ static ferry_dataset *open_folder(const char *root)
 }
 
 typedef struct loader_opts {
-    size_t workers, prefetch, rank, world;
+    size_t workers, prefetch, rank, world, batch;
     const char *device;
 } loader_opts;
 
@@ -49,7 +49,7 @@ static ferry_loader *make_loader(ferry_dataset *ds, loader_opts o)
 {
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
-    c.batch_size = BATCH;
+    c.batch_size = o.batch ? o.batch : BATCH;
     c.shuffle = true;
     c.seed = 17;
     c.num_workers = o.workers;
@@ -289,5 +289,73 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     strcat(text, " extra=1");
     ASSERT_STATUS(ferry_loader_state_parse(text, &bad), FERRY_ERR_FORMAT);
     ASSERT_STATUS(ferry_loader_state_format(&s, text, 20), FERRY_ERR_INVALID_ARG);
+    ferry_dataset_destroy(ds);
+}
+
+/* One process (the random sampler, batch 8) resumed on two ranks (the
+ * distributed sampler, batch 4 each: the same global batch), and back: the
+ * samples of each global step are the same set as in the one-process run. */
+TEST(elastic_between_one_process_and_two_ranks_keeps_the_global_batches)
+{
+    ferry_dataset *ds = open_folder(make_folder("el_batch", 32));
+    /* The one-process run: 4 batches of 8. */
+    ferry_loader *one = make_loader(ds, (loader_opts){.workers = 1, .batch = 8});
+    trace ref;
+    trace_init(&ref);
+    ASSERT(take(one, SIZE_MAX, &ref));
+    ferry_loader_destroy(one);
+    one = make_loader(ds, (loader_opts){.workers = 1, .batch = 8});
+    trace t;
+    trace_init(&t);
+    take(one, 1, &t);
+    ferry_loader_state s = round_trip(one);
+    ferry_loader_destroy(one);
+    /* Steps 2 to 4 on two ranks of 4. */
+    ferry_loader *r[2];
+    trace part[2];
+    for (size_t k = 0; k < 2; k++) {
+        r[k] = make_loader(ds, (loader_opts){.workers = k, .rank = k, .world = 2, .batch = 4});
+        ASSERT_OK(ferry_loader_restore(r[k], &s));
+        trace_init(&part[k]);
+        ASSERT(take(r[k], SIZE_MAX, &part[k]));
+        ASSERT_EQ_SIZE(part[k].n, 12);
+    }
+    for (size_t step = 0; step < 3; step++) {
+        size_t got[8], want[8];
+        for (size_t k = 0; k < 2; k++)
+            memcpy(got + 4 * k, part[k].idx + 4 * step, 4 * sizeof *got);
+        memcpy(want, ref.idx + 8 * (step + 1), sizeof want);
+        for (size_t i = 0; i < 8; i++) {
+            bool found = false;
+            for (size_t j = 0; j < 8; j++)
+                found |= got[j] == want[i];
+            ASSERT_MSG(found, "step %zu: sample %zu of the one-process batch is not on either rank",
+                       step + 2, want[i]);
+        }
+    }
+    /* And back to one process from the two ranks' state after their first step
+     * there (two global steps in all). */
+    ferry_loader_destroy(r[0]);
+    ferry_loader_destroy(r[1]);
+    r[0] = make_loader(ds, (loader_opts){.workers = 0, .rank = 0, .world = 2, .batch = 4});
+    ASSERT_OK(ferry_loader_restore(r[0], &s));
+    free(part[0].img);
+    trace_init(&part[0]);
+    take(r[0], 1, &part[0]);
+    ferry_loader_state s2 = round_trip(r[0]);
+    ASSERT_EQ_INT(s2.position, 16);
+    one = make_loader(ds, (loader_opts){.workers = 2, .batch = 8});
+    ASSERT_OK(ferry_loader_restore(one, &s2));
+    free(t.img);
+    trace_init(&t);
+    ASSERT(take(one, SIZE_MAX, &t));
+    ASSERT_EQ_SIZE(t.n, 16);
+    ASSERT(!memcmp(t.idx, ref.idx + 16, 16 * sizeof *t.idx));
+    ferry_loader_destroy(one);
+    ferry_loader_destroy(r[0]);
+    free(ref.img);
+    free(t.img);
+    free(part[0].img);
+    free(part[1].img);
     ferry_dataset_destroy(ds);
 }

@@ -139,9 +139,11 @@ FERRY_API void ferry_loader_stats_reset(ferry_loader *l);
  * split again over the new ranks as a fresh epoch of that many samples would be
  * (ceil(rest / world) each; padding repeats the rest from its start, so only
  * padding samples are seen twice). Later epochs are what a fresh run with the
- * new world size gives. The same world size resumes exactly, padding included.
- * Everything else in the fingerprint must match, or restore fails naming the
- * field and both values. */
+ * new world size gives; each rank's batch_size may change with the world size
+ * (the same global batch over other ranks), and a distributed sampler resumes a
+ * random or sequential one's run (its order over all ranks is theirs). The same
+ * world size resumes exactly, padding included. Everything else in the
+ * fingerprint must match, or restore fails naming the field and both values. */
 typedef struct ferry_loader_state {
     uint64_t seed, epoch;
     uint64_t batches;       /* batches this loader delivered in the epoch */

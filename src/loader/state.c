@@ -78,7 +78,13 @@ static void fill_identity(const ferry_loader *l, ferry_loader_state *s)
     s->dataset_len = ferry_dataset_len(l->ds);
     s->dataset_id = ferry_loader_dataset_id_(l->ds);
     s->batch_size = l->cfg.batch_size;
-    s->sampler = (uint64_t)l->plan.kind;
+    /* The order over all ranks is what matters: the distributed sampler's is the
+     * random (or sequential) sampler's, so a run may move between them when it
+     * changes world size (1 process to 2 ranks and back). */
+    ferry_sampler k = l->plan.kind;
+    if (k == FERRY_SAMPLER_DISTRIBUTED)
+        k = l->plan.shuffle ? FERRY_SAMPLER_RANDOM : FERRY_SAMPLER_SEQUENTIAL;
+    s->sampler = (uint64_t)k;
     s->shuffle = l->plan.shuffle;
     s->drop_last = l->cfg.drop_last;
     s->world_size = world_of(l);
@@ -116,7 +122,9 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
     struct { const char *name; uint64_t saved, here; } f[] = {
         {"dataset length", st->dataset_len, me.dataset_len},
         {"dataset contents (format, classes or file names)", st->dataset_id, me.dataset_id},
-        {"batch_size", st->batch_size, me.batch_size},
+        /* Another world size resumes by sample position: each rank's batch may
+         * change with it (the same global batch over fewer or more ranks). */
+        {"batch_size", st->batch_size, st->world_size == me.world_size ? me.batch_size : st->batch_size},
         {"sampler", st->sampler, me.sampler},
         {"shuffle", st->shuffle, me.shuffle},
         {"drop_last", st->drop_last, me.drop_last},
