@@ -633,6 +633,19 @@ TEST(dataset_list_file_errors)
     CHK(ferry_dataset_list_file(ft_tmp("badlabel.txt"), NULL, &ds), FERRY_ERR_FORMAT);
 }
 
+TEST(dataset_shards_errors)
+{
+    ferry_dataset *ds;
+    const char *junk = ft_tmp("junk.tar"), *missing = ft_tmp("missing.tar"), *null_path[] = {NULL};
+    ft_write_file(junk, "junk", 4);
+    CHK(ferry_dataset_shards(NULL, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_shards(&junk, 0, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_shards(&junk, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_shards(null_path, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_shards(&missing, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_shards(&junk, 1, NULL, &ds), FERRY_ERR_FORMAT);
+}
+
 TEST(dataset_idx_errors)
 {
     ferry_dataset *ds;
@@ -1628,6 +1641,41 @@ TEST(nn_checkpoint_errors)
     CHK(load_into(3, 4, true), FERRY_OK);
     CHK(load_into(4, 4, true), FERRY_ERR_SHAPE);
     CHK(load_into(3, 4, false), FERRY_ERR_FORMAT); /* wants "weight", the file has "0.weight" */
+}
+
+TEST(nn_checkpoint_write_read_errors)
+{
+    const char *p = ft_tmp("write_read.safetensors"); /* not ckpt_path(): others read that */
+    ferry_checkpoint none = {0};
+    ferry_checkpoint c = {net(), NULL, NULL, NULL};
+    CHK(ferry_checkpoint_write(NULL, &c), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_write(p, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_write(p, &none), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_write("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
+    CHK(ferry_checkpoint_read(NULL, &c), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_read(p, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_read(p, &none), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_read("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
+    /* An optimiser of another module. */
+    ferry_module *other = NULL;
+    ferry_optim *o = NULL;
+    ASSERT_OK(ferry_linear_create(3, 4, true, &other));
+    ASSERT_OK(ferry_sgd_create(other, 0.1, 0.0, 0.0, &o));
+    ferry_checkpoint wrong = {net(), o, NULL, NULL};
+    CHK(ferry_checkpoint_write(p, &wrong), FERRY_ERR_INVALID_ARG);
+    ferry_optim_destroy(o);
+    ferry_module_destroy(other);
+    /* A loader given, but the file was written without one. */
+    ferry_dataset *ds = mem_ds();
+    ferry_loader_config lc = loader_cfg(ds);
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&lc, &l));
+    ASSERT_OK(ferry_checkpoint_write(p, &c));
+    ferry_checkpoint with_loader = {net(), NULL, NULL, l};
+    CHK(ferry_checkpoint_read(p, &with_loader), FERRY_ERR_FORMAT);
+    CHK(ferry_loader_state_check(NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
 }
 
 static ferry_safetensors *ckpt_file(void)
