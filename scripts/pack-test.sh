@@ -39,8 +39,12 @@ check "source folder exported" $?
 
 "$ferry" pack "$tmp/folder" "$tmp/shards" --shard-size 40K > "$tmp/out" 2>&1
 check "pack exits 0 ($(cat "$tmp/out"))" $?
-nshards=$(ls "$tmp/shards" | grep -c '^shard-[0-9]\{6\}\.tar$')
-[ "$nshards" -gt 1 ] && [ "$(ls "$tmp/shards" | wc -l)" -eq "$nshards" ]
+nshards=0 others=0
+for f in "$tmp/shards"/* "$tmp/shards"/.[!.]*; do
+    [ -e "$f" ] || continue
+    case ${f##*/} in shard-[0-9][0-9][0-9][0-9][0-9][0-9].tar) nshards=$((nshards + 1)) ;; *) others=$((others + 1)) ;; esac
+done
+[ "$nshards" -gt 1 ] && [ "$others" -eq 0 ]
 check "--shard-size 40K gives $nshards shards and nothing else" $?
 big=0
 for s in "$tmp/shards"/*.tar; do [ "$(wc -c < "$s")" -le 40960 ] || big=1; done
@@ -99,15 +103,16 @@ rc=$?
 check "ferry check names the spoilt sample ($(head -n 1 "$tmp/out"))" $?
 
 "$ferry" pack "$tmp/folder" "$tmp/shards" > "$tmp/out" 2>&1
-[ $? -eq 1 ] && grep -q "already holds shards" "$tmp/out"
+rc=$?
+[ $rc -eq 1 ] && grep -q "already holds shards" "$tmp/out"
 check "pack refuses a folder that already holds shards" $?
 
 "$ferry" pack "$tmp/img.idx" "$tmp/idx" --labels "$tmp/lab.idx" > /dev/null 2>&1 &&
     "$ferry" check "$tmp/idx" | grep -q "300 shard samples, 300 ok"
 check "an IDX pair packs and checks" $?
 
-"$ferry" pack --help > "$tmp/out" 2> "$tmp/err"
-[ $? -eq 0 ] && grep -q "usage: ferry pack" "$tmp/out" && [ ! -s "$tmp/err" ]
+"$ferry" pack --help > "$tmp/out" 2> "$tmp/err" && grep -q "usage: ferry pack" "$tmp/out" &&
+    [ ! -s "$tmp/err" ]
 check "--help: usage on stdout, exit 0" $?
 badarg() {
     want=$1; shift

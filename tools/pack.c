@@ -84,14 +84,12 @@ static int parse_args(int argc, char **argv, pack_opts *o)
                 o->labels = v;
             else if (parse_size(a, v, &o->shard_size) != 0)
                 return CLI_USAGE;
-        } else if (a[0] == '-' && a[1]) {
-            return cli_unknown(PACK, a, usage);
+        } else if ((a[0] == '-' && a[1]) || o->out) {
+            return cli_unknown(PACK, a, usage); /* an unknown option, or a third path */
         } else if (!o->src) {
             o->src = a;
-        } else if (!o->out) {
-            o->out = a;
         } else {
-            return cli_unknown(PACK, a, usage);
+            o->out = a;
         }
     }
     if (!o->out) {
@@ -206,7 +204,7 @@ static int add_sample(packer *p, size_t i, int digits)
     if (sample_png(p, i, &n) != 0)
         return -1;
     char key[64], name[80], text[32];
-    snprintf(key, sizeof key, "%0*zu", digits, i);
+    snprintf(key, sizeof key, "%0*zu", digits & 31, i); /* digits <= 20: the mask only bounds it */
     int tn = snprintf(text, sizeof text, "%lld", (long long)label);
     uint64_t adds = tar_member_bytes(n) + tar_member_bytes((size_t)tn);
     /* A new shard when this sample would push the current one past the size. */

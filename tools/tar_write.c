@@ -29,14 +29,15 @@ int tar_out_open(tar_out *t, const char *path)
 static void header(uint8_t *h, const char *name, size_t n)
 {
     memset(h, 0, BLOCK);
-    memcpy(h, name, strlen(name));
+    strncpy((char *)h, name, 100);                 /* NUL-padded, unterminated at 100 */
     memcpy(h + 100, "0000644", 8);                 /* mode */
     memcpy(h + 108, "0000000", 8);                 /* uid */
     memcpy(h + 116, "0000000", 8);                 /* gid */
     snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)n);
     memcpy(h + 136, "00000000000", 12);            /* mtime: reproducible shards */
     h[156] = '0';                                  /* a regular file */
-    memcpy(h + 257, "ustar\0" "00", 8);            /* POSIX magic and version */
+    static const uint8_t magic[8] = {'u', 's', 't', 'a', 'r', 0, '0', '0'};
+    memcpy(h + 257, magic, sizeof magic);           /* POSIX magic and version */
     memset(h + 148, ' ', 8);                       /* the checksum counts itself as spaces */
     unsigned sum = 0;
     for (size_t i = 0; i < BLOCK; i++)

@@ -44,11 +44,11 @@ ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t
             continue;
         if (r < 0)
             return ferry_fail(FERRY_ERR_IO, "%s: read at byte %llu: %s", name,
-                              (unsigned long long)(off + got), strerror(errno));
+                              (unsigned long long)off + got, strerror(errno));
         if (r == 0)
             return ferry_fail(FERRY_ERR_IO, "%s: the shard ends at byte %llu, inside this member "
                               "(it shrank after the index was built)", name,
-                              (unsigned long long)(off + got));
+                              (unsigned long long)off + got);
         got += (size_t)r;
     }
     return FERRY_OK;
@@ -221,7 +221,7 @@ static bool same_classes(const ferry_shard_part *a, const ferry_shard_part *b, s
 {
     size_t n = a->nclasses < b->nclasses ? a->nclasses : b->nclasses;
     for (*line = 0; *line < n; (*line)++)
-        if (strcmp(a->classes[*line], b->classes[*line]))
+        if (strcmp(a->classes[*line], b->classes[*line]) != 0)
             return false;
     return a->nclasses == b->nclasses;
 }
@@ -304,7 +304,7 @@ static void *index_worker(void *arg)
 
 static ferry_status run_index_threads(index_job *j)
 {
-    pthread_t th[INDEX_THREADS - 1];
+    pthread_t th[INDEX_THREADS - 1] = {0};
     size_t started = 0, want = j->h->nshards < INDEX_THREADS ? j->h->nshards : INDEX_THREADS;
     for (size_t t = 1; t < want; t++)
         if (pthread_create(&th[started], NULL, index_worker, j) == 0)

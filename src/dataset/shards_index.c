@@ -39,14 +39,16 @@ static void entries_free(entries *e)
 
 static ferry_status grow(void **p, size_t *cap, size_t need, size_t elem)
 {
-    if (need <= *cap)
+    if (need <= *cap && *p)
         return FERRY_OK;
     size_t c = *cap ? *cap : 64;
     while (c < need)
         c *= 2;
     size_t bytes;
-    if (!ferry_mul_size(c, elem, &bytes))
-        return ferry_fail(FERRY_ERR_NO_MEMORY, "shard index: %zu entries overflow", c);
+    if (!ferry_mul_size(c, elem, &bytes)) {
+        ferry_fail(FERRY_ERR_NO_MEMORY, "shard index: %zu entries overflow", c);
+        return FERRY_ERR_NO_MEMORY;
+    }
     void *q = ferry_host_realloc(*p, bytes);
     if (!q)
         return FERRY_ERR_NO_MEMORY;
@@ -264,16 +266,15 @@ static ferry_status add_sample(const char *shard, uint32_t k, const entry *v, si
     *s = (ferry_shard_sample){.shard = k, .label = cls ? cls->label : -1};
     s->problem = !img ? FERRY_SHARD_NO_IMAGE : !cls ? FERRY_SHARD_NO_LABEL :
                  cls->label < 0 ? FERRY_SHARD_BAD_LABEL : FERRY_SHARD_OK;
+    /* The run is not empty: e is the image, else the label. */
+    const entry *e = img ? img : &v[a];
+    s->hdr_off = e->hdr;
     if (img) {
         s->img_off = img->data;
         s->img_size = img->size;
-        s->hdr_off = img->hdr;
-    } else {
-        s->hdr_off = cls->hdr;
     }
     s->cls_off = cls ? cls->hdr : 0;
     /* "SHARD:KEY.png", or "SHARD:KEY" when there is no image. */
-    const entry *e = img ? img : cls;
     size_t nl = strlen(shard), ml = img ? strlen(img->name) : e->key_len;
     void *q = out->names;
     if ((st = grow(&q, &out->names_cap, out->names_len + nl + ml + 2, 1)) != FERRY_OK)

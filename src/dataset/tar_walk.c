@@ -44,10 +44,10 @@ static ferry_status refill(ferry_tar_walk *w, uint64_t off)
             continue;
         if (r < 0)
             return ferry_fail(FERRY_ERR_IO, "%s: read at byte %llu: %s", w->shard,
-                              (unsigned long long)(off + got), strerror(errno));
+                              (unsigned long long)off + got, strerror(errno));
         if (r == 0)
             return ferry_fail(FERRY_ERR_IO, "%s: shrank to %llu bytes while being read",
-                              w->shard, (unsigned long long)(off + got));
+                              w->shard, (unsigned long long)off + got);
         got += (size_t)r;
     }
     w->start = off;
@@ -57,6 +57,7 @@ static ferry_status refill(ferry_tar_walk *w, uint64_t off)
 
 ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const uint8_t **out)
 {
+    *out = w->buf; /* never left unset, whatever happens below */
     if (n > w->cap)
         return ferry_fail(FERRY_ERR_LIMIT, "%s: %zu bytes at byte %llu: over the %zu-byte read "
                           "window", w->shard, n, (unsigned long long)off, w->cap);
@@ -98,7 +99,7 @@ typedef struct pending {
 static ferry_status take_extension(ferry_tar_walk *w, const ferry_tar_header *h, uint64_t hdr_off,
                                    uint64_t data_off, pending *p)
 {
-    const uint8_t *d;
+    const uint8_t *d = NULL;
     if (h->size > w->cap)
         return ferry_fail(FERRY_ERR_LIMIT, "%s: %s header at byte %llu holds %llu bytes, over "
                           "the %zu-byte limit", w->shard, h->kind == FERRY_TAR_PAX ? "pax" :
@@ -147,7 +148,7 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
     pending p = {.first = w->pos};
     *end = false;
     for (;;) {
-        const uint8_t *b;
+        const uint8_t *b = NULL;
         ferry_status st = read_header(w, &b);
         if (st != FERRY_OK)
             return st;
