@@ -75,9 +75,9 @@ check_one() { # name file tests from to
     else
         echo "caught  $name ($last_fail)"; caught=$((caught + 1))
     fi
+    # Restored; the next mutation's build recompiles it along with its own file.
     mv "$work/$file.orig" "$work/$file"
     touch "$work/$file"
-    build || { echo "the tree does not build again after restoring $file"; exit 1; }
 }
 
 name= file= tests= from= to=
