@@ -405,3 +405,12 @@ size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first)
         *first = ds && ds->unreadable ? ds->unreadable_first : NULL;
     return ds ? ds->unreadable : 0;
 }
+
+bool ferry__dataset_uses_scratch(const ferry_dataset *ds)
+{
+    while (ds && ds->vt == &view_vt)
+        ds = ((const view *)ds->impl)->base;
+    /* Memory datasets copy; a user's callbacks are theirs to call, not ours to
+     * call ahead of time. The file-backed kinds decode through the scratch. */
+    return ds && ds->vt != &custom_vt && ds->vt != &memory_vt;
+}

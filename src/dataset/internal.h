@@ -146,6 +146,10 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
                                        size_t bad_count, const char *bad_first,
                                        ferry_dataset **out);
 
+/* Whether get() decodes through ctx->scratch (file-backed datasets, through any
+ * subset or index view): the loader warms each worker's scratch only then. */
+bool ferry__dataset_uses_scratch(const ferry_dataset *ds);
+
 /* Validates a user's config (NULL: defaults). */
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);
 

@@ -6,6 +6,7 @@
 
 #include "device/device_internal.h"
 #include "common/error.h"
+#include "dataset/internal.h" /* ferry__dataset_uses_scratch */
 #include "loader/internal.h"
 
 ferry_loader_config ferry_loader_config_default(void)
@@ -259,7 +260,7 @@ static ferry_status alloc_workers(ferry_loader *l)
  * reports it by name. */
 static ferry_status warm_scratch(ferry_loader *l)
 {
-    if (ferry_dataset_len(l->ds) == 0)
+    if (ferry_dataset_len(l->ds) == 0 || !ferry__dataset_uses_scratch(l->ds))
         return FERRY_OK;
     void *buf = ferry_host_aligned(64, l->sample_bytes);
     if (!buf)
