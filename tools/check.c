@@ -51,7 +51,7 @@ static void *check_worker(void *arg)
             snprintf(msg, sizeof msg, "%s: is not a regular file", path);
         } else if (r != 0) {
             int e = errno;
-            snprintf(msg, sizeof msg, "%s: %s", path, tool_open_error(path, e));
+            snprintf(msg, sizeof msg, "%s: %s", path, ferry__open_error_reason(path, e));
         } else {
             ferry_image_info info;
             ferry_sample_format fmt;

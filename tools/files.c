@@ -46,29 +46,6 @@ static int is_png(const char *s)
     return n > 4 && !strcasecmp(s + n - 4, ".png");
 }
 
-const char *tool_not_regular(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "is a directory, not a file";
-    if (S_ISFIFO(mode))
-        return "is a FIFO (named pipe), not a regular file";
-    if (S_ISSOCK(mode))
-        return "is a socket, not a regular file";
-    if (S_ISCHR(mode) || S_ISBLK(mode))
-        return "is a device, not a regular file";
-    return "is not a regular file";
-}
-
-const char *tool_open_error(const char *path, int err)
-{
-    /* "No such file" for an entry the listing showed: usually a link whose
-     * target is gone, so say that. */
-    struct stat st;
-    if (err == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-        return "dangling symbolic link (its target does not exist)";
-    return strerror(err);
-}
-
 /* The folders above the one being walked, to stop at a link back up the tree
  * (its files are listed already; following it would not end). */
 typedef struct walk_up {
@@ -86,10 +63,10 @@ static int walk_entry(const char *p, const char *name, const walk_up *up, int ke
     struct stat st;
     if (stat(p, &st) != 0) {
         int e = errno;
-        return keep_bad && is_png(name) ? push_why(out, p, tool_open_error(p, e)) : 0;
+        return keep_bad && is_png(name) ? push_why(out, p, ferry__open_error_reason(p, e)) : 0;
     }
     if (S_ISDIR(st.st_mode) && keep_bad && is_png(name))
-        return push_why(out, p, tool_not_regular(st.st_mode)); /* a folder named x.png */
+        return push_why(out, p, ferry__not_regular_reason(st.st_mode)); /* a folder named x.png */
     if (S_ISDIR(st.st_mode)) {
         for (const walk_up *a = up; a; a = a->up)
             if (a->dev == st.st_dev && a->ino == st.st_ino)
@@ -101,7 +78,7 @@ static int walk_entry(const char *p, const char *name, const walk_up *up, int ke
         return 0;
     if (S_ISREG(st.st_mode))
         return push(out, p);
-    return keep_bad ? push_why(out, p, tool_not_regular(st.st_mode)) : 0;
+    return keep_bad ? push_why(out, p, ferry__not_regular_reason(st.st_mode)) : 0;
 }
 
 static int walk(const char *dir, const walk_up *up, int keep_bad, tool_paths *out)
@@ -146,11 +123,11 @@ int tool_collect_png(const char *path, int keep_bad, tool_paths *out)
         int e = errno;
         if (!keep_bad)
             return -1;
-        return push_why(out, path, tool_open_error(path, e));
+        return push_why(out, path, ferry__open_error_reason(path, e));
     }
     if (!S_ISDIR(st.st_mode))
         return S_ISREG(st.st_mode) || !keep_bad ? push(out, path)
-                                                : push_why(out, path, tool_not_regular(st.st_mode));
+                                                : push_why(out, path, ferry__not_regular_reason(st.st_mode));
     walk_up top = {st.st_dev, st.st_ino, NULL};
     return walk(path, &top, keep_bad, out);
 }

@@ -24,10 +24,10 @@ typedef struct tool_paths {
 int tool_collect_png(const char *path, int keep_bad, tool_paths *out);
 void tool_paths_free(tool_paths *p);
 
-/* Why a path cannot be read, in words: mode is not a regular file's; or open()
- * or stat() failed with err (a dangling link is named as such). */
-const char *tool_not_regular(mode_t mode);
-const char *tool_open_error(const char *path, int err);
+/* Why a path cannot be read, in words, as the datasets say it:
+ * ferry__not_regular_reason(mode) and ferry__open_error_reason(path, err)
+ * (src/dataset/internal.h; the tools link libferry.a). */
+#include "dataset/internal.h"
 
 /* Reads a regular file into *buf (grown as needed), never blocking on a FIFO.
  * Returns 0, -1 with errno, -2 when the file is larger than max_bytes, or -3

@@ -187,7 +187,7 @@ static int sample_png(packer *p, size_t i, size_t *n)
     int r = tool_read_file(path, &p->buf, &p->cap, n, 0);
     if (r != 0) {
         fprintf(stderr, PACK ": %s: %s\n", path, r == -3 ? "is not a regular file" :
-                tool_open_error(path, errno));
+                ferry__open_error_reason(path, errno));
         return -1;
     }
     return 0;

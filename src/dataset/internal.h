@@ -10,6 +10,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "common/error.h" /* ferry_now */
 #include "ferry/dataset.h"
 
 /* Seconds on a monotonic clock, for ctx->timing; 0 when timing is off. */
