@@ -277,7 +277,7 @@ deps:
 # layout), which the simulated GPU does not need.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults \
-              test_loader_gpu test_tensor test_ops test_sim test_shards
+              test_loader_gpu test_tensor test_ops test_sim test_shards test_stream
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests

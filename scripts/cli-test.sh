@@ -122,6 +122,7 @@ badval "$f: --compute-ms -1: expected a number from 0 to 1000000" "$ferry" bench
 badval "$f: --seed 1.5: expected an integer from 0 to 18446744073709551615" "$ferry" bench --seed 1.5
 badval "$f: --prefetch 0: expected an integer from 1 to 1024" "$ferry" bench --prefetch 0
 badval "$f: --size 16385: expected an integer from 1 to 16384" "$ferry" bench --size 16385
+badval "$f: --stream 0: expected an integer from 1 to 1000000000" "$ferry" bench --stream 0
 badval "$f: --pin maybe: expected one of on, off, both" "$ferry" bench --pin maybe
 f="ferry bench h2d"
 badval "$f: --reps 0: expected an integer from 1 to 1000" "$ferry" bench h2d --reps 0

@@ -41,6 +41,7 @@ typedef struct bench_opts {
     bool json, digest;
     size_t prefetch;
     size_t limit;             /* > 0: a seeded random subset of this many images */
+    size_t stream;            /* > 0: tar shards in streaming mode, this shuffle buffer */
     size_t size;              /* > 0: images center-cropped (or padded) to size x size */
     size_t crop_pad;          /* > 0: random crop after padding by this much */
     bool flip;                /* random left-right flip */
@@ -151,6 +152,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     c.wire_dtype = wire;
     c.train = false;
     c.prefetch = overlap ? o->prefetch : 1; /* overlap off: nothing is read ahead */
+    c.stream_shuffle_buffer = o->stream;
     /* The device, stream and compute stage first: the clock starts at create,
      * so read-ahead done by the workers is not free. */
     ferry_device dev = ferry_device_default();
@@ -297,6 +299,7 @@ static void usage(FILE *f)
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
+            "                       [--stream B]\n"
             "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
             "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
             "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
@@ -306,6 +309,8 @@ static void usage(FILE *f)
             "            left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
             "              show each row against workers x that rate\n"
+            "  --stream B: tar shards in streaming mode (shards in a seeded order, a shuffle\n"
+            "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
             "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent;\n"
             "  it may also be tar shards: a .tar file or a folder of them (ferry pack)\n");
@@ -352,7 +357,7 @@ static int parse_format(const char *opt, const char *v, bench_opts *o)
 static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--overlap", "--wire",
                                          "--device", "--epochs", "--seed", "--prefetch",
                                          "--compute-ms", "--limit", "--size", "--crop-pad",
-                                         "--plot", "--format", NULL};
+                                         "--plot", "--format", "--stream", NULL};
 
 static int parse_value(bench_opts *o, const char *a, const char *v)
 {
@@ -364,6 +369,7 @@ static int parse_value(bench_opts *o, const char *a, const char *v)
     if (!strcmp(a, "--prefetch")) return cli_size(BENCH, a, v, 1, 1024, &o->prefetch);
     if (!strcmp(a, "--compute-ms")) return cli_double(BENCH, a, v, 0, false, 1e6, &o->compute_ms);
     if (!strcmp(a, "--limit")) return cli_size(BENCH, a, v, 1, 1000000000, &o->limit);
+    if (!strcmp(a, "--stream")) return cli_size(BENCH, a, v, 1, 1000000000, &o->stream);
     if (!strcmp(a, "--size")) return cli_size(BENCH, a, v, 1, 16384, &o->size);
     if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
     if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
@@ -439,6 +445,10 @@ static int parse_args(int argc, char **argv, bench_opts *o)
                 return cli_unknown(BENCH, a, usage);
             o->dir = a;
         }
+    }
+    if (o->stream && o->limit) { /* a subset's indices are not the shards' */
+        fprintf(stderr, BENCH ": --stream reads whole shards; it does not go with --limit\n");
+        return CLI_USAGE;
     }
     o->progress = isatty(2) && !o->json;
     return 0;

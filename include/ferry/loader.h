@@ -69,6 +69,19 @@ typedef struct ferry_loader_config {
     bool persistent_workers;    /* keep threads across epochs; default true */
     bool in_order;              /* deliver batches in sampler order; default true. false: as ready */
     bool train;                 /* random augmentation on; default true */
+    /* Streaming mode, for tar shards (ferry_dataset_shards) larger than the page
+     * cache: > 0 replaces the shuffled order (shuffle = true; random or
+     * distributed sampler) by the shards in a seeded order, their samples
+     * passed through a shuffle buffer of this many entries (a sample comes at
+     * most this many - 1 places before its place in the shards' order), and
+     * each shard is read ahead sequentially (4 MiB past the last read member,
+     * posix_fadvise). The order is computed up front from (seed, epoch, world
+     * size) like every order: independent of num_workers. Memory: the order
+     * as for any sampler plus one entry per shard; the buffer is in place in
+     * the order. Distributed: ranks split the streaming order as they split
+     * the random one (every world_size-th sample), so each rank reads every
+     * shard. Default 0 (off). */
+    size_t stream_shuffle_buffer;
 } ferry_loader_config;
 
 FERRY_API ferry_loader_config ferry_loader_config_default(void);
@@ -158,7 +171,8 @@ typedef struct ferry_loader_state {
     uint64_t sampler;       /* ferry_sampler, resolved (never DEFAULT) */
     bool shuffle, drop_last;
     uint64_t world_size;    /* may differ at restore */
-    uint64_t indices_id;    /* FERRY_SAMPLER_INDICES: a hash of the list; else 0 */
+    uint64_t indices_id;    /* FERRY_SAMPLER_INDICES: a hash of the list; streaming: of
+                             * stream_shuffle_buffer; else 0 */
 } ferry_loader_state;
 
 FERRY_API ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out);

@@ -151,6 +151,18 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
  * subset or index view): the loader warms each worker's scratch only then. */
 bool ferry__dataset_uses_scratch(const ferry_dataset *ds);
 
+/* Shard datasets (shards.c), for the loader's streaming order. The number of
+ * shards, and in *ends each shard's end in the sample index (shard k holds
+ * samples [ends[k-1], ends[k]), ends[-1] = 0; a shard may hold none); 0 and
+ * *ends NULL when ds is no shard dataset (a view of one is not: its indices
+ * are not the shards'). */
+size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends);
+/* Asks get() to advise the kernel to read `bytes` of each shard ahead of the
+ * furthest member read (posix_fadvise WILLNEED, once per `bytes` crossed), for
+ * a mostly sequential order; 0 turns it off. Call it again at each epoch's
+ * start: the furthest point is forgotten. No-op on other datasets. */
+void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes);
+
 /* Validates a user's config (NULL: defaults). */
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);
 

@@ -25,6 +25,9 @@ typedef struct shards {
     size_t nshards;
     ferry_shard_sample *samples; /* owned, n */
     size_t n;
+    size_t *ends;                /* owned, nshards: each shard's end in samples */
+    atomic_size_t readahead;     /* bytes to advise ahead of a read; 0: off */
+    atomic_uint_least64_t *ahead; /* owned, nshards: 1 + the furthest chunk read ahead */
     char *names;                 /* owned: every sample's name */
     size_t nclasses;             /* from a class-names member; 0 without one */
     size_t classes_shard;        /* which shard's member gave the names, and its name */
@@ -77,6 +80,30 @@ static ferry_status sample_problem(const shards *h, const ferry_shard_sample *s)
     }
 }
 
+/* Streaming reads a shard mostly front to back: when a read ends in a chunk
+ * of `readahead` bytes past the furthest one seen in this shard, ask for the
+ * chunk after it, so that the kernel reads it while this one is decoded. The
+ * shuffle buffer sends some reads back over earlier chunks: those ask for
+ * nothing (the furthest only grows, until set_readahead starts a new epoch).
+ * One advice per chunk per shard, whichever worker gets there first. */
+static void read_ahead(const shards *h, const ferry_shard_sample *sp)
+{
+    size_t r = atomic_load_explicit(&h->readahead, memory_order_relaxed);
+    if (!r)
+        return;
+    uint64_t chunk = (sp->img_off + sp->img_size) / r + 1;
+    atomic_uint_least64_t *far = &h->ahead[sp->shard];
+    uint64_t seen = atomic_load_explicit(far, memory_order_relaxed);
+    while (chunk > seen)
+        if (atomic_compare_exchange_weak_explicit(far, &seen, chunk, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            /* Advice only: a failure costs speed, never data. */
+            (void)posix_fadvise(h->fds[sp->shard], (off_t)(chunk * r), (off_t)r,
+                                POSIX_FADV_WILLNEED);
+            return;
+        }
+}
+
 /* The image member's bytes into s->file, within the size limit. */
 static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s)
 {
@@ -86,6 +113,7 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
         return ferry_fail(FERRY_ERR_LIMIT, "%s: member at byte %llu is %llu bytes, over the limit "
                           "of %zu", name, (unsigned long long)sp->hdr_off,
                           (unsigned long long)sp->img_size, max);
+    read_ahead(h, sp);
     return ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
 }
 
@@ -149,6 +177,8 @@ static void shards_free(shards *h)
     ferry_host_free(h->paths);
     ferry_host_free(h->fds);
     ferry_host_free(h->samples);
+    ferry_host_free(h->ends);
+    ferry_host_free(h->ahead);
     ferry_host_free(h->names);
     ferry_host_free(h);
 }
@@ -161,6 +191,29 @@ static void shards_destroy(ferry_dataset *ds)
 
 static const ferry_dataset_vtable shards_vt = {shards_get, shards_label, shards_name,
                                                shards_destroy};
+
+size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends)
+{
+    *ends = NULL;
+    if (!ds || ds->vt != &shards_vt)
+        return 0;
+    const shards *h = ds->impl;
+    *ends = h->ends;
+    return h->nshards;
+}
+
+void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
+{
+    if (!ds || ds->vt != &shards_vt)
+        return;
+    shards *h = ds->impl;
+    for (size_t i = 0; i < h->nshards; i++) {
+        atomic_store(&h->ahead[i], 0);
+        /* SEQUENTIAL doubles the kernel's own read-ahead window; NORMAL undoes it. */
+        (void)posix_fadvise(h->fds[i], 0, 0, bytes ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL);
+    }
+    atomic_store(&h->readahead, bytes);
+}
 
 /* ---- create ---- */
 
@@ -251,16 +304,20 @@ static ferry_status merge_parts(shards *h, ferry_shard_part *parts, char ***clas
                           h->nshards);
     h->samples = ferry_host_malloc(n * sizeof *h->samples);
     h->names = ferry_host_malloc(names);
-    if (!h->samples || !h->names)
+    h->ends = ferry_host_malloc(h->nshards * sizeof *h->ends);
+    h->ahead = ferry_host_calloc(h->nshards, sizeof *h->ahead);
+    if (!h->samples || !h->names || !h->ends || !h->ahead)
         return FERRY_ERR_NO_MEMORY;
     for (size_t i = 0, at = 0, nat = 0; i < h->nshards; i++) {
         for (size_t j = 0; j < parts[i].n; j++) {
             h->samples[at + j] = parts[i].samples[j];
             h->samples[at + j].name += nat;
         }
-        memcpy(h->names + nat, parts[i].names, parts[i].names_len);
+        if (parts[i].names_len) /* an empty shard has no names (NULL) */
+            memcpy(h->names + nat, parts[i].names, parts[i].names_len);
         at += parts[i].n;
         nat += parts[i].names_len;
+        h->ends[i] = at;
     }
     h->n = n;
     if (with_classes < h->nshards) {
@@ -409,6 +466,7 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
     shards *h = ferry_host_calloc(1, sizeof *h);
     if (!h)
         return FERRY_ERR_NO_MEMORY;
+    atomic_init(&h->readahead, 0);
     ferry_status st = ferry__image_config_check(cfg, &h->cfg);
     if (st == FERRY_OK)
         st = ferry__shard_paths(paths, n, &h->paths, &h->nshards);

@@ -9,6 +9,10 @@
 #include "dataset/internal.h" /* ferry__dataset_uses_scratch */
 #include "loader/internal.h"
 
+/* Streaming mode reads each shard this far ahead of the last member read:
+ * several members of ImageNet-sized images, little against the page cache. */
+#define STREAM_READAHEAD ((size_t)4 << 20)
+
 ferry_loader_config ferry_loader_config_default(void)
 {
     ferry_loader_config c;
@@ -293,6 +297,8 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
         l->resumed_from = 0;
         ferry_sampler_order(&l->plan, epoch, l->order, l->order_scratch);
     }
+    if (l->stream_perm) /* the shards are read from their start again */
+        ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
     FERRY_ASSERT(first_batch <= l->num_batches);
     l->next_assign = first_batch;
     l->next_deliver = first_batch;
@@ -341,6 +347,20 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     return l;
 }
 
+/* Streaming mode: the shard boundaries for the sampler. */
+static ferry_status plan_stream(ferry_loader *l)
+{
+    const size_t *ends;
+    size_t k = ferry__dataset_shard_ends(l->ds, &ends);
+    if (!k)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset of "
+                          "tar shards (ferry_dataset_shards), not a view or another kind");
+    if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
+        return FERRY_ERR_NO_MEMORY;
+    ferry_sampler_plan_stream(&l->plan, ends, k, l->stream_perm);
+    return FERRY_OK; /* read-ahead goes on at each epoch's start */
+}
+
 /* The sampler (with the loader's own copy of cfg->indices), the epoch's length
  * and batch count, and the slot count and batch size those allow. */
 static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg, size_t len)
@@ -355,6 +375,8 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
         l->cfg.indices = l->own_indices;
     }
     ferry_status st = ferry_sampler_plan_init(&l->plan, &plan_cfg, len);
+    if (st == FERRY_OK && cfg->stream_shuffle_buffer)
+        st = plan_stream(l);
     if (st != FERRY_OK)
         return st;
     l->epoch_len = l->full_epoch_len = ferry_sampler_len(&l->plan);
@@ -480,6 +502,9 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_host_free(l->slots);
     ferry_host_free(l->order);
     ferry_host_free(l->order_scratch);
+    if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
+        ferry__dataset_set_readahead(l->ds, 0);
+    ferry_host_free(l->stream_perm);
     ferry_host_free(l->own_indices);
     ferry_dataset_destroy(l->ds);
     pthread_cond_destroy(&l->work_cv);

@@ -46,7 +46,22 @@ ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loade
     default:
         return ferry_fail(FERRY_ERR_INVALID_ARG, "sampler: unknown sampler kind %d", (int)cfg->sampler);
     }
+    plan->stream_buffer = cfg->stream_shuffle_buffer;
+    /* Streaming replaces the full shuffle of the random order (over all ranks
+     * for the distributed sampler); a fixed order has nothing to stream. */
+    if (plan->stream_buffer && (!plan->shuffle || plan->kind == FERRY_SAMPLER_INDICES))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "sampler: stream_shuffle_buffer %zu needs a "
+                          "shuffled order (shuffle = true with the default, random or distributed "
+                          "sampler)", plan->stream_buffer);
     return FERRY_OK;
+}
+
+void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends, size_t nshards,
+                               size_t *perm)
+{
+    plan->shard_ends = shard_ends;
+    plan->nshards = nshards;
+    plan->shard_perm = perm;
 }
 
 size_t ferry_sampler_len(const ferry_sampler_plan *plan)
@@ -75,6 +90,46 @@ static void shuffle(size_t *a, size_t n, uint64_t seed, uint64_t epoch)
     }
 }
 
+/* The streaming order of all n samples: the shards in a seeded order, each
+ * one's samples in index order (the "sequential stream"), through a shuffle
+ * buffer of B entries. The buffer works in place: before output i is chosen,
+ * a[i, i + B) holds the buffer (what is left of it, and the next stream
+ * sample, already in place at a[i + B - 1]); output i is a seeded pick among
+ * them, swapped to a[i]. So a sample comes at most B - 1 places before its
+ * place in the stream, and the shards are read nearly front to back. The
+ * shard order and the picks draw from two Philox streams of (seed, epoch), so
+ * B = 1 shows the stream itself. */
+static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epoch)
+{
+    size_t k = plan->nshards, n = plan->dataset_len, B = plan->stream_buffer, at = 0;
+    for (size_t s = 0; s < k; s++)
+        plan->shard_perm[s] = s;
+    shuffle(plan->shard_perm, k, plan->seed, epoch);
+    for (size_t s = 0; s < k; s++) {
+        size_t sh = plan->shard_perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
+        for (size_t i = first; i < plan->shard_ends[sh]; i++)
+            a[at++] = i;
+    }
+    ferry_rng r;
+    ferry_rng_init(&r, plan->seed, FERRY_RNG_SHUFFLE | epoch, 1);
+    for (size_t i = 0; i + 1 < n; i++) {
+        size_t w = n - i < B ? n - i : B;
+        size_t j = i + (size_t)ferry_rng_below(&r, w), t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* The epoch's shuffled order of a[0, n) (a holds 0..n-1): a full shuffle, or
+ * the streaming order. */
+static void permute(const ferry_sampler_plan *plan, size_t *a, size_t n, uint64_t epoch)
+{
+    if (plan->stream_buffer && plan->shard_perm)
+        stream_order(plan, a, epoch);
+    else
+        shuffle(a, n, plan->seed, epoch);
+}
+
 void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t *out,
                          size_t *scratch)
 {
@@ -87,7 +142,7 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
     case FERRY_SAMPLER_RANDOM:
         for (size_t i = 0; i < n; i++)
             out[i] = i;
-        shuffle(out, n, plan->seed, epoch);
+        permute(plan, out, n, epoch);
         break;
     case FERRY_SAMPLER_INDICES:
         memcpy(out, plan->indices, plan->num_indices * sizeof *out);
@@ -101,7 +156,7 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
         for (size_t i = 0; i < n; i++)
             scratch[i] = i;
         if (plan->shuffle)
-            shuffle(scratch, n, plan->seed, epoch);
+            permute(plan, scratch, n, epoch);
         size_t per_rank = n ? ferry_sampler_len(plan) : 0; /* an empty dataset has no share */
         for (size_t k = 0; k < per_rank; k++) {
             size_t pos = k * plan->world_size + plan->rank;
@@ -125,7 +180,7 @@ static size_t global_order(const ferry_sampler_plan *plan, uint64_t epoch, size_
     for (size_t i = 0; i < plan->dataset_len; i++)
         g[i] = i;
     if (plan->shuffle)
-        shuffle(g, plan->dataset_len, plan->seed, epoch);
+        permute(plan, g, plan->dataset_len, epoch);
     return plan->dataset_len;
 }
 

@@ -15,12 +15,25 @@ typedef struct ferry_sampler_plan {
     const size_t *indices;  /* FERRY_SAMPLER_INDICES (owned by the loader) */
     size_t num_indices;
     size_t rank, world_size;
+    /* Streaming (stream_buffer > 0, shard datasets): the shards in a seeded
+     * order, their samples through a shuffle buffer of stream_buffer entries.
+     * shard_ends as ferry__dataset_shard_ends gives it; shard_perm: nshards
+     * entries of the loader's, rewritten by each order. */
+    size_t stream_buffer;
+    const size_t *shard_ends;
+    size_t nshards;
+    size_t *shard_perm;
 } ferry_sampler_plan;
 
 /* Validates cfg's sampler fields against the dataset length and fills plan
  * (indices are borrowed from cfg). */
 ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loader_config *cfg,
                                      size_t dataset_len);
+
+/* Streaming mode for a shard dataset (cfg->stream_shuffle_buffer > 0, checked
+ * by plan_init): the shard boundaries, and perm (nshards entries) to work in. */
+void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends, size_t nshards,
+                               size_t *perm);
 
 /* Samples per epoch. */
 size_t ferry_sampler_len(const ferry_sampler_plan *plan);

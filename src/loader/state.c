@@ -59,8 +59,12 @@ uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
     return h;
 }
 
+/* The index list's hash; in streaming mode (no list) the shuffle buffer's
+ * size, which changes the order as a list would. */
 static uint64_t indices_id(const ferry_loader *l)
 {
+    if (l->plan.stream_buffer)
+        return fnv_u64(0x53545245414d0000ull, (uint64_t)l->plan.stream_buffer);
     if (l->plan.kind != FERRY_SAMPLER_INDICES)
         return 0;
     return fnv(0xcbf29ce484222325ull, l->plan.indices, l->plan.num_indices * sizeof(size_t));
@@ -129,7 +133,7 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
         {"shuffle", st->shuffle, me.shuffle},
         {"drop_last", st->drop_last, me.drop_last},
         {"seed", st->seed, me.seed},
-        {"indices", st->indices_id, me.indices_id},
+        {"indices (or stream_shuffle_buffer)", st->indices_id, me.indices_id},
     };
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].saved != f[i].here)
