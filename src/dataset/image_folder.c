@@ -13,37 +13,6 @@
 #include "common/error.h"
 #include "dataset/internal.h"
 
-typedef struct name_list {
-    char **v;
-    size_t n, cap;
-} name_list;
-
-static void names_free(name_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        ferry_host_free(l->v[i]);
-    ferry_host_free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static ferry_status names_push(name_list *l, char *s)
-{
-    if (!s)
-        return FERRY_ERR_NO_MEMORY;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 64;
-        char **v = ferry_host_realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            ferry_host_free(s);
-            return FERRY_ERR_NO_MEMORY;
-        }
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = s;
-    return FERRY_OK;
-}
-
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -117,7 +86,7 @@ static ferry_status entry_problem(const char *dir, const struct dirent *e, const
  * link, a folder or FIFO named x.png) stays in the list, so that it fails by
  * name when its sample is loaded (or is skipped and counted under the skip
  * policy) instead of vanishing; it is counted in *bad. */
-static ferry_status list_dir(const char *dir, int want_dirs, name_list *out, unreadable *bad)
+static ferry_status list_dir(const char *dir, int want_dirs, ferry_str_list *out, unreadable *bad)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -134,14 +103,14 @@ static ferry_status list_dir(const char *dir, int want_dirs, name_list *out, unr
         if (want_dirs) {
             int is_dir = 0;
             if ((st = entry_is_dir(dir, e, &is_dir)) == FERRY_OK && is_dir)
-                st = names_push(out, ferry_host_strdup(e->d_name));
+                st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
             continue;
         }
         if (!is_png_name(e->d_name))
             continue;
         const char *why = NULL;
         if ((st = entry_problem(dir, e, &why)) == FERRY_OK)
-            st = names_push(out, ferry_host_strdup(e->d_name));
+            st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
         if (st != FERRY_OK || !why)
             continue;
         nbad++;
@@ -152,7 +121,7 @@ static ferry_status list_dir(const char *dir, int want_dirs, name_list *out, unr
     }
     closedir(d);
     if (st != FERRY_OK) {
-        names_free(out);
+        ferry__str_list_free(out);
         return st;
     }
     /* Folders are listed in path order, so the first folder with any holds the first. */
@@ -174,19 +143,19 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
         return st;
-    name_list classes = {0}, paths = {0};
+    ferry_str_list classes = {0}, paths = {0};
     int64_t *labels = NULL;
     size_t labels_cap = 0;
     unreadable bad = {0};
     if ((st = list_dir(root, 1, &classes, &bad)) != FERRY_OK)
         return st;
     if (classes.n == 0) {
-        names_free(&classes);
+        ferry__str_list_free(&classes);
         return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no class folders in the image folder", root);
     }
     for (size_t k = 0; k < classes.n && st == FERRY_OK; k++) {
         char *dir = join(root, classes.v[k]);
-        name_list files = {0};
+        ferry_str_list files = {0};
         if (!dir) {
             st = FERRY_ERR_NO_MEMORY;
             break;
@@ -206,14 +175,14 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
         }
         for (size_t i = 0; st == FERRY_OK && i < files.n; i++) {
             labels[paths.n] = (int64_t)k;
-            st = names_push(&paths, join(dir, files.v[i]));
+            st = ferry__str_list_push(&paths, join(dir, files.v[i]));
         }
-        names_free(&files);
+        ferry__str_list_free(&files);
         ferry_host_free(dir);
     }
     if (st != FERRY_OK) {
-        names_free(&classes);
-        names_free(&paths);
+        ferry__str_list_free(&classes);
+        ferry__str_list_free(&paths);
         ferry_host_free(labels);
         return st;
     }

@@ -147,6 +147,15 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
                                        size_t bad_count, const char *bad_first,
                                        ferry_dataset **out);
 
+/* A growing list of owned strings (str_list.c): folder and shard listings. */
+typedef struct ferry_str_list {
+    char **v;
+    size_t n, cap;
+} ferry_str_list;
+void ferry__str_list_free(ferry_str_list *l);
+/* Takes s (ferry_host_malloc'd); NULL s means its allocation failed. */
+ferry_status ferry__str_list_push(ferry_str_list *l, char *s);
+
 /* Whether get() decodes through ctx->scratch (file-backed datasets, through any
  * subset or index view): the loader warms each worker's scratch only then. */
 bool ferry__dataset_uses_scratch(const ferry_dataset *ds);

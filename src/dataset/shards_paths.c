@@ -11,38 +11,6 @@
 #include "dataset/internal.h"
 #include "dataset/shards.h"
 
-typedef struct path_list {
-    char **v;
-    size_t n, cap;
-} path_list;
-
-static void list_free(path_list *l)
-{
-    for (size_t i = 0; i < l->n; i++)
-        ferry_host_free(l->v[i]);
-    ferry_host_free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-/* Takes s (NULL: out of memory). */
-static ferry_status push(path_list *l, char *s)
-{
-    if (!s)
-        return FERRY_ERR_NO_MEMORY;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        char **v = ferry_host_realloc(l->v, cap * sizeof *v);
-        if (!v) {
-            ferry_host_free(s);
-            return FERRY_ERR_NO_MEMORY;
-        }
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = s;
-    return FERRY_OK;
-}
-
 /* dir "/" name; dir of length dn (a prefix of a longer string is fine). */
 static char *join(const char *dir, size_t dn, const char *name, size_t nn)
 {
@@ -70,7 +38,7 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* The folder's *.tar entries (hidden ones left out), sorted bytewise. */
-static ferry_status add_folder(const char *dir, path_list *l)
+static ferry_status add_folder(const char *dir, ferry_str_list *l)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -80,7 +48,7 @@ static ferry_status add_folder(const char *dir, path_list *l)
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL)
         if (e->d_name[0] != '.' && is_tar_name(e->d_name))
-            st = push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
+            st = ferry__str_list_push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
     closedir(d);
     if (st != FERRY_OK)
         return st;
@@ -92,7 +60,7 @@ static ferry_status add_folder(const char *dir, path_list *l)
 
 /* One shard path a line, relative to the list file's folder; blank lines and
  * '#' comments skipped. */
-static ferry_status add_list_file(const char *path, path_list *l)
+static ferry_status add_list_file(const char *path, ferry_str_list *l)
 {
     ferry_scratch *s = NULL;
     size_t n = 0, first = l->n;
@@ -118,7 +86,7 @@ static ferry_status add_list_file(const char *path, path_list *l)
             st = ferry_fail(FERRY_ERR_FORMAT, "%s: a line holds a NUL byte (not a list of "
                             "shard paths)", path);
         else
-            st = push(l, line[0] == '/' ? join("", 0, line, len) : join(path, dn, line, len));
+            st = ferry__str_list_push(l, line[0] == '/' ? join("", 0, line, len) : join(path, dn, line, len));
     }
     ferry_scratch_destroy(s);
     if (st == FERRY_OK && l->n == first)
@@ -126,7 +94,7 @@ static ferry_status add_list_file(const char *path, path_list *l)
     return st;
 }
 
-static ferry_status add_path(const char *p, path_list *l)
+static ferry_status add_path(const char *p, ferry_str_list *l)
 {
     struct stat sb;
     if (stat(p, &sb) != 0)
@@ -135,7 +103,7 @@ static ferry_status add_path(const char *p, path_list *l)
     if (S_ISDIR(sb.st_mode))
         return add_folder(p, l);
     if (is_tar_name(p))
-        return push(l, ferry_host_strdup(p));
+        return ferry__str_list_push(l, ferry_host_strdup(p));
     if (S_ISREG(sb.st_mode))
         return add_list_file(p, l);
     return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", p, ferry__not_regular_reason(sb.st_mode));
@@ -143,13 +111,13 @@ static ferry_status add_path(const char *p, path_list *l)
 
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout)
 {
-    path_list l = {0};
+    ferry_str_list l = {0};
     ferry_status st = FERRY_OK;
     for (size_t i = 0; i < n && st == FERRY_OK; i++)
         st = paths[i] ? add_path(paths[i], &l)
                       : ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: paths[%zu] is NULL", i);
     if (st != FERRY_OK) {
-        list_free(&l);
+        ferry__str_list_free(&l);
         return st;
     }
     *out = l.v;
