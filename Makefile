@@ -156,7 +156,7 @@ $(OBJ): CFLAGS += $(LIB_CFLAGS)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
-HARNESS  := $(BUILD)/obj/tests/harness.o
+HARNESS  := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/harness_tar.o
 DRILL    := $(BUILD)/tests/dist_drill
 # Test and sample objects are kept, not deleted as intermediates after linking.
 .SECONDARY: $(TESTS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o) $(HARNESS) \

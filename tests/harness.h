@@ -129,4 +129,34 @@ void *ft_read_file(const char *path, size_t *n);
  * repository), or NULL when absent. */
 const char *ft_pngsuite_dir(void);
 
+/* ---- tar shards (harness_tar.c): a writer of our own, independent of the
+ * library's reader ---- */
+typedef struct ft_tar {
+    uint8_t *d;
+    size_t n, cap;
+} ft_tar;
+
+typedef struct ft_tar_opts {
+    const char *prefix;  /* POSIX ustar prefix field */
+    bool gnu_magic;      /* "ustar  \0" instead of "ustar\0" "00" */
+    bool base256;        /* size in GNU base-256 */
+    bool signed_sum;     /* checksum as old tars summed (signed chars) */
+    const char *uname;   /* owner name: non-ASCII bytes make the two sums differ */
+} ft_tar_opts;
+
+void ft_tar_put(ft_tar *t, const void *p, size_t n);
+void ft_tar_pad(ft_tar *t);                 /* zeros to the next 512-byte block */
+/* Each appends and returns the offset of the (first) header written. */
+size_t ft_tar_header(ft_tar *t, const char *name, char type, uint64_t size, const ft_tar_opts *o);
+size_t ft_tar_file_opts(ft_tar *t, const char *name, const void *data, size_t n, const ft_tar_opts *o);
+size_t ft_tar_file(ft_tar *t, const char *name, const void *data, size_t n);
+size_t ft_tar_text(ft_tar *t, const char *name, const char *text);
+size_t ft_tar_pax(ft_tar *t, char type, const char *const *kv, size_t nkv); /* "key=value" pairs */
+size_t ft_tar_longname(ft_tar *t, const char *name);                         /* GNU ././@LongLink */
+void ft_tar_end(ft_tar *t);                 /* the two zero blocks */
+/* Writes the tar to ft_tmp(rel) and frees it; the path. _gz: gzip-compressed,
+ * as `members` gzip members one after the other (1: as gzip writes it). */
+const char *ft_tar_save(ft_tar *t, const char *rel);
+const char *ft_tar_save_gz(ft_tar *t, const char *rel, size_t members);
+
 #endif

@@ -11,136 +11,6 @@
 #include "harness.h"
 #include "common/error.h"
 
-/* ---- a tiny tar writer, independent of the library's reader ---- */
-typedef struct tarbuf {
-    uint8_t *d;
-    size_t n, cap;
-} tarbuf;
-
-static void tb_put(tarbuf *t, const void *p, size_t n)
-{
-    if (t->n + n > t->cap) {
-        t->cap = (t->n + n) * 2 + 4096;
-        t->d = realloc(t->d, t->cap);
-        ASSERT(t->d);
-    }
-    memcpy(t->d + t->n, p, n);
-    t->n += n;
-}
-
-static void tb_pad(tarbuf *t)
-{
-    static const uint8_t zero[512];
-    if (t->n % 512)
-        tb_put(t, zero, 512 - t->n % 512);
-}
-
-typedef struct hdr_opts {
-    const char *prefix;  /* POSIX ustar prefix field */
-    bool gnu_magic;      /* "ustar  \0" instead of "ustar\0" "00" */
-    bool base256;        /* size in GNU base-256 */
-    bool signed_sum;     /* checksum as old tars summed (signed chars) */
-    const char *uname;   /* owner name: non-ASCII bytes make the two sums differ */
-} hdr_opts;
-
-/* Appends a header; returns its offset. */
-static size_t tb_header(tarbuf *t, const char *name, char type, uint64_t size, const hdr_opts *o)
-{
-    uint8_t h[512] = {0};
-    hdr_opts none = {0};
-    if (!o)
-        o = &none;
-    size_t at = t->n;
-    memcpy(h, name, strlen(name) < 100 ? strlen(name) : 100);
-    memcpy(h + 100, "0000644", 8);
-    memcpy(h + 108, "0000000", 8);
-    memcpy(h + 116, "0000000", 8);
-    if (o->base256) {
-        h[124] = 0x80;
-        for (int k = 0; k < 8; k++)
-            h[135 - k] = (uint8_t)(size >> (8 * k));
-    } else {
-        snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)size);
-    }
-    memcpy(h + 136, "14500000000", 12);
-    h[156] = (uint8_t)type;
-    if (o->gnu_magic)
-        memcpy(h + 257, "ustar  ", 8);
-    else
-        memcpy(h + 257, "ustar\0" "00", 8);
-    if (o->uname)
-        memcpy(h + 265, o->uname, strlen(o->uname));
-    if (o->prefix)
-        memcpy(h + 345, o->prefix, strlen(o->prefix));
-    memset(h + 148, ' ', 8);
-    long sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += o->signed_sum ? (long)(int8_t)h[i] : (long)h[i];
-    snprintf((char *)h + 148, 8, "%06lo", sum);
-    tb_put(t, h, 512);
-    return at;
-}
-
-static size_t tb_file_opts(tarbuf *t, const char *name, const void *data, size_t n, const hdr_opts *o)
-{
-    size_t at = tb_header(t, name, '0', n, o);
-    tb_put(t, data, n);
-    tb_pad(t);
-    return at;
-}
-
-static size_t tb_file(tarbuf *t, const char *name, const void *data, size_t n)
-{
-    return tb_file_opts(t, name, data, n, NULL);
-}
-
-static size_t tb_text(tarbuf *t, const char *name, const char *text)
-{
-    return tb_file(t, name, text, strlen(text));
-}
-
-/* A pax extended header holding the given "key=value" pairs. */
-static size_t tb_pax(tarbuf *t, char type, const char *const *kv, size_t nkv)
-{
-    char rec[4096];
-    size_t used = 0;
-    for (size_t i = 0; i < nkv; i++) {
-        size_t body = strlen(kv[i]) + 2; /* ' ' and '\n' */
-        size_t len = body + 1;
-        while (snprintf(NULL, 0, "%zu", len) + body != len)
-            len++;
-        used += (size_t)snprintf(rec + used, sizeof rec - used, "%zu %s\n", len, kv[i]);
-    }
-    size_t at = tb_header(t, "PaxHeaders/x", type, used, NULL);
-    tb_put(t, rec, used);
-    tb_pad(t);
-    return at;
-}
-
-static size_t tb_longname(tarbuf *t, const char *name)
-{
-    hdr_opts g = {.gnu_magic = true};
-    size_t at = tb_header(t, "././@LongLink", 'L', strlen(name) + 1, &g);
-    tb_put(t, name, strlen(name) + 1);
-    tb_pad(t);
-    return at;
-}
-
-static void tb_end(tarbuf *t)
-{
-    static const uint8_t zero[1024];
-    tb_put(t, zero, sizeof zero);
-}
-
-static const char *tb_save(tarbuf *t, const char *rel)
-{
-    const char *p = ft_tmp(rel);
-    ft_write_file(p, t->d, t->n);
-    free(t->d);
-    memset(t, 0, sizeof *t);
-    return p;
-}
-
 /* ---- the reference: the same PNGs as an image folder ---- */
 enum { N = 12, IW = 7, IH = 5 };
 static const int64_t labels[N] = {0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2};
@@ -173,37 +43,37 @@ static void make_reference(void)
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("ref"), NULL, &ref));
 }
 
-static void write_label(tarbuf *t, size_t i, const char *fmt_key)
+static void write_label(ft_tar *t, size_t i, const char *fmt_key)
 {
     char name[128], lab[16];
     snprintf(name, sizeof name, fmt_key, i);
     strcat(name, ".cls");
     snprintf(lab, sizeof lab, "%lld", (long long)labels[i]);
-    tb_text(t, name, lab);
+    ft_tar_text(t, name, lab);
 }
 
-static void write_image(tarbuf *t, size_t i, const char *fmt_key)
+static void write_image(ft_tar *t, size_t i, const char *fmt_key)
 {
     char name[128];
     snprintf(name, sizeof name, fmt_key, i);
     strcat(name, ".png");
-    tb_file(t, name, png[i], png_n[i]);
+    ft_tar_file(t, name, png[i], png_n[i]);
 }
 
 /* Samples [a, b) with keys "%06zu", members in a scrambled order. */
 static const char *write_shard(const char *rel, size_t a, size_t b, const char *classes)
 {
-    tarbuf t = {0};
+    ft_tar t = {0};
     if (classes)
-        tb_text(&t, "__classes__.txt", classes);
+        ft_tar_text(&t, "__classes__.txt", classes);
     for (size_t i = b; i-- > a;)
         write_label(&t, i, "%06zu");
     for (size_t i = a + 1; i < b; i += 2) /* odd offsets first, then even */
         write_image(&t, i, "%06zu");
     for (size_t i = a; i < b; i += 2)
         write_image(&t, i, "%06zu");
-    tb_end(&t);
-    return tb_save(&t, rel);
+    ft_tar_end(&t);
+    return ft_tar_save(&t, rel);
 }
 
 /* Every sample of ds equals the reference's [first, first + len(ds)). */
@@ -295,7 +165,7 @@ TEST(shards_from_a_folder_a_list_file_and_paths_keep_their_order)
     ft_write_file(ft_tmp("empty/x.png"), "", 0);
     const char *empty = ft_tmp("empty");
     ASSERT_STATUS(ferry_dataset_shards(&empty, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "no .tar files");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "no shards (.tar, .tar.gz or .tgz files)");
     ASSERT_STATUS(ferry_dataset_shards(NULL, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_dataset_shards(&empty, 0, NULL, &ds), FERRY_ERR_INVALID_ARG);
 }
@@ -361,29 +231,29 @@ TEST(loader_batches_equal_the_folders_for_any_worker_count)
 /* A shard whose keys 1..4 cannot be loaded, each for its own reason. */
 static const char *write_incomplete(size_t *hdr_of_cls3, size_t *hdr_of_png1)
 {
-    tarbuf t = {0};
-    tb_text(&t, "classes.txt", "a\nb\nc\n");
+    ft_tar t = {0};
+    ft_tar_text(&t, "classes.txt", "a\nb\nc\n");
     for (size_t i = 0; i < 7; i++) {
         char name[32];
         if (i != 2) { /* 2: no image */
             snprintf(name, sizeof name, "%06zu.png", i);
             size_t at;
             if (i == 4) /* 4: a corrupt PNG (cut short) */
-                at = tb_file(&t, name, png[i], png_n[i] / 2);
+                at = ft_tar_file(&t, name, png[i], png_n[i] / 2);
             else
-                at = tb_file(&t, name, png[i], png_n[i]);
+                at = ft_tar_file(&t, name, png[i], png_n[i]);
             if (i == 1)
                 *hdr_of_png1 = at;
         }
         snprintf(name, sizeof name, "%06zu.cls", i);
         if (i == 1) /* 1: no label */
             continue;
-        size_t at = tb_text(&t, name, i == 3 ? "seven" : i == 5 ? "9" : i == 6 ? " 2\n" : "1");
+        size_t at = ft_tar_text(&t, name, i == 3 ? "seven" : i == 5 ? "9" : i == 6 ? " 2\n" : "1");
         if (i == 3)
             *hdr_of_cls3 = at;
     }
-    tb_end(&t);
-    return tb_save(&t, "incomplete.tar");
+    ft_tar_end(&t);
+    return ft_tar_save(&t, "incomplete.tar");
 }
 
 static void assert_get_fails(ferry_dataset *ds, size_t i, ferry_status want, const char *name,
@@ -479,17 +349,17 @@ TEST(an_image_over_the_size_limit_fails_when_loaded)
 }
 
 /* A one-sample shard body (000000.png and .cls); returns the png header's offset. */
-static size_t one_sample(tarbuf *t)
+static size_t one_sample(ft_tar *t)
 {
-    tb_text(t, "000000.cls", "0");
-    return tb_file(t, "000000.png", png[0], png_n[0]);
+    ft_tar_text(t, "000000.cls", "0");
+    return ft_tar_file(t, "000000.png", png[0], png_n[0]);
 }
 
 /* Create must fail with want, naming the shard and each of the needles. */
-static void assert_create_fails(tarbuf *t, const char *rel, ferry_status want, const char *n1,
+static void assert_create_fails(ft_tar *t, const char *rel, ferry_status want, const char *n1,
                                 const char *n2)
 {
-    const char *p = tb_save(t, rel);
+    const char *p = ft_tar_save(t, rel);
     ferry_dataset *ds = NULL;
     ASSERT_STATUS(ferry_dataset_shards(&p, 1, NULL, &ds), want);
     ASSERT(ds == NULL);
@@ -502,12 +372,12 @@ static void assert_create_fails(tarbuf *t, const char *rel, ferry_status want, c
 TEST(corrupt_shards_fail_at_create_naming_member_and_offset)
 {
     make_reference();
-    tarbuf t = {0};
+    ft_tar t = {0};
     char at[64];
 
     size_t h = one_sample(&t);
     t.d[h + 10] ^= 0x20; /* a flipped bit in the name: the checksum no longer matches */
-    tb_end(&t);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "header at byte %zu", h);
     assert_create_fails(&t, "bad_sum.tar", FERRY_ERR_FORMAT, at, "bad header checksum");
 
@@ -518,7 +388,7 @@ TEST(corrupt_shards_fail_at_create_naming_member_and_offset)
     ASSERT_STR_CONTAINS(ferry_last_error(), at);
 
     one_sample(&t);
-    tb_text(&t, "000001.cls", "0");
+    ft_tar_text(&t, "000001.cls", "0");
     t.n -= 512 + 300; /* cut inside the last header */
     assert_create_fails(&t, "cut_header.tar", FERRY_ERR_FORMAT, "truncated inside the header", NULL);
 
@@ -526,25 +396,25 @@ TEST(corrupt_shards_fail_at_create_naming_member_and_offset)
     assert_create_fails(&t, "no_end.tar", FERRY_ERR_FORMAT, "without the end-of-archive", NULL);
 
     one_sample(&t);
-    h = tb_header(&t, "000001.png", '2', 0, NULL);
-    tb_end(&t);
+    h = ft_tar_header(&t, "000001.png", '2', 0, NULL);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "000001.png at byte %zu", h);
     assert_create_fails(&t, "symlink.tar", FERRY_ERR_FORMAT, at, "symbolic link");
 
     one_sample(&t);
-    h = tb_header(&t, "000001.png", '1', 0, NULL);
-    tb_end(&t);
+    h = ft_tar_header(&t, "000001.png", '1', 0, NULL);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "000001.png at byte %zu", h);
     assert_create_fails(&t, "hardlink.tar", FERRY_ERR_FORMAT, at, "hard link");
 
     one_sample(&t);
-    tb_header(&t, "000001.png", '6', 0, NULL);
-    tb_end(&t);
+    ft_tar_header(&t, "000001.png", '6', 0, NULL);
+    ft_tar_end(&t);
     assert_create_fails(&t, "fifo.tar", FERRY_ERR_FORMAT, "000001.png", "a FIFO");
 
     h = one_sample(&t);
-    size_t h2 = tb_file(&t, "000000.PNG", png[1], png_n[1]);
-    tb_end(&t);
+    size_t h2 = ft_tar_file(&t, "000000.PNG", png[1], png_n[1]);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "000000.png at byte %zu", h);
     char at2[64];
     snprintf(at2, sizeof at2, "000000.PNG at byte %zu", h2);
@@ -552,48 +422,52 @@ TEST(corrupt_shards_fail_at_create_naming_member_and_offset)
     ASSERT_STR_CONTAINS(ferry_last_error(), "duplicate key");
 
     one_sample(&t);
-    h = tb_header(&t, "000001.png", '0', 10, NULL);
+    h = ft_tar_header(&t, "000001.png", '0', 10, NULL);
     memcpy(t.d + h + 124, "12x45678901", 11); /* the size field, checksum fixed below */
     memset(t.d + h + 148, ' ', 8);
     long sum = 0;
     for (int i = 0; i < 512; i++)
         sum += t.d[h + i];
     snprintf((char *)t.d + h + 148, 8, "%06lo", sum);
-    tb_end(&t);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "header at byte %zu", h);
     assert_create_fails(&t, "bad_size.tar", FERRY_ERR_FORMAT, at, "size field");
 
     one_sample(&t);
-    h = tb_header(&t, "PaxHeaders/x", 'x', 12, NULL);
-    tb_put(&t, "99 path=x.png\n", 12);
-    tb_pad(&t);
-    tb_end(&t);
+    h = ft_tar_header(&t, "PaxHeaders/x", 'x', 12, NULL);
+    ft_tar_put(&t, "99 path=x.png\n", 12);
+    ft_tar_pad(&t);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "pax header at byte %zu", h);
     assert_create_fails(&t, "bad_pax.tar", FERRY_ERR_FORMAT, at, "malformed pax record");
 
     one_sample(&t);
     const char *kv[] = {"path=000001.png"};
-    h = tb_pax(&t, 'x', kv, 1);
-    tb_end(&t);
+    h = ft_tar_pax(&t, 'x', kv, 1);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "extended header at byte %zu", h);
     assert_create_fails(&t, "pax_at_end.tar", FERRY_ERR_FORMAT, at, "not a member");
 
     /* A pax size that runs past the end of the shard. */
     one_sample(&t);
     const char *big[] = {"size=99999999"};
-    h = tb_pax(&t, 'x', big, 1);
-    tb_file(&t, "000001.png", png[1], png_n[1]);
-    tb_end(&t);
+    h = ft_tar_pax(&t, 'x', big, 1);
+    ft_tar_file(&t, "000001.png", png[1], png_n[1]);
+    ft_tar_end(&t);
     snprintf(at, sizeof at, "000001.png at byte %zu", h);
     assert_create_fails(&t, "pax_size.tar", FERRY_ERR_FORMAT, at, "99999999 bytes");
 
-    static const uint8_t gz[] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3};
-    tb_put(&t, gz, sizeof gz);
-    assert_create_fails(&t, "packed.tar", FERRY_ERR_UNSUPPORTED, "gzip-compressed", NULL);
+    /* Compressed other than with gzip (tests/test_shards_gz.c has gzip). */
+    static const uint8_t zst[] = {0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0, 0, 0, 3, 1, 2, 3};
+    ft_tar_put(&t, zst, sizeof zst);
+    assert_create_fails(&t, "packed.tar", FERRY_ERR_UNSUPPORTED, "zstd-compressed", NULL);
+    static const uint8_t xz[] = {0xfd, '7', 'z', 'X', 'Z', 0, 0, 0, 0, 3, 1, 2, 3};
+    ft_tar_put(&t, xz, sizeof xz);
+    assert_create_fails(&t, "packed-xz.tar", FERRY_ERR_UNSUPPORTED, "xz-compressed", NULL);
 
-    tb_put(&t, "hello, this is not a tar file at all", 36);
+    ft_tar_put(&t, "hello, this is not a tar file at all", 36);
     for (int i = 0; i < 30; i++)
-        tb_put(&t, "0123456789abcdef0123456789abcdef", 32);
+        ft_tar_put(&t, "0123456789abcdef0123456789abcdef", 32);
     assert_create_fails(&t, "text.tar", FERRY_ERR_FORMAT, "header at byte 0", "not a tar");
 
     /* Class names that differ between shards. */
@@ -606,59 +480,59 @@ TEST(corrupt_shards_fail_at_create_naming_member_and_offset)
     ASSERT_STR_CONTAINS(ferry_last_error(), b);
 
     /* No samples at all. */
-    tb_text(&t, "readme.txt", "nothing here");
-    tb_end(&t);
+    ft_tar_text(&t, "readme.txt", "nothing here");
+    ft_tar_end(&t);
     assert_create_fails(&t, "nosamples.tar", FERRY_ERR_INVALID_ARG, "no samples", NULL);
 }
 
 TEST(pax_gnu_and_ustar_names_sizes_and_types)
 {
     make_reference();
-    tarbuf t = {0};
+    ft_tar t = {0};
     char longdir[200];
     memset(longdir, 'd', 150);
     strcpy(longdir + 150, "/");
     char name[300];
-    tb_header(&t, "./", '5', 0, NULL);               /* a folder: ignored */
+    ft_tar_header(&t, "./", '5', 0, NULL);               /* a folder: ignored */
     const char *glob[] = {"comment=made by the test"};
-    tb_pax(&t, 'g', glob, 1);                        /* global records: ignored */
+    ft_tar_pax(&t, 'g', glob, 1);                        /* global records: ignored */
     /* 0: pax path (over 100 bytes) and pax size (the ustar field says 0). */
     snprintf(name, sizeof name, "path=%s%06d.png", longdir, 0);
     char size_kv[32];
     snprintf(size_kv, sizeof size_kv, "size=%zu", png_n[0]);
     const char *kv0[] = {name, size_kv};
-    tb_pax(&t, 'x', kv0, 2);
-    tb_header(&t, "shortened.png", '0', 0, NULL);
-    tb_put(&t, png[0], png_n[0]);
-    tb_pad(&t);
+    ft_tar_pax(&t, 'x', kv0, 2);
+    ft_tar_header(&t, "shortened.png", '0', 0, NULL);
+    ft_tar_put(&t, png[0], png_n[0]);
+    ft_tar_pad(&t);
     snprintf(name, sizeof name, "%s%06d.cls", longdir, 0);
-    tb_longname(&t, name);                           /* 0's label: a GNU long name */
-    tb_header(&t, "././@LongLink-ignored", '0', 1, &(hdr_opts){.gnu_magic = true});
-    tb_put(&t, "0", 1);
-    tb_pad(&t);
+    ft_tar_longname(&t, name);                           /* 0's label: a GNU long name */
+    ft_tar_header(&t, "././@LongLink-ignored", '0', 1, &(ft_tar_opts){.gnu_magic = true});
+    ft_tar_put(&t, "0", 1);
+    ft_tar_pad(&t);
     /* 1: the ustar prefix field, base-256 size, "./" names. */
     char prefix[160];
     memcpy(prefix, longdir, 150);
     prefix[150] = '\0';
-    hdr_opts pre = {.prefix = prefix, .base256 = true};
-    tb_file_opts(&t, "000001.png", png[1], png_n[1], &pre);
+    ft_tar_opts pre = {.prefix = prefix, .base256 = true};
+    ft_tar_file_opts(&t, "000001.png", png[1], png_n[1], &pre);
     char dotted[160] = "./";
     strcat(dotted, prefix);
-    tb_file_opts(&t, "000001.cls", "0", 1, &(hdr_opts){.prefix = dotted});
+    ft_tar_file_opts(&t, "000001.cls", "0", 1, &(ft_tar_opts){.prefix = dotted});
     /* 2: checksum as old tars summed it (signed), a json to ignore, a hidden file. */
-    hdr_opts old = {.signed_sum = true, .uname = "\xe9t\xe9"};
+    ft_tar_opts old = {.signed_sum = true, .uname = "\xe9t\xe9"};
     snprintf(name, sizeof name, "%s000002.png", longdir);
-    tb_longname(&t, name);
-    tb_file_opts(&t, "x", png[2], png_n[2], &old);
+    ft_tar_longname(&t, name);
+    ft_tar_file_opts(&t, "x", png[2], png_n[2], &old);
     snprintf(name, sizeof name, "%s000002.cls", longdir);
-    tb_longname(&t, name);
-    tb_file(&t, "y", "0", 1);
+    ft_tar_longname(&t, name);
+    ft_tar_file(&t, "y", "0", 1);
     snprintf(name, sizeof name, "%s000002.json", longdir);
-    tb_longname(&t, name);
-    tb_file(&t, "z", "{}", 2);
-    tb_file(&t, "._000003.png", "junk", 4);
-    tb_end(&t);
-    const char *p = tb_save(&t, "formats.tar");
+    ft_tar_longname(&t, name);
+    ft_tar_file(&t, "z", "{}", 2);
+    ft_tar_file(&t, "._000003.png", "junk", 4);
+    ft_tar_end(&t);
+    const char *p = ft_tar_save(&t, "formats.tar");
     ferry_dataset *ds = open1(p);
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 3);
     assert_matches_reference(ds, 0);

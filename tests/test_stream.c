@@ -9,55 +9,13 @@
 
 #include "harness.h"
 
-/* ---- a minimal ustar writer of our own ---- */
-typedef struct tarw {
-    uint8_t *d;
-    size_t n, cap;
-} tarw;
-
-static void tw_put(tarw *t, const void *p, size_t n)
-{
-    if (t->n + n > t->cap) {
-        t->cap = (t->n + n) * 2 + 4096;
-        t->d = realloc(t->d, t->cap);
-        ASSERT(t->d);
-    }
-    memcpy(t->d + t->n, p, n);
-    t->n += n;
-}
-
-static void tw_file(tarw *t, const char *name, const void *data, size_t n)
-{
-    uint8_t h[512] = {0};
-    ASSERT(strlen(name) < 100);
-    memcpy(h, name, strlen(name) + 1);
-    memcpy(h + 100, "0000644", 8);
-    memcpy(h + 108, "0000000", 8);
-    memcpy(h + 116, "0000000", 8);
-    snprintf((char *)h + 124, 12, "%011llo", (unsigned long long)n);
-    memcpy(h + 136, "14500000000", 12);
-    h[156] = '0';
-    memcpy(h + 257, "ustar", 6); /* then version "00" */
-    h[263] = h[264] = '0';
-    memset(h + 148, ' ', 8);
-    unsigned long sum = 0;
-    for (int i = 0; i < 512; i++)
-        sum += h[i];
-    snprintf((char *)h + 148, 8, "%06lo", sum);
-    tw_put(t, h, 512);
-    tw_put(t, data, n);
-    static const uint8_t zero[1024];
-    if (n % 512)
-        tw_put(t, zero, 512 - n % 512);
-}
-
 /* ---- the dataset: 6 shards of 5, 9, 1, 0, 7 and 8 samples ---- */
 enum { NSHARDS = 6, N = 30, IW = 3, IH = 2 };
 static const size_t shard_len[NSHARDS] = {5, 9, 1, 0, 7, 8};
 static ferry_dataset *ds;
 
 /* Sample i: a small gray PNG made from i, labelled i % 7. */
-static void add_sample(tarw *t, size_t shard, size_t i)
+static void add_sample(ft_tar *t, size_t shard, size_t i)
 {
     uint8_t px[IW * IH];
     for (size_t j = 0; j < sizeof px; j++)
@@ -69,11 +27,11 @@ static void add_sample(tarw *t, size_t shard, size_t i)
     uint8_t *bytes = ft_read_file(p, &n);
     char name[64], lab[16];
     snprintf(name, sizeof name, "s%zu_%03zu.png", shard, i);
-    tw_file(t, name, bytes, n);
+    ft_tar_file(t, name, bytes, n);
     free(bytes);
     snprintf(name, sizeof name, "s%zu_%03zu.cls", shard, i);
     snprintf(lab, sizeof lab, "%zu", i % 7);
-    tw_file(t, name, lab, strlen(lab));
+    ft_tar_file(t, name, lab, strlen(lab));
 }
 
 static ferry_dataset *shards(void)
@@ -82,11 +40,11 @@ static ferry_dataset *shards(void)
         return ds;
     size_t i = 0;
     for (size_t s = 0; s < NSHARDS; s++) {
-        tarw t = {0};
+        ft_tar t = {0};
         for (size_t k = 0; k < shard_len[s]; k++, i++)
             add_sample(&t, s, i);
         static const uint8_t end[1024];
-        tw_put(&t, end, sizeof end);
+        ft_tar_put(&t, end, sizeof end);
         char rel[64];
         snprintf(rel, sizeof rel, "stream/shards/%02zu.tar", s);
         ft_write_file(ft_tmp(rel), t.d, t.n);

@@ -10,10 +10,17 @@
 
 #include "shards.h"
 
+static bool ends_with(const char *s, size_t n, const char *tail)
+{
+    size_t t = strlen(tail);
+    return n > t && !strcasecmp(s + n - t, tail);
+}
+
+/* .tar, or gzip-compressed .tar.gz and .tgz. */
 static bool ends_with_tar(const char *s)
 {
     size_t n = strlen(s);
-    return n > 4 && !strcasecmp(s + n - 4, ".tar");
+    return ends_with(s, n, ".tar") || ends_with(s, n, ".tar.gz") || ends_with(s, n, ".tgz");
 }
 
 bool tool_is_shards(const char *path)

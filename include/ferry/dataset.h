@@ -81,6 +81,11 @@ typedef struct ferry_image_config {
     size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
     bool random_hflip;        /* flip left-right with probability 1/2 */
     ferry_png_limits limits;
+    /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
+     * a later read, so that a shard is decompressed once however its samples
+     * are ordered (in streaming mode: the shuffle buffer's images). The most
+     * held at once, allocated at the first use; default (0) 256 MiB. */
+    size_t shard_cache_bytes;
 } ferry_image_config;
 FERRY_API ferry_image_config ferry_image_config_default(void);
 

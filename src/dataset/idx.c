@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include "common/error.h"
+#include "dataset/gz.h"
 #include "dataset/internal.h"
 
 /* Where an IDX file's bytes come from: the raw file or a gzip stream over it. */
@@ -15,18 +16,6 @@ typedef struct idx_source {
     int gz, gz_end;
     z_stream z;
 } idx_source;
-
-static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
-{
-    (void)opaque;
-    return ferry_host_calloc(items, size);
-}
-
-static void z_free(voidpf opaque, voidpf p)
-{
-    (void)opaque;
-    ferry_host_free(p);
-}
 
 /* Reads up to n bytes; *got says how many came. */
 static ferry_status src_read(idx_source *s, uint8_t *buf, size_t n, size_t *got)
@@ -173,8 +162,8 @@ static ferry_status idx_load(const char *path, idx_array *out)
         s.raw_n = n;
         s.gz = n >= 2 && file->file[0] == 0x1f && file->file[1] == 0x8b;
         if (s.gz) {
-            s.z.zalloc = z_alloc;
-            s.z.zfree = z_free;
+            s.z.zalloc = ferry__z_alloc;
+            s.z.zfree = ferry__z_free;
             s.z.next_in = file->file;
             s.z.avail_in = n > UINT32_MAX ? UINT32_MAX : (uInt)n;
             if (inflateInit2(&s.z, 15 + 16) != Z_OK) {

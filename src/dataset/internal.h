@@ -171,6 +171,15 @@ size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends);
  * a mostly sequential order; 0 turns it off. Call it again at each epoch's
  * start: the furthest point is forgotten. No-op on other datasets. */
 void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes);
+/* Gzip-compressed shards: the samples the next reads will be (n indices, in
+ * any order, repeats counted), so that images a shard's stream passes are kept
+ * only when they will be read. idx NULL: no plan. No-op on other datasets. */
+ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n);
+/* How many of a shard dataset's shards are gzip-compressed (0 for any other). */
+size_t ferry__dataset_gzip_shards(const ferry_dataset *ds);
+/* The gzip cache's counters; false when ds has no gzip shards. */
+struct ferry_gz_cache_stats;
+bool ferry__dataset_gz_stats(const ferry_dataset *ds, struct ferry_gz_cache_stats *out);
 
 /* Validates a user's config (NULL: defaults). */
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);

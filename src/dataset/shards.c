@@ -33,6 +33,10 @@ typedef struct shards {
     size_t classes_shard;        /* which shard's member gave the names, and its name */
     char classes_member[32];
     ferry_image_config cfg;
+    /* gzip-compressed shards (shards_gz.c); all NULL without one */
+    uint8_t *gzip;               /* owned, nshards: 1 for a .tar.gz */
+    size_t *by_off, *by_off_ends; /* owned: see ferry_gz_cache_setup */
+    ferry_gz_cache *gz;          /* owned */
 } shards;
 
 ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t n, const char *name)
@@ -89,7 +93,7 @@ static ferry_status sample_problem(const shards *h, const ferry_shard_sample *s)
 static void read_ahead(const shards *h, const ferry_shard_sample *sp)
 {
     size_t r = atomic_load_explicit(&h->readahead, memory_order_relaxed);
-    if (!r)
+    if (!r || (h->gzip && h->gzip[sp->shard])) /* a gzip stream reads sequentially anyway */
         return;
     uint64_t chunk = (sp->img_off + sp->img_size) / r + 1;
     atomic_uint_least64_t *far = &h->ahead[sp->shard];
@@ -113,6 +117,11 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
         return ferry_fail(FERRY_ERR_LIMIT, "%s: member at byte %llu is %llu bytes, over the limit "
                           "of %zu", name, (unsigned long long)sp->hdr_off,
                           (unsigned long long)sp->img_size, max);
+    if (h->gzip && h->gzip[sp->shard]) {
+        ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
+        return st != FERRY_OK ? ferry_fail_prefix(st, "%s: ", name) :
+               ferry__gz_cache_read(h->gz, (size_t)(sp - h->samples), s->file);
+    }
     read_ahead(h, sp);
     return ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
 }
@@ -180,6 +189,10 @@ static void shards_free(shards *h)
     ferry_host_free(h->ends);
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
+    ferry__gz_cache_destroy(h->gz);
+    ferry_host_free(h->gzip);
+    ferry_host_free(h->by_off);
+    ferry_host_free(h->by_off_ends);
     ferry_host_free(h);
 }
 
@@ -200,6 +213,32 @@ size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends)
     const shards *h = ds->impl;
     *ends = h->ends;
     return h->nshards;
+}
+
+ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+{
+    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
+        return FERRY_OK;
+    return ferry__gz_cache_plan(((shards *)ds->impl)->gz, idx, n);
+}
+
+bool ferry__dataset_gz_stats(const ferry_dataset *ds, ferry_gz_cache_stats *out)
+{
+    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
+        return false;
+    ferry__gz_cache_stats(((shards *)ds->impl)->gz, out);
+    return true;
+}
+
+size_t ferry__dataset_gzip_shards(const ferry_dataset *ds)
+{
+    if (!ds || ds->vt != &shards_vt)
+        return 0;
+    const shards *h = ds->impl;
+    size_t k = 0;
+    for (size_t i = 0; h->gzip && i < h->nshards; i++)
+        k += h->gzip[i];
+    return k;
 }
 
 void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
@@ -308,7 +347,14 @@ static ferry_status merge_parts(shards *h, ferry_shard_part *parts, char ***clas
     h->ahead = ferry_host_calloc(h->nshards, sizeof *h->ahead);
     if (!h->samples || !h->names || !h->ends || !h->ahead)
         return FERRY_ERR_NO_MEMORY;
+    size_t ngz = 0;
+    for (size_t i = 0; i < h->nshards; i++)
+        ngz += parts[i].gzip;
+    if (ngz && !(h->gzip = ferry_host_calloc(h->nshards, 1)))
+        return FERRY_ERR_NO_MEMORY;
     for (size_t i = 0, at = 0, nat = 0; i < h->nshards; i++) {
+        if (ngz)
+            h->gzip[i] = parts[i].gzip;
         for (size_t j = 0; j < parts[i].n; j++) {
             h->samples[at + j] = parts[i].samples[j];
             h->samples[at + j].name += nat;
@@ -391,6 +437,49 @@ static ferry_status index_all(shards *h, char ***classes)
     ferry_host_free(j.st);
     ferry_host_free(j.msg);
     return st;
+}
+
+typedef struct off_index {
+    uint64_t off;
+    size_t i;
+} off_index;
+
+static int cmp_off(const void *pa, const void *pb)
+{
+    const off_index *a = pa, *b = pb;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* For gzip shards: each one's images in the order the stream passes them (the
+ * samples are in key order, the members in the order they were written), and
+ * the cache that loads them. */
+static ferry_status setup_gzip(shards *h)
+{
+    if (!h->gzip)
+        return FERRY_OK;
+    off_index *v = ferry_host_malloc(h->n * sizeof *v);
+    h->by_off = ferry_host_malloc(h->n * sizeof *h->by_off);
+    h->by_off_ends = ferry_host_malloc(h->nshards * sizeof *h->by_off_ends);
+    if (!v || !h->by_off || !h->by_off_ends) {
+        ferry_host_free(v);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    size_t at = 0;
+    for (size_t k = 0; k < h->nshards; k++) {
+        size_t a = at;
+        for (size_t i = k ? h->ends[k - 1] : 0; h->gzip[k] && i < h->ends[k]; i++)
+            if (h->samples[i].problem != FERRY_SHARD_NO_IMAGE)
+                v[at++] = (off_index){h->samples[i].img_off, i};
+        qsort(v + a, at - a, sizeof *v, cmp_off);
+        h->by_off_ends[k] = at;
+    }
+    for (size_t x = 0; x < at; x++)
+        h->by_off[x] = v[x].i;
+    ferry_host_free(v);
+    ferry_gz_cache_setup su = {.samples = h->samples, .n = h->n, .nshards = h->nshards,
+                               .fds = h->fds, .paths = h->paths, .by_off = h->by_off,
+                               .by_off_ends = h->by_off_ends, .cap_bytes = h->cfg.shard_cache_bytes};
+    return ferry__gz_cache_create(&su, &h->gz);
 }
 
 /* Marks labels past the class names, counts the samples that will fail, and
@@ -477,7 +566,8 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
     ferry_sample_format fmt;
     if (st == FERRY_OK) {
         num_classes = settle_labels(h, &bad, &first_bad);
-        st = probe_format(h, &fmt);
+        if ((st = setup_gzip(h)) == FERRY_OK)
+            st = probe_format(h, &fmt);
     }
     if (st != FERRY_OK) {
         free_names(classes, h->nclasses);

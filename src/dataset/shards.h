@@ -38,7 +38,11 @@ typedef struct ferry_shard_part {
     char **classes;              /* owned: the class-names member's lines, or NULL */
     size_t nclasses;
     char classes_member[32];     /* its member name, for messages */
+    bool gzip;                   /* the shard is a gzip-compressed tar */
 } ferry_shard_part;
+
+/* Whether the file on fd starts with the gzip magic. */
+ferry_status ferry__shard_is_gzip(int fd, const char *path, bool *gz);
 
 /* Indexes shard number k (path, open as fd): samples sorted by key. Errors that
  * make the index untrustworthy (a corrupt header, a truncated shard, links, a
@@ -54,5 +58,40 @@ void ferry__shard_part_free(ferry_shard_part *p);
  * entries, sorted), or a list file (one shard path a line). *out holds *n
  * ferry_host_strdup'd paths. */
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout);
+
+/* ---- loading samples of gzip-compressed shards (shards_gz.c) ---- */
+typedef struct ferry_gz_cache ferry_gz_cache;
+
+typedef struct ferry_gz_cache_setup {
+    const ferry_shard_sample *samples; /* the dataset's index, n samples */
+    size_t n, nshards;
+    const int *fds;                    /* per shard */
+    char *const *paths;                /* per shard */
+    /* Each shard's samples with an image, in the order of their image in the
+     * shard: shard k's are by_off[by_off_ends[k - 1] .. by_off_ends[k]). */
+    const size_t *by_off, *by_off_ends;
+    size_t cap_bytes;                  /* the ring: ferry_image_config.shard_cache_bytes */
+} ferry_gz_cache_setup;
+
+/* What the cache did, for tests and `ferry bench`. */
+typedef struct ferry_gz_cache_stats {
+    size_t kept, kept_peak;             /* images held now, and the most at once */
+    size_t kept_bytes, kept_bytes_peak; /* their bytes (each image rounded up to 1) */
+    size_t streams_peak;                /* gzip streams open at once, at most */
+    uint64_t decompressed;              /* tar bytes decompressed in all */
+    uint64_t rewinds;                   /* times a shard was decompressed again from its start */
+    uint64_t evicted;                   /* images dropped unread to make room */
+    uint64_t from_ring, from_stream;    /* reads served by each */
+} ferry_gz_cache_stats;
+
+ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cache **out);
+void ferry__gz_cache_destroy(ferry_gz_cache *c);
+/* Sample i's image bytes (img_size of them) into dst. Thread-safe. */
+ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst);
+/* Which samples the next reads will be (n indices, repeats counted); images
+ * passed that are not among them are not kept. idx NULL: no plan, every image
+ * passed is kept while there is room. Reads may be in progress. */
+ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n);
+void ferry__gz_cache_stats(ferry_gz_cache *c, ferry_gz_cache_stats *out);
 
 #endif

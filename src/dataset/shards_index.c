@@ -9,8 +9,10 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.h"
+#include "dataset/gz.h"
 #include "dataset/shards.h"
 #include "dataset/tar.h"
 
@@ -306,45 +308,77 @@ static ferry_status build_samples(const char *shard, uint32_t k, entries *e, fer
     return st;
 }
 
-/* A compressed file is not a tar: say so instead of "bad checksum". */
+/* A file compressed other than with gzip is not a tar: say so instead of "bad
+ * checksum". */
 static ferry_status explain_first_header(ferry_tar_walk *w, ferry_status st)
 {
     const uint8_t *d;
-    if (w->file_size < 4 || ferry__tar_read(w, 0, 4, &d) != FERRY_OK)
+    if (w->gz || w->file_size < 6 || ferry__tar_read(w, 0, 6, &d) != FERRY_OK)
         return st;
-    const char *kind = d[0] == 0x1f && d[1] == 0x8b ? "gzip" :
-                       !memcmp(d, "BZh", 3) ? "bzip2" :
-                       d[0] == 0xfd && !memcmp(d + 1, "7zXZ", 4) ? "xz" :
+    const char *kind = !memcmp(d, "BZh", 3) ? "bzip2" :
+                       d[0] == 0xfd && !memcmp(d + 1, "7zXZ", 5) ? "xz" :
                        d[0] == 0x28 && d[1] == 0xb5 && d[2] == 0x2f && d[3] == 0xfd ? "zstd" : NULL;
     if (!kind)
         return st;
-    return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: is %s-compressed; ferry reads uncompressed tar "
-                      "shards (decompress it first)", w->shard, kind);
+    return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: is %s-compressed; ferry reads tar shards "
+                      "uncompressed or gzip-compressed (.tar.gz)", w->shard, kind);
+}
+
+ferry_status ferry__shard_is_gzip(int fd, const char *path, bool *gz)
+{
+    uint8_t b[2];
+    ssize_t r;
+    while ((r = pread(fd, b, 2, 0)) < 0 && errno == EINTR)
+        ;
+    if (r < 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+    *gz = r == 2 && ferry__gz_magic(b);
+    return FERRY_OK;
+}
+
+/* Walks the tar (in w) front to back into out's samples. */
+static ferry_status index_walk(ferry_tar_walk *w, const char *path, uint32_t k,
+                               ferry_shard_part *out)
+{
+    entries e = {0};
+    bool end = false;
+    ferry_status st = FERRY_OK;
+    while (st == FERRY_OK && !end) {
+        ferry_tar_member m;
+        uint64_t at = w->pos;
+        st = ferry__tar_next(w, &m, &end);
+        if (st != FERRY_OK && at == 0)
+            st = explain_first_header(w, st);
+        if (st == FERRY_OK && !end)
+            st = take_member(w, &m, &e, out);
+    }
+    if (st == FERRY_OK)
+        st = build_samples(path, k, &e, out);
+    entries_free(&e);
+    return st;
 }
 
 ferry_status ferry__shard_index(const char *path, int fd, uint32_t k, ferry_shard_part *out)
 {
     memset(out, 0, sizeof *out);
     struct stat sb;
+    bool gz = false;
     if (fstat(fd, &sb) != 0)
         return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
-    ferry_tar_walk w;
-    ferry_status st = ferry__tar_walk_init(&w, fd, path, (uint64_t)sb.st_size);
-    entries e = {0};
-    bool end = false;
-    while (st == FERRY_OK && !end) {
-        ferry_tar_member m;
-        uint64_t at = w.pos;
-        st = ferry__tar_next(&w, &m, &end);
-        if (st != FERRY_OK && at == 0)
-            st = explain_first_header(&w, st);
-        if (st == FERRY_OK && !end)
-            st = take_member(&w, &m, &e, out);
-    }
+    ferry_status st = ferry__shard_is_gzip(fd, path, &gz);
+    if (st != FERRY_OK)
+        return st;
+    ferry_gz g = {.fd = -1};
+    ferry_tar_walk w = {0};
+    if (gz && (st = ferry__gz_open(&g, fd, path)) == FERRY_OK)
+        st = ferry__tar_walk_init_gz(&w, &g, path);
+    else if (!gz)
+        st = ferry__tar_walk_init(&w, fd, path, (uint64_t)sb.st_size);
     if (st == FERRY_OK)
-        st = build_samples(path, k, &e, out);
-    entries_free(&e);
+        st = index_walk(&w, path, k, out);
+    out->gzip = gz;
     ferry__tar_walk_free(&w);
+    ferry__gz_close(&g);
     if (st != FERRY_OK)
         ferry__shard_part_free(out);
     return st;

@@ -26,10 +26,17 @@ static char *join(const char *dir, size_t dn, const char *name, size_t nn)
     return p;
 }
 
+static bool ends_with(const char *s, size_t n, const char *tail)
+{
+    size_t t = strlen(tail);
+    return n > t && !strcasecmp(s + n - t, tail);
+}
+
+/* A shard's name: .tar, or gzip-compressed .tar.gz or .tgz. */
 static bool is_tar_name(const char *s)
 {
     size_t n = strlen(s);
-    return n > 4 && !strcasecmp(s + n - 4, ".tar");
+    return ends_with(s, n, ".tar") || ends_with(s, n, ".tar.gz") || ends_with(s, n, ".tgz");
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -37,7 +44,8 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The folder's *.tar entries (hidden ones left out), sorted bytewise. */
+/* The folder's shards (*.tar, *.tar.gz, *.tgz; hidden ones left out), sorted
+ * bytewise. */
 static ferry_status add_folder(const char *dir, ferry_str_list *l)
 {
     DIR *d = opendir(dir);
@@ -53,7 +61,7 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     if (st != FERRY_OK)
         return st;
     if (l->n == first)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no .tar files in the folder", dir);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no shards (.tar, .tar.gz or .tgz files) in the folder", dir);
     qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
     return FERRY_OK;
 }

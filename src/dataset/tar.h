@@ -73,20 +73,28 @@ typedef struct ferry_tar_member {
 /* A window onto the shard: headers, labels and pax records are served from one
  * buffer that is refilled by pread, so building the index reads the shard
  * front to back in large requests and skips over large members. */
+struct ferry_gz;
 typedef struct ferry_tar_walk {
     int fd;
+    struct ferry_gz *gz;  /* not owned; set: the tar is this gzip stream's output */
     const char *shard;    /* for messages; not owned */
-    uint64_t file_size;
+    uint64_t file_size;   /* of the tar; UINT64_MAX for gzip until its end is read */
     uint64_t pos;         /* the next header */
     uint8_t *buf;         /* owned */
     size_t cap, len;
     uint64_t start;       /* file offset of buf[0] */
     char *name;           /* owned: the current member's name */
     size_t name_cap;
+    bool has_prev;        /* name is still the last member returned, at prev_hdr, of prev_size */
+    uint64_t prev_hdr, prev_size;
 } ferry_tar_walk;
 
 /* Starts a walk at offset 0. The fd stays the caller's. */
 ferry_status ferry__tar_walk_init(ferry_tar_walk *w, int fd, const char *shard, uint64_t file_size);
+/* A walk of the tar inside a gzip stream (at its start; the caller's). The
+ * walk only moves forward: reads behind the window are not possible. Offsets
+ * are in the decompressed tar. */
+ferry_status ferry__tar_walk_init_gz(ferry_tar_walk *w, struct ferry_gz *gz, const char *shard);
 void ferry__tar_walk_free(ferry_tar_walk *w);
 
 /* The next member, skipping pax and GNU name headers (their contents applied).

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "dataset/gz.h"
 #include "dataset/tar.h"
 
 /* Large enough for a run of small members per read; pax records and long
@@ -27,6 +28,13 @@ ferry_status ferry__tar_walk_init(ferry_tar_walk *w, int fd, const char *shard, 
     return FERRY_OK;
 }
 
+ferry_status ferry__tar_walk_init_gz(ferry_tar_walk *w, ferry_gz *gz, const char *shard)
+{
+    ferry_status st = ferry__tar_walk_init(w, -1, shard, UINT64_MAX);
+    w->gz = gz;
+    return st;
+}
+
 void ferry__tar_walk_free(ferry_tar_walk *w)
 {
     ferry_host_free(w->buf);
@@ -34,8 +42,50 @@ void ferry__tar_walk_free(ferry_tar_walk *w)
     memset(w, 0, sizeof *w);
 }
 
+/* The size of a gzip-compressed tar is known once its stream has ended. */
+static bool size_unknown(const ferry_tar_walk *w) { return w->file_size == UINT64_MAX; }
+
+/* The window from off, out of the gzip stream. The stream is at the window's
+ * end: what of the window is still wanted moves to the front, bytes up to off
+ * are decompressed and dropped, then the window is filled. Reaching the end of
+ * the stream makes the size known. */
+static ferry_status refill_gz(ferry_tar_walk *w, uint64_t off)
+{
+    uint64_t end = w->start + w->len;
+    size_t keep = 0, got = 0;
+    ferry_status st = FERRY_OK;
+    if (off < w->start)
+        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: read at byte %llu, behind the gzip stream",
+                          w->shard, (unsigned long long)off);
+    if (off < end) {
+        keep = (size_t)(end - off);
+        memmove(w->buf, w->buf + (off - w->start), keep);
+    }
+    while (end < off && st == FERRY_OK) {
+        uint64_t gap = off - end;
+        size_t want = gap < w->cap ? (size_t)gap : w->cap;
+        st = ferry__gz_read(w->gz, w->buf, want, &got);
+        end += got;
+        if (st == FERRY_OK && got < want)
+            break;
+    }
+    if (st == FERRY_OK && end == off)
+        st = ferry__gz_read(w->gz, w->buf + keep, w->cap - keep, &got);
+    else
+        got = 0;
+    if (st != FERRY_OK)
+        return st;
+    w->start = end < off ? end : off;
+    w->len = keep + got;
+    if (w->gz->end)
+        w->file_size = w->start + w->len;
+    return FERRY_OK;
+}
+
 static ferry_status refill(ferry_tar_walk *w, uint64_t off)
 {
+    if (w->gz)
+        return refill_gz(w, off);
     uint64_t left = w->file_size - off;
     size_t want = left < w->cap ? (size_t)left : w->cap, got = 0;
     while (got < want) {
@@ -61,6 +111,12 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
     if (n > w->cap)
         return ferry_fail(FERRY_ERR_LIMIT, "%s: %zu bytes at byte %llu: over the %zu-byte read "
                           "window", w->shard, n, (unsigned long long)off, w->cap);
+    bool in_window = w->len && off >= w->start && off + n <= w->start + w->len;
+    if (!in_window && size_unknown(w)) {
+        ferry_status st = refill(w, off);
+        if (st != FERRY_OK)
+            return st;
+    }
     if (off > w->file_size || n > w->file_size - off)
         return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated: %zu bytes at byte %llu run past its "
                           "end (%llu bytes)", w->shard, n, (unsigned long long)off,
@@ -76,6 +132,7 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
 
 static ferry_status set_name(ferry_tar_walk *w, const char *s, size_t n)
 {
+    w->has_prev = false;
     if (n + 1 > w->name_cap) {
         char *p = ferry_host_realloc(w->name, n + 1);
         if (!p)
@@ -132,6 +189,17 @@ static ferry_status take_extension(ferry_tar_walk *w, const ferry_tar_header *h,
 /* The header block at w->pos, or the reason the shard ends there. */
 static ferry_status read_header(ferry_tar_walk *w, const uint8_t **b)
 {
+    if (size_unknown(w)) { /* gzip: reading is how the end is found */
+        ferry_status st = ferry__tar_read(w, w->pos, FERRY_TAR_BLOCK, b);
+        if (st == FERRY_OK || size_unknown(w))
+            return st;
+        ferry_clear_error(); /* the size is known now: say why below */
+    }
+    if (w->pos > w->file_size && w->has_prev) /* only gzip gets here: see ferry__tar_next */
+        return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: its %llu bytes of data "
+                          "run past the end of the shard (%llu bytes): truncated", w->shard,
+                          w->name, (unsigned long long)w->prev_hdr,
+                          (unsigned long long)w->prev_size, (unsigned long long)w->file_size);
     if (w->pos >= w->file_size)
         return ferry_fail(FERRY_ERR_FORMAT, "%s: ends at byte %llu without the end-of-archive "
                           "marker (zero blocks): truncated", w->shard,
@@ -170,6 +238,7 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
                    h.kind == FERRY_TAR_PAX_GLOBAL || h.kind == FERRY_TAR_LONGLINK;
         uint64_t size = !ext && p.size ? p.size_value : h.size;
         uint64_t data = hdr + FERRY_TAR_BLOCK;
+        /* (For gzip the size is not known yet: the next read finds the end.) */
         if (size > w->file_size - data)
             return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: its %llu bytes of "
                               "data run past the end of the shard (%llu bytes): truncated",
@@ -187,6 +256,9 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
             return st;
         *m = (ferry_tar_member){.name = w->name, .kind = h.kind, .type = h.type,
                                 .header_off = p.first, .data_off = data, .size = size};
+        w->has_prev = true;
+        w->prev_hdr = p.first;
+        w->prev_size = size;
         return FERRY_OK;
     }
 }

@@ -20,6 +20,7 @@ ferry_image_config ferry_image_config_default(void)
     c.limits.max_pixels = (size_t)64 << 20;
     c.limits.max_file_bytes = (size_t)256 << 20;
     c.limits.max_chunk_bytes = (size_t)8 << 20;
+    c.shard_cache_bytes = (size_t)256 << 20;
     return c;
 }
 
@@ -53,6 +54,7 @@ ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_imag
     if (!out->limits.max_pixels) out->limits.max_pixels = d.limits.max_pixels;
     if (!out->limits.max_file_bytes) out->limits.max_file_bytes = d.limits.max_file_bytes;
     if (!out->limits.max_chunk_bytes) out->limits.max_chunk_bytes = d.limits.max_chunk_bytes;
+    if (!out->shard_cache_bytes) out->shard_cache_bytes = d.shard_cache_bytes;
     return FERRY_OK;
 }
 

@@ -82,6 +82,7 @@ struct ferry_loader {
     size_t *order;             /* the epoch's sample order */
     size_t *order_scratch;     /* dataset_len entries, for the distributed sampler */
     size_t *stream_perm;       /* streaming mode: one entry per shard, for the sampler */
+    size_t gzip_shards;        /* of the dataset's shards, the gzip ones: plan_reads each epoch */
     size_t epoch_len, num_batches, batch;
     size_t full_epoch_len, full_num_batches; /* an epoch from its start (epoch_len is less
                                               * while an epoch resumed elastically runs) */

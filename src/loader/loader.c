@@ -282,6 +282,22 @@ static ferry_status warm_scratch(ferry_loader *l)
 }
 
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
+/* Gzip shards: which samples this epoch reads from first_batch on, so that a
+ * shard's stream keeps exactly the images still to come. A hint: a failure
+ * (no memory) costs speed, never data. */
+static void plan_reads(ferry_loader *l, size_t first_batch)
+{
+    if (!l->gzip_shards)
+        return;
+    size_t a = first_batch * l->batch, b = l->num_batches * l->batch;
+    if (b > l->epoch_len)
+        b = l->epoch_len;
+    if (a > b)
+        a = b;
+    if (ferry__dataset_plan_reads(l->ds, l->order + a, b - a) != FERRY_OK)
+        ferry_clear_error();
+}
+
 static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, size_t rest,
                         bool use_rest)
 {
@@ -299,6 +315,7 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
     }
     if (l->stream_perm) /* the shards are read from their start again */
         ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
+    plan_reads(l, first_batch);
     FERRY_ASSERT(first_batch <= l->num_batches);
     l->next_assign = first_batch;
     l->next_deliver = first_batch;
@@ -345,6 +362,21 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     pthread_cond_init(&l->work_cv, NULL);
     pthread_cond_init(&l->ready_cv, NULL);
     return l;
+}
+
+/* Gzip shards have no random access: a random order decompresses a shard
+ * again whenever a sample needed is behind its stream and was not kept. */
+static void warn_gzip_order(ferry_loader *l)
+{
+    const size_t *ends;
+    size_t k = ferry__dataset_shard_ends(l->ds, &ends);
+    l->gzip_shards = ferry__dataset_gzip_shards(l->ds);
+    if (l->gzip_shards && l->plan.shuffle && !l->cfg.stream_shuffle_buffer &&
+        l->plan.kind != FERRY_SAMPLER_INDICES)
+        ferry_log(FERRY_LOG_WARN, "loader: %zu of the %zu shards are gzip-compressed and the order "
+                  "is a full shuffle: each shard is decompressed up to a sample whenever that "
+                  "sample was not kept (image_config.shard_cache_bytes); stream_shuffle_buffer "
+                  "reads each once an epoch", l->gzip_shards, k);
 }
 
 /* Streaming mode: the shard boundaries for the sampler. */
@@ -429,6 +461,7 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
                                             : "no CUDA device is available");
     if ((st = plan_epochs(l, cfg, len)) != FERRY_OK)
         goto fail;
+    warn_gzip_order(l);
 
     l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
     l->order_scratch = ferry_host_malloc(len * sizeof(size_t));
@@ -504,6 +537,8 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_host_free(l->order_scratch);
     if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
         ferry__dataset_set_readahead(l->ds, 0);
+    if (l->gzip_shards) /* the plan was this loader's */
+        (void)ferry__dataset_plan_reads(l->ds, NULL, 0);
     ferry_host_free(l->stream_perm);
     ferry_host_free(l->own_indices);
     ferry_dataset_destroy(l->ds);

@@ -1,0 +1,396 @@
+/* Loading samples of gzip-compressed shards. A gzip stream has no random
+ * access: a member is reached by decompressing the shard up to it. So each
+ * shard is read by one stream at a time, front to back, and the images it
+ * passes on the way that will be read later are kept in a bounded ring, from
+ * which those reads are then served. With the loader's plan (which samples
+ * this epoch reads, ferry__gz_cache_plan), streaming mode decompresses each
+ * shard once per epoch, and the ring holds about the shuffle buffer's images.
+ *
+ * Locking: one mutex for the ring, the per-sample tables and the streams'
+ * assignment; a shard's stream is advanced outside it by the one thread that
+ * marked the shard busy. Readers of images already kept never wait for a
+ * stream. Memory: the ring (cap bytes, at the first keep), at most MAX_STREAMS
+ * streams of about 350 KiB each, 10 bytes per sample. */
+#include <pthread.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "dataset/gz.h"
+#include "dataset/internal.h"
+#include "dataset/shards.h"
+
+#define MAX_STREAMS 8
+#define QCAP ((size_t)1 << 16)   /* images held at once, at most */
+#define SKIP_BUF ((size_t)64 << 10)
+
+enum { E_FREE = 0, E_WRITING, E_KEPT };
+
+/* One image in the ring, at pos (a byte count since the ring's start that
+ * only grows; the bytes are at pos % cap). */
+typedef struct entry {
+    uint64_t seq, pos;
+    size_t sample, len;
+    uint8_t state;
+} entry;
+
+typedef struct stream {
+    ferry_gz gz;
+    uint8_t *skip;        /* owned: where skipped bytes go */
+    size_t shard;         /* the shard it reads; SIZE_MAX: none */
+    size_t next;          /* the next position in the shard's by_off list */
+    uint64_t used;        /* when last used, for least-recently-used reuse */
+    bool bad;             /* an error left it mid-member: rewind before use */
+} stream;
+
+struct ferry_gz_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    ferry_gz_cache_setup su;
+    /* the ring */
+    uint8_t *ring;
+    size_t cap;
+    uint64_t head;        /* where the next image goes */
+    entry *q;             /* QCAP entries, seq [front, back) in use */
+    uint64_t front, back;
+    uint64_t *kept;       /* per sample: 1 + the seq of its entry, 0 none */
+    uint16_t *pending;    /* per sample: reads planned (NULL: no plan) */
+    bool planned;
+    /* the streams */
+    stream streams[MAX_STREAMS];
+    size_t nstreams;
+    int8_t *stream_of;    /* per shard: its stream, or -1 */
+    uint8_t *busy;        /* per shard: a thread is advancing its stream */
+    uint64_t tick;
+    ferry_gz_cache_stats stats;
+};
+
+/* ---- the ring (lock held) ---- */
+
+static entry *entry_of(ferry_gz_cache *c, size_t i)
+{
+    uint64_t k = c->kept[i];
+    if (!k)
+        return NULL;
+    entry *e = &c->q[(k - 1) % QCAP];
+    return e->seq == k - 1 && e->sample == i && e->state == E_KEPT ? e : NULL;
+}
+
+static void drop(ferry_gz_cache *c, entry *e)
+{
+    if (e->state == E_KEPT) {
+        c->kept[e->sample] = 0;
+        c->stats.kept_bytes -= e->len;
+        c->stats.kept--;
+    }
+    e->state = E_FREE;
+}
+
+/* Pops free entries off the front; with evict, a kept one too (counted). */
+static bool pop_front(ferry_gz_cache *c, bool evict)
+{
+    if (c->front == c->back)
+        return false;
+    entry *e = &c->q[c->front % QCAP];
+    if (e->state == E_WRITING || (e->state == E_KEPT && !evict))
+        return false;
+    if (e->state == E_KEPT) {
+        c->stats.evicted++;
+        drop(c, e);
+    }
+    c->front++;
+    return true;
+}
+
+/* Room for len bytes for sample i: 1 + the entry's seq, or 0 when there is
+ * none (the image is bigger than the ring, or the front is being written). */
+static uint64_t reserve(ferry_gz_cache *c, size_t i, size_t len)
+{
+    if (!len)
+        len = 1;
+    if (len > c->cap)
+        return 0;
+    if (!c->ring) {
+        c->ring = ferry_host_malloc(c->cap);
+        c->q = ferry_host_calloc(QCAP, sizeof *c->q);
+        if (!c->ring || !c->q) {
+            ferry_host_free(c->ring);
+            ferry_host_free(c->q);
+            c->ring = NULL;
+            c->q = NULL;
+            ferry_clear_error(); /* no room is not an error: the image is read again */
+            return 0;
+        }
+    }
+    for (;;) {
+        while (pop_front(c, false))
+            ;
+        /* An image never wraps: it starts over at the ring's start instead. */
+        uint64_t start = c->head;
+        if (start % c->cap + len > c->cap)
+            start += c->cap - start % c->cap;
+        uint64_t tail = c->front == c->back ? start : c->q[c->front % QCAP].pos;
+        if (c->back - c->front < QCAP && start + len - tail <= c->cap) {
+            entry *e = &c->q[c->back % QCAP];
+            *e = (entry){.seq = c->back, .pos = start, .sample = i, .len = len,
+                         .state = E_WRITING};
+            c->head = start + len;
+            return ++c->back;
+        }
+        if (!pop_front(c, true))
+            return 0;
+    }
+}
+
+static uint8_t *entry_bytes(const ferry_gz_cache *c, const entry *e)
+{
+    return c->ring + e->pos % c->cap;
+}
+
+/* Sample i's image into dst when the ring has it; a planned read uses up one. */
+static bool take_kept(ferry_gz_cache *c, size_t i, uint8_t *dst)
+{
+    entry *e = entry_of(c, i);
+    if (!e)
+        return false;
+    memcpy(dst, entry_bytes(c, e), c->su.samples[i].img_size);
+    if (c->planned && c->pending[i] > 1) {
+        c->pending[i]--;
+    } else {
+        if (c->planned)
+            c->pending[i] = 0;
+        drop(c, e);
+    }
+    c->stats.from_ring++;
+    return true;
+}
+
+/* Whether an image the stream passes is worth keeping. */
+static bool want(const ferry_gz_cache *c, size_t j)
+{
+    const ferry_shard_sample *s = &c->su.samples[j];
+    return !s->problem && !c->kept[j] && (!c->planned || c->pending[j]) && s->img_size <= c->cap;
+}
+
+/* ---- streams ---- */
+
+static ferry_status stream_new(ferry_gz_cache *c, stream *s)
+{
+    memset(s, 0, sizeof *s);
+    s->shard = SIZE_MAX;
+    ferry_status st = ferry__gz_open(&s->gz, -1, "");
+    if (st == FERRY_OK && !(s->skip = ferry_host_malloc(SKIP_BUF)))
+        st = FERRY_ERR_NO_MEMORY;
+    if (st != FERRY_OK) {
+        ferry__gz_close(&s->gz);
+        return st;
+    }
+    c->nstreams++;
+    c->stats.streams_peak = c->nstreams > c->stats.streams_peak ? c->nstreams : c->stats.streams_peak;
+    return FERRY_OK;
+}
+
+/* The stream for shard k (lock held, k not busy): its own, a new one, or the
+ * least recently used idle one. *s NULL: all are busy, wait. */
+static ferry_status stream_for(ferry_gz_cache *c, size_t k, stream **s)
+{
+    *s = NULL;
+    if (c->stream_of[k] >= 0) {
+        *s = &c->streams[c->stream_of[k]];
+        return FERRY_OK;
+    }
+    stream *pick = NULL;
+    if (c->nstreams < MAX_STREAMS) {
+        ferry_status st = stream_new(c, &c->streams[c->nstreams]);
+        if (st != FERRY_OK)
+            return st;
+        pick = &c->streams[c->nstreams - 1];
+    } else {
+        for (size_t t = 0; t < c->nstreams; t++) {
+            stream *x = &c->streams[t];
+            if (!c->busy[x->shard] && (!pick || x->used < pick->used))
+                pick = x;
+        }
+        if (!pick)
+            return FERRY_OK;
+        c->stream_of[pick->shard] = -1;
+    }
+    pick->shard = k;
+    pick->gz.fd = c->su.fds[k];
+    pick->gz.name = c->su.paths[k];
+    pick->bad = true; /* starts at the shard's first byte */
+    c->stream_of[k] = (int8_t)(pick - c->streams);
+    *s = pick;
+    return FERRY_OK;
+}
+
+static ferry_status skip_to(stream *s, uint64_t off)
+{
+    return ferry__gz_take(&s->gz, NULL, off - s->gz.out, s->skip, SKIP_BUF);
+}
+
+/* Keeps image j, which the stream is at, if the ring has room for it. */
+static ferry_status pass_image(ferry_gz_cache *c, stream *s, size_t j)
+{
+    const ferry_shard_sample *sp = &c->su.samples[j];
+    pthread_mutex_lock(&c->lock);
+    uint64_t k = want(c, j) ? reserve(c, j, (size_t)sp->img_size) : 0;
+    entry *e = k ? &c->q[(k - 1) % QCAP] : NULL;
+    pthread_mutex_unlock(&c->lock);
+    if (!e)
+        return FERRY_OK; /* skipped with what comes next */
+    ferry_status st = skip_to(s, sp->img_off);
+    if (st == FERRY_OK)
+        st = ferry__gz_take(&s->gz, entry_bytes(c, e), sp->img_size, NULL, 0);
+    pthread_mutex_lock(&c->lock);
+    if (st == FERRY_OK) {
+        e->state = E_KEPT;
+        c->kept[j] = k;
+        c->stats.kept_bytes += e->len;
+        c->stats.kept++;
+        if (c->stats.kept_bytes > c->stats.kept_bytes_peak)
+            c->stats.kept_bytes_peak = c->stats.kept_bytes;
+        if (c->stats.kept > c->stats.kept_peak)
+            c->stats.kept_peak = c->stats.kept;
+        pthread_cond_broadcast(&c->cv);
+    } else {
+        e->state = E_FREE;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* Moves shard k's stream to sample i and reads its image into dst, keeping
+ * the wanted images on the way. The shard is busy (ours); lock not held. */
+static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst)
+{
+    const ferry_shard_sample *sp = &c->su.samples[i];
+    size_t k = sp->shard, first = k ? c->su.by_off_ends[k - 1] : 0;
+    ferry_status st = FERRY_OK;
+    bool rewound = false;
+    if (s->bad || s->gz.out > sp->img_off) {
+        rewound = s->gz.out && !s->bad; /* (a new or failed stream starts over by design) */
+        if ((st = ferry__gz_rewind(&s->gz)) != FERRY_OK)
+            return st;
+        s->next = first;
+        s->bad = false;
+    }
+    uint64_t from = s->gz.out;
+    while (st == FERRY_OK && s->next < c->su.by_off_ends[k]) {
+        size_t j = c->su.by_off[s->next];
+        if (c->su.samples[j].img_off >= sp->img_off)
+            break;
+        s->next++;
+        st = pass_image(c, s, j);
+    }
+    if (st == FERRY_OK && (st = skip_to(s, sp->img_off)) == FERRY_OK)
+        st = ferry__gz_take(&s->gz, dst, sp->img_size, NULL, 0);
+    if (st == FERRY_OK && s->next < c->su.by_off_ends[k] && c->su.by_off[s->next] == i)
+        s->next++;
+    s->bad = st != FERRY_OK;
+    pthread_mutex_lock(&c->lock);
+    c->stats.decompressed += s->gz.out - from;
+    c->stats.rewinds += rewound;
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+/* ---- the interface ---- */
+
+ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst)
+{
+    size_t k = c->su.samples[i].shard;
+    stream *s = NULL;
+    ferry_status st = FERRY_OK;
+    pthread_mutex_lock(&c->lock);
+    for (;;) {
+        if (take_kept(c, i, dst)) {
+            pthread_mutex_unlock(&c->lock);
+            return FERRY_OK;
+        }
+        if (!c->busy[k] && ((st = stream_for(c, k, &s)) != FERRY_OK || s))
+            break;
+        pthread_cond_wait(&c->cv, &c->lock);
+    }
+    if (st == FERRY_OK)
+        c->busy[k] = 1;
+    pthread_mutex_unlock(&c->lock);
+    if (st != FERRY_OK)
+        return st;
+    st = advance(c, s, i, dst);
+    pthread_mutex_lock(&c->lock);
+    c->busy[k] = 0;
+    s->used = ++c->tick;
+    if (st == FERRY_OK && c->planned && c->pending[i])
+        c->pending[i]--;
+    c->stats.from_stream += st == FERRY_OK;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+    return st; /* its messages name the shard and the byte */
+}
+
+ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    ferry_status st = FERRY_OK;
+    if (idx && !c->pending && !(c->pending = ferry_host_malloc(c->su.n * sizeof *c->pending)))
+        st = FERRY_ERR_NO_MEMORY;
+    c->planned = idx && st == FERRY_OK;
+    if (c->planned) {
+        memset(c->pending, 0, c->su.n * sizeof *c->pending);
+        for (size_t k = 0; k < n; k++)
+            if (idx[k] < c->su.n && c->pending[idx[k]] < UINT16_MAX)
+                c->pending[idx[k]]++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void ferry__gz_cache_stats(ferry_gz_cache *c, ferry_gz_cache_stats *out)
+{
+    pthread_mutex_lock(&c->lock);
+    *out = c->stats;
+    pthread_mutex_unlock(&c->lock);
+}
+
+ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cache **out)
+{
+    ferry_gz_cache *c = ferry_host_calloc(1, sizeof *c);
+    if (!c)
+        return FERRY_ERR_NO_MEMORY;
+    c->su = *su;
+    c->cap = su->cap_bytes;
+    c->kept = ferry_host_calloc(su->n, sizeof *c->kept);
+    c->stream_of = ferry_host_malloc(su->nshards);
+    c->busy = ferry_host_calloc(su->nshards, 1);
+    if (!c->kept || !c->stream_of || !c->busy) {
+        ferry_host_free(c->kept);
+        ferry_host_free(c->stream_of);
+        ferry_host_free(c->busy);
+        ferry_host_free(c);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    memset(c->stream_of, -1, su->nshards);
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    *out = c;
+    return FERRY_OK;
+}
+
+void ferry__gz_cache_destroy(ferry_gz_cache *c)
+{
+    if (!c)
+        return;
+    for (size_t t = 0; t < c->nstreams; t++) {
+        ferry__gz_close(&c->streams[t].gz);
+        ferry_host_free(c->streams[t].skip);
+    }
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->cv);
+    ferry_host_free(c->ring);
+    ferry_host_free(c->q);
+    ferry_host_free(c->kept);
+    ferry_host_free(c->pending);
+    ferry_host_free(c->stream_of);
+    ferry_host_free(c->busy);
+    ferry_host_free(c);
+}
