@@ -128,6 +128,7 @@ const char *ft_tar_save_gz(ft_tar *t, const char *rel, size_t members)
 {
     const char *p = ft_tmp(rel);
     size_t per = members > 1 ? (t->n + members - 1) / members : t->n;
+    ft_write_file(p, "", 0); /* (makes the folder) */
     FILE *f = fopen(p, "wb");
     ASSERT_MSG(f, "cannot write %s", p);
     /* Each gzip member is a complete stream; several in a row are one file. */

@@ -164,8 +164,10 @@ bool ferry__dataset_uses_scratch(const ferry_dataset *ds);
  * shards, and in *ends each shard's end in the sample index (shard k holds
  * samples [ends[k-1], ends[k]), ends[-1] = 0; a shard may hold none); 0 and
  * *ends NULL when ds is no shard dataset (a view of one is not: its indices
- * are not the shards'). */
-size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends);
+ * are not the shards'). seq (may be NULL): the samples in the order they are
+ * stored, shard k's at seq[ends[k-1] .. ends[k]) (the sample index is in key
+ * order within a shard; a tar written by another tool may store them in any). */
+size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq);
 /* Asks get() to advise the kernel to read `bytes` of each shard ahead of the
  * furthest member read (posix_fadvise WILLNEED, once per `bytes` crossed), for
  * a mostly sequential order; 0 turns it off. Call it again at each epoch's

@@ -33,6 +33,7 @@ typedef struct shards {
     size_t classes_shard;        /* which shard's member gave the names, and its name */
     char classes_member[32];
     ferry_image_config cfg;
+    size_t *stored;              /* owned, n: each shard's samples in stored order */
     /* gzip-compressed shards (shards_gz.c); all NULL without one */
     uint8_t *gzip;               /* owned, nshards: 1 for a .tar.gz */
     size_t *by_off, *by_off_ends; /* owned: see ferry_gz_cache_setup */
@@ -193,6 +194,7 @@ static void shards_free(shards *h)
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
     ferry_host_free(h->by_off_ends);
+    ferry_host_free(h->stored);
     ferry_host_free(h);
 }
 
@@ -205,13 +207,17 @@ static void shards_destroy(ferry_dataset *ds)
 static const ferry_dataset_vtable shards_vt = {shards_get, shards_label, shards_name,
                                                shards_destroy};
 
-size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends)
+size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
 {
     *ends = NULL;
+    if (seq)
+        *seq = NULL;
     if (!ds || ds->vt != &shards_vt)
         return 0;
     const shards *h = ds->impl;
     *ends = h->ends;
+    if (seq)
+        *seq = h->stored;
     return h->nshards;
 }
 
@@ -450,32 +456,45 @@ static int cmp_off(const void *pa, const void *pb)
     return a->off < b->off ? -1 : a->off > b->off;
 }
 
-/* For gzip shards: each one's images in the order the stream passes them (the
- * samples are in key order, the members in the order they were written), and
- * the cache that loads them. */
-static ferry_status setup_gzip(shards *h)
+/* Each shard's samples in the order their first member is stored (the
+ * index is in key order), for streaming; and for gzip shards, the images in
+ * that order and the cache that loads them. */
+static ferry_status order_stored(shards *h)
 {
-    if (!h->gzip)
-        return FERRY_OK;
     off_index *v = ferry_host_malloc(h->n * sizeof *v);
-    h->by_off = ferry_host_malloc(h->n * sizeof *h->by_off);
-    h->by_off_ends = ferry_host_malloc(h->nshards * sizeof *h->by_off_ends);
-    if (!v || !h->by_off || !h->by_off_ends) {
+    h->stored = ferry_host_malloc(h->n * sizeof *h->stored);
+    if (!v || !h->stored) {
         ferry_host_free(v);
         return FERRY_ERR_NO_MEMORY;
     }
+    for (size_t k = 0, a = 0; k < h->nshards; a = h->ends[k++]) {
+        for (size_t i = a; i < h->ends[k]; i++)
+            v[i] = (off_index){h->samples[i].hdr_off, i};
+        qsort(v + a, h->ends[k] - a, sizeof *v, cmp_off);
+    }
+    for (size_t i = 0; i < h->n; i++)
+        h->stored[i] = v[i].i;
+    ferry_host_free(v);
+    return FERRY_OK;
+}
+
+static ferry_status setup_reading(shards *h)
+{
+    ferry_status st = order_stored(h);
+    if (st != FERRY_OK || !h->gzip)
+        return st;
+    h->by_off = ferry_host_malloc(h->n * sizeof *h->by_off);
+    h->by_off_ends = ferry_host_malloc(h->nshards * sizeof *h->by_off_ends);
+    if (!h->by_off || !h->by_off_ends)
+        return FERRY_ERR_NO_MEMORY;
+    /* An image's header comes right before it: stored order is image order. */
     size_t at = 0;
     for (size_t k = 0; k < h->nshards; k++) {
-        size_t a = at;
         for (size_t i = k ? h->ends[k - 1] : 0; h->gzip[k] && i < h->ends[k]; i++)
-            if (h->samples[i].problem != FERRY_SHARD_NO_IMAGE)
-                v[at++] = (off_index){h->samples[i].img_off, i};
-        qsort(v + a, at - a, sizeof *v, cmp_off);
+            if (h->samples[h->stored[i]].problem != FERRY_SHARD_NO_IMAGE)
+                h->by_off[at++] = h->stored[i];
         h->by_off_ends[k] = at;
     }
-    for (size_t x = 0; x < at; x++)
-        h->by_off[x] = v[x].i;
-    ferry_host_free(v);
     ferry_gz_cache_setup su = {.samples = h->samples, .n = h->n, .nshards = h->nshards,
                                .fds = h->fds, .paths = h->paths, .by_off = h->by_off,
                                .by_off_ends = h->by_off_ends, .cap_bytes = h->cfg.shard_cache_bytes};
@@ -566,8 +585,10 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
     ferry_sample_format fmt;
     if (st == FERRY_OK) {
         num_classes = settle_labels(h, &bad, &first_bad);
-        if ((st = setup_gzip(h)) == FERRY_OK)
+        if ((st = setup_reading(h)) == FERRY_OK)
             st = probe_format(h, &fmt);
+        if (st == FERRY_OK && h->gz) /* the probe's read is not the user's */
+            st = ferry__gz_cache_plan(h->gz, NULL, 0);
     }
     if (st != FERRY_OK) {
         free_names(classes, h->nclasses);

@@ -79,7 +79,9 @@ typedef struct ferry_gz_cache_stats {
     size_t kept_bytes, kept_bytes_peak; /* their bytes (each image rounded up to 1) */
     size_t streams_peak;                /* gzip streams open at once, at most */
     uint64_t decompressed;              /* tar bytes decompressed in all */
-    uint64_t rewinds;                   /* times a shard was decompressed again from its start */
+    uint64_t passes;                    /* times a shard's stream started from its first byte */
+    uint64_t rewinds;                   /* of them, restarts under a plan that it did not
+                                         * cause: a sample behind its stream, not kept */
     uint64_t evicted;                   /* images dropped unread to make room */
     uint64_t from_ring, from_stream;    /* reads served by each */
 } ferry_gz_cache_stats;
@@ -90,7 +92,8 @@ void ferry__gz_cache_destroy(ferry_gz_cache *c);
 ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst);
 /* Which samples the next reads will be (n indices, repeats counted); images
  * passed that are not among them are not kept. idx NULL: no plan, every image
- * passed is kept while there is room. Reads may be in progress. */
+ * passed is kept while there is room. Either way every shard's stream starts
+ * over at its next use. Reads may be in progress. */
 ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n);
 void ferry__gz_cache_stats(ferry_gz_cache *c, ferry_gz_cache_stats *out);
 

@@ -9,8 +9,9 @@
  * Locking: one mutex for the ring, the per-sample tables and the streams'
  * assignment; a shard's stream is advanced outside it by the one thread that
  * marked the shard busy. Readers of images already kept never wait for a
- * stream. Memory: the ring (cap bytes, at the first keep), at most MAX_STREAMS
- * streams of about 350 KiB each, 10 bytes per sample. */
+ * stream. Memory, all allocated at create: the ring (cap bytes, touched as
+ * images are kept), up to MAX_STREAMS streams of about 350 KiB each, 2.5 MiB
+ * of ring entries, 10 bytes per sample. */
 #include <pthread.h>
 #include <string.h>
 
@@ -57,7 +58,7 @@ struct ferry_gz_cache {
     bool planned;
     /* the streams */
     stream streams[MAX_STREAMS];
-    size_t nstreams;
+    size_t nstreams, max_streams;
     int8_t *stream_of;    /* per shard: its stream, or -1 */
     uint8_t *busy;        /* per shard: a thread is advancing its stream */
     uint64_t tick;
@@ -109,18 +110,6 @@ static uint64_t reserve(ferry_gz_cache *c, size_t i, size_t len)
         len = 1;
     if (len > c->cap)
         return 0;
-    if (!c->ring) {
-        c->ring = ferry_host_malloc(c->cap);
-        c->q = ferry_host_calloc(QCAP, sizeof *c->q);
-        if (!c->ring || !c->q) {
-            ferry_host_free(c->ring);
-            ferry_host_free(c->q);
-            c->ring = NULL;
-            c->q = NULL;
-            ferry_clear_error(); /* no room is not an error: the image is read again */
-            return 0;
-        }
-    }
     for (;;) {
         while (pop_front(c, false))
             ;
@@ -189,8 +178,17 @@ static ferry_status stream_new(ferry_gz_cache *c, stream *s)
     return FERRY_OK;
 }
 
-/* The stream for shard k (lock held, k not busy): its own, a new one, or the
- * least recently used idle one. *s NULL: all are busy, wait. */
+/* Whether stream x is worth less than a new one: idle, and its shard's last
+ * image passed (what a stream in streaming order is once its shard is done). */
+static bool spent(const ferry_gz_cache *c, const stream *x)
+{
+    if (x->shard == SIZE_MAX)
+        return true; /* never used */
+    return !c->busy[x->shard] && (x->bad || x->next >= c->su.by_off_ends[x->shard]);
+}
+
+/* The stream for shard k (lock held, k not busy): its own, a spent one, a new
+ * one, or the least recently used idle one. *s NULL: all are busy, wait. */
 static ferry_status stream_for(ferry_gz_cache *c, size_t k, stream **s)
 {
     *s = NULL;
@@ -199,12 +197,16 @@ static ferry_status stream_for(ferry_gz_cache *c, size_t k, stream **s)
         return FERRY_OK;
     }
     stream *pick = NULL;
-    if (c->nstreams < MAX_STREAMS) {
+    for (size_t t = 0; t < c->nstreams && !pick; t++)
+        if (spent(c, &c->streams[t]))
+            pick = &c->streams[t];
+    if (!pick && c->nstreams < c->max_streams) {
         ferry_status st = stream_new(c, &c->streams[c->nstreams]);
         if (st != FERRY_OK)
             return st;
         pick = &c->streams[c->nstreams - 1];
-    } else {
+    }
+    if (!pick) {
         for (size_t t = 0; t < c->nstreams; t++) {
             stream *x = &c->streams[t];
             if (!c->busy[x->shard] && (!pick || x->used < pick->used))
@@ -212,8 +214,9 @@ static ferry_status stream_for(ferry_gz_cache *c, size_t k, stream **s)
         }
         if (!pick)
             return FERRY_OK;
-        c->stream_of[pick->shard] = -1;
     }
+    if (pick->shard != SIZE_MAX)
+        c->stream_of[pick->shard] = -1;
     pick->shard = k;
     pick->gz.fd = c->su.fds[k];
     pick->gz.name = c->su.paths[k];
@@ -266,9 +269,12 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
     const ferry_shard_sample *sp = &c->su.samples[i];
     size_t k = sp->shard, first = k ? c->su.by_off_ends[k - 1] : 0;
     ferry_status st = FERRY_OK;
-    bool rewound = false;
+    bool pass = false, rewound = false;
     if (s->bad || s->gz.out > sp->img_off) {
-        rewound = s->gz.out && !s->bad; /* (a new or failed stream starts over by design) */
+        pass = true;
+        /* A reset or failed stream starts over by design; without a plan
+         * nothing says what to keep, so only a planned restart is a rewind. */
+        rewound = !s->bad;
         if ((st = ferry__gz_rewind(&s->gz)) != FERRY_OK)
             return st;
         s->next = first;
@@ -289,9 +295,24 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
     s->bad = st != FERRY_OK;
     pthread_mutex_lock(&c->lock);
     c->stats.decompressed += s->gz.out - from;
-    c->stats.rewinds += rewound;
+    c->stats.rewinds += rewound && c->planned;
+    c->stats.passes += pass;
     pthread_mutex_unlock(&c->lock);
     return st;
+}
+
+/* Stream t starts on shard t with one byte decompressed: zlib allocates its
+ * window at the first output, and that should be now, not in a worker. */
+static ferry_status warm_stream(ferry_gz_cache *c, size_t t)
+{
+    stream *s = &c->streams[t];
+    s->shard = t;
+    s->gz.fd = c->su.fds[t];
+    s->gz.name = c->su.paths[t];
+    s->next = t ? c->su.by_off_ends[t - 1] : 0;
+    c->stream_of[t] = (int8_t)t;
+    size_t got;
+    return ferry__gz_read(&s->gz, s->skip, 1, &got);
 }
 
 /* ---- the interface ---- */
@@ -331,6 +352,11 @@ ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst)
 ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n)
 {
     pthread_mutex_lock(&c->lock);
+    /* A new plan starts every shard over: what a stream passed for the last
+     * one and did not keep is behind it. */
+    for (size_t t = 0; t < c->nstreams; t++)
+        if (c->streams[t].shard == SIZE_MAX || !c->busy[c->streams[t].shard])
+            c->streams[t].bad = true;
     ferry_status st = FERRY_OK;
     if (idx && !c->pending && !(c->pending = ferry_host_malloc(c->su.n * sizeof *c->pending)))
         st = FERRY_ERR_NO_MEMORY;
@@ -359,19 +385,28 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
         return FERRY_ERR_NO_MEMORY;
     c->su = *su;
     c->cap = su->cap_bytes;
+    c->max_streams = su->nshards < MAX_STREAMS ? su->nshards : MAX_STREAMS;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    /* Everything now, so that loading allocates nothing: the ring is address
+     * space until images are kept in it. */
     c->kept = ferry_host_calloc(su->n, sizeof *c->kept);
     c->stream_of = ferry_host_malloc(su->nshards);
     c->busy = ferry_host_calloc(su->nshards, 1);
-    if (!c->kept || !c->stream_of || !c->busy) {
-        ferry_host_free(c->kept);
-        ferry_host_free(c->stream_of);
-        ferry_host_free(c->busy);
-        ferry_host_free(c);
-        return FERRY_ERR_NO_MEMORY;
+    c->ring = ferry_host_malloc(c->cap);
+    c->q = ferry_host_calloc(QCAP, sizeof *c->q);
+    ferry_status st = c->kept && c->stream_of && c->busy && c->ring && c->q ? FERRY_OK :
+                      FERRY_ERR_NO_MEMORY;
+    if (st == FERRY_OK)
+        memset(c->stream_of, -1, su->nshards);
+    while (st == FERRY_OK && c->nstreams < c->max_streams)
+        st = stream_new(c, &c->streams[c->nstreams]);
+    for (size_t t = 0; st == FERRY_OK && t < c->nstreams; t++)
+        st = warm_stream(c, t);
+    if (st != FERRY_OK) {
+        ferry__gz_cache_destroy(c);
+        return st;
     }
-    memset(c->stream_of, -1, su->nshards);
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->cv, NULL);
     *out = c;
     return FERRY_OK;
 }

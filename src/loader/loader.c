@@ -369,7 +369,7 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
 static void warn_gzip_order(ferry_loader *l)
 {
     const size_t *ends;
-    size_t k = ferry__dataset_shard_ends(l->ds, &ends);
+    size_t k = ferry__dataset_shard_ends(l->ds, &ends, NULL);
     l->gzip_shards = ferry__dataset_gzip_shards(l->ds);
     if (l->gzip_shards && l->plan.shuffle && !l->cfg.stream_shuffle_buffer &&
         l->plan.kind != FERRY_SAMPLER_INDICES)
@@ -382,14 +382,14 @@ static void warn_gzip_order(ferry_loader *l)
 /* Streaming mode: the shard boundaries for the sampler. */
 static ferry_status plan_stream(ferry_loader *l)
 {
-    const size_t *ends;
-    size_t k = ferry__dataset_shard_ends(l->ds, &ends);
+    const size_t *ends, *seq;
+    size_t k = ferry__dataset_shard_ends(l->ds, &ends, &seq);
     if (!k)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset of "
                           "tar shards (ferry_dataset_shards), not a view or another kind");
     if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
         return FERRY_ERR_NO_MEMORY;
-    ferry_sampler_plan_stream(&l->plan, ends, k, l->stream_perm);
+    ferry_sampler_plan_stream(&l->plan, ends, seq, k, l->stream_perm);
     return FERRY_OK; /* read-ahead goes on at each epoch's start */
 }
 

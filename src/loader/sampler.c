@@ -56,10 +56,11 @@ ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loade
     return FERRY_OK;
 }
 
-void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends, size_t nshards,
-                               size_t *perm)
+void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends,
+                               const size_t *shard_seq, size_t nshards, size_t *perm)
 {
     plan->shard_ends = shard_ends;
+    plan->shard_seq = shard_seq;
     plan->nshards = nshards;
     plan->shard_perm = perm;
 }
@@ -91,7 +92,10 @@ static void shuffle(size_t *a, size_t n, uint64_t seed, uint64_t epoch)
 }
 
 /* The streaming order of all n samples: the shards in a seeded order, each
- * one's samples in index order (the "sequential stream"), through a shuffle
+ * one's samples in the order they are stored in it (the "sequential stream";
+ * index order when the shard was written in key order, as ferry pack does),
+ * so that a shard is read front to back, and a gzip one decompressed once,
+ * whatever wrote it; through a shuffle
  * buffer of B entries. The buffer works in place: before output i is chosen,
  * a[i, i + B) holds the buffer (what is left of it, and the next stream
  * sample, already in place at a[i + B - 1]); output i is a seeded pick among
@@ -108,7 +112,7 @@ static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epo
     for (size_t s = 0; s < k; s++) {
         size_t sh = plan->shard_perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
         for (size_t i = first; i < plan->shard_ends[sh]; i++)
-            a[at++] = i;
+            a[at++] = plan->shard_seq[i];
     }
     ferry_rng r;
     ferry_rng_init(&r, plan->seed, FERRY_RNG_SHUFFLE | epoch, 1);

@@ -17,10 +17,10 @@ typedef struct ferry_sampler_plan {
     size_t rank, world_size;
     /* Streaming (stream_buffer > 0, shard datasets): the shards in a seeded
      * order, their samples through a shuffle buffer of stream_buffer entries.
-     * shard_ends as ferry__dataset_shard_ends gives it; shard_perm: nshards
-     * entries of the loader's, rewritten by each order. */
+     * shard_ends and shard_seq as ferry__dataset_shard_ends gives them;
+     * shard_perm: nshards entries of the loader's, rewritten by each order. */
     size_t stream_buffer;
-    const size_t *shard_ends;
+    const size_t *shard_ends, *shard_seq;
     size_t nshards;
     size_t *shard_perm;
 } ferry_sampler_plan;
@@ -31,9 +31,10 @@ ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loade
                                      size_t dataset_len);
 
 /* Streaming mode for a shard dataset (cfg->stream_shuffle_buffer > 0, checked
- * by plan_init): the shard boundaries, and perm (nshards entries) to work in. */
-void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends, size_t nshards,
-                               size_t *perm);
+ * by plan_init): the shard boundaries, the samples in stored order, and perm
+ * (nshards entries) to work in. */
+void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends,
+                               const size_t *shard_seq, size_t nshards, size_t *perm);
 
 /* Samples per epoch. */
 size_t ferry_sampler_len(const ferry_sampler_plan *plan);
