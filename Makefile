@@ -277,7 +277,7 @@ deps:
 # layout), which the simulated GPU does not need.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults \
-              test_loader_gpu test_tensor test_ops test_sim test_shards test_stream
+              test_loader_gpu test_tensor test_ops test_sim test_shards test_shards_gz test_stream
 test: deps
 	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@$(MAKE) --no-print-directory -j$(JOBS) BUILD=$(BUILD)/asan CUDA=0 SAN=address,undefined tests
@@ -314,7 +314,7 @@ gpu-check: deps
 # make memcheck  valgrind on the CPU loader tests
 # make lint      clang-tidy (.clang-tidy) and cppcheck over src/ and tools/
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := png idx list device
+FUZZ_TARGETS := png idx list device tar
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 10
 fuzz:

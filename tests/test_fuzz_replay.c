@@ -20,6 +20,9 @@
 #define LLVMFuzzerTestOneInput ferry_fuzz_device
 #include "fuzz/fuzz_device.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput ferry_fuzz_tar
+#include "fuzz/fuzz_tar.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -98,3 +101,4 @@ TEST(replay_png_pngsuite)
 TEST(replay_idx) { replay_target(ferry_fuzz_idx, "idx"); }
 TEST(replay_list) { replay_target(ferry_fuzz_list, "list"); }
 TEST(replay_device) { replay_target(ferry_fuzz_device, "device"); }
+TEST(replay_tar) { replay_target(ferry_fuzz_tar, "tar"); }

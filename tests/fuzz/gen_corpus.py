@@ -25,6 +25,34 @@ def png(w, h, ct, bd, rows, interlace=0, extra=b""):
     return sig + ihdr + extra + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 
+def tar_seeds():
+    # Tar shards: ustar, pax and GNU long names, class names, an incomplete
+    # key, a folder member; written by Python's tarfile (mtime 0).
+    import io, tarfile
+    px = png(4, 4, 0, 8, [bytes(range(y * 4, y * 4 + 4)) for y in range(4)])
+
+    def shard(members, fmt=tarfile.USTAR_FORMAT):
+        b = io.BytesIO()
+        with tarfile.open(fileobj=b, mode="w", format=fmt) as t:
+            for name, data in members:
+                ti = tarfile.TarInfo(name)
+                if data is None:
+                    ti.type = tarfile.DIRTYPE
+                    t.addfile(ti)
+                    continue
+                ti.size = len(data)
+                t.addfile(ti, io.BytesIO(data))
+        return b.getvalue()
+
+    out("tar", "two.tar", shard([("0.png", px), ("0.cls", b"0"), ("1.cls", b"1\n"), ("1.png", px)]))
+    out("tar", "classes.tar", shard([("__classes__.txt", b"a\nb\n"), ("k.png", px), ("k.cls", b"1")]))
+    out("tar", "pax.tar", shard([("d/" + "x" * 120 + ".png", px), ("d/" + "x" * 120 + ".cls", b"0")],
+                                tarfile.PAX_FORMAT))
+    out("tar", "gnu.tar", shard([("g" * 110 + ".png", px), ("g" * 110 + ".cls", b"0")],
+                                tarfile.GNU_FORMAT))
+    out("tar", "incomplete.tar", shard([("dir", None), ("a.png", px), ("b.cls", b"x")]))
+
+
 def main():
     # PNG: the colour types and depths, palette + tRNS, interlace, damage.
     g8 = png(5, 3, 0, 8, [bytes((x * 40 + y) & 255 for x in range(5)) for y in range(3)])
@@ -80,3 +108,4 @@ def main():
 
 if __name__ == "__main__":
     main()
+    tar_seeds()
