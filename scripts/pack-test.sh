@@ -4,7 +4,8 @@
 # files' bytes and labels in sample order, `tar tf` lists them, Python's tarfile
 # reads them, `ferry bench` prints the same digest for the shards as for the
 # folder, `ferry check` passes them and names a corrupt sample, --shard-size
-# splits, an IDX pair packs, and bad arguments exit 2. Prints one line per check
+# splits, an IDX pair packs, bad arguments exit 2, and the same shards
+# gzip-compressed (by gzip, GNU tar and Python) give the same digest. Prints one line per check
 # and a "N passed, N failed, N skipped" summary.
 #   FERRY_PACK_BUILD=build/h5 sh scripts/pack-test.sh   (default: build)
 build=${FERRY_PACK_BUILD:-build}
@@ -86,6 +87,49 @@ digest() { "$ferry" bench "$1" --workers "$2" --epochs 1 --batch 32 2> /dev/null
 a=$(digest "$tmp/folder" 2) b=$(digest "$tmp/shards" 2) c=$(digest "$tmp/shards" 0)
 [ -n "$a" ] && [ "$a" = "$b" ] && [ "$b" = "$c" ]
 check "ferry bench digest: folder $a, shards $b (2 workers), $c (0 workers)" $?
+# Gzip-compressed shards give the same digest: gzip(1) of each shard, GNU tar
+# czf of each shard's files (in the order the folder lists them), and Python's
+# tarfile "w:gz" with the members reversed; streaming too (each shard is read
+# in stored order, so gzip(1)'s copy streams exactly as the .tar does).
+if command -v gzip > /dev/null 2>&1; then
+    mkdir "$tmp/gz" && for s in "$tmp/shards"/*.tar; do gzip -c "$s" > "$tmp/gz/${s##*/}.gz"; done
+    g=$(digest "$tmp/gz" 2) g0=$(digest "$tmp/gz" 0)
+    [ -n "$g" ] && [ "$g" = "$a" ] && [ "$g0" = "$a" ]
+    check "ferry bench digest: gzip(1) shards $g (2 workers), $g0 (0 workers), folder $a" $?
+    sdig() { "$ferry" bench "$1" --workers 2 --epochs 1 --batch 32 --stream 50 2> /dev/null | awk '$1 ~ /^[0-9]+$/ { print $NF }'; }
+    s1=$(sdig "$tmp/shards") s2=$(sdig "$tmp/gz")
+    [ -n "$s1" ] && [ "$s1" = "$s2" ]
+    check "ferry bench --stream 50 digest: .tar $s1, .tar.gz $s2" $?
+else
+    skip "gzip(1) shards (gzip is not installed)"
+fi
+if command -v tar > /dev/null 2>&1; then
+    mkdir "$tmp/gnu" && for s in "$tmp/shards"/*.tar; do
+        x="$tmp/x/${s##*/}"; mkdir -p "$x" && tar xf "$s" -C "$x" &&
+            tar czf "$tmp/gnu/${s##*/}.gz" -C "$x" . || echo fail
+    done > "$tmp/err" 2>&1
+    g=$(digest "$tmp/gnu" 2)
+    [ ! -s "$tmp/err" ] && [ -n "$g" ] && [ "$g" = "$a" ]
+    check "ferry bench digest: GNU tar czf shards $g, folder $a" $?
+else
+    skip "GNU tar czf shards (tar is not installed)"
+fi
+"$py" - "$tmp" <<'EOF2'
+import os, sys, tarfile
+d = sys.argv[1]
+os.mkdir(d + "/pygz")
+for s in sorted(os.listdir(d + "/shards")):
+    with tarfile.open(d + "/shards/" + s) as t, \
+         tarfile.open(d + "/pygz/" + s[:-4] + ".tgz", "w:gz") as o:
+        for m in reversed(t.getmembers()):
+            o.addfile(m, t.extractfile(m))
+EOF2
+g=$(digest "$tmp/pygz" 2)
+[ -n "$g" ] && [ "$g" = "$a" ]
+check "ferry bench digest: Python tarfile w:gz shards (members reversed) $g, folder $a" $?
+"$ferry" check -j 2 "$tmp/pygz" > "$tmp/out" 2>&1 && grep -q "300 shard samples, 300 ok, 0 bad" "$tmp/out"
+check "ferry check on the .tgz shards: 300 ok" $?
+
 b1=$(digest "$tmp/shards/shard-000000.tar" 1)
 [ -n "$b1" ] && [ "$b1" != "$a" ]
 check "ferry bench on one .tar runs (a subset: digest $b1)" $?
