@@ -140,23 +140,32 @@ FERRY_API ferry_status ferry_dataset_image_folder(const char *root, const ferry_
  * loaded, as in an image folder. */
 FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
                                                ferry_dataset **out);
-/* WebDataset-style shards: uncompressed tar files (ustar, pax and GNU headers,
- * as GNU tar and Python's tarfile write them) whose members share a key per
- * sample, the name up to the first '.' of its last component: KEY.png is the
- * image, KEY.cls its label (a decimal integer as text); other members are
- * ignored. Each of the n paths is a shard (a name ending in .tar), a folder (its
- * *.tar entries, sorted bytewise) or a list file (any other file: one shard path
- * a line, relative to the list's folder; '#' comments and blank lines allowed).
+/* WebDataset-style shards: tar files (ustar, pax and GNU headers, as GNU tar
+ * and Python's tarfile write them), uncompressed or gzip-compressed, whose
+ * members share a key per sample, the name up to the first '.' of its last
+ * component: KEY.png is the image, KEY.cls its label (a decimal integer as
+ * text); other members are ignored. Each of the n paths is a shard (a name
+ * ending in .tar, .tar.gz or .tgz), a folder (its entries with those endings,
+ * sorted bytewise) or a list file (any other file: one shard path a line,
+ * relative to the list's folder; '#' comments and blank lines allowed).
  * Samples: shards in that order, keys sorted bytewise within a shard; named
  * "SHARD:KEY.png". Class names: the lines of a member __classes__.txt (or
  * classes.txt) at the top of a shard, the same in every shard that has one;
  * without it num_classes is the largest label + 1. Create reads every header
  * once and keeps each shard open (one descriptor each); get() is one pread.
+ * A gzip shard (known by its first bytes, whatever its name) is decompressed
+ * through at create to index it (offsets in messages are in the decompressed
+ * tar); get() decompresses it from the last point reached, keeping the images
+ * it passes that are still to be read (all of them without a loader, those of
+ * the epoch with one) in a ring of cfg->shard_cache_bytes, so that streaming
+ * mode, or any order while the ring holds, decompresses each shard once an
+ * epoch; a sample behind the stream and not kept costs decompressing its shard
+ * again up to it. Other compressions are FERRY_ERR_UNSUPPORTED.
  * Create fails, naming the shard, the member and its byte offset, when the index
  * cannot be trusted: a bad header checksum or number (FERRY_ERR_FORMAT), a shard
  * that ends early or lacks the end-of-archive blocks, a link, device or FIFO
  * member, the same KEY.ext twice in a shard, class names that differ between
- * shards; a compressed shard is FERRY_ERR_UNSUPPORTED, the same shard given
+ * shards, gzip data that is corrupt or cut short; the same shard given
  * twice FERRY_ERR_INVALID_ARG. Folder members are ignored. A key that is only
  * incomplete (no .png, no .cls, a .cls that is not a label or not below the
  * number of class names), an image over limits.max_file_bytes (FERRY_ERR_LIMIT)

@@ -70,17 +70,22 @@ typedef struct ferry_loader_config {
     bool in_order;              /* deliver batches in sampler order; default true. false: as ready */
     bool train;                 /* random augmentation on; default true */
     /* Streaming mode, for tar shards (ferry_dataset_shards) larger than the page
-     * cache: > 0 replaces the shuffled order (shuffle = true; random or
-     * distributed sampler) by the shards in a seeded order, their samples
+     * cache, and for gzip-compressed shards: > 0 replaces the shuffled order
+     * (shuffle = true; random or distributed sampler) by the shards in a
+     * seeded order, each one's samples in the order they are stored in it,
      * passed through a shuffle buffer of this many entries (a sample comes at
      * most this many - 1 places before its place in the shards' order), and
      * each shard is read ahead sequentially (4 MiB past the last read member,
      * posix_fadvise). The order is computed up front from (seed, epoch, world
      * size) like every order: independent of num_workers. Memory: the order
      * as for any sampler plus one entry per shard; the buffer is in place in
-     * the order. Distributed: ranks split the streaming order as they split
-     * the random one (every world_size-th sample), so each rank reads every
-     * shard. Default 0 (off). */
+     * the order. Gzip shards are decompressed once an epoch each, and the
+     * images decompressed ahead of their turn wait in the dataset's ring
+     * (image_config.shard_cache_bytes): at most this many plus prefetch *
+     * batch_size of them (tests/test_shards_gz.c). Distributed: ranks split
+     * the streaming order as they split the random one (every world_size-th
+     * sample), so each rank reads (and decompresses) every shard. Default 0
+     * (off). */
     size_t stream_shuffle_buffer;
 } ferry_loader_config;
 
