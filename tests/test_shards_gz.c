@@ -4,9 +4,13 @@
  * count; streaming decompresses each shard once an epoch with the ring of
  * kept images within its stated bound; a full shuffle does too while the ring
  * holds; a small ring stays within its bytes and still gives the same bytes;
- * corrupt gzip or tar inside it fails at create naming the shard and where. */
+ * corrupt gzip or tar inside it fails at create naming the shard and where;
+ * the index kept beside a shard (shard_index_cache) is used exactly while the
+ * shard is unchanged. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -356,6 +360,43 @@ TEST(a_small_ring_stays_within_its_bytes_and_gives_the_same_batches)
     ferry_dataset_destroy(plain);
 }
 
+/* A class-names member of 360 KiB that starts 900 KiB into the tar crosses
+ * the end of the walk's 1 MiB read window: its start is kept, the rest read. */
+TEST(a_member_across_the_read_window_is_read_whole)
+{
+    ft_tar t = {0};
+    uint8_t *pad = calloc(900 << 10, 1);
+    ASSERT(pad);
+    ft_tar_file(&t, "zz_pad.bin", pad, 900 << 10);
+    free(pad);
+    enum { NC = 30000 };
+    char *names = malloc(NC * 12 + 1);
+    ASSERT(names);
+    for (size_t c = 0; c < NC; c++)
+        snprintf(names + c * 12, 13, "class_%05zu\n", c);
+    ft_tar_text(&t, "__classes__.txt", names);
+    free(names);
+    for (size_t i = 0; i < 4; i++)
+        add_sample(&t, 0, i);
+    ft_tar_end(&t);
+    ft_tar copy = {0};
+    ft_tar_put(&copy, t.d, t.n);
+    const char *p = ft_tar_save(&t, "window/w.tar");
+    const char *q = ft_tar_save_gz(&copy, "window/w.tar.gz", 1);
+    ferry_dataset *a = NULL, *b = NULL;
+    ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &a));
+    ASSERT_OK(ferry_dataset_shards(&q, 1, NULL, &b));
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(a), NC);
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(b), NC);
+    for (size_t c = 0; c < NC; c += 997)
+        ASSERT_STR_EQ(ferry_dataset_class_name(b, c), ferry_dataset_class_name(a, c));
+    ASSERT_STR_EQ(ferry_dataset_class_name(b, NC - 1), "class_29999");
+    for (size_t i = 0; i < 4; i++)
+        assert_same_sample(a, b, i);
+    ferry_dataset_destroy(a);
+    ferry_dataset_destroy(b);
+}
+
 /* ---- bad input ---- */
 
 /* A one-sample tar in t. */
@@ -463,3 +504,127 @@ TEST(a_shard_cut_after_create_fails_by_name_when_loaded)
     ferry_dataset_destroy(ds);
 }
 
+
+/* ---- the index kept beside each shard ---- */
+
+/* Warnings about the kept index (the shard's incomplete key warns too). */
+static int warnings;
+static char last_warning[512];
+static void count_log(ferry_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == FERRY_LOG_WARN && strstr(msg, "index")) {
+        warnings++;
+        snprintf(last_warning, sizeof last_warning, "%s", msg);
+    }
+}
+
+static ferry_status open_ix(const char *dir, bool cache, ferry_dataset **ds)
+{
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.shard_index_cache = cache;
+    *ds = NULL;
+    return ferry_dataset_shards(&dir, 1, &cfg, ds);
+}
+
+/* Flips a byte of path at off, keeping its size and modification time. */
+static void spoil_keeping_mtime(const char *path, size_t off)
+{
+    struct stat sb;
+    ASSERT(stat(path, &sb) == 0);
+    size_t n;
+    uint8_t *d = ft_read_file(path, &n);
+    ASSERT(off < n);
+    d[off] ^= 0x20;
+    ft_write_file(path, d, n);
+    free(d);
+    struct timespec t[2] = {sb.st_atim, sb.st_mtim};
+    ASSERT(utimensat(AT_FDCWD, path, t, 0) == 0);
+}
+
+TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
+{
+    /* A plain and a gzip shard. */
+    ft_tar t = {0};
+    add_sample(&t, 0, 0);
+    size_t h1 = ft_tar_text(&t, "s0_001.cls", "1");
+    add_sample(&t, 0, 2);
+    ft_tar_end(&t);
+    const char *a = ft_tar_save(&t, "ix/a.tar");
+    for (size_t i = 3; i < 7; i++)
+        add_sample(&t, 1, i);
+    ft_tar_text(&t, "__classes__.txt", "c0\nc1\nc2\nc3\nc4\n");
+    ft_tar_end(&t);
+    const char *b = ft_tar_save_gz(&t, "ix/b.tar.gz", 1);
+    char ia[4200], ib[4200];
+    snprintf(ia, sizeof ia, "%s.ferry-index", a);
+    snprintf(ib, sizeof ib, "%s.ferry-index", b);
+    const char *dir = ft_tmp("ix");
+
+    ferry_dataset *ref, *ds;
+    ASSERT_OK(open_ix(dir, false, &ref));
+    ASSERT(access(ia, F_OK) != 0); /* only when asked */
+    ASSERT_OK(open_ix(dir, true, &ds));
+    ASSERT(access(ia, F_OK) == 0 && access(ib, F_OK) == 0);
+    ferry_dataset_destroy(ds);
+    size_t na, nb;
+    uint8_t *saved_a = ft_read_file(ia, &na), *saved_b = ft_read_file(ib, &nb);
+
+    /* Spoil a header of the plain shard, size and time kept: a fresh index
+     * fails, the kept one is used and gives the same samples as before. */
+    spoil_keeping_mtime(a, h1 + 3);
+    ASSERT_STATUS(open_ix(dir, false, &ds), FERRY_ERR_FORMAT);
+    ASSERT_OK(open_ix(dir, true, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 5);
+    ASSERT_STR_EQ(ferry_dataset_class_name(ds, 4), "c4");
+    for (size_t i = 0; i < ferry_dataset_len(ref); i++) {
+        ASSERT_STR_EQ(ferry_dataset_sample_name(ds, i), ferry_dataset_sample_name(ref, i));
+        uint8_t x[IW * IH] = {0}, y[IW * IH] = {0};
+        int64_t lx = -5, ly = -6;
+        ferry_status sx = ferry_dataset_get(ref, i, x, sizeof x, NULL, &lx);
+        ferry_status sy = ferry_dataset_get(ds, i, y, sizeof y, NULL, &ly);
+        ASSERT_MSG(sx == sy && lx == ly && !memcmp(x, y, sizeof x), "sample %zu differs", i);
+        if (i == 1) /* the key without an image fails the same way */
+            ASSERT_STR_CONTAINS(ferry_last_error(), "no .png image");
+    }
+    ferry_dataset_destroy(ds);
+
+    /* A path spelled otherwise finds the same index, and names with it. */
+    const char *dot = ft_tmp("ix/.");
+    ASSERT_OK(open_ix(dot, true, &ds));
+    ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 0), "/ix/./a.tar:s0_000.png");
+    ferry_dataset_destroy(ds);
+
+    /* A newer shard: the kept index is stale, and the spoilt header is seen. */
+    ASSERT(utimensat(AT_FDCWD, a, NULL, 0) == 0);
+    ASSERT_STATUS(open_ix(dir, true, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "a.tar");
+    spoil_keeping_mtime(a, h1 + 3); /* mended */
+
+    /* A damaged index is ignored, and written again. */
+    spoil_keeping_mtime(ib, nb / 2);
+    ASSERT_OK(open_ix(dir, true, &ds));
+    ferry_dataset_destroy(ds);
+    size_t n2;
+    uint8_t *again = ft_read_file(ib, &n2);
+    ASSERT(n2 == nb && !memcmp(again, saved_b, nb));
+    free(again);
+
+    /* An index that cannot be written is one warning, not a failure. */
+    ASSERT(unlink(ia) == 0);
+    ASSERT(mkdir(ia, 0755) == 0);
+    warnings = 0;
+    ferry_set_log(count_log, NULL);
+    ASSERT_OK(open_ix(dir, true, &ds));
+    ferry_set_log(NULL, NULL);
+    ASSERT_EQ_INT(warnings, 1);
+    ASSERT_STR_CONTAINS(last_warning, "cannot keep the index");
+    ASSERT_STR_CONTAINS(last_warning, "a.tar.ferry-index");
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
+    ferry_dataset_destroy(ds);
+    ASSERT(rmdir(ia) == 0);
+    free(saved_a);
+    free(saved_b);
+    ferry_dataset_destroy(ref);
+}

@@ -86,6 +86,11 @@ typedef struct ferry_image_config {
      * are ordered (in streaming mode: the shuffle buffer's images). The most
      * held at once, allocated at the first use; default (0) 256 MiB. */
     size_t shard_cache_bytes;
+    /* Shards: keep each shard's index beside it (SHARD.ferry-index), used while
+     * the shard's size and modification time are unchanged, so that create
+     * need not read every header (or decompress a gzip shard) again. A folder
+     * that cannot be written is a warning, not an error. Default false. */
+    bool shard_index_cache;
 } ferry_image_config;
 FERRY_API ferry_image_config ferry_image_config_default(void);
 

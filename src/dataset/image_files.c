@@ -14,36 +14,18 @@ typedef struct image_files {
     ferry_image_config cfg;
 } image_files;
 
+static ferry_status read_file(const void *src, size_t index, ferry_scratch *s, size_t *n)
+{
+    const image_files *f = src;
+    return ferry__scratch_read_file(s, f->paths[index], f->cfg.limits.max_file_bytes, n);
+}
+
 static ferry_status files_get(const ferry_dataset *ds, size_t index, void *dst,
                               const ferry_sample_ctx *ctx, int64_t *label)
 {
     const image_files *f = ds->impl;
-    ferry_scratch *s = ctx ? ctx->scratch : NULL, *own = NULL;
-    ferry_status st;
-    if (!s) {
-        if ((st = ferry_scratch_create(&own)) != FERRY_OK)
-            return st;
-        s = own;
-    }
-    size_t n = 0;
-    const char *path = f->paths[index];
-    double t0 = ferry__clock(ctx);
-    st = ferry__scratch_read_file(s, path, f->cfg.limits.max_file_bytes, &n);
-    double t1 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        st = ferry__png_decode(s->file, n, &f->cfg, &ds->format, s, path, dst);
-    double t2 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        ferry__augment(&f->cfg, &ds->format, dst, index, ctx);
-    if (ctx && ctx->timing) {
-        /* Resize and channel conversion happen inside the decode, row by row. */
-        ctx->timing->read_s += t1 - t0;
-        ctx->timing->decode_s += t2 - t1;
-        ctx->timing->transform_s += ferry__clock(ctx) - t2;
-    }
-    ferry_scratch_destroy(own);
     *label = f->labels[index];
-    return st;
+    return ferry__png_sample(ds, &f->cfg, index, read_file, f, f->paths[index], dst, ctx);
 }
 
 static ferry_status files_label(const ferry_dataset *ds, size_t index, int64_t *label)

@@ -106,6 +106,14 @@ ferry_status ferry__png_header(const uint8_t *data, size_t n, const char *name, 
 ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_config *cfg,
                                const ferry_sample_format *fmt, ferry_scratch *scratch,
                                const char *name, void *dst);
+/* One image sample of a file-backed dataset: read() puts the PNG's bytes in
+ * s->file (*n of them), then they are decoded into dst and augmented, and the
+ * stage times go to ctx->timing. With no scratch in ctx, one is made for the
+ * call. The image folders and the shards differ only in read(). */
+typedef ferry_status (*ferry_png_read_fn)(const void *src, size_t index, ferry_scratch *s, size_t *n);
+ferry_status ferry__png_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
+                               ferry_png_read_fn read, const void *src, const char *name,
+                               void *dst, const ferry_sample_ctx *ctx);
 
 /* ---- datasets (dataset.c) ---- */
 typedef struct ferry_dataset_vtable {

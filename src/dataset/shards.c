@@ -127,6 +127,13 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
     return ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
 }
 
+static ferry_status read_member(const void *src, size_t index, ferry_scratch *s, size_t *n)
+{
+    const shards *h = src;
+    *n = (size_t)h->samples[index].img_size;
+    return read_image(h, &h->samples[index], s);
+}
+
 static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
                                const ferry_sample_ctx *ctx, int64_t *label)
 {
@@ -135,29 +142,7 @@ static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
     *label = sp->label;
     if (sp->problem)
         return sample_problem(h, sp);
-    ferry_scratch *s = ctx ? ctx->scratch : NULL, *own = NULL;
-    ferry_status st;
-    if (!s) {
-        if ((st = ferry_scratch_create(&own)) != FERRY_OK)
-            return st;
-        s = own;
-    }
-    double t0 = ferry__clock(ctx);
-    st = read_image(h, sp, s);
-    double t1 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        st = ferry__png_decode(s->file, (size_t)sp->img_size, &h->cfg, &ds->format, s,
-                               h->names + sp->name, dst);
-    double t2 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        ferry__augment(&h->cfg, &ds->format, dst, index, ctx);
-    if (ctx && ctx->timing) {
-        ctx->timing->read_s += t1 - t0;
-        ctx->timing->decode_s += t2 - t1;
-        ctx->timing->transform_s += ferry__clock(ctx) - t2;
-    }
-    ferry_scratch_destroy(own);
-    return st;
+    return ferry__png_sample(ds, &h->cfg, index, read_member, h, h->names + sp->name, dst, ctx);
 }
 
 static ferry_status shards_label(const ferry_dataset *ds, size_t index, int64_t *label)
@@ -396,13 +381,33 @@ typedef struct index_job {
     ferry_status *st;      /* per shard */
     char (*msg)[1024];     /* per shard: the message of a failure */
     atomic_size_t next;
+    atomic_bool warned;    /* an index could not be saved (said once) */
 } index_job;
+
+/* Shard i's index: from the file beside it when asked and it matches, else
+ * read from the shard (and saved when asked). */
+static ferry_status index_one(index_job *j, size_t i)
+{
+    const char *path = j->h->paths[i];
+    int fd = j->h->fds[i];
+    bool cache = j->h->cfg.shard_index_cache;
+    if (cache && ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i]))
+        return FERRY_OK;
+    ferry_status st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
+    if (st == FERRY_OK && cache && ferry__shard_index_save(path, fd, &j->parts[i]) != FERRY_OK) {
+        if (!atomic_exchange(&j->warned, true))
+            ferry_log(FERRY_LOG_WARN, "shards: cannot keep the index beside the shard (%s); "
+                      "create reads the shards again next time", ferry_last_error());
+        ferry_clear_error();
+    }
+    return st;
+}
 
 static void *index_worker(void *arg)
 {
     index_job *j = arg;
     for (size_t i; (i = atomic_fetch_add(&j->next, 1)) < j->h->nshards;) {
-        j->st[i] = ferry__shard_index(j->h->paths[i], j->h->fds[i], (uint32_t)i, &j->parts[i]);
+        j->st[i] = index_one(j, i);
         if (j->st[i] != FERRY_OK) {
             snprintf(j->msg[i], sizeof j->msg[i], "%s", ferry_last_error());
             atomic_store(&j->next, j->h->nshards); /* the rest is not needed */
@@ -431,6 +436,7 @@ static ferry_status index_all(shards *h, char ***classes)
 {
     index_job j = {.h = h};
     atomic_init(&j.next, 0);
+    atomic_init(&j.warned, false);
     j.parts = ferry_host_calloc(h->nshards, sizeof *j.parts);
     j.st = ferry_host_calloc(h->nshards, sizeof *j.st);
     j.msg = ferry_host_calloc(h->nshards, sizeof *j.msg);
@@ -496,7 +502,7 @@ static ferry_status setup_reading(shards *h)
         h->by_off_ends[k] = at;
     }
     ferry_gz_cache_setup su = {.samples = h->samples, .n = h->n, .nshards = h->nshards,
-                               .fds = h->fds, .paths = h->paths, .by_off = h->by_off,
+                               .fds = h->fds, .gzip = h->gzip, .paths = h->paths, .by_off = h->by_off,
                                .by_off_ends = h->by_off_ends, .cap_bytes = h->cfg.shard_cache_bytes};
     return ferry__gz_cache_create(&su, &h->gz);
 }

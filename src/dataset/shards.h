@@ -50,6 +50,13 @@ ferry_status ferry__shard_is_gzip(int fd, const char *path, bool *gz);
 ferry_status ferry__shard_index(const char *path, int fd, uint32_t k, ferry_shard_part *out);
 void ferry__shard_part_free(ferry_shard_part *p);
 
+/* The index of a shard saved beside it as SHARD.ferry-index (shards_cache.c).
+ * load: true when that file exists and matches the shard on fd (size,
+ * modification time, its own CRC-32), *out then as ferry__shard_index would
+ * give it; false otherwise (nothing to free). save: written atomically. */
+bool ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out);
+ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard_part *p);
+
 /* The class-names members' names. */
 #define FERRY_SHARD_CLASSES_A "__classes__.txt"
 #define FERRY_SHARD_CLASSES_B "classes.txt"
@@ -66,6 +73,7 @@ typedef struct ferry_gz_cache_setup {
     const ferry_shard_sample *samples; /* the dataset's index, n samples */
     size_t n, nshards;
     const int *fds;                    /* per shard */
+    const uint8_t *gzip;               /* per shard: 1 for a gzip one (the others are not read) */
     char *const *paths;                /* per shard */
     /* Each shard's samples with an image, in the order of their image in the
      * shard: shard k's are by_off[by_off_ends[k - 1] .. by_off_ends[k]). */

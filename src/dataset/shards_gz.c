@@ -147,7 +147,7 @@ static bool take_kept(ferry_gz_cache *c, size_t i, uint8_t *dst)
     } else {
         if (c->planned)
             c->pending[i] = 0;
-        drop(c, e);
+        drop(c, e); /* read: its room is free again */
     }
     c->stats.from_ring++;
     return true;
@@ -301,16 +301,16 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
     return st;
 }
 
-/* Stream t starts on shard t with one byte decompressed: zlib allocates its
- * window at the first output, and that should be now, not in a worker. */
-static ferry_status warm_stream(ferry_gz_cache *c, size_t t)
+/* Stream t starts on gzip shard k with one byte decompressed: zlib allocates
+ * its window at the first output, and that should be now, not in a worker. */
+static ferry_status warm_stream(ferry_gz_cache *c, size_t t, size_t k)
 {
     stream *s = &c->streams[t];
-    s->shard = t;
-    s->gz.fd = c->su.fds[t];
-    s->gz.name = c->su.paths[t];
-    s->next = t ? c->su.by_off_ends[t - 1] : 0;
-    c->stream_of[t] = (int8_t)t;
+    s->shard = k;
+    s->gz.fd = c->su.fds[k];
+    s->gz.name = c->su.paths[k];
+    s->next = k ? c->su.by_off_ends[k - 1] : 0;
+    c->stream_of[k] = (int8_t)t;
     size_t got;
     return ferry__gz_read(&s->gz, s->skip, 1, &got);
 }
@@ -385,7 +385,10 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
         return FERRY_ERR_NO_MEMORY;
     c->su = *su;
     c->cap = su->cap_bytes;
-    c->max_streams = su->nshards < MAX_STREAMS ? su->nshards : MAX_STREAMS;
+    size_t ngz = 0;
+    for (size_t k = 0; k < su->nshards; k++)
+        ngz += su->gzip[k];
+    c->max_streams = ngz < MAX_STREAMS ? ngz : MAX_STREAMS;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cv, NULL);
     /* Everything now, so that loading allocates nothing: the ring is address
@@ -401,8 +404,9 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
         memset(c->stream_of, -1, su->nshards);
     while (st == FERRY_OK && c->nstreams < c->max_streams)
         st = stream_new(c, &c->streams[c->nstreams]);
-    for (size_t t = 0; st == FERRY_OK && t < c->nstreams; t++)
-        st = warm_stream(c, t);
+    for (size_t t = 0, k = 0; st == FERRY_OK && t < c->nstreams; k++)
+        if (su->gzip[k])
+            st = warm_stream(c, t++, k);
     if (st != FERRY_OK) {
         ferry__gz_cache_destroy(c);
         return st;

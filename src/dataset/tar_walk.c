@@ -69,7 +69,8 @@ static ferry_status refill_gz(ferry_tar_walk *w, uint64_t off)
         if (st == FERRY_OK && got < want)
             break;
     }
-    if (st == FERRY_OK && end == off)
+    /* At off (or at the window's end, what was kept before it): fill the rest. */
+    if (st == FERRY_OK && end >= off)
         st = ferry__gz_read(w->gz, w->buf + keep, w->cap - keep, &got);
     else
         got = 0;

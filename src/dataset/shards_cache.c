@@ -1,0 +1,229 @@
+/* A shard's index saved beside it (SHARD.ferry-index), when the image config
+ * asks for it: indexing reads every header of a shard, and decompresses the
+ * whole of a gzip one, which for large datasets is minutes at every start.
+ * The file is only trusted when it matches the shard's size and modification
+ * time and its own CRC-32; anything else (absent, stale, damaged, from another
+ * build) is ignored and the shard indexed again. It is written atomically
+ * (common/atomic_file.c), so a crash leaves the old file or the new one.
+ *
+ * Layout (host byte order; the magic and the record size tell another build's
+ * apart): head, then n ferry_shard_sample records, the sample names without
+ * the "SHARD:" prefix (NUL-terminated, in sample order), the class names
+ * (NUL-terminated), and the CRC-32 of all that. */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "dataset/shards.h"
+
+#define SUFFIX ".ferry-index"
+#define MAGIC "FERRYIX1"
+/* An index bigger than this is not one of ours. */
+#define MAX_INDEX_BYTES ((uint64_t)1 << 34)
+
+typedef struct head {
+    char magic[8];
+    uint32_t version, record;   /* 1; sizeof(ferry_shard_sample) */
+    uint64_t shard_size;
+    int64_t mtime_s, mtime_ns;
+    uint64_t n, names_len, classes_len, nclasses;
+    uint8_t gzip, pad[7];
+    char classes_member[32];
+} head;
+
+static bool index_path(const char *shard, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s%s", shard, SUFFIX) < cap;
+}
+
+static head head_of(const struct stat *sb, const ferry_shard_part *p)
+{
+    head h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, MAGIC, 8);
+    h.version = 1;
+    h.record = (uint32_t)sizeof(ferry_shard_sample);
+    h.shard_size = (uint64_t)sb->st_size;
+    h.mtime_s = (int64_t)sb->st_mtim.tv_sec;
+    h.mtime_ns = (int64_t)sb->st_mtim.tv_nsec;
+    if (p) {
+        h.n = p->n;
+        h.nclasses = p->nclasses;
+        h.gzip = p->gzip;
+        memcpy(h.classes_member, p->classes_member, sizeof h.classes_member);
+    }
+    return h;
+}
+
+/* ---- save ---- */
+
+typedef struct writer {
+    ferry_atomic_file f;
+    uLong crc;
+    ferry_status st;
+} writer;
+
+static void put(writer *w, const void *p, size_t n)
+{
+    if (w->st != FERRY_OK || !n)
+        return;
+    w->crc = crc32(w->crc, p, (uInt)n);
+    w->st = ferry_atomic_write(&w->f, p, n);
+}
+
+ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard_part *p)
+{
+    char ip[4096];
+    struct stat sb;
+    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0)
+        return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
+    size_t prefix = strlen(path) + 1; /* "SHARD:" */
+    head h = head_of(&sb, p);
+    for (size_t i = 0; i < p->n; i++)
+        h.names_len += strlen(p->names + p->samples[i].name) - prefix + 1;
+    for (size_t c = 0; c < p->nclasses; c++)
+        h.classes_len += strlen(p->classes[c]) + 1;
+    writer w = {.crc = crc32(0, NULL, 0)};
+    if ((w.st = ferry_atomic_open(&w.f, ip)) != FERRY_OK)
+        return w.st;
+    put(&w, &h, sizeof h);
+    for (size_t i = 0, at = 0; i < p->n; i++) { /* name: an offset into the key names */
+        ferry_shard_sample s = p->samples[i];
+        s.name = at;
+        at += strlen(p->names + p->samples[i].name) - prefix + 1;
+        put(&w, &s, sizeof s);
+    }
+    for (size_t i = 0; i < p->n; i++) {
+        const char *key = p->names + p->samples[i].name + prefix;
+        put(&w, key, strlen(key) + 1);
+    }
+    for (size_t c = 0; c < p->nclasses; c++)
+        put(&w, p->classes[c], strlen(p->classes[c]) + 1);
+    uint32_t crc = (uint32_t)w.crc;
+    if (w.st == FERRY_OK)
+        w.st = ferry_atomic_write(&w.f, &crc, sizeof crc);
+    if (w.st != FERRY_OK) {
+        ferry_atomic_abort(&w.f);
+        return w.st;
+    }
+    return ferry_atomic_commit(&w.f);
+}
+
+/* ---- load ---- */
+
+/* The whole file, if it is no bigger than it can be; NULL otherwise. */
+static uint8_t *read_index(const char *ip, size_t *n)
+{
+    FILE *f = fopen(ip, "rb");
+    if (!f)
+        return NULL;
+    uint8_t *d = NULL;
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= (off_t)sizeof(head) &&
+        (uint64_t)sb.st_size <= MAX_INDEX_BYTES && (d = ferry_host_malloc((size_t)sb.st_size))) {
+        *n = (size_t)sb.st_size;
+        if (fread(d, 1, *n, f) != *n) {
+            ferry_host_free(d);
+            d = NULL;
+        }
+    }
+    fclose(f);
+    return d;
+}
+
+/* Whether d (n bytes) is an index of this shard, whole and self-consistent. */
+static bool valid(const uint8_t *d, size_t n, const struct stat *sb)
+{
+    head h, want = head_of(sb, NULL);
+    memcpy(&h, d, sizeof h);
+    if (memcmp(h.magic, want.magic, 8) || h.version != want.version || h.record != want.record ||
+        h.shard_size != want.shard_size || h.mtime_s != want.mtime_s ||
+        h.mtime_ns != want.mtime_ns || h.n > n / sizeof(ferry_shard_sample) ||
+        h.names_len > n || h.classes_len > n || h.nclasses > h.classes_len)
+        return false;
+    uint64_t body = sizeof h + h.n * sizeof(ferry_shard_sample) + h.names_len + h.classes_len;
+    uint32_t crc;
+    if (body + sizeof crc != n)
+        return false;
+    memcpy(&crc, d + body, sizeof crc);
+    if (crc != (uint32_t)crc32(crc32(0, NULL, 0), d, (uInt)body))
+        return false;
+    /* The name and class blobs hold exactly the strings the counts say. */
+    const char *names = (const char *)d + sizeof h + h.n * sizeof(ferry_shard_sample);
+    size_t strings = 0;
+    for (uint64_t i = 0; i < h.names_len; i++)
+        strings += names[i] == '\0';
+    if (strings != h.n || (h.names_len && names[h.names_len - 1]))
+        return false;
+    strings = 0;
+    for (uint64_t i = 0; i < h.classes_len; i++)
+        strings += names[h.names_len + i] == '\0';
+    return strings == h.nclasses && (!h.classes_len || !names[h.names_len + h.classes_len - 1]);
+}
+
+/* The part from a valid index: names prefixed with this path, shard k. */
+static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry_shard_part *out)
+{
+    head h;
+    memcpy(&h, d, sizeof h);
+    const uint8_t *rec = d + sizeof h;
+    const char *keys = (const char *)rec + h.n * sizeof(ferry_shard_sample);
+    const char *cls = keys + h.names_len;
+    size_t plen = strlen(path);
+    out->gzip = h.gzip;
+    memcpy(out->classes_member, h.classes_member, sizeof out->classes_member);
+    out->classes_member[sizeof out->classes_member - 1] = '\0';
+    out->names_cap = h.names_len + h.n * (plen + 1);
+    out->samples = ferry_host_malloc(h.n ? h.n * sizeof *out->samples : 1);
+    out->names = ferry_host_malloc(out->names_cap ? out->names_cap : 1);
+    if (!out->samples || !out->names)
+        return FERRY_ERR_NO_MEMORY;
+    out->cap = out->n = h.n;
+    for (size_t i = 0; i < h.n; i++) {
+        ferry_shard_sample s;
+        memcpy(&s, rec + i * sizeof s, sizeof s);
+        const char *key = keys + s.name;
+        size_t kl = strlen(key);
+        if (s.name >= h.names_len || out->names_len + plen + kl + 2 > out->names_cap ||
+            s.problem > FERRY_SHARD_LABEL_RANGE)
+            return FERRY_ERR_FORMAT;
+        s.shard = k;
+        s.name = out->names_len;
+        memcpy(out->names + out->names_len, path, plen);
+        out->names[out->names_len + plen] = ':';
+        memcpy(out->names + out->names_len + plen + 1, key, kl + 1);
+        out->names_len += plen + kl + 2;
+        out->samples[i] = s;
+    }
+    if (h.nclasses) {
+        if (!(out->classes = ferry_host_calloc(h.nclasses, sizeof *out->classes)))
+            return FERRY_ERR_NO_MEMORY;
+        for (size_t c = 0; c < h.nclasses; c++, cls += strlen(cls) + 1) {
+            if (!(out->classes[c] = ferry_host_strdup(cls)))
+                return FERRY_ERR_NO_MEMORY;
+            out->nclasses = c + 1;
+        }
+    }
+    return FERRY_OK;
+}
+
+bool ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out)
+{
+    memset(out, 0, sizeof *out);
+    char ip[4096];
+    struct stat sb;
+    size_t n = 0;
+    uint8_t *d = NULL;
+    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0 || !(d = read_index(ip, &n)))
+        return false;
+    bool ok = valid(d, n, &sb) && unpack(d, path, k, out) == FERRY_OK;
+    ferry_host_free(d);
+    if (!ok) {
+        ferry__shard_part_free(out);
+        ferry_clear_error();
+    }
+    return ok;
+}
