@@ -84,7 +84,8 @@ typedef struct ferry_image_config {
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
      * are ordered (in streaming mode: the shuffle buffer's images). The most
-     * held at once, allocated at the first use; default (0) 256 MiB. */
+     * held at once, allocated at create (and no more than all the gzip
+     * shards' images take); default (0) 256 MiB. */
     size_t shard_cache_bytes;
     /* Shards: keep each shard's index beside it (SHARD.ferry-index), used while
      * the shard's size and modification time are unchanged, so that create

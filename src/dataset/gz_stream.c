@@ -127,11 +127,14 @@ ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
         size_t want = n - *got;
         g->z.next_out = dst + *got;
         g->z.avail_out = want > (1u << 30) ? (1u << 30) : (uInt)want;
-        uInt before = g->z.avail_out;
+        uInt before = g->z.avail_out, in_before = g->z.avail_in;
         int r = inflate(&g->z, Z_NO_FLUSH);
         size_t made = before - g->z.avail_out;
         *got += made;
         g->out += made;
+        /* Z_BUF_ERROR with input left and room for output would repeat for ever. */
+        if (r == Z_BUF_ERROR && !made && g->z.avail_in == in_before && in_before)
+            r = Z_DATA_ERROR;
         if (r == Z_STREAM_END) {
             ferry_status st = next_member(g);
             if (st != FERRY_OK)

@@ -501,9 +501,21 @@ static ferry_status setup_reading(shards *h)
                 h->by_off[at++] = h->stored[i];
         h->by_off_ends[k] = at;
     }
+    /* No bigger than every image at once, plus the room an image that does
+     * not fit before the ring's end leaves there. */
+    uint64_t all = 0, big = 0;
+    for (size_t x = 0; x < at; x++) {
+        uint64_t b = h->samples[h->by_off[x]].img_size + 1;
+        all += b;
+        big = b > big ? b : big;
+    }
+    size_t cap = h->cfg.shard_cache_bytes;
+    if (all + big < cap)
+        cap = (size_t)(all + big);
     ferry_gz_cache_setup su = {.samples = h->samples, .n = h->n, .nshards = h->nshards,
-                               .fds = h->fds, .gzip = h->gzip, .paths = h->paths, .by_off = h->by_off,
-                               .by_off_ends = h->by_off_ends, .cap_bytes = h->cfg.shard_cache_bytes};
+                               .fds = h->fds, .gzip = h->gzip, .paths = h->paths,
+                               .by_off = h->by_off, .by_off_ends = h->by_off_ends,
+                               .cap_bytes = cap};
     return ferry__gz_cache_create(&su, &h->gz);
 }
 

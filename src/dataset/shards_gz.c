@@ -10,8 +10,9 @@
  * assignment; a shard's stream is advanced outside it by the one thread that
  * marked the shard busy. Readers of images already kept never wait for a
  * stream. Memory, all allocated at create: the ring (cap bytes, touched as
- * images are kept), up to MAX_STREAMS streams of about 350 KiB each, 2.5 MiB
- * of ring entries, 10 bytes per sample. */
+ * images are kept; no more than the images of all gzip shards), up to
+ * MAX_STREAMS streams of about 350 KiB each, 2.5 MiB of ring entries, 10
+ * bytes per sample. */
 #include <pthread.h>
 #include <string.h>
 
@@ -389,6 +390,8 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
     for (size_t k = 0; k < su->nshards; k++)
         ngz += su->gzip[k];
     c->max_streams = ngz < MAX_STREAMS ? ngz : MAX_STREAMS;
+    if (!c->cap)
+        c->cap = 1; /* no image: nothing is ever kept */
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cv, NULL);
     /* Everything now, so that loading allocates nothing: the ring is address
