@@ -124,6 +124,9 @@ badval "$f: --prefetch 0: expected an integer from 1 to 1024" "$ferry" bench --p
 badval "$f: --size 16385: expected an integer from 1 to 16384" "$ferry" bench --size 16385
 badval "$f: --stream 0: expected an integer from 1 to 1000000000" "$ferry" bench --stream 0
 badval "$f: --pin maybe: expected one of on, off, both" "$ferry" bench --pin maybe
+mkdir -p "$tmp/sh" && : > "$tmp/sh/a.tar.gz"
+badval "$f: --baseline times libpng on image files; $tmp/sh is tar shards (run it on the image folder they were packed from)" \
+    "$ferry" bench "$tmp/sh" --baseline
 f="ferry bench h2d"
 badval "$f: --reps 0: expected an integer from 1 to 1000" "$ferry" bench h2d --reps 0
 badval "$f: --reps x: expected an integer from 1 to 1000" "$ferry" bench h2d --reps x

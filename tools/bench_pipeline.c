@@ -15,6 +15,7 @@
 #include "ferry.h"
 #include "ferry/ops.h"
 #include "cli_args.h"
+#include "shards.h"
 #include "commands.h"
 #include "files.h"
 #include "shards.h"
@@ -449,6 +450,11 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     }
     if (o->stream && o->limit) { /* a subset's indices are not the shards' */
         fprintf(stderr, BENCH ": --stream reads whole shards; it does not go with --limit\n");
+        return CLI_USAGE;
+    }
+    if (o->baseline && o->dir && tool_is_shards(o->dir)) {
+        fprintf(stderr, BENCH ": --baseline times libpng on image files; %s is tar shards "
+                "(run it on the image folder they were packed from)\n", o->dir);
         return CLI_USAGE;
     }
     o->progress = isatty(2) && !o->json;
