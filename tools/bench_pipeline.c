@@ -309,7 +309,7 @@ static void usage(FILE *f)
             "  --crop-pad N (1 to 1024), --flip: seeded random crop (pad by N, crop back) and\n"
             "            left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
-            "              show each row against workers x that rate\n"
+            "              show each row against workers x that rate (image folders only)\n"
             "  --stream B: tar shards in streaming mode (shards in a seeded order, a shuffle\n"
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
