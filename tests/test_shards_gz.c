@@ -628,3 +628,64 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     free(saved_b);
     ferry_dataset_destroy(ref);
 }
+
+/* ---- out of memory ---- */
+
+static ferry_status load_all(ferry_dataset *ds)
+{
+    uint8_t x[IW * IH];
+    for (size_t i = ferry_dataset_len(ds); i-- > 0;) {
+        ferry_status st = ferry_dataset_get(ds, i, x, sizeof x, NULL, NULL);
+        if (st != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+/* Every allocation of create (indexing, or loading the kept index) and of
+ * loading samples fails in turn: each failure is reported, nothing leaks. */
+TEST(every_failed_allocation_is_reported_and_nothing_leaks)
+{
+    write_shards();
+    ferry_image_config cfg = ferry_image_config_default();
+    const char *p = ft_tmp("gz/zip");
+    for (int cached = 0; cached < 2; cached++) {
+        cfg.shard_index_cache = cached;
+        ferry_dataset *ds;
+        ASSERT_OK(ferry_dataset_shards(&p, 1, &cfg, &ds)); /* (writes the kept index) */
+        ASSERT_OK(load_all(ds));
+        int64_t live0 = ferry_debug_alloc_live();
+        for (int phase = 0; phase < 2; phase++) {
+            size_t failures = 0;
+            for (int64_t k = 1;; k++) {
+                ASSERT_MSG(k < 100000, "the sweep did not end");
+                ferry_dataset *d2 = NULL;
+                ferry_status st = FERRY_OK;
+                ferry_debug_fail_alloc_after(k);
+                if (phase == 0)
+                    st = ferry_dataset_shards(&p, 1, &cfg, &d2);
+                else
+                    st = load_all(ds);
+                bool never_failed = ferry_debug_fail_alloc_after(0) > 0;
+                ferry_dataset_destroy(d2);
+                ASSERT_MSG(ferry_debug_alloc_live() == live0, "cached %d, phase %d: failing "
+                           "allocation %lld leaked %lld", cached, phase, (long long)k,
+                           (long long)(ferry_debug_alloc_live() - live0));
+                if (never_failed) {
+                    ASSERT_OK(st);
+                    break;
+                }
+                failures++;
+                if (phase == 0)
+                    ASSERT_MSG(st == FERRY_ERR_NO_MEMORY, "failing allocation %lld in create "
+                               "gave %s (%s)", (long long)k, ferry_status_str(st),
+                               ferry_last_error());
+                else if (st != FERRY_OK)
+                    ASSERT(ferry_last_error()[0] != '\0');
+            }
+            if (phase == 0)
+                ASSERT_MSG(failures > 5, "create: only %zu allocations were failed", failures);
+        }
+        ferry_dataset_destroy(ds);
+    }
+}

@@ -390,10 +390,12 @@ static ferry_status index_one(index_job *j, size_t i)
 {
     const char *path = j->h->paths[i];
     int fd = j->h->fds[i];
-    bool cache = j->h->cfg.shard_index_cache;
-    if (cache && ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i]))
-        return FERRY_OK;
-    ferry_status st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
+    bool cache = j->h->cfg.shard_index_cache, found = false;
+    ferry_status st = cache ? ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i], &found)
+                            : FERRY_OK;
+    if (st != FERRY_OK || found)
+        return st;
+    st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
     if (st == FERRY_OK && cache && ferry__shard_index_save(path, fd, &j->parts[i]) != FERRY_OK) {
         if (!atomic_exchange(&j->warned, true))
             ferry_log(FERRY_LOG_WARN, "shards: cannot keep the index beside the shard (%s); "

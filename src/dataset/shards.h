@@ -51,10 +51,12 @@ ferry_status ferry__shard_index(const char *path, int fd, uint32_t k, ferry_shar
 void ferry__shard_part_free(ferry_shard_part *p);
 
 /* The index of a shard saved beside it as SHARD.ferry-index (shards_cache.c).
- * load: true when that file exists and matches the shard on fd (size,
+ * load: *found when that file exists and matches the shard on fd (size,
  * modification time, its own CRC-32), *out then as ferry__shard_index would
- * give it; false otherwise (nothing to free). save: written atomically. */
-bool ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out);
+ * give it; otherwise nothing to free. Only running out of memory is an error.
+ * save: written atomically. */
+ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out,
+                                     bool *found);
 ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard_part *p);
 
 /* The class-names members' names. */

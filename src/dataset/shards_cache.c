@@ -114,24 +114,28 @@ ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard
 
 /* ---- load ---- */
 
-/* The whole file, if it is no bigger than it can be; NULL otherwise. */
-static uint8_t *read_index(const char *ip, size_t *n)
+/* The whole file into *d, if it is no bigger than it can be (*d NULL
+ * otherwise); FERRY_ERR_NO_MEMORY is the only failure. */
+static ferry_status read_index(const char *ip, uint8_t **d, size_t *n)
 {
+    *d = NULL;
     FILE *f = fopen(ip, "rb");
     if (!f)
-        return NULL;
-    uint8_t *d = NULL;
+        return FERRY_OK;
+    ferry_status st = FERRY_OK;
     struct stat sb;
     if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= (off_t)sizeof(head) &&
-        (uint64_t)sb.st_size <= MAX_INDEX_BYTES && (d = ferry_host_malloc((size_t)sb.st_size))) {
+        (uint64_t)sb.st_size <= MAX_INDEX_BYTES) {
         *n = (size_t)sb.st_size;
-        if (fread(d, 1, *n, f) != *n) {
-            ferry_host_free(d);
-            d = NULL;
+        if (!(*d = ferry_host_malloc(*n))) {
+            st = FERRY_ERR_NO_MEMORY;
+        } else if (fread(*d, 1, *n, f) != *n) {
+            ferry_host_free(*d);
+            *d = NULL;
         }
     }
     fclose(f);
-    return d;
+    return st;
 }
 
 /* Whether d (n bytes) is an index of this shard, whole and self-consistent. */
@@ -210,20 +214,30 @@ static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry
     return FERRY_OK;
 }
 
-bool ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out)
+ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out,
+                                     bool *found)
 {
     memset(out, 0, sizeof *out);
+    *found = false;
     char ip[4096];
     struct stat sb;
     size_t n = 0;
     uint8_t *d = NULL;
-    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0 || !(d = read_index(ip, &n)))
-        return false;
-    bool ok = valid(d, n, &sb) && unpack(d, path, k, out) == FERRY_OK;
-    ferry_host_free(d);
-    if (!ok) {
-        ferry__shard_part_free(out);
-        ferry_clear_error();
+    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0)
+        return FERRY_OK;
+    ferry_status st = read_index(ip, &d, &n);
+    if (st != FERRY_OK || !d)
+        return st;
+    if (valid(d, n, &sb)) {
+        st = unpack(d, path, k, out);
+        *found = st == FERRY_OK;
+        if (st == FERRY_ERR_FORMAT) { /* crafted, not merely damaged: index the shard */
+            st = FERRY_OK;
+            ferry_clear_error();
+        }
     }
-    return ok;
+    ferry_host_free(d);
+    if (!*found)
+        ferry__shard_part_free(out);
+    return st;
 }
