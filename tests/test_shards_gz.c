@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "harness.h"
 #include "dataset/internal.h"
 #include "dataset/shards.h"
@@ -474,12 +476,22 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     z = realloc(z, n + 8);
     ASSERT(z);
     memset(z + n, 0, 8);
+    z[n] = 0x1f; /* half a gzip magic is not a member either */
     ft_write_file(p, z, n + 8);
     free(z);
     ferry_dataset *ds = NULL;
     ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 1);
     ferry_dataset_destroy(ds);
+
+    /* A member size of nearly 2^64 would wrap the walk back to byte 0 while
+     * the size of a gzip tar is not known: it is refused, and create ends. */
+    ft_tar_opts big = {.base256 = true};
+    h = ft_tar_header(&t, "a.png", '0', UINT64_MAX - 1023, &big);
+    ft_tar_end(&t);
+    p = save_gz(&t, "bad/huge.tar.gz");
+    snprintf(at, sizeof at, "member a.png at byte %zu", h);
+    assert_create_fails(p, FERRY_ERR_FORMAT, at, "not a real one");
 }
 
 TEST(a_shard_cut_after_create_fails_by_name_when_loaded)
@@ -610,6 +622,36 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     uint8_t *again = ft_read_file(ib, &n2);
     ASSERT(n2 == nb && !memcmp(again, saved_b, nb));
     free(again);
+
+    /* An index whose CRC is right but whose records are not the indexer's (a
+     * name far outside the names, a label no .cls gives) is not trusted. */
+    for (int what = 0; what < 2; what++) {
+        ferry_dataset_destroy(ref);
+        ASSERT_OK(open_ix(dir, true, &ref)); /* (writes a good index) */
+        size_t n;
+        uint8_t *d = ft_read_file(ib, &n);
+        ASSERT(n > 112 + sizeof(ferry_shard_sample) && !memcmp(d, "FERRYIX1", 8));
+        ferry_shard_sample rec; /* the first record follows the 112-byte head */
+        memcpy(&rec, d + 112, sizeof rec);
+        ASSERT_EQ_INT(rec.problem, FERRY_SHARD_OK); /* (the layout is as assumed) */
+        if (what == 0)
+            rec.name = (size_t)1 << 40;
+        else
+            rec.label = INT64_MAX;
+        memcpy(d + 112, &rec, sizeof rec);
+        uint32_t crc = (uint32_t)crc32(crc32(0, NULL, 0), d, (uInt)(n - 4));
+        memcpy(d + n - 4, &crc, 4);
+        ft_write_file(ib, d, n);
+        free(d);
+        ASSERT_OK(open_ix(dir, true, &ds));
+        for (size_t i = 0; i < ferry_dataset_len(ref); i++) {
+            ASSERT_STR_EQ(ferry_dataset_sample_name(ds, i), ferry_dataset_sample_name(ref, i));
+            int64_t la = -2, lb = -3;
+            ASSERT_EQ_INT(ferry_dataset_label(ds, i, &la), ferry_dataset_label(ref, i, &lb));
+            ASSERT_EQ_INT(la, lb);
+        }
+        ferry_dataset_destroy(ds);
+    }
 
     /* An index that cannot be written is one warning, not a failure. */
     ASSERT(unlink(ia) == 0);

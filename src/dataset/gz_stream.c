@@ -68,19 +68,23 @@ ferry_status ferry__gz_rewind(ferry_gz *g)
     return FERRY_OK;
 }
 
-/* More compressed input; *eof when the file has none. */
+/* More compressed input after what is left of it; *eof when the file has
+ * none. */
 static ferry_status fill(ferry_gz *g, bool *eof)
 {
     *eof = false;
+    size_t left = g->z.avail_in;
+    if (left)
+        memmove(g->in, g->z.next_in, left);
     for (;;) {
-        ssize_t r = pread(g->fd, g->in, g->in_cap, (off_t)g->in_off);
+        ssize_t r = pread(g->fd, g->in + left, g->in_cap - left, (off_t)g->in_off);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return ferry_fail(FERRY_ERR_IO, "%s: read at compressed byte %llu: %s", g->name,
                               (unsigned long long)g->in_off, strerror(errno));
         g->z.next_in = g->in;
-        g->z.avail_in = (uInt)r;
+        g->z.avail_in = (uInt)(left + (size_t)r);
         g->in_off += (uint64_t)r;
         *eof = r == 0;
         return FERRY_OK;
@@ -97,12 +101,12 @@ static unsigned long long at_in(const ferry_gz *g)
 static ferry_status next_member(ferry_gz *g)
 {
     bool eof = false;
-    if (!g->z.avail_in) {
+    while (g->z.avail_in < 2 && !eof) {
         ferry_status st = fill(g, &eof);
         if (st != FERRY_OK)
             return st;
     }
-    if (eof || g->z.next_in[0] != 0x1f) {
+    if (g->z.avail_in < 2 || !ferry__gz_magic(g->z.next_in)) {
         g->end = true;
         return FERRY_OK;
     }
@@ -151,6 +155,8 @@ ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
 
 ferry_status ferry__gz_take(ferry_gz *g, uint8_t *dst, uint64_t n, uint8_t *tmp, size_t tmp_n)
 {
+    if (!dst && !tmp_n)
+        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: nowhere to put skipped bytes", g->name);
     uint64_t done = 0, want_end = g->out + n;
     while (done < n) {
         uint64_t left = n - done;

@@ -395,8 +395,11 @@ static ferry_status index_one(index_job *j, size_t i)
                             : FERRY_OK;
     if (st != FERRY_OK || found)
         return st;
+    struct stat before; /* a shard changed while indexed must not get an index that fits it */
+    bool stat_ok = cache && fstat(fd, &before) == 0;
     st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
-    if (st == FERRY_OK && cache && ferry__shard_index_save(path, fd, &j->parts[i]) != FERRY_OK) {
+    if (st == FERRY_OK && stat_ok &&
+        ferry__shard_index_save(path, fd, &before, &j->parts[i]) != FERRY_OK) {
         if (!atomic_exchange(&j->warned, true))
             ferry_log(FERRY_LOG_WARN, "shards: cannot keep the index beside the shard (%s); "
                       "create reads the shards again next time", ferry_last_error());

@@ -54,10 +54,13 @@ void ferry__shard_part_free(ferry_shard_part *p);
  * load: *found when that file exists and matches the shard on fd (size,
  * modification time, its own CRC-32), *out then as ferry__shard_index would
  * give it; otherwise nothing to free. Only running out of memory is an error.
- * save: written atomically. */
+ * save: written atomically, unless the shard's size or time differ from
+ * `before` (its fstat taken before indexing it). */
+struct stat;
 ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry_shard_part *out,
                                      bool *found);
-ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard_part *p);
+ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat *before,
+                                     const ferry_shard_part *p);
 
 /* The class-names members' names. */
 #define FERRY_SHARD_CLASSES_A "__classes__.txt"

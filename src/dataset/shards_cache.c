@@ -10,6 +10,7 @@
  * apart): head, then n ferry_shard_sample records, the sample names without
  * the "SHARD:" prefix (NUL-terminated, in sample order), the class names
  * (NUL-terminated), and the CRC-32 of all that. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -70,16 +71,21 @@ static void put(writer *w, const void *p, size_t n)
 {
     if (w->st != FERRY_OK || !n)
         return;
-    w->crc = crc32(w->crc, p, (uInt)n);
+    w->crc = crc32_z(w->crc, p, n);
     w->st = ferry_atomic_write(&w->f, p, n);
 }
 
-ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard_part *p)
+ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat *before,
+                                     const ferry_shard_part *p)
 {
     char ip[4096];
     struct stat sb;
     if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0)
         return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
+    if (sb.st_size != before->st_size || sb.st_mtim.tv_sec != before->st_mtim.tv_sec ||
+        sb.st_mtim.tv_nsec != before->st_mtim.tv_nsec)
+        return ferry_fail(FERRY_ERR_IO, "%s: changed while it was indexed; %s%s not written",
+                          path, path, SUFFIX);
     size_t prefix = strlen(path) + 1; /* "SHARD:" */
     head h = head_of(&sb, p);
     for (size_t i = 0; i < p->n; i++)
@@ -114,22 +120,35 @@ ferry_status ferry__shard_index_save(const char *path, int fd, const ferry_shard
 
 /* ---- load ---- */
 
-/* The whole file into *d, if it is no bigger than it can be (*d NULL
- * otherwise); FERRY_ERR_NO_MEMORY is the only failure. */
-static ferry_status read_index(const char *ip, uint8_t **d, size_t *n)
+/* The file's bytes into *d (*n of them) when its head matches the shard
+ * (sb) and its length what the head says; *d NULL otherwise. Running out of
+ * memory is the only failure. */
+static ferry_status read_index(const char *ip, const struct stat *sb, uint8_t **d, size_t *n)
 {
     *d = NULL;
     FILE *f = fopen(ip, "rb");
     if (!f)
         return FERRY_OK;
     ferry_status st = FERRY_OK;
-    struct stat sb;
-    if (fstat(fileno(f), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size >= (off_t)sizeof(head) &&
-        (uint64_t)sb.st_size <= MAX_INDEX_BYTES) {
-        *n = (size_t)sb.st_size;
-        if (!(*d = ferry_host_malloc(*n))) {
-            st = FERRY_ERR_NO_MEMORY;
-        } else if (fread(*d, 1, *n, f) != *n) {
+    struct stat fs;
+    head h, want = head_of(sb, NULL);
+    uint64_t total = 0;
+    bool ok = fstat(fileno(f), &fs) == 0 && S_ISREG(fs.st_mode) &&
+              fread(&h, sizeof h, 1, f) == 1 && !memcmp(h.magic, want.magic, 8) &&
+              h.version == want.version && h.record == want.record &&
+              h.shard_size == want.shard_size && h.mtime_s == want.mtime_s &&
+              h.mtime_ns == want.mtime_ns && h.n < MAX_INDEX_BYTES / sizeof(ferry_shard_sample) &&
+              h.names_len < MAX_INDEX_BYTES && h.classes_len < MAX_INDEX_BYTES;
+    if (ok) {
+        total = sizeof h + h.n * sizeof(ferry_shard_sample) + h.names_len + h.classes_len + 4;
+        ok = total == (uint64_t)fs.st_size && total <= MAX_INDEX_BYTES;
+    }
+    if (ok && !(*d = ferry_host_malloc((size_t)total))) {
+        st = FERRY_ERR_NO_MEMORY;
+    } else if (ok) {
+        memcpy(*d, &h, sizeof h);
+        *n = (size_t)total;
+        if (fread(*d + sizeof h, 1, *n - sizeof h, f) != *n - sizeof h) {
             ferry_host_free(*d);
             *d = NULL;
         }
@@ -138,22 +157,20 @@ static ferry_status read_index(const char *ip, uint8_t **d, size_t *n)
     return st;
 }
 
-/* Whether d (n bytes) is an index of this shard, whole and self-consistent. */
-static bool valid(const uint8_t *d, size_t n, const struct stat *sb)
+/* Whether d (n bytes, its head and length already checked by read_index) is
+ * whole and self-consistent. */
+static bool valid(const uint8_t *d, size_t n)
 {
-    head h, want = head_of(sb, NULL);
+    head h;
     memcpy(&h, d, sizeof h);
-    if (memcmp(h.magic, want.magic, 8) || h.version != want.version || h.record != want.record ||
-        h.shard_size != want.shard_size || h.mtime_s != want.mtime_s ||
-        h.mtime_ns != want.mtime_ns || h.n > n / sizeof(ferry_shard_sample) ||
-        h.names_len > n || h.classes_len > n || h.nclasses > h.classes_len)
+    if (h.nclasses > h.classes_len)
         return false;
     uint64_t body = sizeof h + h.n * sizeof(ferry_shard_sample) + h.names_len + h.classes_len;
     uint32_t crc;
     if (body + sizeof crc != n)
         return false;
     memcpy(&crc, d + body, sizeof crc);
-    if (crc != (uint32_t)crc32(crc32(0, NULL, 0), d, (uInt)body))
+    if (crc != (uint32_t)crc32_z(crc32(0, NULL, 0), d, (size_t)body))
         return false;
     /* The name and class blobs hold exactly the strings the counts say. */
     const char *names = (const char *)d + sizeof h + h.n * sizeof(ferry_shard_sample);
@@ -166,6 +183,61 @@ static bool valid(const uint8_t *d, size_t n, const struct stat *sb)
     for (uint64_t i = 0; i < h.classes_len; i++)
         strings += names[h.names_len + i] == '\0';
     return strings == h.nclasses && (!h.classes_len || !names[h.names_len + h.classes_len - 1]);
+}
+
+/* A record as the indexer writes it: one of the problems found while
+ * indexing (label ranges are settled later), a label that fits the problem,
+ * an image after its header and, in a plain shard, inside it. The CRC
+ * catches damage; this, a file made to fool. */
+static bool record_fits(const ferry_shard_sample *s, const head *h)
+{
+    if (s->label < -1 || s->label > INT32_MAX)
+        return false;
+    switch ((ferry_shard_problem)s->problem) {
+    case FERRY_SHARD_NO_IMAGE:
+        return true; /* its label, if any, is all there is */
+    case FERRY_SHARD_OK:
+        if (s->label < 0)
+            return false;
+        break;
+    case FERRY_SHARD_NO_LABEL:
+    case FERRY_SHARD_BAD_LABEL:
+        if (s->label != -1)
+            return false;
+        break;
+    default:
+        return false;
+    }
+    if (s->hdr_off > ((uint64_t)1 << 62) || s->img_off < s->hdr_off + 512 ||
+        s->img_size > ((uint64_t)1 << 62))
+        return false;
+    return h->gzip || s->img_off + s->img_size <= h->shard_size;
+}
+
+static int cmp_span(const void *pa, const void *pb)
+{
+    const uint64_t *a = pa, *b = pb;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+/* No two images share bytes: a gzip stream passes them in order. */
+static ferry_status images_apart(const ferry_shard_part *p)
+{
+    uint64_t (*v)[2] = ferry_host_malloc((p->n ? p->n : 1) * sizeof *v);
+    if (!v)
+        return FERRY_ERR_NO_MEMORY;
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->samples[i].problem != FERRY_SHARD_NO_IMAGE) {
+            v[m][0] = p->samples[i].img_off;
+            v[m++][1] = p->samples[i].img_off + p->samples[i].img_size;
+        }
+    qsort(v, m, sizeof *v, cmp_span);
+    bool ok = true;
+    for (size_t i = 1; i < m && ok; i++)
+        ok = v[i][0] >= v[i - 1][1];
+    ferry_host_free(v);
+    return ok ? FERRY_OK : FERRY_ERR_FORMAT;
 }
 
 /* The part from a valid index: names prefixed with this path, shard k. */
@@ -189,10 +261,11 @@ static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry
     for (size_t i = 0; i < h.n; i++) {
         ferry_shard_sample s;
         memcpy(&s, rec + i * sizeof s, sizeof s);
+        if (s.name >= h.names_len || !record_fits(&s, &h))
+            return FERRY_ERR_FORMAT;
         const char *key = keys + s.name;
-        size_t kl = strlen(key);
-        if (s.name >= h.names_len || out->names_len + plen + kl + 2 > out->names_cap ||
-            s.problem > FERRY_SHARD_LABEL_RANGE)
+        size_t kl = strlen(key); /* the blob ends in a NUL (valid()) */
+        if (out->names_len + plen + kl + 2 > out->names_cap)
             return FERRY_ERR_FORMAT;
         s.shard = k;
         s.name = out->names_len;
@@ -202,6 +275,9 @@ static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry
         out->names_len += plen + kl + 2;
         out->samples[i] = s;
     }
+    ferry_status st = images_apart(out);
+    if (st != FERRY_OK)
+        return st;
     if (h.nclasses) {
         if (!(out->classes = ferry_host_calloc(h.nclasses, sizeof *out->classes)))
             return FERRY_ERR_NO_MEMORY;
@@ -223,12 +299,16 @@ ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry
     struct stat sb;
     size_t n = 0;
     uint8_t *d = NULL;
-    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0)
-        return FERRY_OK;
-    ferry_status st = read_index(ip, &d, &n);
+    bool gz;
+    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0 ||
+        ferry__shard_is_gzip(fd, path, &gz) != FERRY_OK) {
+        ferry_clear_error();
+        return FERRY_OK; /* indexing the shard will say what is wrong */
+    }
+    ferry_status st = read_index(ip, &sb, &d, &n);
     if (st != FERRY_OK || !d)
         return st;
-    if (valid(d, n, &sb)) {
+    if (valid(d, n) && ((const head *)(const void *)d)->gzip == gz) {
         st = unpack(d, path, k, out);
         *found = st == FERRY_OK;
         if (st == FERRY_ERR_FORMAT) { /* crafted, not merely damaged: index the shard */

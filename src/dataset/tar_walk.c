@@ -239,6 +239,12 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
                    h.kind == FERRY_TAR_PAX_GLOBAL || h.kind == FERRY_TAR_LONGLINK;
         uint64_t size = !ext && p.size ? p.size_value : h.size;
         uint64_t data = hdr + FERRY_TAR_BLOCK;
+        /* No tar is 2^62 bytes; the bound keeps the offsets below from wrapping
+         * while a gzip tar's size is unknown. */
+        if (size > ((uint64_t)1 << 62))
+            return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: a size of %llu "
+                              "bytes is not a real one", w->shard, p.name ? w->name : h.name,
+                              (unsigned long long)p.first, (unsigned long long)size);
         /* (For gzip the size is not known yet: the next read finds the end.) */
         if (size > w->file_size - data)
             return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: its %llu bytes of "
