@@ -5,6 +5,7 @@
  * create naming the shard, the member and the byte offset; incomplete keys fail
  * by name when loaded, or are skipped under on_error = SKIP. */
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -649,6 +650,39 @@ static ferry_status load_all(ferry_dataset *ds)
         st = ferry_dataset_get(ds, i, out, sizeof out, &ctx, NULL);
     ferry_scratch_destroy(s);
     return st;
+}
+
+/* A shard dataset keeps every shard open: past the process's limit on open
+ * files, create says so and what to do, and gives every descriptor back. */
+TEST(more_shards_than_open_files_allowed_fail_at_create_saying_why)
+{
+    make_reference();
+    for (int k = 0; k < 40; k++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "fdlimit/%02d.tar", k);
+        write_shard(rel, (size_t)k % N, (size_t)k % N + 1, NULL);
+    }
+    struct rlimit old;
+    ASSERT(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    int probe = dup(0); /* the lowest free descriptor: about how many are open */
+    ASSERT(probe >= 0);
+    close(probe);
+    struct rlimit low = {.rlim_cur = (rlim_t)probe + 16, .rlim_max = old.rlim_max};
+    ASSERT(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    const char *p = ft_tmp("fdlimit");
+    ferry_dataset *ds = NULL;
+    ferry_status st = ferry_dataset_shards(&p, 1, NULL, &ds);
+    int after = dup(0);
+    ASSERT(setrlimit(RLIMIT_NOFILE, &old) == 0);
+    ASSERT_STATUS(st, FERRY_ERR_IO);
+    ASSERT(ds == NULL);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "keeps each of its 40 shards open");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "ulimit -n");
+    ASSERT_EQ_INT(after, probe); /* none left open */
+    close(after);
+    ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &ds)); /* with the limit back */
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 40);
+    ferry_dataset_destroy(ds);
 }
 
 TEST(every_failed_allocation_is_reported_and_nothing_leaks)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -281,7 +282,14 @@ static ferry_status open_shards(shards *h)
         /* O_NONBLOCK: a FIFO named x.tar must not hang create. */
         int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         struct stat sb;
-        if (fd < 0 || fstat(fd, &sb) != 0) {
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            struct rlimit rl = {0};
+            (void)getrlimit(RLIMIT_NOFILE, &rl);
+            st = ferry_fail(FERRY_ERR_IO, "%s: %s: the dataset keeps each of its %zu shards open, "
+                            "and the process may have %llu files open (ulimit -n): raise that, "
+                            "or pack into fewer, larger shards", p, strerror(errno), h->nshards,
+                            (unsigned long long)rl.rlim_cur);
+        } else if (fd < 0 || fstat(fd, &sb) != 0) {
             int e = errno;
             st = ferry_fail(e == ENOENT ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, "%s: %s", p,
                             ferry__open_error_reason(p, e));
