@@ -130,6 +130,14 @@ check "ferry bench digest: Python tarfile w:gz shards (members reversed) $g, fol
 "$ferry" check -j 2 "$tmp/pygz" > "$tmp/out" 2>&1 && grep -q "300 shard samples, 300 ok, 0 bad" "$tmp/out"
 check "ferry check on the .tgz shards: 300 ok" $?
 
+# A list of shard paths (relative to the list's folder, '#' comments allowed).
+{ echo "# the shards, in order"; for s in "$tmp/shards"/*.tar; do echo "shards/${s##*/}"; done; } > "$tmp/list.txt"
+l=$(digest "$tmp/list.txt" 2)
+[ -n "$l" ] && [ "$l" = "$a" ]
+check "ferry bench on a list of shard paths: digest $l, folder $a" $?
+"$ferry" check "$tmp/list.txt" > "$tmp/out" 2>&1 && grep -q "300 shard samples, 300 ok, 0 bad" "$tmp/out"
+check "ferry check on a list of shard paths: 300 ok" $?
+
 b1=$(digest "$tmp/shards/shard-000000.tar" 1)
 [ -n "$b1" ] && [ "$b1" != "$a" ]
 check "ferry bench on one .tar runs (a subset: digest $b1)" $?

@@ -314,8 +314,8 @@ static void usage(FILE *f)
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
             "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent;\n"
-            "  it may also be tar shards: a .tar, .tar.gz or .tgz file or a folder of them\n"
-            "  (ferry pack)\n");
+            "  it may also be tar shards: a .tar, .tar.gz or .tgz file, a folder of them\n"
+            "  (ferry pack), or a list file naming them one a line\n");
 }
 
 #define BENCH "ferry bench"

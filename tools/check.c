@@ -97,8 +97,8 @@ static void usage(FILE *f)
                "decodes every .png under the paths (a file is checked whatever its name) with the\n"
                "library's limits; prints 'path: reason' per bad file, including entries that cannot\n"
                "be read (dangling links, no permission, folders named x.png), and exits 1 if any.\n"
-               "A .tar, .tar.gz or .tgz file or a folder of them is read as tar shards: every\n"
-               "sample is decoded.\n"
+               "A .tar, .tar.gz or .tgz file, a folder of them or a list file naming them (one\n"
+               "a line) is read as tar shards: every sample is decoded.\n"
                "  --workers N, -j N: threads, 1 to 256 (default 1)\n");
 }
 

@@ -23,9 +23,32 @@ static bool ends_with_tar(const char *s)
     return ends_with(s, n, ".tar") || ends_with(s, n, ".tar.gz") || ends_with(s, n, ".tgz");
 }
 
+/* A list of shard paths: a regular file whose first line that is neither
+ * blank nor a '#' comment names a shard. */
+static bool is_shard_list(const char *path)
+{
+    struct stat sb;
+    FILE *f;
+    /* stat first: opening a FIFO would block. */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fopen(path, "r")))
+        return false;
+    char line[4096];
+    bool yes = false;
+    while (fgets(line, sizeof line, f)) {
+        size_t n = strcspn(line, "\r\n");
+        line[n] = '\0';
+        if (!n || line[0] == '#')
+            continue;
+        yes = ends_with_tar(line);
+        break;
+    }
+    fclose(f);
+    return yes;
+}
+
 bool tool_is_shards(const char *path)
 {
-    if (ends_with_tar(path))
+    if (ends_with_tar(path) || is_shard_list(path))
         return true;
     DIR *d = opendir(path);
     if (!d)

@@ -8,8 +8,9 @@
 
 #include "ferry.h"
 
-/* True for a path ending in .tar, .tar.gz or .tgz, or a folder with such an
- * entry and no sub-folder (an image folder has class sub-folders). */
+/* True for a path ending in .tar, .tar.gz or .tgz, a folder with such an
+ * entry and no sub-folder (an image folder has class sub-folders), or a list
+ * of shard paths (a file whose first line names one). */
 bool tool_is_shards(const char *path);
 
 /* ferry_dataset_shards when tool_is_shards(path), else ferry_dataset_image_folder. */
