@@ -158,5 +158,8 @@ void ft_tar_end(ft_tar *t);                 /* the two zero blocks */
  * as `members` gzip members one after the other (1: as gzip writes it). */
 const char *ft_tar_save(ft_tar *t, const char *rel);
 const char *ft_tar_save_gz(ft_tar *t, const char *rel, size_t members);
+/* ferry_dataset_shards on the shard at path must fail with want, the message
+ * naming the path and n1 (and n2 when not NULL). */
+void ft_assert_shard_fails(const char *path, ferry_status want, const char *n1, const char *n2);
 
 #endif

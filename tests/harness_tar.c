@@ -155,3 +155,14 @@ const char *ft_tar_save_gz(ft_tar *t, const char *rel, size_t members)
     memset(t, 0, sizeof *t);
     return p;
 }
+
+void ft_assert_shard_fails(const char *path, ferry_status want, const char *n1, const char *n2)
+{
+    ferry_dataset *ds = NULL;
+    ASSERT_STATUS(ferry_dataset_shards(&path, 1, NULL, &ds), want);
+    ASSERT(ds == NULL);
+    ASSERT_STR_CONTAINS(ferry_last_error(), path);
+    ASSERT_STR_CONTAINS(ferry_last_error(), n1);
+    if (n2)
+        ASSERT_STR_CONTAINS(ferry_last_error(), n2);
+}

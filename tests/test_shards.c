@@ -360,14 +360,7 @@ static size_t one_sample(ft_tar *t)
 static void assert_create_fails(ft_tar *t, const char *rel, ferry_status want, const char *n1,
                                 const char *n2)
 {
-    const char *p = ft_tar_save(t, rel);
-    ferry_dataset *ds = NULL;
-    ASSERT_STATUS(ferry_dataset_shards(&p, 1, NULL, &ds), want);
-    ASSERT(ds == NULL);
-    ASSERT_STR_CONTAINS(ferry_last_error(), p);
-    ASSERT_STR_CONTAINS(ferry_last_error(), n1);
-    if (n2)
-        ASSERT_STR_CONTAINS(ferry_last_error(), n2);
+    ft_assert_shard_fails(ft_tar_save(t, rel), want, n1, n2);
 }
 
 TEST(corrupt_shards_fail_at_create_naming_member_and_offset)

@@ -412,17 +412,6 @@ static const char *save_gz(ft_tar *t, const char *rel)
     return ft_tar_save_gz(t, rel, 1);
 }
 
-static void assert_create_fails(const char *p, ferry_status want, const char *n1, const char *n2)
-{
-    ferry_dataset *ds = NULL;
-    ASSERT_STATUS(ferry_dataset_shards(&p, 1, NULL, &ds), want);
-    ASSERT(ds == NULL);
-    ASSERT_STR_CONTAINS(ferry_last_error(), p);
-    ASSERT_STR_CONTAINS(ferry_last_error(), n1);
-    if (n2)
-        ASSERT_STR_CONTAINS(ferry_last_error(), n2);
-}
-
 TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
 {
     ft_tar t = {0};
@@ -435,13 +424,13 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     size_t n;
     uint8_t *z = ft_read_file(p, &n);
     ft_write_file(p, z, n / 2);
-    assert_create_fails(p, FERRY_ERR_FORMAT, "gzip", "truncated");
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, "gzip", "truncated");
 
     /* A flipped byte in the compressed data: deflate or the CRC says so. */
     z[n / 2] ^= 0x55;
     z[n - 6] ^= 0x55;
     ft_write_file(p, z, n);
-    assert_create_fails(p, FERRY_ERR_FORMAT, "gzip", "compressed byte");
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, "gzip", "compressed byte");
     free(z);
 
     /* Good gzip around a tar cut inside a member's data. */
@@ -451,12 +440,12 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     t.n = h + 512 + 4;
     p = save_gz(&t, "bad/member.tar.gz");
     snprintf(at, sizeof at, "member 000001.png at byte %zu", h);
-    assert_create_fails(p, FERRY_ERR_FORMAT, at, "truncated");
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, at, "truncated");
 
     /* ... without the end-of-archive blocks. */
     one_sample(&t);
     p = save_gz(&t, "bad/noend.tar.gz");
-    assert_create_fails(p, FERRY_ERR_FORMAT, "end-of-archive", NULL);
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, "end-of-archive", NULL);
 
     /* ... with a header whose checksum is wrong. */
     one_sample(&t);
@@ -465,7 +454,7 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     ft_tar_end(&t);
     p = save_gz(&t, "bad/sum.tar.gz");
     snprintf(at, sizeof at, "header at byte %zu", h);
-    assert_create_fails(p, FERRY_ERR_FORMAT, at, "checksum");
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, at, "checksum");
 
     /* Bytes after the last gzip member that start no member are ignored, as
      * gzip(1) ignores them. */
@@ -491,7 +480,7 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     ft_tar_end(&t);
     p = save_gz(&t, "bad/huge.tar.gz");
     snprintf(at, sizeof at, "member a.png at byte %zu", h);
-    assert_create_fails(p, FERRY_ERR_FORMAT, at, "not a real one");
+    ft_assert_shard_fails(p, FERRY_ERR_FORMAT, at, "not a real one");
 }
 
 TEST(a_shard_cut_after_create_fails_by_name_when_loaded)
