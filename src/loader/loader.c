@@ -281,7 +281,6 @@ static ferry_status warm_scratch(ferry_loader *l)
     return FERRY_OK;
 }
 
-/* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
 /* Gzip shards: which samples this epoch reads from first_batch on, so that a
  * shard's stream keeps exactly the images still to come. A hint: a failure
  * (no memory) costs speed, never data. */
@@ -298,6 +297,7 @@ static void plan_reads(ferry_loader *l, size_t first_batch)
         ferry_clear_error();
 }
 
+/* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
 static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, size_t rest,
                         bool use_rest)
 {
@@ -364,8 +364,9 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     return l;
 }
 
-/* Gzip shards have no random access: a random order decompresses a shard
- * again whenever a sample needed is behind its stream and was not kept. */
+/* Gzip shards have no random access: in a full shuffle workers wait on each
+ * other's shard streams, and a shard is decompressed again whenever a sample
+ * behind its stream was not kept (the ring full). */
 static void warn_gzip_order(ferry_loader *l)
 {
     const size_t *ends;
@@ -374,9 +375,10 @@ static void warn_gzip_order(ferry_loader *l)
     if (l->gzip_shards && l->plan.shuffle && !l->cfg.stream_shuffle_buffer &&
         l->plan.kind != FERRY_SAMPLER_INDICES)
         ferry_log(FERRY_LOG_WARN, "loader: %zu of the %zu shards are gzip-compressed and the order "
-                  "is a full shuffle: each shard is decompressed up to a sample whenever that "
-                  "sample was not kept (image_config.shard_cache_bytes); stream_shuffle_buffer "
-                  "reads each once an epoch", l->gzip_shards, k);
+                  "is a full shuffle: workers wait on each other's shard streams, and a shard is "
+                  "decompressed again when image_config.shard_cache_bytes cannot hold what its "
+                  "stream passes; stream_shuffle_buffer reads each shard once an epoch, front to "
+                  "back", l->gzip_shards, k);
 }
 
 /* Streaming mode: the shard boundaries for the sampler. */
