@@ -90,7 +90,6 @@ typedef struct ferry_gz_cache_setup {
 typedef struct ferry_gz_cache_stats {
     size_t kept, kept_peak;             /* images held now, and the most at once */
     size_t kept_bytes, kept_bytes_peak; /* their bytes (each image rounded up to 1) */
-    size_t streams_peak;                /* gzip streams open at once, at most */
     uint64_t decompressed;              /* tar bytes decompressed in all */
     uint64_t passes;                    /* times a shard's stream started from its first byte */
     uint64_t rewinds;                   /* of them, restarts under a plan that it did not

@@ -38,7 +38,7 @@ typedef struct entry {
 typedef struct stream {
     ferry_gz gz;
     uint8_t *skip;        /* owned: where skipped bytes go */
-    size_t shard;         /* the shard it reads; SIZE_MAX: none */
+    size_t shard;         /* the shard it reads */
     size_t next;          /* the next position in the shard's by_off list */
     uint64_t used;        /* when last used, for least-recently-used reuse */
     bool bad;             /* an error left it mid-member: rewind before use */
@@ -59,7 +59,7 @@ struct ferry_gz_cache {
     bool planned;
     /* the streams */
     stream streams[MAX_STREAMS];
-    size_t nstreams, max_streams;
+    size_t nstreams;      /* opened at create: one a gzip shard, MAX_STREAMS at most */
     int8_t *stream_of;    /* per shard: its stream, or -1 */
     uint8_t *busy;        /* per shard: a thread is advancing its stream */
     uint64_t tick;
@@ -163,68 +163,62 @@ static bool want(const ferry_gz_cache *c, size_t j)
 
 /* ---- streams ---- */
 
-static ferry_status stream_new(ferry_gz_cache *c, stream *s)
+/* Opens the next stream on gzip shard k and decompresses its first byte:
+ * zlib allocates its window at the first output, and that should be at
+ * create, not in a worker. */
+static ferry_status stream_open(ferry_gz_cache *c, size_t k)
 {
+    stream *s = &c->streams[c->nstreams];
     memset(s, 0, sizeof *s);
-    s->shard = SIZE_MAX;
-    ferry_status st = ferry__gz_open(&s->gz, -1, "");
+    ferry_status st = ferry__gz_open(&s->gz, c->su.fds[k], c->su.paths[k]);
+    size_t got;
     if (st == FERRY_OK && !(s->skip = ferry_host_malloc(SKIP_BUF)))
         st = FERRY_ERR_NO_MEMORY;
+    if (st == FERRY_OK)
+        st = ferry__gz_read(&s->gz, s->skip, 1, &got);
     if (st != FERRY_OK) {
         ferry__gz_close(&s->gz);
+        ferry_host_free(s->skip);
         return st;
     }
-    c->nstreams++;
-    c->stats.streams_peak = c->nstreams > c->stats.streams_peak ? c->nstreams : c->stats.streams_peak;
+    s->shard = k;
+    s->next = k ? c->su.by_off_ends[k - 1] : 0;
+    c->stream_of[k] = (int8_t)c->nstreams++;
     return FERRY_OK;
 }
 
-/* Whether stream x is worth less than a new one: idle, and its shard's last
- * image passed (what a stream in streaming order is once its shard is done). */
+/* Whether stream x is the one to move: idle, and its shard's last image
+ * passed (what a stream in streaming order is once its shard is done). */
 static bool spent(const ferry_gz_cache *c, const stream *x)
 {
-    if (x->shard == SIZE_MAX)
-        return true; /* never used */
     return !c->busy[x->shard] && (x->bad || x->next >= c->su.by_off_ends[x->shard]);
 }
 
-/* The stream for shard k (lock held, k not busy): its own, a spent one, a new
- * one, or the least recently used idle one. *s NULL: all are busy, wait. */
-static ferry_status stream_for(ferry_gz_cache *c, size_t k, stream **s)
+/* The stream for shard k (lock held, k not busy): its own, a spent one, or
+ * the least recently used idle one; NULL when all are busy (wait). */
+static stream *stream_for(ferry_gz_cache *c, size_t k)
 {
-    *s = NULL;
-    if (c->stream_of[k] >= 0) {
-        *s = &c->streams[c->stream_of[k]];
-        return FERRY_OK;
-    }
+    if (c->stream_of[k] >= 0)
+        return &c->streams[c->stream_of[k]];
     stream *pick = NULL;
     for (size_t t = 0; t < c->nstreams && !pick; t++)
         if (spent(c, &c->streams[t]))
             pick = &c->streams[t];
-    if (!pick && c->nstreams < c->max_streams) {
-        ferry_status st = stream_new(c, &c->streams[c->nstreams]);
-        if (st != FERRY_OK)
-            return st;
-        pick = &c->streams[c->nstreams - 1];
+    bool any_spent = pick != NULL;
+    for (size_t t = 0; t < c->nstreams && !any_spent; t++) {
+        stream *x = &c->streams[t];
+        if (!c->busy[x->shard] && (!pick || x->used < pick->used))
+            pick = x;
     }
-    if (!pick) {
-        for (size_t t = 0; t < c->nstreams; t++) {
-            stream *x = &c->streams[t];
-            if (!c->busy[x->shard] && (!pick || x->used < pick->used))
-                pick = x;
-        }
-        if (!pick)
-            return FERRY_OK;
-    }
-    if (pick->shard != SIZE_MAX)
-        c->stream_of[pick->shard] = -1;
+    if (!pick)
+        return NULL;
+    c->stream_of[pick->shard] = -1;
     pick->shard = k;
     pick->gz.fd = c->su.fds[k];
     pick->gz.name = c->su.paths[k];
     pick->bad = true; /* starts at the shard's first byte */
     c->stream_of[k] = (int8_t)(pick - c->streams);
-    *s = pick;
-    return FERRY_OK;
+    return pick;
 }
 
 static ferry_status skip_to(stream *s, uint64_t off)
@@ -306,43 +300,25 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
     return st;
 }
 
-/* Stream t starts on gzip shard k with one byte decompressed: zlib allocates
- * its window at the first output, and that should be now, not in a worker. */
-static ferry_status warm_stream(ferry_gz_cache *c, size_t t, size_t k)
-{
-    stream *s = &c->streams[t];
-    s->shard = k;
-    s->gz.fd = c->su.fds[k];
-    s->gz.name = c->su.paths[k];
-    s->next = k ? c->su.by_off_ends[k - 1] : 0;
-    c->stream_of[k] = (int8_t)t;
-    size_t got;
-    return ferry__gz_read(&s->gz, s->skip, 1, &got);
-}
-
 /* ---- the interface ---- */
 
 ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst)
 {
     size_t k = c->su.samples[i].shard;
     stream *s = NULL;
-    ferry_status st = FERRY_OK;
     pthread_mutex_lock(&c->lock);
     for (;;) {
         if (take_kept(c, i, dst)) {
             pthread_mutex_unlock(&c->lock);
             return FERRY_OK;
         }
-        if (!c->busy[k] && ((st = stream_for(c, k, &s)) != FERRY_OK || s))
+        if (!c->busy[k] && (s = stream_for(c, k)) != NULL)
             break;
         pthread_cond_wait(&c->cv, &c->lock);
     }
-    if (st == FERRY_OK)
-        c->busy[k] = 1;
+    c->busy[k] = 1;
     pthread_mutex_unlock(&c->lock);
-    if (st != FERRY_OK)
-        return st;
-    st = advance(c, s, i, dst);
+    ferry_status st = advance(c, s, i, dst);
     pthread_mutex_lock(&c->lock);
     c->busy[k] = 0;
     s->used = ++c->tick;
@@ -360,7 +336,7 @@ ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n
     /* A new plan starts every shard over: what a stream passed for the last
      * one and did not keep is behind it. */
     for (size_t t = 0; t < c->nstreams; t++)
-        if (c->streams[t].shard == SIZE_MAX || !c->busy[c->streams[t].shard])
+        if (!c->busy[c->streams[t].shard])
             c->streams[t].bad = true;
     ferry_status st = FERRY_OK;
     if (idx && !c->pending && !(c->pending = ferry_host_malloc(c->su.n * sizeof *c->pending)))
@@ -390,10 +366,6 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
         return FERRY_ERR_NO_MEMORY;
     c->su = *su;
     c->cap = su->cap_bytes;
-    size_t ngz = 0;
-    for (size_t k = 0; k < su->nshards; k++)
-        ngz += su->gzip[k];
-    c->max_streams = ngz < MAX_STREAMS ? ngz : MAX_STREAMS;
     if (!c->cap)
         c->cap = 1; /* no image: nothing is ever kept */
     pthread_mutex_init(&c->lock, NULL);
@@ -409,11 +381,9 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
                       FERRY_ERR_NO_MEMORY;
     if (st == FERRY_OK)
         memset(c->stream_of, -1, su->nshards);
-    while (st == FERRY_OK && c->nstreams < c->max_streams)
-        st = stream_new(c, &c->streams[c->nstreams]);
-    for (size_t t = 0, k = 0; st == FERRY_OK && t < c->nstreams; k++)
+    for (size_t k = 0; st == FERRY_OK && k < su->nshards && c->nstreams < MAX_STREAMS; k++)
         if (su->gzip[k])
-            st = warm_stream(c, t++, k);
+            st = stream_open(c, k);
     if (st != FERRY_OK) {
         ferry__gz_cache_destroy(c);
         return st;
