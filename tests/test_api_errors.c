@@ -644,6 +644,10 @@ TEST(dataset_shards_errors)
     CHK(ferry_dataset_shards(null_path, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_shards(&missing, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_shards(&junk, 1, NULL, &ds), FERRY_ERR_FORMAT);
+    CHK_TRUE(!ferry_is_shard_path(NULL) && !ferry_is_shard_path("") &&
+             !ferry_is_shard_path(".tar") && !ferry_is_shard_path("a.tar.xz"));
+    CHK_TRUE(ferry_is_shard_path("a.tar") && ferry_is_shard_path("d/A.TAR.GZ") &&
+             ferry_is_shard_path("b.tgz"));
 }
 
 TEST(dataset_idx_errors)

@@ -5,23 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 
 #include "shards.h"
 
-static bool ends_with(const char *s, size_t n, const char *tail)
-{
-    size_t t = strlen(tail);
-    return n > t && !strcasecmp(s + n - t, tail);
-}
-
-/* .tar, or gzip-compressed .tar.gz and .tgz. */
-static bool ends_with_tar(const char *s)
-{
-    size_t n = strlen(s);
-    return ends_with(s, n, ".tar") || ends_with(s, n, ".tar.gz") || ends_with(s, n, ".tgz");
-}
 
 /* A list of shard paths: a regular file whose first line that is neither
  * blank nor a '#' comment names a shard. */
@@ -39,7 +26,7 @@ static bool is_shard_list(const char *path)
         line[n] = '\0';
         if (!n || line[0] == '#')
             continue;
-        yes = ends_with_tar(line);
+        yes = ferry_is_shard_path(line);
         break;
     }
     fclose(f);
@@ -48,7 +35,7 @@ static bool is_shard_list(const char *path)
 
 bool tool_is_shards(const char *path)
 {
-    if (ends_with_tar(path) || is_shard_list(path))
+    if (ferry_is_shard_path(path) || is_shard_list(path))
         return true;
     DIR *d = opendir(path);
     if (!d)
@@ -58,7 +45,7 @@ bool tool_is_shards(const char *path)
     while (!sub && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        tar |= ends_with_tar(e->d_name);
+        tar |= ferry_is_shard_path(e->d_name);
         if (e->d_type == DT_DIR)
             sub = true;
         else if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {

@@ -179,6 +179,10 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
  * on_error = SKIP skips it); create logs one warning counting the incomplete keys. */
 FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
                                             const ferry_image_config *cfg, ferry_dataset **out);
+/* Whether a path is named as a shard: it ends in .tar, .tar.gz or .tgz (any
+ * case). The rule ferry_dataset_shards lists folders and tells a shard from a
+ * list file by. false for NULL. */
+FERRY_API bool ferry_is_shard_path(const char *path);
 /* An IDX pair (images u8 [N,H,W] or [N,H,W,C]; labels u8 [N]), plain or .gz, read
  * into memory. cfg may be NULL (native size, 1 channel, no augmentation). */
 FERRY_API ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
