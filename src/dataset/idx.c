@@ -203,13 +203,10 @@ static ferry_status idx_get(const ferry_dataset *ds, size_t index, void *dst,
     if (d->copy_direct) {
         memcpy(dst, src, one);
     } else {
-        ferry_scratch *s = ctx ? ctx->scratch : NULL, *own = NULL;
-        ferry_status st;
-        if (!s) {
-            if ((st = ferry_scratch_create(&own)) != FERRY_OK)
-                return st;
-            s = own;
-        }
+        ferry_scratch *s, *own;
+        ferry_status st = ferry__sample_scratch(ctx, &s, &own);
+        if (st != FERRY_OK)
+            return st;
         st = ferry__image_place(src, d->w, d->h, d->c, &d->cfg, &ds->format, dst, s, NULL);
         ferry_scratch_destroy(own);
         if (st != FERRY_OK)

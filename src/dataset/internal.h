@@ -36,6 +36,19 @@ struct ferry_scratch {
 
 /* Makes buf hold at least n bytes (contents not kept). */
 ferry_status ferry__scratch_grow(uint8_t **buf, size_t *cap, size_t n);
+/* ctx's scratch in *s, or one made for the call (also in *own, for
+ * ferry_scratch_destroy after; NULL when ctx had one). */
+static inline ferry_status ferry__sample_scratch(const ferry_sample_ctx *ctx, ferry_scratch **s,
+                                                 ferry_scratch **own)
+{
+    *own = NULL;
+    *s = ctx ? ctx->scratch : NULL;
+    if (*s)
+        return FERRY_OK;
+    ferry_status st = ferry_scratch_create(own);
+    *s = *own;
+    return st;
+}
 /* Reads a whole file into s->file. Over max_bytes is FERRY_ERR_LIMIT; a file that
  * cannot be read (missing, a dangling link, no permission, not a regular file) is
  * FERRY_ERR_IO "path: reason". Never blocks on a FIFO. */

@@ -246,13 +246,10 @@ ferry_status ferry__png_sample(const ferry_dataset *ds, const ferry_image_config
                                ferry_png_read_fn read, const void *src, const char *name,
                                void *dst, const ferry_sample_ctx *ctx)
 {
-    ferry_scratch *s = ctx ? ctx->scratch : NULL, *own = NULL;
-    ferry_status st;
-    if (!s) {
-        if ((st = ferry_scratch_create(&own)) != FERRY_OK)
-            return st;
-        s = own;
-    }
+    ferry_scratch *s, *own;
+    ferry_status st = ferry__sample_scratch(ctx, &s, &own);
+    if (st != FERRY_OK)
+        return st;
     size_t n = 0;
     double t0 = ferry__clock(ctx);
     st = read(src, index, s, &n);
