@@ -129,6 +129,11 @@ void *ft_read_file(const char *path, size_t *n);
  * repository), or NULL when absent. */
 const char *ft_pngsuite_dir(void);
 
+/* FNV-1a over a host batch: every image byte, then each label. Start from
+ * FT_DIGEST_SEED; equal digests mean the same bytes in the same order. */
+#define FT_DIGEST_SEED 1469598103934665603ull
+uint64_t ft_batch_digest(uint64_t h, const ferry_batch *b);
+
 /* ---- tar shards (harness_tar.c): a writer of our own, independent of the
  * library's reader ---- */
 typedef struct ft_tar {

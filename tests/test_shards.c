@@ -187,17 +187,11 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers, ferry_on_error p
     c.on_error = policy;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
-    uint64_t h = 1469598103934665603ull;
+    uint64_t h = FT_DIGEST_SEED;
     ferry_batch b;
     ferry_status st;
-    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK) {
-        const uint8_t *img = ferry_tensor_data(b.images);
-        const int64_t *lab = ferry_tensor_data(b.labels);
-        for (size_t i = 0; i < b.size * IW * IH; i++)
-            h = (h ^ img[i]) * 1099511628211ull;
-        for (size_t i = 0; i < b.size; i++)
-            h = (h ^ (uint64_t)lab[i]) * 1099511628211ull;
-    }
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        h = ft_batch_digest(h, &b);
     ASSERT_STATUS(st, FERRY_END);
     ferry_loader_stats s;
     ASSERT_OK(ferry_loader_stats_get(l, &s));
