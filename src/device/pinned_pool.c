@@ -233,8 +233,10 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
     ferry_status st;
     void *ptr = first_fit(p, bytes, align, &st);
     if (!ptr && st == FERRY_OK) {
-        /* A fresh block is page aligned; bytes + align - 1 fits any alignment. */
-        st = add_block(p, align <= PAGE ? bytes : bytes + align - 1);
+        /* cudaHostAlloc promises no page alignment (under Open MPI on an
+         * H200, a fresh 400 KB block could not hold a page-aligned 400 KB
+         * piece): bytes + align - 1 fits whatever the base, for one page. */
+        st = add_block(p, bytes + align - 1);
         if (st == FERRY_OK)
             ptr = first_fit(p, bytes, align, &st);
     }

@@ -117,6 +117,7 @@ static void sim_free(int index, void *ptr)
 
 typedef struct pinned_range {
     struct pinned_range *next;
+    void *raw; /* what aligned_alloc gave */
     const unsigned char *p;
     size_t n;
 } pinned_range;
@@ -124,15 +125,25 @@ typedef struct pinned_range {
 static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
 static pinned_range *pinned; /* guarded by pinned_lock */
 
+/* Page-locked memory is handed out 256 bytes past a page boundary: CUDA
+ * documents no page alignment for cudaHostAlloc (256 bytes is what cudaMalloc
+ * promises), and on an H200 under Open MPI a block was not page aligned, so
+ * code that assumes it fails here first. */
+#define SIM_HOST_SKEW 256
+
 static ferry_status sim_host_alloc(size_t bytes, void **out)
 {
+    if (bytes > SIZE_MAX - 2 * 4096)
+        return FERRY_ERR_NO_MEMORY;
     pinned_range *r = malloc(sizeof *r);
-    void *p = aligned_alloc(4096, ((bytes ? bytes : 1) + 4095) / 4096 * 4096);
-    if (!r || !p) {
+    char *raw = aligned_alloc(4096, ((bytes ? bytes : 1) + SIM_HOST_SKEW + 4095) / 4096 * 4096);
+    if (!r || !raw) {
         free(r);
-        free(p);
+        free(raw);
         return FERRY_ERR_NO_MEMORY;
     }
+    void *p = raw + SIM_HOST_SKEW;
+    r->raw = raw;
     r->p = p;
     r->n = bytes;
     pthread_mutex_lock(&pinned_lock);
@@ -157,8 +168,9 @@ static void sim_host_free(void *ptr)
         }
     }
     pthread_mutex_unlock(&pinned_lock);
+    if (found)
+        free(found->raw);
     free(found);
-    free(ptr);
 }
 
 static bool is_pinned(const void *ptr, size_t bytes)

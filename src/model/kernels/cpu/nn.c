@@ -83,10 +83,12 @@ ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *l
         const float *row = x + r * classes;
         int64_t label = ldt == FERRY_DTYPE_I32 ? ((const int32_t *)labels)[r]
                                                : ((const int64_t *)labels)[r];
+        /* The first maximum; NaN counts as the maximum (PyTorch's argmax, and the
+         * CUDA kernel's fk_argmax_merge). */
         float mx = row[0];
         int64_t arg = 0;
-        for (int64_t k = 1; k < classes; k++)
-            if (row[k] > mx) {
+        for (int64_t k = 1; k < classes && mx == mx; k++)
+            if (row[k] > mx || row[k] != row[k]) {
                 mx = row[k];
                 arg = k;
             }
@@ -94,14 +96,14 @@ ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *l
         float sum = expf(row[0] - mx);
         for (int64_t k = 1; k < classes; k++)
             sum += expf(row[k] - mx);
-        float lse = mx + logf(sum);
+        float ls = logf(sum); /* loss = log(sum) - (x[label] - mx): see fk_cpu_softmax */
         if (label < 0 || label >= classes) {
             nbad++;
             if (dx)
                 memset(dx + r * classes, 0, (size_t)classes * sizeof(float));
             continue;
         }
-        total += (double)(lse - row[label]);
+        total += (double)(ls - (row[label] - mx));
         ok += arg == label;
         if (dx) {
             float inv = 1.0f / sum;

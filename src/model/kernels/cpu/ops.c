@@ -258,9 +258,11 @@ ferry_status fk_cpu_softmax(const fk_ctx *c, bool log_, ferry_dtype dt, void *y,
             double sum = exp(fk_ldd(dt, x, base) - mx);
             for (int64_t j = 1; j < n; j++)
                 sum += exp(fk_ldd(dt, x, base + j * inner) - mx);
-            double lse = mx + log(sum);
+            /* (x - mx) - log(sum), as the CUDA kernel: mx + log(sum) would round at
+             * mx's magnitude. */
+            double ls = log(sum);
             for (int64_t j = 0; j < n; j++) {
-                double v = fk_ldd(dt, x, base + j * inner) - lse;
+                double v = (fk_ldd(dt, x, base + j * inner) - mx) - ls;
                 fk_std(dt, y, base + j * inner, log_ ? v : exp(v));
             }
         }

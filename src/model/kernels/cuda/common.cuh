@@ -128,6 +128,28 @@ __device__ __forceinline__ float fk_block_sum(float v, float *sh)
     return sh[0];
 }
 
+/* The same in double: the BatchNorm statistics and gradients accumulate in
+ * double, as the CPU kernels do, so the two agree to f32 rounding. */
+__device__ __forceinline__ double fk_block_sum_d(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0)
+        sh[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0;
+        for (int o = 16; o > 0; o >>= 1)
+            v += __shfl_down_sync(0xffffffffu, v, o);
+        if (lane == 0)
+            sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
 /* Max with the smallest index on ties; NaN wins. */
 __device__ __forceinline__ void fk_argmax_merge(float &v, int64_t &i, float v2, int64_t i2)
 {

@@ -102,7 +102,7 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
                     atomicAdd((unsigned long long *)bad, 1ull);
             } else {
                 if (loss)
-                    atomicAdd(loss, mx + logf(s) - fk_f(row[label]));
+                    atomicAdd(loss, logf(s) - (fk_f(row[label]) - mx)); // no mx + log(s): see softmax
                 if (correct && arg == label)
                     atomicAdd((unsigned long long *)correct, 1ull);
             }
@@ -278,12 +278,14 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
     {
         int64_t ix = t % g.w, iy = (t / g.w) % g.h, p = t / (g.w * g.h);
         int32_t me = (int32_t)(iy * g.w + ix);
+        // Windows in the CPU's order (output rows, then columns, ascending: ki and
+        // kj descending), so the sum rounds as the CPU's scatter does, bit for bit.
         float s = 0.0f;
-        for (int64_t ki = 0; ki < g.kh; ki++) {
+        for (int64_t ki = g.kh - 1; ki >= 0; ki--) {
             int64_t ny = iy + g.ph - ki;
             if (ny < 0 || ny % g.sh || ny / g.sh >= g.oh)
                 continue;
-            for (int64_t kj = 0; kj < g.kw; kj++) {
+            for (int64_t kj = g.kw - 1; kj >= 0; kj--) {
                 int64_t nx = ix + g.pw - kj;
                 if (nx < 0 || nx % g.sw || nx / g.sw >= g.ow)
                     continue;
@@ -352,39 +354,40 @@ extern "C" ferry_status fk_cuda_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, con
     return fk_launched("average pool backward kernel");
 }
 
-// One block per channel.
+// One block per channel. Sums in double, as the CPU kernel (fk_f32_bn_fwd).
 template <typename T>
 __global__ void k_bn_fwd(const T *x, T *y, int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *beta,
                          float *rmean, float *rvar, float *smean, float *sinvstd, bool training, float momentum,
                          float eps)
 {
-    __shared__ float sh[32];
+    __shared__ double sh[32];
     int64_t count = n * hw;
     for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
         float mean, invstd;
         if (training) {
-            float s = 0.0f;
+            double s = 0.0;
             for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
                 s += fk_f(x[((t / hw) * ch + k) * hw + t % hw]);
-            mean = fk_block_sum(s, sh) / (float)count;
-            float q = 0.0f;
+            double m = fk_block_sum_d(s, sh) / (double)count;
+            double q = 0.0;
             for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-                float d = fk_f(x[((t / hw) * ch + k) * hw + t % hw]) - mean;
+                double d = fk_f(x[((t / hw) * ch + k) * hw + t % hw]) - m;
                 q += d * d;
             }
-            q = fk_block_sum(q, sh);
-            float var = q / (float)count;
-            invstd = rsqrtf(var + eps);
+            q = fk_block_sum_d(q, sh);
+            double var = q / (double)count;
+            mean = (float)m;
+            invstd = (float)(1.0 / sqrt(var + eps));
             if (threadIdx.x == 0) {
                 smean[k] = mean;
                 sinvstd[k] = invstd;
-                float unbiased = count > 1 ? q / (float)(count - 1) : var;
-                rmean[k] = (1.0f - momentum) * rmean[k] + momentum * mean;
-                rvar[k] = (1.0f - momentum) * rvar[k] + momentum * unbiased;
+                double unbiased = count > 1 ? q / (double)(count - 1) : var;
+                rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
+                rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
             }
         } else {
             mean = rmean[k];
-            invstd = rsqrtf(rvar[k] + eps);
+            invstd = 1.0f / sqrtf(rvar[k] + eps);
         }
         float a = gamma[k] * invstd, b = beta[k] - mean * a;
         for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
@@ -395,28 +398,30 @@ __global__ void k_bn_fwd(const T *x, T *y, int64_t n, int64_t ch, int64_t hw, co
     }
 }
 
+// Sums in double, as fk_f32_bn_bwd.
 template <typename T>
 __global__ void k_bn_bwd(const T *x, const T *dy, T *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
                          const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
 {
-    __shared__ float sh[32];
+    __shared__ double sh[32];
     int64_t count = n * hw;
     for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float m = smean[k], is = sinvstd[k], sd = 0.0f, sdx = 0.0f;
+        float m = smean[k], is = sinvstd[k];
+        double sd = 0.0, sdx = 0.0;
         for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
             int64_t off = ((t / hw) * ch + k) * hw + t % hw;
             float g = fk_f(dy[off]);
             sd += g;
             sdx += g * (fk_f(x[off]) - m) * is;
         }
-        sd = fk_block_sum(sd, sh);
-        sdx = fk_block_sum(sdx, sh);
+        sd = fk_block_sum_d(sd, sh);
+        sdx = fk_block_sum_d(sdx, sh);
         if (threadIdx.x == 0) {
-            dgamma[k] += sdx;
-            dbeta[k] += sd;
+            dgamma[k] += (float)sdx;
+            dbeta[k] += (float)sd;
         }
         if (dx) {
-            float a = gamma[k] * is, mdy = sd / (float)count, mdyx = sdx / (float)count;
+            float a = gamma[k] * is, mdy = (float)(sd / (double)count), mdyx = (float)(sdx / (double)count);
             for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
                 int64_t off = ((t / hw) * ch + k) * hw + t % hw;
                 dx[off] = fk_to<T>(a * (fk_f(dy[off]) - mdy - (fk_f(x[off]) - m) * is * mdyx));

@@ -229,9 +229,11 @@ template <typename T> __global__ void k_softmax_rows(bool lg, T *y, const T *x, 
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
             s += expf(fk_f(row[j]) - mx);
         s = fk_block_sum(s, shv);
-        float lse = mx + logf(s);
+        // (x - mx) - log(s), never x - (mx + log(s)): that sum rounds at the
+        // magnitude of mx, an error every output then carries (logits + 1000).
+        float ls = logf(s);
         for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-            float v = fk_f(row[j]) - lse;
+            float v = (fk_f(row[j]) - mx) - ls;
             y[o * n + j] = fk_to<T>(lg ? v : expf(v));
         }
         __syncthreads();
@@ -248,9 +250,9 @@ template <typename T> __global__ void k_softmax_cols(bool lg, T *y, const T *x, 
             mx = fmaxf(mx, fk_f(x[base + j * inner]));
         for (int64_t j = 0; j < n; j++)
             s += expf(fk_f(x[base + j * inner]) - mx);
-        float lse = mx + logf(s);
+        float ls = logf(s); // as in k_softmax_rows
         for (int64_t j = 0; j < n; j++) {
-            float v = fk_f(x[base + j * inner]) - lse;
+            float v = (fk_f(x[base + j * inner]) - mx) - ls;
             y[base + j * inner] = fk_to<T>(lg ? v : expf(v));
         }
     }
