@@ -162,6 +162,57 @@ TEST(safetensors_rejects_malformed_headers)
     ASSERT_STATUS(ferry_safetensors_open(ft_tmp("missing.safetensors"), &f), FERRY_ERR_IO);
 }
 
+/* The tensors must tile the data section exactly, as the format's reference
+ * reader requires: overlaps, holes, a leading gap and a tail are refused, naming
+ * the tensors. */
+TEST(safetensors_rejects_overlaps_holes_and_tails)
+{
+    static const struct {
+        const char *header;
+        size_t data;
+        const char *says[3];
+    } cases[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         12, {"\"a\"", "\"b\"", "overlap"}},
+        {"{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, {"\"a\"", "\"b\"", "overlap"}},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+         12, {"[4, 8)", "\"a\" and \"b\"", "no tensor"}},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, {"[0, 4)", "\"a\"", "no tensor"}},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 12, {"\"a\"", "8 bytes", "no tensor"}},
+        {"{}", 4, {"4 bytes", "no tensor", "data"}},
+    };
+    unsigned char buf[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t hl = strlen(cases[i].header);
+        for (int k = 0; k < 8; k++)
+            buf[k] = (unsigned char)(hl >> (8 * k));
+        memcpy(buf + 8, cases[i].header, hl);
+        memset(buf + 8 + hl, 0, cases[i].data);
+        ferry_safetensors *f = NULL;
+        ferry_status st = ferry_safetensors_parse(buf, 8 + hl + cases[i].data, &f);
+        ASSERT_MSG(st == FERRY_ERR_FORMAT, "case %zu: got %s", i, ferry_status_str(st));
+        ASSERT(f == NULL);
+        for (int k = 0; k < 3; k++)
+            ASSERT_STR_CONTAINS(ferry_last_error(), cases[i].says[k]);
+    }
+    /* Exact tiling in any order, zero-size tensors included, is fine. */
+    const char *ok = "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                     "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+    size_t hl = strlen(ok);
+    for (int k = 0; k < 8; k++)
+        buf[k] = (unsigned char)(hl >> (8 * k));
+    memcpy(buf + 8, ok, hl);
+    memset(buf + 8 + hl, 0, 8);
+    ferry_safetensors *f = NULL;
+    ASSERT_OK(ferry_safetensors_parse(buf, 8 + hl + 8, &f));
+    ferry_safetensors_close(f);
+}
+
 static ferry_module *small_cnn(void)
 {
     ferry_module *seq = NULL, *l = NULL;

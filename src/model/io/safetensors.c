@@ -355,6 +355,61 @@ void ferry_safetensors_close(ferry_safetensors *f)
         st_free(f);
 }
 
+/* The tensors tile the data section exactly, as the format's reference reader
+ * requires: in offset order each starts where the one before ended, the first
+ * at 0 and the last at the end. Overlapping tensors would alias each other's
+ * bytes; a hole or a tail is data no tensor owns (a torn or doctored file). */
+static int cmp_by_offset(const void *a, const void *b)
+{
+    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static ferry_status check_layout(const ferry_safetensors *f, uint64_t data_size)
+{
+    if (f->n == 0)
+        return data_size == 0 ? FERRY_OK
+                              : ferry_fail(FERRY_ERR_FORMAT,
+                                           "safetensors: %llu bytes of data but no tensor to hold them",
+                                           (unsigned long long)data_size);
+    const st_entry **by = ferry_host_malloc(f->n * sizeof *by);
+    if (!by)
+        return FERRY_ERR_NO_MEMORY;
+    for (size_t i = 0; i < f->n; i++)
+        by[i] = &f->e[i];
+    qsort(by, f->n, sizeof *by, cmp_by_offset);
+    ferry_status st = FERRY_OK;
+    uint64_t at = 0;
+    const st_entry *prev = NULL;
+    for (size_t i = 0; i < f->n && st == FERRY_OK; i++) {
+        const st_entry *e = by[i];
+        if (e->begin < at)
+            st = ferry_fail(FERRY_ERR_FORMAT, "safetensors: tensors \"%s\" [%llu, %llu) and \"%s\" [%llu, %llu) overlap",
+                            prev->name, (unsigned long long)prev->begin, (unsigned long long)prev->end, e->name,
+                            (unsigned long long)e->begin, (unsigned long long)e->end);
+        else if (e->begin > at && prev)
+            st = ferry_fail(FERRY_ERR_FORMAT,
+                            "safetensors: bytes [%llu, %llu) between tensors \"%s\" and \"%s\" belong to no tensor",
+                            (unsigned long long)at, (unsigned long long)e->begin, prev->name, e->name);
+        else if (e->begin > at)
+            st = ferry_fail(FERRY_ERR_FORMAT,
+                            "safetensors: bytes [0, %llu) before the first tensor \"%s\" belong to no tensor",
+                            (unsigned long long)e->begin, e->name);
+        at = e->end;
+        prev = e;
+    }
+    if (st == FERRY_OK && at != data_size)
+        st = ferry_fail(FERRY_ERR_FORMAT,
+                        "safetensors: the last tensor \"%s\" ends at byte %llu of the %llu-byte data section: "
+                        "%llu bytes belong to no tensor",
+                        prev->name, (unsigned long long)at, (unsigned long long)data_size,
+                        (unsigned long long)(data_size - at));
+    ferry_host_free(by);
+    return st;
+}
+
 static ferry_status parse_header(ferry_safetensors *f)
 {
     if (f->size < 8)
@@ -430,7 +485,7 @@ static ferry_status parse_header(ferry_safetensors *f)
     jws(&j);
     if (j.p != j.end)
         return jfail(&j, "trailing bytes after the header object");
-    return FERRY_OK;
+    return check_layout(f, data_size);
 }
 
 /* Files ferry writes carry the CRC-32 of their data in the metadata: a file torn
