@@ -23,6 +23,11 @@ typedef struct ferry_rng {
     unsigned used;   /* words of buf already returned */
 } ferry_rng;
 
+/* The version of every random stream the library draws (epoch orders, splits,
+ * augmentation, initialisation, dropout). The same seed gives the same numbers
+ * while it stands; any change to them bumps it (tests/test_golden.c pins them). */
+#define FERRY_RNG_STREAMS_VERSION 1
+
 /* Purposes mixed into `a` by the library so its streams never collide. */
 #define FERRY_RNG_SHUFFLE   (UINT64_C(1) << 56)
 #define FERRY_RNG_AUGMENT   (UINT64_C(2) << 56)
