@@ -167,9 +167,10 @@ FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
 
-/* ROOT/<class>/<file>.png: classes and files sorted by name (bytewise), class
+/* ROOT/<class>/<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix, each
+ * file told by its bytes): classes and files sorted by name (bytewise), class
  * names kept; hidden files and other extensions ignored. An empty root or class
- * is FERRY_ERR_INVALID_ARG naming the path. Every other .png entry is a sample,
+ * is FERRY_ERR_INVALID_ARG naming the path. Every other image entry is a sample,
  * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
  * create logs one warning naming the first such entry and the count, and
  * loading it fails with FERRY_ERR_IO "path: reason" (a loader with
@@ -186,7 +187,7 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
 /* WebDataset-style shards: tar files (ustar, pax and GNU headers, as GNU tar
  * and Python's tarfile write them), uncompressed or gzip-compressed, whose
  * members share a key per sample, the name up to the first '.' of its last
- * component: KEY.png is the image, KEY.cls its label (a decimal integer as
+ * component: KEY.png, KEY.jpg or KEY.jpeg is the image, KEY.cls its label (a decimal integer as
  * text); other members are ignored. Each of the n paths is a shard (a name
  * ending in .tar, .tar.gz or .tgz), a folder (its entries with those endings,
  * sorted bytewise) or a list file (any other file: one shard path a line,
