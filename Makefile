@@ -49,9 +49,9 @@ REF_BLAS_DIR := $(if $(filter blas,$(BLAS)),$(patsubst %/,%,$(dir $(firstword $(
 BLAS_HEADER ?= $(if $(and $(filter blas,$(BLAS)),$(wildcard /usr/include/*/cblas-netlib.h)),cblas-netlib.h,cblas.h)
 BLAS_LIBS   ?= $(if $(REF_BLAS_DIR),-L$(REF_BLAS_DIR) -Wl$(comma)-rpath$(comma)$(REF_BLAS_DIR)) -l$(BLAS)
 CFLAGS   += $(BLAS_CFLAGS) $(if $(filter-out cblas.h,$(BLAS_HEADER)),-DFERRY_CBLAS_HEADER="<$(BLAS_HEADER)>")
-LDLIBS   := -lpng -lz $(BLAS_LIBS) -lm -pthread
+LDLIBS   := -lpng -ljpeg -lz $(BLAS_LIBS) -lm -pthread
 ifeq ($(STATIC),1)
-  LDLIBS := -Wl,-Bstatic -lpng16 -lz -Wl,-Bdynamic $(BLAS_LIBS) -lm -pthread
+  LDLIBS := -Wl,-Bstatic -lpng16 -ljpeg -lz -Wl,-Bdynamic $(BLAS_LIBS) -lm -pthread
 endif
 # The shared library takes libpng and zlib as shared libraries even with STATIC=1:
 # their archives are not position-independent. (Deferred: LDLIBS grows below.)
@@ -228,12 +228,13 @@ PUBLIC_HEADERS := $(sort $(wildcard include/ferry/*.h))
 # Dependencies pkg-config knows go in Requires.private, the rest of LDLIBS in
 # Libs.private (STATIC=1 links libpng and zlib from archives: kept as linked).
 pc_flag_libpng   := -lpng
+pc_flag_libjpeg  := -ljpeg
 pc_flag_zlib     := -lz
 pc_flag_openblas := -lopenblas
 # OpenBLAS by its module when BLAS_LIBS is just -lopenblas; any other BLAS (the
 # reference one's -L and rpath included) stays in Libs.private as linked.
 PC_BLAS     = $(if $(filter-out -lopenblas,$(BLAS_LIBS)),,$(if $(BLAS_LIBS),openblas))
-PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),$(PC_BLAS),libpng zlib $(PC_BLAS)),\
+PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),$(PC_BLAS),libpng libjpeg zlib $(PC_BLAS)),\
                 $(if $(shell pkg-config --exists $(m) 2>/dev/null && echo y),$(m)))
 PC_LIBS     = $(filter-out $(foreach m,$(PC_REQUIRES),$(pc_flag_$(m))),$(LDLIBS))
 pc_dir      = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
@@ -314,7 +315,7 @@ gpu-check: deps
 # make memcheck  valgrind on the CPU loader tests
 # make lint      clang-tidy (.clang-tidy) and cppcheck over src/ and tools/
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := png idx list device tar
+FUZZ_TARGETS := png idx list device tar jpeg
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 10
 fuzz:

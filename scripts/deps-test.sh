@@ -44,15 +44,16 @@ else
 fi
 
 # ---- no headers, no libraries: every package named, one install command ----
-install='apt-get install -y --no-install-recommends libpng-dev zlib1g-dev libopenblas-dev'
+install='apt-get install -y --no-install-recommends libpng-dev zlib1g-dev libjpeg62-turbo-dev libopenblas-dev'
 check CC="$nothing"
 if [ "$rc" -ne 0 ] && has "png.h not found (Debian package libpng-dev)" &&
    has "zlib.h not found (Debian package zlib1g-dev)" &&
+   has "jpeglib.h not found (Debian package libjpeg62-turbo-dev)" &&
    has "cblas.h not found (Debian package libopenblas-dev)" && has "$install" &&
    has "make run and make test" && has "scripts/install-deps.sh"; then
-    ok "an empty sysroot: names libpng-dev, zlib1g-dev, libopenblas-dev and '$install'"
+    ok "an empty sysroot: names libpng-dev, zlib1g-dev, libjpeg62-turbo-dev, libopenblas-dev and '$install'"
 else
-    bad "an empty sysroot: exit $rc, want the three packages and '$install'"; show "$tmp/out"
+    bad "an empty sysroot: exit $rc, want the four packages and '$install'"; show "$tmp/out"
 fi
 
 # ---- only the CBLAS header missing: that package alone ----

@@ -19,6 +19,8 @@
 set -u
 
 PNG_PKG=libpng-dev
+# libjpeg-turbo with the libjpeg API (jpeg_crop_scanline, jpeg_skip_scanlines).
+JPEG_PKG=libjpeg62-turbo-dev
 ZLIB_PKG=zlib1g-dev
 MPI_PKGS="libopenmpi-dev openmpi-bin"
 # The package of the CBLAS the Makefile's BLAS= names; empty for one Debian lacks.
@@ -34,9 +36,10 @@ install_cmd() { echo "apt-get install -y --no-install-recommends $*"; }
 
 # check_dep HEADER SYMBOL LIBS PACKAGE: compiles and links a program that includes
 # HEADER and takes SYMBOL's address, against LIBS; on failure records the package
-# and says whether the header or the library is what is missing.
+# and says whether the header or the library is what is missing. (stdio.h first:
+# jpeglib.h needs FILE.)
 check_dep() {
-    printf '#include <%s>\nint main(void) { void (*volatile f)(void) = (void (*)(void))%s; return f == 0; }\n' \
+    printf '#include <stdio.h>\n#include <%s>\nint main(void) { void (*volatile f)(void) = (void (*)(void))%s; return f == 0; }\n' \
         "$1" "$2" > "$tmp/dep.c"
     # shellcheck disable=SC2086 # compiler and flags split into words on purpose
     $cc $cflags -c "$tmp/dep.c" -o "$tmp/dep.o" > "$tmp/err" 2>&1 || {
@@ -77,6 +80,7 @@ check() {
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-deps-XXXXXX") || return 1
     check_dep png.h png_get_libpng_ver -lpng "$PNG_PKG"
     check_dep zlib.h zlibVersion -lz "$ZLIB_PKG"
+    check_dep jpeglib.h jpeg_crop_scanline -ljpeg "$JPEG_PKG"
     check_dep "${FERRY_BLAS_HEADER:-cblas.h}" cblas_sgemm "${FERRY_BLAS_LIBS:--l$blas}" "$(blas_pkg "$blas")"
     rm -rf "$tmp"
     note_optional
@@ -96,7 +100,7 @@ fi
 
 # ---- install ----
 
-want="$PNG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS clang-tidy cppcheck $*"
+want="$PNG_PKG $JPEG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS clang-tidy cppcheck $*"
 
 missing=""
 for p in $want; do

@@ -592,6 +592,47 @@ TEST(png_decode_errors)
     free(png);
 }
 
+/* A small gray JPEG: the fixture PIL wrote (tests/ref/make_jpeg_ref.py). */
+static uint8_t *tiny_jpeg(size_t *n)
+{
+    return ft_read_file(FERRY_SOURCE_DIR "/tests/ref/jpeg/gray.jpg", n);
+}
+
+TEST(jpeg_info_and_decode_errors)
+{
+    size_t n;
+    uint8_t *jpg = tiny_jpeg(&n);
+    ferry_image_info info;
+    CHK(ferry_jpeg_info(NULL, 10, &info), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_jpeg_info(jpg, n, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_jpeg_info(NULL, 0, &info), FERRY_ERR_FORMAT);
+    CHK(ferry_jpeg_info(jpg, 20, &info), FERRY_ERR_FORMAT);
+    CHK(ferry_image_probe(NULL, 10, &info), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_image_probe(jpg, n, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_image_probe(jpg, 0, &info), FERRY_ERR_FORMAT);
+    ASSERT_OK(ferry_image_probe(jpg, n, &info)); /* here: CHK runs in a child */
+    size_t bytes = info.width * info.height;
+    uint8_t *dst = malloc(bytes);
+    ferry_image_config cfg = ferry_image_config_default();
+    CHK(ferry_jpeg_decode(NULL, n, &cfg, NULL, NULL, dst, bytes), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_jpeg_decode(jpg, n, &cfg, NULL, NULL, NULL, bytes), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_jpeg_decode(jpg, n, &cfg, NULL, NULL, dst, bytes - 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_jpeg_decode(jpg, n - 5, &cfg, NULL, "t.jpg", dst, bytes), FERRY_ERR_FORMAT);
+    CHK(ferry_jpeg_decode(jpg, 0, &cfg, NULL, NULL, dst, bytes), FERRY_ERR_FORMAT);
+    ferry_image_config small = cfg;
+    small.limits.max_width = 1;
+    CHK(ferry_jpeg_decode(jpg, n, &small, NULL, NULL, dst, bytes), FERRY_ERR_LIMIT);
+    ferry_image_config bad = cfg;
+    bad.resize = (ferry_resize)9;
+    CHK(ferry_jpeg_decode(jpg, n, &bad, NULL, NULL, dst, bytes), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_image_decode(jpg, n - 5, &cfg, NULL, "t.jpg", dst, bytes), FERRY_ERR_FORMAT);
+    CHK(ferry_image_decode(jpg, n, NULL, NULL, NULL, NULL, bytes), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_image_decode(jpg, n, NULL, NULL, NULL, dst, bytes), FERRY_OK);
+    CHK(ferry_jpeg_decode(jpg, n, NULL, NULL, NULL, dst, bytes), FERRY_OK);
+    free(dst);
+    free(jpg);
+}
+
 TEST(png_write_file_errors)
 {
     uint8_t px[16] = {0};

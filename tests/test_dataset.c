@@ -67,7 +67,7 @@ TEST(image_folder_errors_name_the_path)
     put_png("e2/a/1.png", 1, 2, 2);
     ft_write_file(ft_tmp("e2/b/readme.txt"), "x", 1);
     ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("e2"), NULL, &ds), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "e2/b: class folder has no .png files");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "e2/b: class folder has no image files (.png, .jpg, .jpeg)");
     ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("missing"), NULL, &ds), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "missing");
     /* A corrupt file fails get() with its path and libpng's reason. */

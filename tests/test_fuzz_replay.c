@@ -1,5 +1,5 @@
 /* Replays the fuzz corpora (tests/fuzz/corpus/<target>/), the crashers
- * (tests/data/crashers/<target>/) and, for PNG, PngSuite through the fuzz
+ * (tests/data/crashers/<target>/; JPEG included) and, for PNG, PngSuite through the fuzz
  * targets of tests/fuzz/, built with the ordinary compiler and sanitizers.
  * Each target's LLVMFuzzerTestOneInput is included here under its own name. */
 #include <dirent.h>
@@ -22,6 +22,9 @@
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput ferry_fuzz_tar
 #include "fuzz/fuzz_tar.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput ferry_fuzz_jpeg
+#include "fuzz/fuzz_jpeg.c"
 #undef LLVMFuzzerTestOneInput
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
@@ -102,3 +105,4 @@ TEST(replay_idx) { replay_target(ferry_fuzz_idx, "idx"); }
 TEST(replay_list) { replay_target(ferry_fuzz_list, "list"); }
 TEST(replay_device) { replay_target(ferry_fuzz_device, "device"); }
 TEST(replay_tar) { replay_target(ferry_fuzz_tar, "tar"); }
+TEST(replay_jpeg) { replay_target(ferry_fuzz_jpeg, "jpeg"); }

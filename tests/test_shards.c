@@ -276,7 +276,7 @@ TEST(incomplete_keys_fail_by_name_when_loaded)
     int64_t lab;
     ASSERT_STATUS(ferry_dataset_label(ds, 1, &lab), FERRY_ERR_FORMAT);
     snprintf(name, sizeof name, "%s:000002:", p);
-    assert_get_fails(ds, 2, FERRY_ERR_FORMAT, name, "no .png image");
+    assert_get_fails(ds, 2, FERRY_ERR_FORMAT, name, "no image (.png, .jpg or .jpeg)");
     ASSERT_OK(ferry_dataset_label(ds, 2, &lab)); /* the label is there */
     ASSERT_EQ_INT(lab, 1);
     snprintf(name, sizeof name, "%s:000003.png", p);

@@ -85,7 +85,7 @@ TEST(dangling_link_is_a_sample_that_fails_by_name)
     ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 0), "dl/a/0.png");
     /* One warning at create, with the path, the reason and the count. */
     ASSERT_EQ_SIZE(nwarnings, 1);
-    ASSERT_STR_CONTAINS(warnings, "1 of 3 .png entries cannot be read");
+    ASSERT_STR_CONTAINS(warnings, "1 of 3 image entries cannot be read");
     ASSERT_STR_CONTAINS(warnings, "dl/a/0.png: dangling symbolic link");
     assert_get_fails(ds, 0, "dl/a/0.png", "dangling symbolic link");
     assert_get_value(ds, 1, 7);
@@ -200,7 +200,7 @@ TEST(nothing_readable_fails_create_unless_the_size_is_given)
     log_stop();
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
     ASSERT_EQ_SIZE(nwarnings, 1);
-    ASSERT_STR_CONTAINS(warnings, "2 of 2 .png entries cannot be read, the first: ");
+    ASSERT_STR_CONTAINS(warnings, "2 of 2 image entries cannot be read, the first: ");
     ASSERT_STR_CONTAINS(warnings, "nr/a/0.png: dangling symbolic link");
     assert_get_fails(ds, 1, "nr/a/1.png", "dangling symbolic link");
     ferry_dataset_destroy(ds);

@@ -55,7 +55,7 @@ static void *check_worker(void *arg)
         } else {
             ferry_image_info info;
             ferry_sample_format fmt;
-            ferry_status st = ferry_png_info(file, n, &info);
+            ferry_status st = ferry_image_probe(file, n, &info);
             if (st == FERRY_OK)
                 st = ferry_image_format(&cfg, &info, &fmt);
             size_t need = st == FERRY_OK ? ferry_sample_format_bytes(&fmt) : 0;
@@ -63,7 +63,7 @@ static void *check_worker(void *arg)
             size_t px = info.width * info.height;
             if (st == FERRY_OK && (info.width > cfg.limits.max_width || info.height > cfg.limits.max_height ||
                                    px / info.width != info.height || px > cfg.limits.max_pixels))
-                need = 1; /* too big: let ferry_png_decode report the limit */
+                need = 1; /* too big: let the decoder report the limit */
             if (st == FERRY_OK && need > pix_cap) {
                 uint8_t *p = realloc(pix, need);
                 if (p) {
@@ -72,8 +72,8 @@ static void *check_worker(void *arg)
                 }
             }
             /* A bad header is reported by the decoder too, with the path in it. */
-            if (st == FERRY_OK || st == FERRY_ERR_FORMAT)
-                st = ferry_png_decode(file, n, &cfg, s, path, pix ? pix : file, pix ? pix_cap : 0);
+            if (st == FERRY_OK || st == FERRY_ERR_FORMAT || st == FERRY_ERR_UNSUPPORTED)
+                st = ferry_image_decode(file, n, &cfg, s, path, pix ? pix : file, pix ? pix_cap : 0);
             if (st != FERRY_OK) {
                 const char *e = ferry_last_error();
                 if (!strncmp(e, path, strlen(path)))

@@ -40,10 +40,10 @@ static int push(tool_paths *p, const char *s) { return push_why(p, s, NULL); }
 
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* An image file's name, as the library's folder listing takes it: .png, .jpg, .jpeg. */
 static int is_png(const char *s)
 {
-    size_t n = strlen(s);
-    return n > 4 && !strcasecmp(s + n - 4, ".png");
+    return ferry__is_image_name(s);
 }
 
 /* The folders above the one being walked, to stop at a link back up the tree

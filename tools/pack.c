@@ -214,7 +214,11 @@ static int add_sample(packer *p, size_t i, int digits)
         return -1;
     if (!p->open && open_shard(p) != 0)
         return -1;
-    snprintf(name, sizeof name, "%s.png", key);
+    /* A JPEG goes in as KEY.jpg (its bytes unchanged), anything else as KEY.png. */
+    const char *src = p->o->labels ? NULL : ferry_dataset_sample_name(p->ds, i);
+    const char *dot = src ? strrchr(src, '.') : NULL;
+    bool jpg = dot && (!strcasecmp(dot, ".jpg") || !strcasecmp(dot, ".jpeg"));
+    snprintf(name, sizeof name, "%s.%s", key, jpg ? "jpg" : "png");
     int rc = tar_out_add(&p->tar, name, p->buf, n);
     snprintf(name, sizeof name, "%s.cls", key);
     if (rc == 0)

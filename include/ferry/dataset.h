@@ -1,6 +1,6 @@
 /* Datasets: a length, a sample format, labels, and "decode sample i into this
- * buffer", safe to call from many threads at once. Images are PNG (through libpng)
- * or IDX (MNIST / Fashion-MNIST); memory datasets use the caller's arrays. */
+ * buffer", safe to call from many threads at once. Images are PNG (through libpng),
+ * JPEG (through libjpeg-turbo) or IDX (MNIST / Fashion-MNIST); memory datasets use the caller's arrays. */
 #ifndef FERRY_DATASET_H
 #define FERRY_DATASET_H
 
@@ -43,7 +43,7 @@ FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 /* Seconds spent per stage, added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
-    double decode_s;    /* PNG/IDX decoding into the output format */
+    double decode_s;    /* PNG/JPEG/IDX decoding into the output format */
     double transform_s; /* resize, crop, flip, channel conversion */
 } ferry_sample_timing;
 
@@ -62,11 +62,12 @@ typedef enum ferry_resize {
     FERRY_RESIZE_ERROR         /* another size is FERRY_ERR_FORMAT naming both sizes */
 } ferry_resize;
 
+/* Limits on every image file, PNG and JPEG alike (the name is historical). */
 typedef struct ferry_png_limits {
     size_t max_width, max_height; /* default 16384 each */
     size_t max_pixels;            /* default 64 Mpixel */
     size_t max_file_bytes;        /* default 256 MiB */
-    size_t max_chunk_bytes;       /* ancillary chunks; default 8 MiB */
+    size_t max_chunk_bytes;       /* PNG ancillary chunks; default 8 MiB */
 } ferry_png_limits;
 
 typedef struct ferry_image_config {
@@ -80,6 +81,10 @@ typedef struct ferry_image_config {
     /* Augmentation, applied in place in the caller's buffer when ctx->train. */
     size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
     bool random_hflip;        /* flip left-right with probability 1/2 */
+    /* JPEG: turn the image as its EXIF Orientation tag says before anything
+     * else (PIL's ImageOps.exif_transpose). Default false: the tag is ignored,
+     * as PIL's Image.open and torchvision's ImageFolder ignore it. */
+    bool exif_orientation;
     ferry_png_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
@@ -95,21 +100,37 @@ typedef struct ferry_image_config {
 } ferry_image_config;
 FERRY_API ferry_image_config ferry_image_config_default(void);
 
-/* ---- single PNG images ----
- * What a PNG header says, read without decoding anything (the chunks before IDAT
- * are walked only to see a tRNS). */
+/* ---- single images (PNG, JPEG) ----
+ * What a file's header says, read without decoding anything (PNG: the chunks
+ * before IDAT are walked only to see a tRNS; JPEG: the markers before the first
+ * scan, for the frame and an EXIF orientation). */
+typedef enum ferry_image_kind {
+    FERRY_IMAGE_PNG = 0,
+    FERRY_IMAGE_JPEG = 1
+} ferry_image_kind;
+
 typedef struct ferry_image_info {
-    size_t width, height;
-    size_t channels;  /* after palette expansion: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA */
-    int bit_depth;    /* 1, 2, 4, 8 or 16 */
+    size_t width, height;  /* as stored (before any EXIF orientation) */
+    size_t channels;  /* PNG after palette expansion: 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA;
+                       * JPEG: 1 gray, 3 colour (YCbCr or RGB), 4 CMYK or YCCK */
+    int bit_depth;    /* 1, 2, 4, 8 or 16 (JPEG: 8) */
     bool palette;     /* colour type 3 */
-    bool interlaced;  /* Adam7 */
+    bool interlaced;  /* Adam7 (PNG), progressive (JPEG) */
     bool has_alpha;   /* an alpha channel or a tRNS chunk */
+    ferry_image_kind kind;
+    int orientation;  /* JPEG's EXIF Orientation, 1 to 8; 1 when absent (and for PNG) */
 } ferry_image_info;
 FERRY_API ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out);
+/* A JPEG's frame header: baseline, extended or progressive, Huffman or
+ * arithmetic, 8-bit; lossless and 12-bit JPEGs are FERRY_ERR_UNSUPPORTED. */
+FERRY_API ferry_status ferry_jpeg_info(const void *data, size_t n, ferry_image_info *out);
+/* PNG or JPEG, told by the first bytes (not the name). Anything else is
+ * FERRY_ERR_FORMAT. */
+FERRY_API ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out);
 
 /* The format cfg makes of an image described by info: 0 height/width take the
- * image's, channels 0 gives 1 for gray files and 3 otherwise. cfg NULL: defaults. */
+ * image's (swapped for EXIF orientations 5 to 8 when cfg->exif_orientation),
+ * channels 0 gives 1 for gray files and 3 otherwise. cfg NULL: defaults. */
 FERRY_API ferry_status ferry_image_format(const ferry_image_config *cfg,
                                           const ferry_image_info *info, ferry_sample_format *out);
 
@@ -122,6 +143,22 @@ FERRY_API ferry_status ferry_png_decode(const void *data, size_t n, const ferry_
                                         ferry_scratch *scratch, const char *name, void *dst,
                                         size_t dst_bytes);
 
+/* Decodes one JPEG held in memory, as ferry_png_decode does a PNG. Pixels are
+ * PIL's: libjpeg-turbo's default (islow) IDCT and fancy upsampling, gray output
+ * from colour files through PIL's luma of the RGB pixels. CMYK and YCCK files
+ * are converted to RGB as PIL's convert("RGB") does (no colour management).
+ * Any corrupt, truncated or hostile file is FERRY_ERR_FORMAT naming it: the
+ * data ending before the end-of-image marker, corrupt entropy-coded data and
+ * more than 500 scans included (libjpeg itself would only warn). Extraneous
+ * bytes before a marker are accepted, as PIL and libjpeg accept them. */
+FERRY_API ferry_status ferry_jpeg_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                                         ferry_scratch *scratch, const char *name, void *dst,
+                                         size_t dst_bytes);
+/* PNG or JPEG, told by the first bytes. */
+FERRY_API ferry_status ferry_image_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                                          ferry_scratch *scratch, const char *name, void *dst,
+                                          size_t dst_bytes);
+
 /* Writes 8-bit interleaved pixels (channels 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA)
  * to a PNG file. For fixtures and `ferry export`. */
 FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
@@ -130,9 +167,10 @@ FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
 
-/* ROOT/<class>/<file>.png: classes and files sorted by name (bytewise), class
+/* ROOT/<class>/<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix, each
+ * file told by its bytes): classes and files sorted by name (bytewise), class
  * names kept; hidden files and other extensions ignored. An empty root or class
- * is FERRY_ERR_INVALID_ARG naming the path. Every other .png entry is a sample,
+ * is FERRY_ERR_INVALID_ARG naming the path. Every other image entry is a sample,
  * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
  * create logs one warning naming the first such entry and the count, and
  * loading it fails with FERRY_ERR_IO "path: reason" (a loader with
@@ -149,7 +187,7 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
 /* WebDataset-style shards: tar files (ustar, pax and GNU headers, as GNU tar
  * and Python's tarfile write them), uncompressed or gzip-compressed, whose
  * members share a key per sample, the name up to the first '.' of its last
- * component: KEY.png is the image, KEY.cls its label (a decimal integer as
+ * component: KEY.png, KEY.jpg or KEY.jpeg is the image, KEY.cls its label (a decimal integer as
  * text); other members are ignored. Each of the n paths is a shard (a name
  * ending in .tar, .tar.gz or .tgz), a folder (its entries with those endings,
  * sorted bytewise) or a list file (any other file: one shard path a line,

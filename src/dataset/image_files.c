@@ -25,7 +25,7 @@ static ferry_status files_get(const ferry_dataset *ds, size_t index, void *dst,
 {
     const image_files *f = ds->impl;
     *label = f->labels[index];
-    return ferry__png_sample(ds, &f->cfg, index, read_file, f, f->paths[index], dst, ctx);
+    return ferry__image_sample(ds, &f->cfg, index, read_file, f, f->paths[index], dst, ctx);
 }
 
 static ferry_status files_label(const ferry_dataset *ds, size_t index, int64_t *label)
@@ -93,9 +93,12 @@ static ferry_status probe_format(char *const *paths, size_t n, const ferry_image
         st = ferry_fail(FERRY_ERR_IO, "%s (none of the %zu image files could be read, so the "
                         "image size is unknown)", first, n);
     else if (st == FERRY_OK)
-        st = ferry__png_header(s->file, len, paths[i], &info);
-    if (st == FERRY_OK)
-        ferry__image_resolve(cfg, info.width, info.height, info.channels, fmt);
+        st = ferry__image_header(s->file, len, paths[i], &info);
+    if (st == FERRY_OK) {
+        size_t w, h;
+        ferry__image_oriented_size(cfg, &info, &w, &h);
+        ferry__image_resolve(cfg, w, h, info.channels, fmt);
+    }
     ferry_scratch_destroy(s);
     return st;
 }
@@ -145,7 +148,7 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
     ds->unreadable = bad_count ? bad_count : passed;
     snprintf(ds->unreadable_first, sizeof ds->unreadable_first, "%s", bad_count ? bad_first : first);
     if (bad_count)
-        ferry_log(FERRY_LOG_WARN, "%s: %zu of %zu .png entries cannot be read, the first: %s; "
+        ferry_log(FERRY_LOG_WARN, "%s: %zu of %zu image entries cannot be read, the first: %s; "
                   "each fails with its path and reason when its sample is loaded (with "
                   "on_error = SKIP it is skipped and named in the loader's stats)",
                   listing ? listing : "dataset", bad_count, n, bad_first);

@@ -18,12 +18,6 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int is_png_name(const char *s)
-{
-    size_t n = strlen(s);
-    return n > 4 && strcasecmp(s + n - 4, ".png") == 0;
-}
-
 static char *join(const char *a, const char *b)
 {
     size_t na = strlen(a), nb = strlen(b);
@@ -106,7 +100,7 @@ static ferry_status list_dir(const char *dir, int want_dirs, ferry_str_list *out
                 st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
             continue;
         }
-        if (!is_png_name(e->d_name))
+        if (!ferry__is_image_name(e->d_name))
             continue;
         const char *why = NULL;
         if ((st = entry_problem(dir, e, &why)) == FERRY_OK)
@@ -162,7 +156,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
         }
         st = list_dir(dir, 0, &files, &bad);
         if (st == FERRY_OK && files.n == 0)
-            st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: class folder has no .png files", dir);
+            st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: class folder has no image files (.png, .jpg, .jpeg)", dir);
         if (st == FERRY_OK && paths.n + files.n > labels_cap) {
             size_t cap = (paths.n + files.n) * 2;
             int64_t *l = ferry_host_realloc(labels, cap * sizeof *l);

@@ -27,6 +27,9 @@ struct ferry_scratch {
     uint8_t *image;     size_t image_cap; /* a whole decoded image (interlaced, resize source) */
     uint8_t *row;       size_t row_cap;   /* one row as libpng hands it out */
     float *work;        size_t work_cap;  /* resize intermediate and filter weights (floats) */
+    uint8_t *decoded;   size_t decoded_cap; /* a whole JPEG as libjpeg gives it (turn, resize) */
+    uint8_t *coef;      size_t coef_cap;  /* libjpeg's virtual arrays (progressive coefficients) */
+    struct ferry_jpeg_state *jpeg;        /* the JPEG decompressor, made at the first JPEG */
     /* libpng's own allocations come from this arena, reset per decode, so that a
      * warm scratch makes decoding allocation-free. Past the arena they go to the
      * host allocator (overflow list) and the arena grows to the peak next time. */
@@ -119,14 +122,45 @@ ferry_status ferry__png_header(const uint8_t *data, size_t n, const char *name, 
 ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_config *cfg,
                                const ferry_sample_format *fmt, ferry_scratch *scratch,
                                const char *name, void *dst);
-/* One image sample of a file-backed dataset: read() puts the PNG's bytes in
+/* One image sample of a file-backed dataset: read() puts the image's bytes in
  * s->file (*n of them), then they are decoded into dst and augmented, and the
  * stage times go to ctx->timing. With no scratch in ctx, one is made for the
  * call. The image folders and the shards differ only in read(). */
-typedef ferry_status (*ferry_png_read_fn)(const void *src, size_t index, ferry_scratch *s, size_t *n);
-ferry_status ferry__png_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
-                               ferry_png_read_fn read, const void *src, const char *name,
-                               void *dst, const ferry_sample_ctx *ctx);
+typedef ferry_status (*ferry_image_read_fn)(const void *src, size_t index, ferry_scratch *s, size_t *n);
+ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
+                                 ferry_image_read_fn read, const void *src, const char *name,
+                                 void *dst, const ferry_sample_ctx *ctx);
+
+/* ---- JPEG (jpeg_header.c, jpeg_decode.c) ---- */
+struct ferry_jpeg_state;
+void ferry__jpeg_state_free(struct ferry_jpeg_state *st);
+/* ferry_jpeg_info with errors prefixed by name ("JPEG" when NULL). */
+ferry_status ferry__jpeg_header(const uint8_t *data, size_t n, const char *name, ferry_image_info *out);
+/* As ferry__png_decode, for a JPEG. */
+ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                                const ferry_sample_format *fmt, ferry_scratch *scratch,
+                                const char *name, void *dst);
+
+/* ---- any image (image_decode.c): PNG or JPEG, told by the first bytes ---- */
+bool ferry__is_jpeg(const uint8_t *data, size_t n);
+/* ferry_image_probe with errors prefixed by name ("image" when NULL). */
+ferry_status ferry__image_header(const uint8_t *data, size_t n, const char *name, ferry_image_info *out);
+ferry_status ferry__image_decode(const void *data, size_t n, const ferry_image_config *cfg,
+                                 const ferry_sample_format *fmt, ferry_scratch *scratch,
+                                 const char *name, void *dst);
+/* The size info's image has once cfg's EXIF handling is applied. */
+static inline void ferry__image_oriented_size(const ferry_image_config *cfg,
+                                              const ferry_image_info *info, size_t *w, size_t *h)
+{
+    bool swap = cfg->exif_orientation && info->orientation >= 5;
+    *w = swap ? info->height : info->width;
+    *h = swap ? info->width : info->height;
+}
+/* The size and file-size limits, before anything large is allocated: FERRY_ERR_LIMIT. */
+ferry_status ferry__image_check_limits(const ferry_image_info *info, size_t file_bytes,
+                                       const ferry_png_limits *lim, const char *name);
+/* Whether a file name is an image's by its extension: .png, .jpg, .jpeg, any case. */
+bool ferry__is_image_name(const char *name);
 
 /* ---- datasets (dataset.c) ---- */
 typedef struct ferry_dataset_vtable {

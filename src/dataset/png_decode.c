@@ -53,6 +53,8 @@ ferry_status ferry__png_header(const uint8_t *p, size_t n, const char *name, fer
     out->palette = ct == 3;
     out->interlaced = il == 1;
     out->has_alpha = ct == 4 || ct == 6;
+    out->kind = FERRY_IMAGE_PNG;
+    out->orientation = 1;
     /* Walk chunk headers (not their data) up to the first IDAT, looking for tRNS. */
     size_t off = 33;
     while (!out->has_alpha && off + 8 <= n) {
@@ -240,33 +242,6 @@ static ferry_status decode_rows(decoder *d)
     }
     png_read_end(png, NULL);
     return FERRY_OK;
-}
-
-ferry_status ferry__png_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
-                               ferry_png_read_fn read, const void *src, const char *name,
-                               void *dst, const ferry_sample_ctx *ctx)
-{
-    ferry_scratch *s, *own;
-    ferry_status st = ferry__sample_scratch(ctx, &s, &own);
-    if (st != FERRY_OK)
-        return st;
-    size_t n = 0;
-    double t0 = ferry__clock(ctx);
-    st = read(src, index, s, &n);
-    double t1 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        st = ferry__png_decode(s->file, n, cfg, &ds->format, s, name, dst);
-    double t2 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        ferry__augment(cfg, &ds->format, dst, index, ctx);
-    if (ctx && ctx->timing) {
-        /* Resize and channel conversion happen inside the decode, row by row. */
-        ctx->timing->read_s += t1 - t0;
-        ctx->timing->decode_s += t2 - t1;
-        ctx->timing->transform_s += ferry__clock(ctx) - t2;
-    }
-    ferry_scratch_destroy(own);
-    return st;
 }
 
 ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_config *cfg,

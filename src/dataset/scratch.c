@@ -49,6 +49,9 @@ void ferry_scratch_destroy(ferry_scratch *s)
     ferry_host_free(s->image);
     ferry_host_free(s->row);
     ferry_host_free(s->work);
+    ferry__jpeg_state_free(s->jpeg);
+    ferry_host_free(s->decoded);
+    ferry_host_free(s->coef);
     ferry_host_free(s->arena);
     ferry_host_free(s);
 }

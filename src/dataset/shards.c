@@ -70,7 +70,7 @@ static ferry_status sample_problem(const shards *h, const ferry_shard_sample *s)
     switch ((ferry_shard_problem)s->problem) {
     case FERRY_SHARD_NO_IMAGE:
         return ferry_fail(FERRY_ERR_FORMAT, "%s: the key has a .cls label (member at byte %llu) "
-                          "but no .png image", name, cls);
+                          "but no image (.png, .jpg or .jpeg)", name, cls);
     case FERRY_SHARD_NO_LABEL:
         return ferry_fail(FERRY_ERR_FORMAT, "%s: the image (member at byte %llu) has no .cls "
                           "label", name, img);
@@ -143,7 +143,7 @@ static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
     *label = sp->label;
     if (sp->problem)
         return sample_problem(h, sp);
-    return ferry__png_sample(ds, &h->cfg, index, read_member, h, h->names + sp->name, dst, ctx);
+    return ferry__image_sample(ds, &h->cfg, index, read_member, h, h->names + sp->name, dst, ctx);
 }
 
 static ferry_status shards_label(const ferry_dataset *ds, size_t index, int64_t *label)
@@ -337,7 +337,7 @@ static ferry_status merge_parts(shards *h, ferry_shard_part *parts, char ***clas
                               parts[with_classes].classes_member, line + 1);
     }
     if (!n)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s%s: no samples (KEY.png and KEY.cls members) "
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s%s: no samples (KEY.png or KEY.jpg and KEY.cls members) "
                           "in the %zu shard(s)", h->paths[0], h->nshards > 1 ? " ..." : "",
                           h->nshards);
     h->samples = ferry_host_malloc(n * sizeof *h->samples);
@@ -569,9 +569,12 @@ static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
         st = read_image(h, &h->samples[i], s);
     ferry_image_info info;
     if (st == FERRY_OK)
-        st = ferry__png_header(s->file, (size_t)h->samples[i].img_size, h->names + h->samples[i].name, &info);
-    if (st == FERRY_OK)
-        ferry__image_resolve(cfg, info.width, info.height, info.channels, fmt);
+        st = ferry__image_header(s->file, (size_t)h->samples[i].img_size, h->names + h->samples[i].name, &info);
+    if (st == FERRY_OK) {
+        size_t w, h2;
+        ferry__image_oriented_size(cfg, &info, &w, &h2);
+        ferry__image_resolve(cfg, w, h2, info.channels, fmt);
+    }
     ferry_scratch_destroy(s);
     return st;
 }

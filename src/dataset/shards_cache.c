@@ -45,7 +45,7 @@ static head head_of(const struct stat *sb, const ferry_shard_part *p)
     head h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
-    h.version = 1;
+    h.version = 2; /* 2: .jpg and .jpeg members are images too */
     h.record = (uint32_t)sizeof(ferry_shard_sample);
     h.shard_size = (uint64_t)sb->st_size;
     h.mtime_s = (int64_t)sb->st_mtim.tv_sec;

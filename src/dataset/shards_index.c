@@ -1,4 +1,4 @@
-/* One shard's index: walk its members, keep the .png and .cls ones by key, read
+/* One shard's index: walk its members, keep the image (.png, .jpg, .jpeg) and .cls ones by key, read
  * the labels (they are a few bytes, read with the headers), then sort by key and
  * pair each image with its label. A shard whose headers cannot be trusted fails
  * here; a key that is merely incomplete becomes a sample that fails by name
@@ -16,7 +16,7 @@
 #include "dataset/shards.h"
 #include "dataset/tar.h"
 
-/* A .png or .cls member, kept until the shard is sorted. */
+/* An image or .cls member, kept until the shard is sorted. */
 typedef struct entry {
     size_t name_off;      /* the member's name in the pool; becomes `name` after the walk */
     const char *name;
@@ -221,8 +221,10 @@ static ferry_status take_member(ferry_tar_walk *w, const ferry_tar_member *m, en
     const char *ext;
     if (!split_member(name, &key_len, &ext))
         return FERRY_OK;
-    bool png = !strcasecmp(ext, "png"), cls = !strcasecmp(ext, "cls");
-    return png || cls ? add_entry(w, m, name, key_len, cls, e) : FERRY_OK;
+    /* The image: KEY.png, KEY.jpg or KEY.jpeg (WebDataset's keys; any case). */
+    bool img = !strcasecmp(ext, "png") || !strcasecmp(ext, "jpg") || !strcasecmp(ext, "jpeg");
+    bool cls = !strcasecmp(ext, "cls");
+    return img || cls ? add_entry(w, m, name, key_len, cls, e) : FERRY_OK;
 }
 
 static int cmp_entry(const void *pa, const void *pb)

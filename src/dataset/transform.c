@@ -81,7 +81,9 @@ ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
         return st;
-    ferry__image_resolve(&c, info->width, info->height, info->channels, out);
+    size_t w, h;
+    ferry__image_oriented_size(&c, info, &w, &h);
+    ferry__image_resolve(&c, w, h, info->channels, out);
     return FERRY_OK;
 }
 

@@ -106,6 +106,40 @@ def main():
         out("device", "s%02d" % i, s)
 
 
+def jpeg_seeds():
+    # JPEGs written by PIL (python3-pil; imported here only): tiny images of
+    # each kind, one with an EXIF orientation, a truncated and a corrupt one.
+    import io
+    import struct as st
+    from PIL import Image
+
+    def jpeg(im, **kw):
+        b = io.BytesIO()
+        im.save(b, "JPEG", **kw)
+        return b.getvalue()
+
+    rgb = Image.new("RGB", (13, 9))
+    rgb.putdata([((x * 19) % 256, (y * 28) % 256, (x * y * 7) % 256)
+                 for y in range(9) for x in range(13)])
+    exif = b"Exif\x00\x00II*\x00" + st.pack("<IHHHIHHI", 8, 1, 0x0112, 3, 1, 6, 0, 0)
+    seeds = {
+        "rgb420.jpg": jpeg(rgb, quality=50, subsampling=2),
+        "rgb444.jpg": jpeg(rgb, quality=50, subsampling=0),
+        "gray.jpg": jpeg(rgb.convert("L"), quality=50),
+        "progressive.jpg": jpeg(rgb, quality=50, progressive=True),
+        "cmyk.jpg": jpeg(rgb.convert("CMYK"), quality=50),
+        "exif6.jpg": jpeg(rgb, quality=50, exif=exif),
+    }
+    seeds["truncated.jpg"] = seeds["rgb420.jpg"][:-40]
+    bad = bytearray(seeds["progressive.jpg"])
+    for i in range(len(bad) - 60, len(bad) - 10, 7):
+        bad[i] ^= 0x5a
+    seeds["corrupt.jpg"] = bytes(bad)
+    for name, data in seeds.items():
+        out("jpeg", name, data)
+
+
 if __name__ == "__main__":
     main()
     tar_seeds()
+    jpeg_seeds()
