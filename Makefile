@@ -125,15 +125,40 @@ ifneq ($(SAN)$(filter 1,$(DEBUG)),)
   NVFLAGS += -DFERRY_DEBUG=1
 endif
 
+# The simulated GPU (FERRY_SIM_GPUS=N) runs the CUDA sources themselves, compiled
+# a second time by the host C++ compiler against src/device/sim/cuda_sim.cuh. That
+# needs the CUDA toolkit's headers (cuda_fp16.h, cuda_bf16.h, cublas_api.h: their
+# host halves), not nvcc and not a GPU, so CUDA=0 builds take it too when they are
+# there; without them the simulated GPU runs the CPU kernels. SIM_KERNELS=0 turns
+# it off. The objects may contract a*b+c into an FMA, as nvcc does by default
+# (-fmad=true): -ffp-contract=fast, with -mfma when this CPU has FMA.
+SIM_KERNELS ?= auto
+CXX      ?= g++
+SIM_CUDA_INC := $(patsubst %/cublas_api.h,%,$(firstword $(wildcard $(CUDA_HOME)/include/cublas_api.h \
+                  /usr/local/cuda/include/cublas_api.h /usr/include/cublas_api.h)))
+ifeq ($(SIM_KERNELS),auto)
+  SIM_KERNELS := $(if $(and $(SIM_CUDA_INC),$(wildcard $(SIM_CUDA_INC)/cuda_fp16.h)),1,0)
+endif
+SRC_SIMCU :=
+ifeq ($(SIM_KERNELS),1)
+  SRC_SIMCU := $(sort $(shell find src -name '*.cu'))
+  CFLAGS    += -DFERRY_SIM_KERNELS=1 $(if $(filter 1,$(CUDA)),,-isystem $(SIM_CUDA_INC))
+  SIM_FMA   := $(if $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo y),-mfma)
+  SIMCXXFLAGS = -x c++ -std=c++17 $(filter-out -std=c11 -ffp-contract=off,$(CFLAGS)) -isystem $(SIM_CUDA_INC) \
+                -ffp-contract=fast $(SIM_FMA)
+  LDLIBS    += $(if $(filter 1,$(CUDA)),,-lstdc++)
+  BUILD_NOTE += (simulated GPU: CUDA sources on the host)
+endif
+
 # Objects depend on the flags they were built with: switching CUDA, SAN or
 # STATIC in one build folder rebuilds what it must.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW  := $(CC) $(CFLAGS) $(LIB_CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
+FLAGS_NOW  := $(CC) $(CFLAGS) $(LIB_CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS) $(CXX) $(SIMCXXFLAGS)
 ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
   $(shell mkdir -p $(BUILD) && echo '$(strip $(FLAGS_NOW))' > $(FLAGS_FILE))
 endif
 
-OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
+OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o) $(SRC_SIMCU:%.cu=$(BUILD)/obj/%.sim.o)
 # ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
 # already changes with it, so the quoted define can stay out of CFLAGS.
 $(BUILD)/obj/src/device/arch.o: CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
@@ -184,6 +209,10 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_FILE) | $(DEPS_STAMP)
 $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,NVCC,$<)$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.sim.o: %.cu $(FLAGS_FILE) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(call quiet,CXX,$<)$(CXX) $(SIMCXXFLAGS) -c $< -o $@
 
 $(BUILD)/libferry.a: $(OBJ)
 	@mkdir -p $(@D)

@@ -2,15 +2,15 @@
 // wire batch (u8 or f32, dataset layout) and writing out dtype in the requested
 // layout. An unfused multiply then add, here and in convert.c, gives
 // bit-identical f32 results.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <stdint.h>
 
-#include "device/cuda_check.h"
+#include "device/cuda_src.cuh"
 
 extern "C" {
 #include "loader/convert.h"
 }
+
+FK_SOURCE_BEGIN
 
 struct convert_params {
     unsigned long long total; // elements
@@ -45,7 +45,7 @@ __global__ void convert_kernel(const void *src, void *dst, convert_params p)
 
 // Launches on the current device, which must be the stream's and dst's
 // (fk_cuda_batch_convert below makes it so).
-extern "C" ferry_status ferry_convert_cuda(const ferry_convert_spec *sp, const void *src,
+extern "C" ferry_status FK_CU(ferry_convert_cuda)(const ferry_convert_spec *sp, const void *src,
                                            void *dst, void *stream)
 {
     convert_params p;
@@ -67,13 +67,12 @@ extern "C" ferry_status ferry_convert_cuda(const ferry_convert_spec *sp, const v
     unsigned long long blocks = (p.total + threads - 1) / threads;
     if (blocks > 65535ull * 8)
         blocks = 65535ull * 8; // grid-stride loop covers the rest
-    convert_kernel<<<(unsigned int)blocks, threads, 0, (cudaStream_t)stream>>>(src, dst, p);
-    FERRY_CUDA_CHECK(cudaGetLastError());
-    return FERRY_OK;
+    FK_LAUNCH((unsigned int)blocks, threads, (cudaStream_t)stream, convert_kernel)(src, dst, p);
+    return fk_launch_status("batch conversion kernel");
 }
 
 // The CUDA backend's batch_convert kernel (the loader calls it through the table).
-extern "C" ferry_status fk_cuda_batch_convert(const fk_ctx *c, const fk_batch_spec *spec,
+extern "C" ferry_status FK_CU(fk_cuda_batch_convert)(const fk_ctx *c, const fk_batch_spec *spec,
                                               const void *src, void *dst)
 {
     // The launch goes to the current device, and c's stream belongs to c's
@@ -83,5 +82,7 @@ extern "C" ferry_status fk_cuda_batch_convert(const fk_ctx *c, const fk_batch_sp
     ferry_status st = guard.enter(c->dev.index);
     if (st != FERRY_OK)
         return st;
-    return ferry_convert_cuda(spec, src, dst, c->native);
+    return FK_CU(ferry_convert_cuda)(spec, src, dst, c->native);
 }
+
+FK_SOURCE_END

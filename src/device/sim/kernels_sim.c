@@ -1,9 +1,14 @@
-/* The simulated GPU's kernel table: each kernel is launched as a stream
+/* The simulated GPU's kernel table. By default it is the CUDA sources compiled
+ * for the host (fk_cuda_sim_table, which launches each kernel as a stream
+ * operation: kernel_exec.c). FERRY_SIM_KERNELS=cpu, or a build without the CUDA
+ * toolkit's headers, runs the CPU kernels instead, each launched as a stream
  * operation that runs the CPU kernel on the stream's thread, in stream order.
- * A launch copies its arguments, and the small structs some of them point to
- * (an fk_nd, an fk_conv), because the caller's copies are gone by the time the
- * operation runs, exactly as a CUDA launch copies its parameters. */
+ * Such a launch copies its arguments, and the small structs some of them point
+ * to (an fk_nd, an fk_conv), because the caller's copies are gone by the time
+ * the operation runs, exactly as a CUDA launch copies its parameters. */
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/error.h"
 #include "device/sim/sim.h"
@@ -60,6 +65,34 @@ static ferry_status injected_fault(const char *kernel)
     return ferry_fail(FERRY_ERR_CUDA, "kernel %s: injected fault (an illegal memory access)", kernel);
 }
 
+static bool cuda_sources;
+static pthread_once_t cuda_sources_once = PTHREAD_ONCE_INIT;
+
+static void read_kernels_choice(void)
+{
+#if FERRY_SIM_KERNELS
+    const char *v = getenv("FERRY_SIM_KERNELS");
+    cuda_sources = !(v && strcmp(v, "cpu") == 0);
+    if (v && *v && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+        ferry_log(FERRY_LOG_WARN, "FERRY_SIM_KERNELS=%s: expected cuda or cpu; running the CUDA sources", v);
+#endif
+}
+
+/* True when the simulated GPU runs the CUDA sources (the default). */
+static bool sim_cuda_sources(void)
+{
+    pthread_once(&cuda_sources_once, read_kernels_choice);
+    return cuda_sources;
+}
+
+#if FERRY_SIM_KERNELS
+#define SIM_CUDA_CALL(name, ...)                                                                   \
+    if (sim_cuda_sources())                                                                        \
+        return fk_cuda_sim_table.name(c, FK_MAP(FK_ARG, FK_COMMA, __VA_ARGS__));
+#else
+#define SIM_CUDA_CALL(name, ...)
+#endif
+
 static fk_ctx cpu_ctx(void)
 {
     fk_ctx c = {0};
@@ -92,6 +125,7 @@ static fk_ctx cpu_ctx(void)
     }                                                                                              \
     static ferry_status sim_##name(const fk_ctx *c, FK_PARAMS(__VA_ARGS__))                        \
     {                                                                                              \
+        SIM_CUDA_CALL(name, __VA_ARGS__)                                                           \
         sim_stream *s_;                                                                            \
         ferry_status st_ = ferry_sim_launch_stream(c->dev.index, c->native, "kernel " #name, &s_); \
         if (st_ != FERRY_OK)                                                                       \

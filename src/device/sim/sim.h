@@ -1,9 +1,12 @@
 /* Internal: the simulated GPU (FERRY_SIM_GPUS=N). Devices cuda:0..N-1 are served
  * by a backend that keeps CUDA's contracts and nothing stronger: every stream is
  * a thread that runs its operations in order, after seeded random delays, and
- * asynchronously to the host and to other streams; kernels are the CPU kernels,
- * run on the stream's thread; errors are sticky per device. What it proves is the
- * protocol (ordering, devices, copies, errors), never speed or cuBLAS numerics.
+ * asynchronously to the host and to other streams; kernels are the CUDA sources
+ * compiled for the host and run on the stream's thread with CUDA's execution
+ * model (kernel_exec.h; FERRY_SIM_KERNELS=cpu: the CPU kernels), cuBLAS a
+ * checking stand-in (cublas_sim.h); errors are sticky per device. What it proves
+ * is the protocol (ordering, devices, copies, errors) and the kernels' results
+ * within what CUDA documents, never speed.
  *
  * The simulated hardware is process-wide, as a real GPU is: the device records
  * below are the one piece of global mutable state outside the allocator hooks. */

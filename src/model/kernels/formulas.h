@@ -25,7 +25,7 @@
 #include "model/kernels/kernels.h"
 #include "model/tensor/half.h"
 
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) || defined(FERRY_SIM_DEVICE)
 #define FK_MUL_RN(a, b) fk_mul_rn_((a), (b))
 #define FK_ADD_RN(a, b) fk_add_rn_((a), (b))
 #define FK_SUB_RN(a, b) fk_sub_rn_((a), (b))

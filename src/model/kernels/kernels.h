@@ -234,6 +234,13 @@ extern const fk_table fk_cpu_table;
 FK_KERNELS(FK_DECL_CUDA)
 extern const fk_table fk_cuda_table;
 #endif
+#if FERRY_SIM_KERNELS
+/* The same CUDA sources compiled for the host, run by the simulated GPU
+ * (src/device/sim/cuda_sim.cuh); the table is kernels/cuda/table_sim.c. */
+#define FK_DECL_CUDA_SIM(name, ...) ferry_status fk_cuda_##name##_sim(const fk_ctx *c, FK_PARAMS(__VA_ARGS__));
+FK_KERNELS(FK_DECL_CUDA_SIM)
+extern const fk_table fk_cuda_sim_table;
+#endif
 
 /* The kernel's status when c has no kernels: its stream is on another device
  * (FERRY_ERR_DEVICE_MISMATCH), or its device has no backend (cannot happen for a

@@ -1,10 +1,12 @@
 /* The dtype conversion kernel: one grid-stride loop over contiguous elements,
  * using the same scalar code as the host (tensor/half.h), so CPU and GPU agree
  * bit for bit. */
-#include "device/cuda_check.h"
+#include "device/cuda_src.cuh"
 #include "model/kernels/kernels.h"
 #include "model/tensor/half.h"
 #include "model/tensor/internal.h"
+
+FK_SOURCE_BEGIN
 
 __global__ void ferry_convert_kernel(const void *src, int sdt, void *dst, int ddt, int64_t n)
 {
@@ -13,7 +15,7 @@ __global__ void ferry_convert_kernel(const void *src, int sdt, void *dst, int dd
         ferry_store_(dst, ddt, k, ferry_load_(src, sdt, k));
 }
 
-extern "C" ferry_status ferry_convert_cuda_(const void *src, ferry_dtype sdt, void *dst,
+extern "C" ferry_status FK_CU(ferry_convert_cuda_)(const void *src, ferry_dtype sdt, void *dst,
                                             ferry_dtype ddt, int64_t n, int device, void *stream)
 {
     if (n <= 0)
@@ -25,13 +27,15 @@ extern "C" ferry_status ferry_convert_cuda_(const void *src, ferry_dtype sdt, vo
     const int threads = 256;
     int64_t want = (n + threads - 1) / threads;
     int blocks = want > 65535 ? 65535 : (int)want;
-    ferry_convert_kernel<<<blocks, threads, 0, (cudaStream_t)stream>>>(src, (int)sdt, dst, (int)ddt, n);
-    return FERRY_CUDA_STATUS(cudaGetLastError());
+    FK_LAUNCH(blocks, threads, (cudaStream_t)stream, ferry_convert_kernel)(src, (int)sdt, dst, (int)ddt, n);
+    return fk_launch_status("dtype conversion kernel");
 }
 
 // The CUDA backend's cast kernel (tensor dtype conversion, through the table).
-extern "C" ferry_status fk_cuda_cast(const fk_ctx *c, ferry_dtype xdt, const void *x, ferry_dtype ydt,
+extern "C" ferry_status FK_CU(fk_cuda_cast)(const fk_ctx *c, ferry_dtype xdt, const void *x, ferry_dtype ydt,
                                      void *y, int64_t n)
 {
-    return ferry_convert_cuda_(x, xdt, y, ydt, n, c->dev.index, c->native);
+    return FK_CU(ferry_convert_cuda_)(x, xdt, y, ydt, n, c->dev.index, c->native);
 }
+
+FK_SOURCE_END

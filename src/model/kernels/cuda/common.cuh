@@ -5,12 +5,9 @@
 #ifndef FERRY_MODEL_KERN_CUDA_CUH
 #define FERRY_MODEL_KERN_CUDA_CUH
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 #include <stdint.h>
 
-#include "device/cuda_check.h"
+#include "device/cuda_src.cuh"
 #include "common/error.h"
 #include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"
@@ -38,11 +35,7 @@ static inline unsigned fk_blocks(int64_t n)
     return (unsigned)(b > (1 << 20) ? (1 << 20) : b); /* grid-stride loops cover the rest */
 }
 
-static inline ferry_status fk_launched(const char *what)
-{
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? FERRY_OK : ferry_cuda_status(e, __FILE__, __LINE__, what);
-}
+static inline ferry_status fk_launched(const char *what) { return fk_launch_status(what); }
 
 static inline ferry_status fk_bad_dtype(ferry_dtype dt, const char *what)
 {

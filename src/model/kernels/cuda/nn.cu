@@ -6,12 +6,14 @@
 
 #include "model/kernels/cuda/common.cuh"
 
+FK_SOURCE_BEGIN
+
 template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
 {
     FK_GRID_STRIDE(i, total) y[i] = fk_to<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
 }
 
-extern "C" ferry_status fk_cuda_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
+extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
                                          int64_t ch, int64_t inner)
 {
     fk_guard guard;
@@ -20,7 +22,7 @@ extern "C" ferry_status fk_cuda_bias_add(const fk_ctx *c, ferry_dtype dt, void *
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "bias add", {
-        k_bias_add<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>((T *)y, (const T *)b, total, ch, inner);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, total, ch, inner);
     });
     return fk_launched("bias add kernel");
 }
@@ -42,7 +44,7 @@ template <typename T> __global__ void k_bias_grad(T *db, const T *dy, int64_t ou
     }
 }
 
-extern "C" ferry_status fk_cuda_bias_grad(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
+extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
                                           int64_t ch, int64_t inner)
 {
     fk_guard guard;
@@ -50,7 +52,7 @@ extern "C" ferry_status fk_cuda_bias_grad(const fk_ctx *c, ferry_dtype dt, void 
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "bias gradient", {
-        k_bias_grad<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>((T *)db, (const T *)dy,
+        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bias_grad<T>)((T *)db, (const T *)dy,
                                                                                             outer, ch, inner);
     });
     return fk_launched("bias gradient kernel");
@@ -61,7 +63,7 @@ template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy,
     FK_GRID_STRIDE(i, n) dx[i] = fk_f(y[i]) > 0.0f ? dy[i] : fk_to<T>(0.0);
 }
 
-extern "C" ferry_status fk_cuda_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y, const void *dy,
+extern "C" ferry_status FK_CU(fk_cuda_relu_bwd)(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y, const void *dy,
                                          int64_t n)
 {
     fk_guard guard;
@@ -69,7 +71,7 @@ extern "C" ferry_status fk_cuda_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "relu backward", {
-        k_relu_bwd<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)dx, (const T *)y, (const T *)dy, n);
+        FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_relu_bwd<T>)((T *)dx, (const T *)y, (const T *)dy, n);
     });
     return fk_launched("relu backward kernel");
 }
@@ -118,7 +120,7 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
     }
 }
 
-extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
+extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
                                               const void *labels, int64_t rows, int64_t classes, float *loss,
                                               int64_t *correct, int64_t *bad, void *dlogits, float gscale,
                                               const float *gnum)
@@ -130,10 +132,10 @@ extern "C" ferry_status fk_cuda_cross_entropy(const fk_ctx *c, ferry_dtype dt, c
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
-            k_cross_entropy<T, int32_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
+            FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int32_t>)(
                 (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
         else
-            k_cross_entropy<T, int64_t><<<blocks, FK_THREADS, 0, fk_stream(c)>>>(
+            FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int64_t>)(
                 (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
     });
     return fk_launched("cross-entropy kernel");
@@ -156,7 +158,7 @@ __global__ void k_mse(const T *p, const T *t, int64_t n, float *loss, float lsca
         atomicAdd(loss, s * lscale);
 }
 
-extern "C" ferry_status fk_cuda_mse(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
+extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
                                     float *loss, float lscale, void *dp, float gscale)
 {
     fk_guard guard;
@@ -164,7 +166,7 @@ extern "C" ferry_status fk_cuda_mse(const fk_ctx *c, ferry_dtype dt, const void 
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
-        k_mse<T><<<fk_blocks(n) < 1024 ? fk_blocks(n) : 1024, FK_THREADS, 0, fk_stream(c)>>>(
+        FK_LAUNCH_COOP(fk_blocks(n) < 1024 ? fk_blocks(n) : 1024, FK_THREADS, fk_stream(c), k_mse<T>)(
             (const T *)p, (const T *)t, n, loss, lscale, (T *)dp, gscale);
     });
     return fk_launched("MSE kernel");
@@ -211,7 +213,7 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
     }
 }
 
-extern "C" ferry_status fk_cuda_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *col)
+extern "C" ferry_status FK_CU(fk_cuda_im2col)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *col)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -219,12 +221,12 @@ extern "C" ferry_status fk_cuda_im2col(const fk_ctx *c, ferry_dtype dt, const fk
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "im2col", {
-        k_im2col<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(*g, (const T *)x, (T *)col);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_im2col<T>)(*g, (const T *)x, (T *)col);
     });
     return fk_launched("im2col kernel");
 }
 
-extern "C" ferry_status fk_cuda_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col, void *x)
+extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col, void *x)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -232,7 +234,7 @@ extern "C" ferry_status fk_cuda_col2im(const fk_ctx *c, ferry_dtype dt, const fk
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "col2im", {
-        k_col2im<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(*g, (const T *)col, (T *)x);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_col2im<T>)(*g, (const T *)col, (T *)x);
     });
     return fk_launched("col2im kernel");
 }
@@ -300,7 +302,7 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
     }
 }
 
-extern "C" ferry_status fk_cuda_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y,
+extern "C" ferry_status FK_CU(fk_cuda_maxpool_fwd)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y,
                                             int32_t *idx)
 {
     fk_guard guard;
@@ -309,12 +311,12 @@ extern "C" ferry_status fk_cuda_maxpool_fwd(const fk_ctx *c, ferry_dtype dt, con
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "max pool", {
-        k_pool_fwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(true, *g, (const T *)x, (T *)y, idx);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_fwd<T>)(true, *g, (const T *)x, (T *)y, idx);
     });
     return fk_launched("max pool kernel");
 }
 
-extern "C" ferry_status fk_cuda_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
+extern "C" ferry_status FK_CU(fk_cuda_maxpool_bwd)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy,
                                             const int32_t *idx, void *dx)
 {
     fk_guard guard;
@@ -323,12 +325,12 @@ extern "C" ferry_status fk_cuda_maxpool_bwd(const fk_ctx *c, ferry_dtype dt, con
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "max pool backward", {
-        k_pool_bwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(true, *g, (const T *)dy, idx, (T *)dx);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_bwd<T>)(true, *g, (const T *)dy, idx, (T *)dx);
     });
     return fk_launched("max pool backward kernel");
 }
 
-extern "C" ferry_status fk_cuda_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y)
+extern "C" ferry_status FK_CU(fk_cuda_avgpool_fwd)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -336,12 +338,12 @@ extern "C" ferry_status fk_cuda_avgpool_fwd(const fk_ctx *c, ferry_dtype dt, con
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "average pool", {
-        k_pool_fwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(false, *g, (const T *)x, (T *)y, NULL);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_fwd<T>)(false, *g, (const T *)x, (T *)y, nullptr);
     });
     return fk_launched("average pool kernel");
 }
 
-extern "C" ferry_status fk_cuda_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)
+extern "C" ferry_status FK_CU(fk_cuda_avgpool_bwd)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *dy, void *dx)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -349,7 +351,7 @@ extern "C" ferry_status fk_cuda_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, con
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "average pool backward", {
-        k_pool_bwd<T><<<fk_blocks(total), FK_THREADS, 0, fk_stream(c)>>>(false, *g, (const T *)dy, NULL, (T *)dx);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_bwd<T>)(false, *g, (const T *)dy, nullptr, (T *)dx);
     });
     return fk_launched("average pool backward kernel");
 }
@@ -431,7 +433,7 @@ __global__ void k_bn_bwd(const T *x, const T *dy, T *dx, int64_t n, int64_t ch, 
     }
 }
 
-extern "C" ferry_status fk_cuda_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch,
+extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch,
                                        int64_t hw, const float *gamma, const float *beta, float *rmean, float *rvar,
                                        float *smean, float *sinvstd, bool training, float momentum, float eps)
 {
@@ -440,13 +442,13 @@ extern "C" ferry_status fk_cuda_bn_fwd(const fk_ctx *c, ferry_dtype dt, const vo
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "batch norm", {
-        k_bn_fwd<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_fwd<T>)(
             (const T *)x, (T *)y, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd, training, momentum, eps);
     });
     return fk_launched("batch norm kernel");
 }
 
-extern "C" ferry_status fk_cuda_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
+extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
                                        int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *smean,
                                        const float *sinvstd, float *dgamma, float *dbeta)
 {
@@ -455,7 +457,7 @@ extern "C" ferry_status fk_cuda_bn_bwd(const fk_ctx *c, ferry_dtype dt, const vo
     if (st != FERRY_OK || ch == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "batch norm backward", {
-        k_bn_bwd<T><<<(unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_bwd<T>)(
             (const T *)x, (const T *)dy, (T *)dx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
     });
     return fk_launched("batch norm backward kernel");
@@ -477,7 +479,7 @@ __global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uin
     }
 }
 
-extern "C" ferry_status fk_cuda_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void *x, int64_t n, float p,
+extern "C" ferry_status FK_CU(fk_cuda_dropout)(const fk_ctx *c, ferry_dtype dt, void *y, const void *x, int64_t n, float p,
                                         uint64_t seed, uint64_t stream)
 {
     fk_guard guard;
@@ -486,7 +488,7 @@ extern "C" ferry_status fk_cuda_dropout(const fk_ctx *c, ferry_dtype dt, void *y
         return st;
     float scale = fk_dropout_scale(p);
     FK_FLOAT_TYPES(dt, T, "dropout", {
-        k_dropout<T><<<fk_blocks((n + 3) / 4), FK_THREADS, 0, fk_stream(c)>>>((T *)y, (const T *)x, n, p, scale,
+        FK_LAUNCH(fk_blocks((n + 3) / 4), FK_THREADS, fk_stream(c), k_dropout<T>)((T *)y, (const T *)x, n, p, scale,
                                                                              seed, stream);
     });
     return fk_launched("dropout kernel");
@@ -507,7 +509,7 @@ __global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr,
                             : fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
 }
 
-extern "C" ferry_status fk_cuda_sgd(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
+extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
                                     float momentum, float dampening, float wd, bool nesterov, const int64_t *taken,
                                     const float *skip)
 {
@@ -515,7 +517,7 @@ extern "C" ferry_status fk_cuda_sgd(const fk_ctx *c, float *p, const float *g, f
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    k_sgd<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, buf, n, lr, momentum, 1.0f - dampening, wd, nesterov,
+    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_sgd)(p, g, buf, n, lr, momentum, 1.0f - dampening, wd, nesterov,
                                                          taken, skip);
     return fk_launched("SGD kernel");
 }
@@ -531,7 +533,7 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, 
     p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
 
-extern "C" ferry_status fk_cuda_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
+extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
                                      float lr, float b1, float b2, float eps, float wd, bool decoupled,
                                      const int64_t *taken, const float *skip)
 {
@@ -539,7 +541,7 @@ extern "C" ferry_status fk_cuda_adam(const fk_ctx *c, float *p, const float *g, 
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    k_adam<<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, taken,
+    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, taken,
                                                          skip);
     return fk_launched("Adam kernel");
 }
@@ -550,13 +552,13 @@ __global__ void k_step_count(int64_t *taken, const float *skip)
         taken[0]++;
 }
 
-extern "C" ferry_status fk_cuda_step_count(const fk_ctx *c, int64_t *taken, const float *skip)
+extern "C" ferry_status FK_CU(fk_cuda_step_count)(const fk_ctx *c, int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK)
         return st;
-    k_step_count<<<1, 1, 0, fk_stream(c)>>>(taken, skip);
+    FK_LAUNCH(1, 1, fk_stream(c), k_step_count)(taken, skip);
     return fk_launched("step count kernel");
 }
 
@@ -572,7 +574,7 @@ template <typename T> __global__ void k_unscale(const T *g, float *master, int64
     }
 }
 
-extern "C" ferry_status fk_cuda_unscale(const fk_ctx *c, ferry_dtype dt, const void *g, float *master, int64_t n,
+extern "C" ferry_status FK_CU(fk_cuda_unscale)(const fk_ctx *c, ferry_dtype dt, const void *g, float *master, int64_t n,
                                         const float *scale, float *found)
 {
     fk_guard guard;
@@ -580,7 +582,7 @@ extern "C" ferry_status fk_cuda_unscale(const fk_ctx *c, ferry_dtype dt, const v
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "unscale", {
-        k_unscale<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((const T *)g, master, n, scale, found);
+        FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_unscale<T>)((const T *)g, master, n, scale, found);
     });
     return fk_launched("unscale kernel");
 }
@@ -591,13 +593,15 @@ __global__ void k_amp_update(float *scale, int64_t *tracker, const float *found,
     fk_amp_update(scale, tracker, found[0] != 0.0f, growth, backoff, interval);
 }
 
-extern "C" ferry_status fk_cuda_amp_update(const fk_ctx *c, float *scale, int64_t *tracker, const float *found,
+extern "C" ferry_status FK_CU(fk_cuda_amp_update)(const fk_ctx *c, float *scale, int64_t *tracker, const float *found,
                                            float growth, float backoff, int64_t interval)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK)
         return st;
-    k_amp_update<<<1, 1, 0, fk_stream(c)>>>(scale, tracker, found, growth, backoff, interval);
+    FK_LAUNCH(1, 1, fk_stream(c), k_amp_update)(scale, tracker, found, growth, backoff, interval);
     return fk_launched("loss scale update kernel");
 }
+
+FK_SOURCE_END

@@ -3,10 +3,11 @@
 // and gemm through cuBLAS (tensor-op math with f32 accumulation for f16/bf16).
 // Per-element formulas are the CPU's (kernels/formulas.h), evaluated in the same
 // precision (double for convert and the elementwise maps) and rounding.
-#include <cublas_v2.h>
 #include <math.h>
 
 #include "model/kernels/cuda/common.cuh"
+
+FK_SOURCE_BEGIN
 
 // Element offset of flat index i in an operand with strides st.
 __device__ __forceinline__ int64_t nd_off(const fk_nd &nd, const int64_t *st, int64_t i)
@@ -25,7 +26,7 @@ template <typename T> __global__ void k_fill(T *y, fk_nd nd, T v)
     FK_GRID_STRIDE(i, nd.numel) y[nd_off(nd, nd.so, i)] = v;
 }
 
-extern "C" ferry_status fk_cuda_fill(const fk_ctx *c, ferry_dtype dt, void *y, const fk_nd *nd, double v)
+extern "C" ferry_status FK_CU(fk_cuda_fill)(const fk_ctx *c, ferry_dtype dt, void *y, const fk_nd *nd, double v)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -36,7 +37,7 @@ extern "C" ferry_status fk_cuda_fill(const fk_ctx *c, ferry_dtype dt, void *y, c
         unsigned char bytes[8];
         fk_std(dt, bytes, 0, v); // converted on the host: one kernel per type
         memcpy((void *)&tv, bytes, sizeof tv);
-        k_fill<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((T *)y, *nd, tv);
+        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_fill<T>)((T *)y, *nd, tv);
     });
     return fk_launched("fill kernel");
 }
@@ -58,7 +59,7 @@ template <> __global__ void k_convert<int64_t, int64_t>(int64_t *y, const int64_
     }
 }
 
-extern "C" ferry_status fk_cuda_convert(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x,
+extern "C" ferry_status FK_CU(fk_cuda_convert)(const fk_ctx *c, ferry_dtype ydt, void *y, ferry_dtype xdt, const void *x,
                                         const fk_nd *nd, double mul, double add)
 {
     fk_guard guard;
@@ -67,7 +68,7 @@ extern "C" ferry_status fk_cuda_convert(const fk_ctx *c, ferry_dtype ydt, void *
         return st;
     FK_ALL_TYPES(ydt, Y, "convert", {
         FK_ALL_TYPES(xdt, X, "convert", {
-            k_convert<Y, X><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((Y *)y, (const X *)x, *nd, mul,
+            FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_convert<Y, X>)((Y *)y, (const X *)x, *nd, mul,
                                                                                    add);
         });
     });
@@ -80,7 +81,7 @@ template <typename T> __global__ void k_unary(int op, T *y, const T *x, fk_nd nd
     y[nd_off(nd, nd.so, i)] = fk_to<T>(fk_uop_apply(op, fk_d(x[nd_off(nd, nd.sa, i)]), s));
 }
 
-extern "C" ferry_status fk_cuda_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
+extern "C" ferry_status FK_CU(fk_cuda_unary)(const fk_ctx *c, fk_uop op, ferry_dtype dt, void *y, const void *x,
                                       const fk_nd *nd, double alpha)
 {
     fk_guard guard;
@@ -88,7 +89,7 @@ extern "C" ferry_status fk_cuda_unary(const fk_ctx *c, fk_uop op, ferry_dtype dt
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
-        k_unary<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((int)op, (T *)y, (const T *)x, *nd,
+        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_unary<T>)((int)op, (T *)y, (const T *)x, *nd,
                                                                           alpha);
     });
     return fk_launched("unary kernel");
@@ -100,7 +101,7 @@ template <typename T> __global__ void k_binary(int op, T *y, const T *a, const T
     y[nd_off(nd, nd.so, i)] = fk_to<T>(fk_bop_apply(op, fk_d(a[nd_off(nd, nd.sa, i)]), fk_d(b[nd_off(nd, nd.sb, i)])));
 }
 
-extern "C" ferry_status fk_cuda_binary(const fk_ctx *c, fk_bop op, ferry_dtype dt, void *y, const void *a,
+extern "C" ferry_status FK_CU(fk_cuda_binary)(const fk_ctx *c, fk_bop op, ferry_dtype dt, void *y, const void *a,
                                        const void *b, const fk_nd *nd)
 {
     fk_guard guard;
@@ -108,7 +109,7 @@ extern "C" ferry_status fk_cuda_binary(const fk_ctx *c, fk_bop op, ferry_dtype d
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
-        k_binary<T><<<fk_blocks(nd->numel), FK_THREADS, 0, fk_stream(c)>>>((int)op, (T *)y, (const T *)a,
+        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_binary<T>)((int)op, (T *)y, (const T *)a,
                                                                            (const T *)b, *nd);
     });
     return fk_launched("binary kernel");
@@ -189,7 +190,7 @@ __global__ void k_reduce_exact(int op, void *y, const T *x, int64_t outer, int64
     }
 }
 
-extern "C" ferry_status fk_cuda_reduce(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, const void *x,
+extern "C" ferry_status FK_CU(fk_cuda_reduce)(const fk_ctx *c, fk_rop op, ferry_dtype dt, void *y, const void *x,
                                        int64_t outer, int64_t n, int64_t inner)
 {
     fk_guard guard;
@@ -198,17 +199,17 @@ extern "C" ferry_status fk_cuda_reduce(const fk_ctx *c, fk_rop op, ferry_dtype d
         return st;
     if (dt == FERRY_DTYPE_U8 || dt == FERRY_DTYPE_I32 || dt == FERRY_DTYPE_I64) {
         FK_ALL_TYPES(dt, T, "reduction", {
-            k_reduce_exact<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>((int)op, y, (const T *)x,
+            FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_reduce_exact<T>)((int)op, y, (const T *)x,
                                                                                          outer, n, inner);
         });
         return fk_launched("reduce kernel");
     }
     FK_FLOAT_TYPES(dt, T, "reduction", {
         if (inner == 1)
-            k_reduce_rows<T><<<(unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+            FK_LAUNCH_COOP((unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, fk_stream(c), k_reduce_rows<T>)(
                 (int)op, y, (const T *)x, outer, n);
         else
-            k_reduce_cols<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>((int)op, y, (const T *)x,
+            FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_reduce_cols<T>)((int)op, y, (const T *)x,
                                                                                         outer, n, inner);
     });
     return fk_launched("reduce kernel");
@@ -258,7 +259,7 @@ template <typename T> __global__ void k_softmax_cols(bool lg, T *y, const T *x, 
     }
 }
 
-extern "C" ferry_status fk_cuda_softmax(const fk_ctx *c, bool lg, ferry_dtype dt, void *y, const void *x,
+extern "C" ferry_status FK_CU(fk_cuda_softmax)(const fk_ctx *c, bool lg, ferry_dtype dt, void *y, const void *x,
                                         int64_t outer, int64_t n, int64_t inner)
 {
     fk_guard guard;
@@ -267,10 +268,10 @@ extern "C" ferry_status fk_cuda_softmax(const fk_ctx *c, bool lg, ferry_dtype dt
         return st;
     FK_FLOAT_TYPES(dt, T, "softmax", {
         if (inner == 1)
-            k_softmax_rows<T><<<(unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, 0, fk_stream(c)>>>(
+            FK_LAUNCH_COOP((unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, fk_stream(c), k_softmax_rows<T>)(
                 lg, (T *)y, (const T *)x, outer, n);
         else
-            k_softmax_cols<T><<<fk_blocks(outer * inner), FK_THREADS, 0, fk_stream(c)>>>(lg, (T *)y, (const T *)x,
+            FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, (T *)y, (const T *)x,
                                                                                          outer, n, inner);
     });
     return fk_launched("softmax kernel");
@@ -281,7 +282,7 @@ template <typename T> __global__ void k_rand(T *y, int64_t n, uint64_t seed, uin
     FK_GRID_STRIDE(i, n) y[i] = fk_to<T>(fk_rand_elem(i, seed, stream, normal));
 }
 
-extern "C" ferry_status fk_cuda_rand(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
+extern "C" ferry_status FK_CU(fk_cuda_rand)(const fk_ctx *c, ferry_dtype dt, void *y, int64_t n, uint64_t seed,
                                      uint64_t stream, bool normal)
 {
     fk_guard guard;
@@ -289,7 +290,7 @@ extern "C" ferry_status fk_cuda_rand(const fk_ctx *c, ferry_dtype dt, void *y, i
     if (st != FERRY_OK || n == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "rand", {
-        k_rand<T><<<fk_blocks(n), FK_THREADS, 0, fk_stream(c)>>>((T *)y, n, seed, stream, normal);
+        FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_rand<T>)((T *)y, n, seed, stream, normal);
     });
     return fk_launched("rand kernel");
 }
@@ -329,7 +330,7 @@ template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const 
     return cublas_status(s, what);
 }
 
-extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
+extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                                      int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
                                      const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
                                      int64_t stride_c, int64_t batch)
@@ -374,8 +375,8 @@ extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, b
         nd.so[2] = nd.sa[2] = 1;
         nd.numel = batch * m * n;
         if (beta == 0.0f)
-            return fk_cuda_fill(c, dt, cc, &nd, 0.0);
-        return fk_cuda_unary(c, FK_MUL_S, dt, cc, cc, &nd, beta);
+            return FK_CU(fk_cuda_fill)(c, dt, cc, &nd, 0.0);
+        return FK_CU(fk_cuda_unary)(c, FK_MUL_S, dt, cc, cc, &nd, beta);
     }
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
@@ -386,3 +387,5 @@ extern "C" ferry_status fk_cuda_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, b
             (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     });
 }
+
+FK_SOURCE_END
