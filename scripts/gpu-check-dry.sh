@@ -5,9 +5,9 @@
 # then report.md and report.json must be there and every step ok or skipped.
 # Prints one line per check and a "N passed, N failed, N skipped" summary.
 #   FERRY_GPU_CHECK_BUILD=build sh scripts/gpu-check-dry.sh
-# BUILD defaults to FERRY_DIST_BUILD (which make test sets to its build folder),
+# BUILD defaults to FERRY_BUILD (which make test sets to its build folder),
 # else build.
-build=${FERRY_GPU_CHECK_BUILD:-${FERRY_DIST_BUILD:-build}}
+build=${FERRY_GPU_CHECK_BUILD:-${FERRY_BUILD:-build}}
 dir=$(cd "$(dirname "$0")" && pwd)
 passed=0 failed=0 skipped=0
 ok() { echo "ok    gpu-check $1"; passed=$((passed + 1)); }
