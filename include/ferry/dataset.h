@@ -247,6 +247,12 @@ typedef struct ferry_dataset_callbacks {
                         const ferry_sample_ctx *ctx, int64_t *label);
     const char *(*name)(void *user, size_t index); /* optional: a path for messages */
     void (*destroy)(void *user);                   /* optional */
+    /* Optional: the samples come in num_shards consecutive runs (shard k is
+     * [shard_ends[k-1], shard_ends[k]), the last end len), read best front to
+     * back: the loader's streaming mode (stream_shuffle_buffer) then takes
+     * them shard by shard. Copied at create. */
+    const size_t *shard_ends;
+    size_t num_shards;
 } ferry_dataset_callbacks;
 FERRY_API ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                             ferry_dataset **out);
