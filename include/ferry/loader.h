@@ -1,7 +1,7 @@
 /* The loader: the data path from files to batches on a device.
  *
  *   workers --decode+transform straight into--> pinned slot k (host)
- *           --one cudaMemcpyAsync on the copy stream--> device slot k
+ *           --one cudaMemcpyAsync on slot k's copy stream--> device slot k
  *           --event--> caller's stream: u8 -> f32/f16/bf16 + normalise, fused
  *
  * A ring of `prefetch` slots, sized once at create: after the first batch no host
