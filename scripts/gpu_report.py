@@ -94,7 +94,11 @@ class Step:
     def judge(self, run):
         if not self.started:
             return
-        verdict = JUDGES[self.name](self, run)
+        try:
+            verdict = JUDGES[self.name](self, run)
+        except Exception as e:  # output nobody foresaw fails its step, not the report
+            verdict = "fail", "gpu_report.py: %s: %s" % (type(e).__name__, e)
+            self.status = ""
         if not self.status:
             self.status, self.reason = verdict if verdict else ("ok", "")
 
