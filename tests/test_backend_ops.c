@@ -818,16 +818,33 @@ static void naive_batch_convert(const bo_case *t, void *const *p)
             for (size_t q = 0; q < HW; q++) {
                 size_t si = s * C * HW + (b->src_layout == FERRY_LAYOUT_CHW ? c * HW + q : q * C + c);
                 size_t di = s * C * HW + (b->dst_layout == FERRY_LAYOUT_CHW ? c * HW + q : q * C + c);
-                float x = (float)ld(b->src_dtype, p[0], (int64_t)si);
+                /* f32 read as f32, not through double, which would quiet a signalling NaN */
+                float x = b->src_dtype == FERRY_DTYPE_F32 ? ((const float *)p[0])[si]
+                                                          : (float)ld(b->src_dtype, p[0], (int64_t)si);
                 if (b->affine) {
                     float m = x * b->scale[c];
                     x = m + b->shift[c];
                 }
                 if (b->dst_dtype == FERRY_DTYPE_U8)
                     ((uint8_t *)p[1])[di] = (uint8_t)nearbyint(x < 0 ? 0 : x > 255 ? 255 : x);
+                else if (b->dst_dtype == FERRY_DTYPE_F32)
+                    ((float *)p[1])[di] = x;
                 else
                     st(b->dst_dtype, p[1], (int64_t)di, x);
             }
+}
+
+/* f32 wire data with NaN payloads (quiet, signalling, negative): the loader's
+ * conversion keeps a payload's top bits on every device (tensor/half.h), where
+ * cuda_fp16's __float2half_rn would give the canonical NaN. Plain casts only:
+ * an affine step is arithmetic, which may canonicalise. */
+static void prep_batch_nan(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    static const uint32_t nans[] = {0x7fc12345u, 0xffa00001u, 0x7f800001u, 0xfff0f0f0u};
+    float *src = p[0];
+    for (int k = 0; k < 4 && 2 * k + 1 < t->buf[0].n; k++)
+        memcpy(&src[2 * k + 1], &nans[k], sizeof nans[k]);
 }
 
 static void cases_batch_convert(void)
@@ -866,6 +883,17 @@ static void cases_batch_convert(void)
                         add_buf(t, "src", b.src_dtype, n, BI_UNIFORM, b.src_dtype == FERRY_DTYPE_U8 ? 0 : -10,
                                 b.src_dtype == FERRY_DTYPE_U8 ? 255 : 300, BC_IN);
                         add_buf(t, "dst", b.dst_dtype, n, BI_UNIFORM, 0, 9, BC_EXACT);
+                        if (b.src_dtype == FERRY_DTYPE_F32 && b.dst_dtype != FERRY_DTYPE_U8 && !aff && gi == 0) {
+                            char desc[sizeof t->desc];
+                            snprintf(desc, sizeof desc, "%s", t->desc); /* add_case may move t */
+                            bo_case *u = add_case("batch_convert", run_batch_convert, naive_batch_convert,
+                                                  "%s with NaN payloads", desc);
+                            u->bs = b;
+                            u->nbuf = 0;
+                            add_buf(u, "src", b.src_dtype, n, BI_UNIFORM, -10, 300, BC_IN);
+                            add_buf(u, "dst", b.dst_dtype, n, BI_UNIFORM, 0, 9, BC_EXACT);
+                            u->prep = prep_batch_nan;
+                        }
                     }
 }
 
@@ -2205,6 +2233,30 @@ TEST(backend_ops_every_kernel_has_cases)
  * The list is FK_KERNELS itself: a kernel added there gets its test here. */
 #define BO_KERNEL_TEST(name, ...) KERNEL_TEST(name)
 FK_KERNELS(BO_KERNEL_TEST)
+
+/* scale and shift hold FK_BATCH_MAX_CHANNELS values: an affine conversion of
+ * more channels is refused by every device's kernel, before anything is read. */
+TEST(backend_ops_batch_convert_refuses_too_many_channels)
+{
+    fk_batch_spec b;
+    memset(&b, 0, sizeof b);
+    b.count = 1;
+    b.channels = FK_BATCH_MAX_CHANNELS + 1;
+    b.height = b.width = 2;
+    b.src_dtype = FERRY_DTYPE_U8;
+    b.dst_dtype = FERRY_DTYPE_F32;
+    b.affine = true;
+    uint8_t src[20] = {0};
+    float dst[20];
+    fk_ctx c = fk_ctx_make(ferry_cpu(), NULL);
+    ASSERT_STATUS(FK(&c, batch_convert, &b, src, dst), FERRY_ERR_LIMIT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "5 channels");
+    if (!ferry_cuda_is_available())
+        return;
+    c = fk_ctx_make(ferry_cuda(0), NULL);
+    ASSERT_STATUS(FK(&c, batch_convert, &b, NULL, NULL), FERRY_ERR_LIMIT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "5 channels");
+}
 
 /* Sizes past every CBLAS's int (the CPU's gemm passes them as int, whatever
  * integer the installed cblas.h declares) are refused before any memory is read,

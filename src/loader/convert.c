@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "loader/convert.h"
 #include "ferry/tensor.h"
 
@@ -76,6 +77,9 @@ void ferry_convert_cpu(const ferry_convert_spec *sp, const void *src, void *dst)
 ferry_status fk_cpu_batch_convert(const fk_ctx *c, const fk_batch_spec *spec, const void *src, void *dst)
 {
     (void)c;
+    if (spec->affine && spec->channels > FK_BATCH_MAX_CHANNELS)
+        return ferry_fail(FERRY_ERR_LIMIT, "batch conversion: %zu channels with scale and shift; the kernel "
+                          "holds %d", spec->channels, FK_BATCH_MAX_CHANNELS);
     ferry_convert_cpu(spec, src, dst);
     return FERRY_OK;
 }

@@ -5,10 +5,12 @@
 #include <stdint.h>
 
 #include "device/cuda_src.cuh"
+#include "common/error.h"
 
 extern "C" {
 #include "loader/convert.h"
 }
+#include "model/tensor/half.h"
 
 FK_SOURCE_BEGIN
 
@@ -36,8 +38,10 @@ __global__ void convert_kernel(const void *src, void *dst, convert_params p)
         float y = p.affine ? __fadd_rn(__fmul_rn(x, p.scale[c]), p.shift[c]) : x;
         switch (p.dst_dtype) {
         case FERRY_DTYPE_F32: ((float *)dst)[i] = y; break;
-        case FERRY_DTYPE_F16: ((__half *)dst)[i] = __float2half_rn(y); break;
-        case FERRY_DTYPE_BF16: ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(y); break;
+        // half.h's bit code, as convert.c: NaN payloads kept, where __float2half_rn
+        // and __float2bfloat16_rn give the canonical NaN.
+        case FERRY_DTYPE_F16: ((uint16_t *)dst)[i] = ferry_f32_to_f16_(y); break;
+        case FERRY_DTYPE_BF16: ((uint16_t *)dst)[i] = ferry_f32_to_bf16_(y); break;
         default: ((uint8_t *)dst)[i] = (uint8_t)rintf(fminf(fmaxf(y, 0.0f), 255.0f)); break;
         }
     }
@@ -78,6 +82,10 @@ extern "C" ferry_status FK_CU(fk_cuda_batch_convert)(const fk_ctx *c, const fk_b
     // The launch goes to the current device, and c's stream belongs to c's
     // device: the loader may deliver to cuda:N from a thread whose current
     // device is another. The guard restores the caller's device on return.
+    // scale and shift hold FK_BATCH_MAX_CHANNELS values: more would be read past them.
+    if (spec->affine && spec->channels > FK_BATCH_MAX_CHANNELS)
+        return ferry_fail(FERRY_ERR_LIMIT, "batch conversion: %zu channels with scale and shift; the kernel "
+                          "holds %d", spec->channels, FK_BATCH_MAX_CHANNELS);
     ferry_cuda_guard guard;
     ferry_status st = guard.enter(c->dev.index);
     if (st != FERRY_OK)
