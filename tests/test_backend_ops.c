@@ -608,6 +608,23 @@ static void cases_reduce(void)
                         op == FK_ARGMAX || !is_float(dt) ? BC_EXACT : BC_CLOSE);
                 add_buf(t, "x", dt, outer * n * inner, BI_UNIFORM, lo, hi, BC_IN);
             }
+    /* A long axis that is not the last: a million rows of 0.1 summed in f32 one
+     * at a time come out 1 % off (ferry_mean over dim 0 of [1000000, 2]). */
+    for (int op = 0; op < 4; op++) {
+        bo_case *t = add_case("reduce", run_reduce, naive_reduce, "f32 %s [outer 1, n 1000000, inner 2] of 0.1%s",
+                              rop_names[op], op >= FK_MAX ? " and noise" : "");
+        t->dt = FERRY_DTYPE_F32;
+        t->op = op;
+        t->i[0] = 1;
+        t->i[1] = 1000000;
+        t->i[2] = 2;
+        add_buf(t, "y", op == FK_ARGMAX ? FERRY_DTYPE_I64 : FERRY_DTYPE_F32, 2, BI_UNIFORM, 0, 9,
+                op == FK_ARGMAX ? BC_EXACT : BC_CLOSE);
+        if (op >= FK_MAX)
+            add_buf(t, "x", FERRY_DTYPE_F32, 2000000, BI_UNIFORM, -2, 2, BC_IN);
+        else
+            add_buf(t, "x", FERRY_DTYPE_F32, 2000000, BI_CONST, 0.1, 0, BC_IN);
+    }
 }
 
 /* ---- softmax ---- */
@@ -668,6 +685,18 @@ static void cases_softmax(void)
                 add_buf(t, "y", dt, outer * n * inner, BI_UNIFORM, 0, 1, BC_CLOSE);
                 add_buf(t, "x", dt, outer * n * inner, BI_UNIFORM, -5, 5, BC_IN);
             }
+    /* A long axis that is not the last, summed in f32 one term at a time, drifts. */
+    for (int lg = 0; lg < 2; lg++) {
+        bo_case *t = add_case("softmax", run_softmax, naive_softmax, "f32 %s [outer 1, n 200000, inner 2]",
+                              lg ? "log_softmax" : "softmax");
+        t->dt = FERRY_DTYPE_F32;
+        t->fl[0] = lg;
+        t->i[0] = 1;
+        t->i[1] = 200000;
+        t->i[2] = 2;
+        add_buf(t, "y", FERRY_DTYPE_F32, 400000, BI_UNIFORM, 0, 1, BC_CLOSE);
+        add_buf(t, "x", FERRY_DTYPE_F32, 400000, BI_UNIFORM, -5, 5, BC_IN);
+    }
 }
 
 /* ---- gemm: i = {m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch}, d = {alpha, beta} ---- */

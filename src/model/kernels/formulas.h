@@ -111,6 +111,19 @@ FERRY_HD void fk_reduce_step(int op, double *acc, int64_t *arg, double v, int64_
     }
 }
 
+/* Merges two partial maxima over disjoint index sets (b into a), as if one
+ * loop of fk_reduce_step had seen both: NaN wins, then the larger value, and
+ * on a tie the smaller index (the first one). */
+FERRY_HD void fk_reduce_merge(double *acc, int64_t *arg, double b, int64_t barg)
+{
+    bool an = *acc != *acc, bn = b != b;
+    bool take = an && bn ? barg < *arg : an ? false : bn ? true : b > *acc || (b == *acc && barg < *arg);
+    if (take) {
+        *acc = b;
+        *arg = barg;
+    }
+}
+
 FERRY_HD double fk_reduce_final(int op, double acc, int64_t n)
 {
     if (op == FK_MEAN)
