@@ -34,7 +34,7 @@ void ferry_convert_host_(const void *src, ferry_dtype sdt, void *dst, ferry_dtyp
         return;
     }
     for (int64_t k = 0; k < n; k++)
-        ferry_store_(dst, ddt, k, ferry_load_(src, sdt, k));
+        ferry_convert_elem_(src, sdt, dst, ddt, k);
 }
 
 /* The CPU backend's cast kernel. */

@@ -141,4 +141,32 @@ FERRY_HD void ferry_store_(void *p, int dt, int64_t k, ferry_scalar_ s)
     }
 }
 
+FERRY_HD int ferry_is_float_dt_(int dt)
+{
+    return dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
+}
+
+/* One element from any dtype to any other. Between float dtypes the value stays
+ * an f32 and every step is bit code: CUDA gives single-precision operations on
+ * NaN the canonical NaN, so a float -> double -> float round trip on the GPU may
+ * lose a payload that the CPU keeps. */
+FERRY_HD void ferry_convert_elem_(const void *src, int sdt, void *dst, int ddt, int64_t k)
+{
+    if (!ferry_is_float_dt_(sdt) || !ferry_is_float_dt_(ddt)) {
+        ferry_store_(dst, ddt, k, ferry_load_(src, sdt, k));
+        return;
+    }
+    uint32_t bits;
+    switch (sdt) {
+    case FERRY_DTYPE_F32: memcpy(&bits, (const float *)src + k, 4); break;
+    case FERRY_DTYPE_F16: bits = ferry_f32_bits_(ferry_f16_to_f32_(((const uint16_t *)src)[k])); break;
+    default: bits = (uint32_t)((const uint16_t *)src)[k] << 16; break;
+    }
+    switch (ddt) {
+    case FERRY_DTYPE_F32: memcpy((float *)dst + k, &bits, 4); break;
+    case FERRY_DTYPE_F16: ((uint16_t *)dst)[k] = ferry_f32_to_f16_(ferry_bits_f32_(bits)); break;
+    default: ((uint16_t *)dst)[k] = ferry_f32_to_bf16_(ferry_bits_f32_(bits)); break;
+    }
+}
+
 #endif

@@ -12,7 +12,7 @@ __global__ void ferry_convert_kernel(const void *src, int sdt, void *dst, int dd
 {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += stride)
-        ferry_store_(dst, ddt, k, ferry_load_(src, sdt, k));
+        ferry_convert_elem_(src, sdt, dst, ddt, k);
 }
 
 extern "C" ferry_status FK_CU(ferry_convert_cuda_)(const void *src, ferry_dtype sdt, void *dst,
