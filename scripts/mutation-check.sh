@@ -27,11 +27,15 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mutation-XXXXXX") || exit 1
 # DEBUG=1: FERRY_ASSERT on, so a mutation that breaks an invariant trips it.
 build() { make -C "$work" --no-print-directory -j"$jobs" CUDA=0 DEBUG=1 BUILD=build tests >"$work/build.log" 2>&1; }
 
-# run_tests NAMES...: 0 when every named program passes.
+# run_tests NAMES...: 0 when every named program passes. A stanza's "env:"
+# line (VAR=value ..., such as FERRY_SIM_GPUS=1 for the CUDA sources, which run
+# on the simulated GPU) is in $stanza_env while its tests run.
+stanza_env=
 run_tests() {
     local t rc=0
     for t in "$@"; do
-        if ! FERRY_PNGSUITE=${FERRY_PNGSUITE:-$src/../shared/testdata/pngsuite} \
+        # shellcheck disable=SC2086
+        if ! env $stanza_env FERRY_PNGSUITE=${FERRY_PNGSUITE:-$src/../shared/testdata/pngsuite} \
              timeout 600 "$work/build/tests/$t" >"$work/test.log" 2>&1; then
             rc=1
             last_fail="$t: $(grep -m1 -A1 '^  ' "$work/test.log" | head -n 1 | cut -c1-150)"
@@ -63,8 +67,9 @@ all_tests=$(sed -n 's/^tests: //p' "$list" | tr ' ' '\n' | sort -u)
 run_tests $all_tests || { echo "fails without any mutation: $last_fail"; exit 1; }
 
 caught=0 survived=0 broken=0
-check_one() { # name file tests from to
+check_one() { # name file tests from to env
     local name=$1 file=$2 tests=$3 from=$4 to=$5
+    stanza_env=$6
     [ -n "$only" ] && case "$name" in *"$only"*) ;; *) return ;; esac
     cp "$work/$file" "$work/$file.orig"
     if ! msg=$(replace "$work/$file" "$from" "$to"); then
@@ -77,15 +82,16 @@ check_one() { # name file tests from to
     else
         echo "caught  $name ($last_fail)"; caught=$((caught + 1))
     fi
+    stanza_env=
     # Restored; the next mutation's build recompiles it along with its own file.
     mv "$work/$file.orig" "$work/$file"
     touch "$work/$file"
 }
 
-name= file= tests= from= to=
+name= file= tests= from= to= envs=
 flush() {
-    [ -n "$name" ] && check_one "$name" "$file" "$tests" "$from" "$to"
-    name= file= tests= from= to=
+    [ -n "$name" ] && check_one "$name" "$file" "$tests" "$from" "$to" "$envs"
+    name= file= tests= from= to= envs=
 }
 while IFS= read -r line || [ -n "$line" ]; do
     case "$line" in
@@ -96,6 +102,7 @@ while IFS= read -r line || [ -n "$line" ]; do
         'tests: '*) tests=${line#tests: } ;;
         'from: '*) from=${line#from: } ;;
         'to: '*) to=${line#to: } ;;
+        'env: '*) envs=${line#env: } ;;
         *) echo "$list: cannot read: $line"; exit 2 ;;
     esac
 done <"$list"

@@ -101,47 +101,37 @@ template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v) { return
     }
 
 /* ---- block reductions (blockDim.x == FK_THREADS) ---- */
-__device__ __forceinline__ float fk_block_sum(float v, float *sh)
+/* Lane 0 of each warp ends with its warp's sum. */
+template <typename T> __device__ __forceinline__ T fk_warp_sum(T v)
 {
     for (int o = 16; o > 0; o >>= 1)
         v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* Every thread gets the block's sum; sh holds 32 values. */
+template <typename T> __device__ __forceinline__ T fk_block_sum_t(T v, T *sh)
+{
+    v = fk_warp_sum(v);
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
+    __syncthreads(); // sh may still be read from the last call
     if (lane == 0)
         sh[warp] = v;
-    __syncthreads();
+    __syncthreads(); // every warp's sum is in sh
     if (warp == 0) {
-        v = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0f;
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
+        v = fk_warp_sum(lane < (int)(blockDim.x >> 5) ? sh[lane] : (T)0);
         if (lane == 0)
             sh[0] = v;
     }
-    __syncthreads();
+    __syncthreads(); // the total is in sh[0]
     return sh[0];
 }
 
+__device__ __forceinline__ float fk_block_sum(float v, float *sh) { return fk_block_sum_t(v, sh); }
+
 /* The same in double: the BatchNorm statistics and gradients accumulate in
  * double, as the CPU kernels do, so the two agree to f32 rounding. */
-__device__ __forceinline__ double fk_block_sum_d(double v, double *sh)
-{
-    for (int o = 16; o > 0; o >>= 1)
-        v += __shfl_down_sync(0xffffffffu, v, o);
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    __syncthreads();
-    if (lane == 0)
-        sh[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        v = lane < (int)(blockDim.x >> 5) ? sh[lane] : 0.0;
-        for (int o = 16; o > 0; o >>= 1)
-            v += __shfl_down_sync(0xffffffffu, v, o);
-        if (lane == 0)
-            sh[0] = v;
-    }
-    __syncthreads();
-    return sh[0];
-}
+__device__ __forceinline__ double fk_block_sum_d(double v, double *sh) { return fk_block_sum_t(v, sh); }
 
 /* Max with the smallest index on ties; NaN wins. */
 __device__ __forceinline__ void fk_argmax_merge(float &v, int64_t &i, float v2, int64_t i2)

@@ -167,7 +167,7 @@ __global__ void k_reduce_cols(int op, void *y, const T *x, int64_t outer, int64_
                 fk_reduce_step(op, &acc, &arg, fk_d(x[(o * n + j) * inner + i]), j);
         sha[threadIdx.x] = acc;
         shi[threadIdx.x] = arg;
-        __syncthreads();
+        __syncthreads(); // every lane's partial is in sha/shi
         if (lane == 0 && i < inner) {
             for (int64_t l = 1; l < lanes && l < n; l++) {
                 if (op == FK_SUM || op == FK_MEAN)
