@@ -1,5 +1,6 @@
 /* Tensor ops against naive reference loops on the CPU, the error messages of
  * mismatched inputs, and every op on CUDA against the CPU (skipped without a GPU). */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -704,4 +705,63 @@ TEST(cuda_copy_round_trip_and_mismatch)
     ASSERT_STR_EQ(ferry_last_error(),
                   "expected all tensors to be on the same device, but found cuda:0 and cpu (in ferry_matmul)");
     ferry_tensor_release(a); ferry_tensor_release(g); ferry_tensor_release(back);
+}
+
+/* Threads that come and go, each running a matmul on cuda:0, leave nothing
+ * behind: cuBLAS handles come from a pool (reused across threads), workspaces
+ * from the caching allocator, so device memory stays bounded by what ran at
+ * once and, on the simulated GPU, so do the live handles. */
+#if FERRY_SIM_KERNELS
+long ferry_simblas_live(void); /* device/sim/cublas_sim.c */
+#endif
+#define GEMM_THREADS_AT_ONCE 8
+
+static void *matmul_thread(void *arg)
+{
+    ferry_status *st = arg;
+    int64_t shape[2] = {8, 8};
+    ferry_tensor *a = NULL, *c = NULL;
+    *st = ferry_tensor_ones(shape, 2, FERRY_DTYPE_F32, ferry_cuda(0), &a);
+    if (*st == FERRY_OK)
+        *st = ferry_matmul(a, a, NULL, &c);
+    if (*st == FERRY_OK)
+        *st = ferry_device_synchronize(ferry_cuda(0));
+    ferry_tensor_release(c);
+    ferry_tensor_release(a);
+    return NULL;
+}
+
+static void run_matmul_threads(int rounds)
+{
+    for (int r = 0; r < rounds; r++) {
+        pthread_t th[GEMM_THREADS_AT_ONCE];
+        ferry_status st[GEMM_THREADS_AT_ONCE];
+        for (int i = 0; i < GEMM_THREADS_AT_ONCE; i++)
+            ASSERT(pthread_create(&th[i], NULL, matmul_thread, &st[i]) == 0);
+        for (int i = 0; i < GEMM_THREADS_AT_ONCE; i++) {
+            pthread_join(th[i], NULL);
+            ASSERT_OK(st[i]);
+        }
+    }
+}
+
+TEST(cuda_matmul_threads_leak_no_handles_or_memory)
+{
+    ft_require_cuda();
+    run_matmul_threads(1);
+    ferry_memory_stats before, after;
+    ASSERT_OK(ferry_memory_stats_get(ferry_cuda(0), &before));
+    run_matmul_threads(1000 / GEMM_THREADS_AT_ONCE);
+    ASSERT_OK(ferry_memory_stats_get(ferry_cuda(0), &after));
+    /* At most a workspace (4 MiB) and the tensors of each thread that ran at
+     * once, whatever the number of threads: the cache plateaus. */
+    size_t bound = before.reserved_bytes + GEMM_THREADS_AT_ONCE * ((size_t)6 << 20);
+    ASSERT_MSG(after.reserved_bytes <= bound, "device memory grew from %zu to %zu bytes",
+               before.reserved_bytes, after.reserved_bytes);
+#if FERRY_SIM_KERNELS
+    if (getenv("FERRY_SIM_GPUS"))
+        ASSERT_MSG(ferry_simblas_live() <= GEMM_THREADS_AT_ONCE, "%ld cuBLAS handles live after 1000 threads",
+                   ferry_simblas_live());
+#endif
+    ASSERT_OK(ferry_memory_empty_cache(ferry_cuda(0)));
 }

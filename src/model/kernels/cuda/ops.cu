@@ -4,6 +4,7 @@
 // Per-element formulas are the CPU's (kernels/formulas.h), evaluated in the same
 // precision (double for convert and the elementwise maps) and rounding.
 #include <math.h>
+#include <pthread.h>
 
 #include "model/kernels/cuda/common.cuh"
 
@@ -324,9 +325,21 @@ extern "C" ferry_status FK_CU(fk_cuda_rand)(const fk_ctx *c, ferry_dtype dt, voi
 }
 
 // ---- gemm ----
-// One cuBLAS handle per thread and device: a handle is not safe to share across
-// threads that set different streams. They live as long as the thread.
-static thread_local cublasHandle_t handles[16];
+// cuBLAS handles: a pool per device, a handle taken by one call at a time (a
+// handle's stream and workspace are its configuration, which another thread
+// must not change under a call) and given back once the call is queued. A pool
+// holds at most as many as ever ran at once, so threads that come and go leak
+// nothing; only a successfully created handle enters it. The workspace is not
+// cuBLAS's own (taken from the driver, one per handle, outside ferry's
+// allocator): each call takes one from the caching allocator on its stream and
+// frees it once queued, so the block is reused only behind that call and
+// ferry_memory_empty_cache returns it.
+#define FK_BLAS_DEVICES 16
+#define FK_BLAS_POOL 64
+#define FK_BLAS_WORKSPACE ((size_t)4 << 20) // cuBLAS's recommendation before Hopper
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static cublasHandle_t blas_idle[FK_BLAS_DEVICES][FK_BLAS_POOL]; // guarded by blas_lock
+static int blas_nidle[FK_BLAS_DEVICES];                         // guarded by blas_lock
 
 static ferry_status cublas_status(cublasStatus_t s, const char *what)
 {
@@ -358,6 +371,33 @@ template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const 
     return cublas_status(s, what);
 }
 
+static cublasHandle_t blas_take(int dev)
+{
+    cublasHandle_t h = nullptr;
+    pthread_mutex_lock(&blas_lock);
+    if (blas_nidle[dev] > 0)
+        h = blas_idle[dev][--blas_nidle[dev]];
+    pthread_mutex_unlock(&blas_lock);
+    return h;
+}
+
+static void blas_give_back(int dev, cublasHandle_t h)
+{
+    pthread_mutex_lock(&blas_lock);
+    if (blas_nidle[dev] < FK_BLAS_POOL) {
+        blas_idle[dev][blas_nidle[dev]++] = h;
+        h = nullptr;
+    }
+    pthread_mutex_unlock(&blas_lock);
+    if (h)
+        cublasDestroy(h); // more at once than the pool keeps
+}
+
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
+                              int64_t k, const float *alpha, const void *a, int64_t lda, int64_t stride_a,
+                              const void *b, int64_t ldb, int64_t stride_b, const float *beta, void *cc,
+                              int64_t ldc, int64_t stride_c, int64_t batch, cudaDataType_t type);
+
 extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
                                      int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
                                      const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
@@ -373,15 +413,6 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, boo
     int dev = c->dev.index;
     if (dev < 0 || dev >= 16)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "cuda:%d: ferry's gemm supports 16 devices", dev);
-    if (!handles[dev]) {
-        st = cublas_call(c, "create", [&] { return cublasCreate(&handles[dev]); });
-        if (st != FERRY_OK)
-            return st;
-    }
-    cublasHandle_t h = handles[dev];
-    st = cublas_call(c, "set stream", [&] { return cublasSetStream(h, fk_stream(c)); });
-    if (st != FERRY_OK)
-        return st;
     cudaDataType_t type;
     switch (dt) {
     case FERRY_DTYPE_F32: type = CUDA_R_32F; break;
@@ -406,14 +437,41 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, boo
             return FK_CU(fk_cuda_fill)(c, dt, cc, &nd, 0.0);
         return FK_CU(fk_cuda_unary)(c, FK_MUL_S, dt, cc, cc, &nd, beta);
     }
+    cublasHandle_t h = blas_take(dev);
+    if (!h) {
+        st = cublas_call(c, "create", [&] { return cublasCreate(&h); });
+        if (st != FERRY_OK)
+            return st;
+    }
+    st = gemm_call(c, h, ta, tb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta, cc, ldc, stride_c,
+                   batch, type);
+    blas_give_back(dev, h);
+    return st;
+}
+
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
+                              int64_t k, const float *alpha, const void *a, int64_t lda, int64_t stride_a,
+                              const void *b, int64_t ldb, int64_t stride_b, const float *beta, void *cc,
+                              int64_t ldc, int64_t stride_c, int64_t batch, cudaDataType_t type)
+{
+    ferry_status st = cublas_call(c, "set stream", [&] { return cublasSetStream(h, fk_stream(c)); });
+    if (st != FERRY_OK)
+        return st;
+    void *ws = nullptr;
+    if ((st = ferry_device_malloc(c->dev, FK_BLAS_WORKSPACE, c->stream, &ws)) != FERRY_OK)
+        return st;
+    st = cublas_call(c, "set workspace", [&] { return cublasSetWorkspace(h, ws, FK_BLAS_WORKSPACE); });
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
-    return cublas_call(c, "gemm", [&] {
+    if (st == FERRY_OK)
+        st = cublas_call(c, "gemm", [&] {
         return cublasGemmStridedBatchedEx(
-            h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, &alpha, b,
-            type, (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, &beta, cc, type, (int)ldc,
+            h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, alpha, b,
+            type, (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, beta, cc, type, (int)ldc,
             (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     });
+    ferry_device_free(c->dev, ws); // stream-ordered: reused only behind this call
+    return st;
 }
 
 FK_SOURCE_END
