@@ -13,6 +13,8 @@ FK_SOURCE_BEGIN
 // Element offset of flat index i in an operand with strides st.
 __device__ __forceinline__ int64_t nd_off(const fk_nd &nd, const int64_t *st, int64_t i)
 {
+    if (nd.ndim == 1) // nd_flat's contiguous case: no 64-bit division per element
+        return i * st[0];
     int64_t off = 0;
     for (int d = nd.ndim - 1; d >= 0; d--) {
         int64_t s = nd.shape[d];
@@ -20,6 +22,24 @@ __device__ __forceinline__ int64_t nd_off(const fk_nd &nd, const int64_t *st, in
         i /= s;
     }
     return off;
+}
+
+// The operands (y, then x or a, then b: nops of them) all row-major contiguous:
+// one flat dimension instead of a division and a modulo per dimension and element.
+static fk_nd nd_flat(const fk_nd *nd, int nops)
+{
+    int64_t expect = 1;
+    for (int d = nd->ndim - 1; d >= 0; d--) {
+        if (nd->shape[d] != 1 && (nd->so[d] != expect || (nops > 1 && nd->sa[d] != expect) ||
+                                  (nops > 2 && nd->sb[d] != expect)))
+            return *nd;
+        expect *= nd->shape[d];
+    }
+    fk_nd f = *nd;
+    f.ndim = 1;
+    f.shape[0] = nd->numel;
+    f.so[0] = f.sa[0] = f.sb[0] = 1;
+    return f;
 }
 
 template <typename T> __global__ void k_fill(T *y, fk_nd nd, T v)
@@ -38,7 +58,7 @@ extern "C" ferry_status FK_CU(fk_cuda_fill)(const fk_ctx *c, ferry_dtype dt, voi
         unsigned char bytes[8];
         fk_std(dt, bytes, 0, v); // converted on the host: one kernel per type
         memcpy((void *)&tv, bytes, sizeof tv);
-        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_fill<T>)((T *)y, *nd, tv);
+        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_fill<T>)((T *)y, nd_flat(nd, 1), tv);
     });
     return fk_launched("fill kernel");
 }
@@ -69,7 +89,7 @@ extern "C" ferry_status FK_CU(fk_cuda_convert)(const fk_ctx *c, ferry_dtype ydt,
         return st;
     FK_ALL_TYPES(ydt, Y, "convert", {
         FK_ALL_TYPES(xdt, X, "convert", {
-            FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_convert<Y, X>)((Y *)y, (const X *)x, *nd, mul,
+            FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_convert<Y, X>)((Y *)y, (const X *)x, nd_flat(nd, 2), mul,
                                                                                    add);
         });
     });
@@ -90,7 +110,7 @@ extern "C" ferry_status FK_CU(fk_cuda_unary)(const fk_ctx *c, fk_uop op, ferry_d
     if (st != FERRY_OK || nd->numel == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
-        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_unary<T>)((int)op, (T *)y, (const T *)x, *nd,
+        FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_unary<T>)((int)op, (T *)y, (const T *)x, nd_flat(nd, 2),
                                                                           alpha);
     });
     return fk_launched("unary kernel");
@@ -111,7 +131,7 @@ extern "C" ferry_status FK_CU(fk_cuda_binary)(const fk_ctx *c, fk_bop op, ferry_
         return st;
     FK_FLOAT_TYPES(dt, T, "elementwise op", {
         FK_LAUNCH(fk_blocks(nd->numel), FK_THREADS, fk_stream(c), k_binary<T>)((int)op, (T *)y, (const T *)a,
-                                                                           (const T *)b, *nd);
+                                                                           (const T *)b, nd_flat(nd, 3));
     });
     return fk_launched("binary kernel");
 }
