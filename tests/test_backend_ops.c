@@ -29,6 +29,7 @@
  * FERRY_TEST_SEED=N picks the seed (printed); FERRY_BACKEND_OPS_DIGEST=1 prints a
  * digest of each case's CPU results, to show that a refactor left them alone. */
 #include <stdarg.h>
+#include <time.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -2086,6 +2087,44 @@ static void report(const bo_case *t, const char *where, const char *what)
 }
 
 /* Runs one case on one device against the reference; true when it matches. */
+/* FERRY_BACKEND_OPS_TIME=N: after a case passes on a device, runs it N more
+ * times there and prints the mean time per run with the bytes its buffers hold
+ * over that time (GB/s; each buffer counted once, a lower bound on the traffic),
+ * and FLOP/s for gemm. scripts/gpu-check.sh sets it on a real GPU; on the
+ * simulated one the numbers mean nothing. */
+static int time_runs(void)
+{
+    const char *v = getenv("FERRY_BACKEND_OPS_TIME");
+    return v && atoi(v) > 0 ? atoi(v) : 0;
+}
+
+static void time_case(const bo_case *t, const bo_dev *d, const fk_ctx *c, void *const *dp)
+{
+    int runs = time_runs();
+    double bytes = 0, flops = 0;
+    for (int b = 0; b < t->nbuf; b++)
+        bytes += t->buf[b].null ? 0 : (double)buf_bytes(&t->buf[b]);
+    if (strcmp(t->kernel, "gemm") == 0)
+        flops = 2.0 * (double)t->i[0] * (double)t->i[1] * (double)t->i[2] * (double)t->i[9];
+    struct timespec a, z;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ferry_status st_ = FERRY_OK;
+    for (int r = 0; r < runs && st_ == FERRY_OK; r++)
+        st_ = t->run(t, c, dp);
+    if (st_ == FERRY_OK)
+        st_ = ferry_stream_synchronize(d->stream);
+    clock_gettime(CLOCK_MONOTONIC, &z);
+    double s = ((double)(z.tv_sec - a.tv_sec) + (double)(z.tv_nsec - a.tv_nsec) * 1e-9) / runs;
+    if (st_ != FERRY_OK)
+        printf("  time %s [%s] on %s: %s\n", t->kernel, t->desc, d->name, ferry_last_error());
+    else if (flops > 0)
+        printf("  time %s [%s] on %s: %.1f us, %.2f GB/s, %.2f GFLOP/s\n", t->kernel, t->desc, d->name, s * 1e6,
+               bytes / s * 1e-9, flops / s * 1e-9);
+    else
+        printf("  time %s [%s] on %s: %.1f us, %.2f GB/s\n", t->kernel, t->desc, d->name, s * 1e6,
+               bytes / s * 1e-9);
+}
+
 static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, void *const *ref)
 {
     ferry_tensor *tens[BO_MAXBUF] = {0};
@@ -2135,6 +2174,8 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
             ok = false;
         }
     }
+    if (ok && time_runs())
+        time_case(t, d, &c, dp);
     for (int b = 0; b < t->nbuf; b++) {
         free(back[b]);
         ferry_tensor_release(tens[b]);
