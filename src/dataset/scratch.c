@@ -52,6 +52,7 @@ void ferry_scratch_destroy(ferry_scratch *s)
     ferry__jpeg_state_free(s->jpeg);
     ferry_host_free(s->decoded);
     ferry_host_free(s->coef);
+    ferry_host_free(s->crop);
     ferry_host_free(s->arena);
     ferry_host_free(s);
 }
@@ -202,6 +203,12 @@ void ferry__arena_free(ferry_scratch *s, void *p)
     if (b->next)
         b->next->prev = b->prev;
     ferry_host_free(b);
+}
+
+void ferry__arena_reserve(ferry_scratch *s, size_t bytes)
+{
+    if (bytes > s->arena_peak)
+        s->arena_peak = bytes;
 }
 
 void ferry__arena_reset(ferry_scratch *s)
