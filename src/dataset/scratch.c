@@ -178,6 +178,7 @@ void *ferry__arena_alloc(ferry_scratch *s, size_t n)
     ferry_arena_block *b = ferry_host_malloc(sizeof *b + n);
     if (!b)
         return NULL;
+    memset(b->data, 0, n); /* see ferry__arena_reset */
     b->size = n;
     b->prev = NULL;
     b->next = s->overflow;
@@ -225,6 +226,11 @@ void ferry__arena_reset(ferry_scratch *s)
         /* Failure here is harmless: the next decode overflows to the host allocator. */
         uint8_t *p = ferry_host_aligned(ARENA_ALIGN, want);
         if (p) {
+            /* Zeroed once, when it grows: libjpeg-turbo's SIMD upsamplers read
+             * the padding past a row's end (their results for it are dropped),
+             * and valgrind, whose tracking through those shuffles is coarse,
+             * would report the visible pixels as uninitialised. */
+            memset(p, 0, want);
             ferry_host_free(s->arena);
             s->arena = p;
             s->arena_cap = want;
