@@ -232,12 +232,12 @@ int bench_decode(int argc, char **argv)
         tool_paths_free(&files);
         return rc;
     }
-    keep_kind(&files, 0);
     ferry_image_info info;
     if (ferry_png_info(b.file, n0, &info) != FERRY_OK) {
         fprintf(stderr, "ferry bench decode: %s: %s\n", files.v[0], ferry_last_error());
         return 1;
     }
+    keep_kind(&files, 0); /* the first file is a PNG: it stays first */
     /* Same output for both: 8-bit gray for gray files, else 8-bit RGB, interleaved;
      * each file decoded at its own size. */
     b.gray = info.channels <= 2;

@@ -318,10 +318,12 @@ ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_co
 ferry_status ferry__jpeg_run(ferry_scratch *scratch, bool kept, const char *who,
                              ferry_status (*body)(struct ferry_jpeg_state *, void *), void *arg)
 {
+    if (!scratch)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no scratch for the JPEG decoder", who);
     ferry__arena_reset(scratch);
     struct ferry_jpeg_state *js = NULL;
     ferry_status st = state_get(scratch, &js);
-    if (st == FERRY_OK) {
+    if (st == FERRY_OK && js) {
         js->msg[0] = '\0';
         js->oom = 0;
         st = body(js, arg);
