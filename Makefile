@@ -9,10 +9,13 @@
 #                     CBLAS with BLAS_LIBS="-l..." (and BLAS_HEADER, BLAS_CFLAGS)
 #   make test         install missing packages, build, run the suite (plain + ASan/UBSan + TSan,
 #                     each also on the simulated GPU; lint)
+#   make check        the quick tier: the plain build's tests, also on the simulated GPU
+#   make WERROR=1     warnings are errors (.ci/run); CFLAGS=... adds to ferry's own flags
 #   make run          install missing packages, then the demo
 #   make install      headers, libferry.a, libferry.so.MAJOR*, bin/ferry and ferry.pc
 #                     under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
 #   make V=1          print whole commands instead of "  CC  src/x.c"
+.DEFAULT_GOAL := all
 BUILD    ?= build
 CUDA     ?= auto
 STATIC   ?= 0
@@ -35,9 +38,14 @@ endif
 NVCC      ?= $(if $(NVCC_FOUND),$(NVCC_FOUND),nvcc)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 
-CFLAGS_BASE := -std=c11 -O2 -g -Wall -Wextra -Werror -fPIC -pthread -D_GNU_SOURCE -ffp-contract=off \
-               -Iinclude -Isrc -MMD -MP
-CFLAGS   += $(CFLAGS_BASE)
+# CFLAGS is the user's (optimisation, debug info, extra warnings): it adds to
+# FERRY_CFLAGS, which holds what ferry needs to be correct and comes last, so
+# `make CFLAGS=-O3` cannot drop -std=c11 or -ffp-contract=off. -Werror only with
+# WERROR=1 (.ci/run sets it): another compiler's new warnings do not stop a user.
+CFLAGS   ?= -O2 -g
+WERROR   ?= 0
+FERRY_CFLAGS := -std=c11 -Wall -Wextra $(if $(filter 1,$(WERROR)),-Werror) -fPIC -pthread -D_GNU_SOURCE \
+                -ffp-contract=off -Iinclude -Isrc -MMD -MP
 LIB_CFLAGS := -fvisibility=hidden
 comma := ,
 space := $(subst ,, )
@@ -48,7 +56,7 @@ space := $(subst ,, )
 REF_BLAS_DIR := $(if $(filter blas,$(BLAS)),$(patsubst %/,%,$(dir $(firstword $(wildcard /usr/lib/*/blas/libblas.so)))))
 BLAS_HEADER ?= $(if $(and $(filter blas,$(BLAS)),$(wildcard /usr/include/*/cblas-netlib.h)),cblas-netlib.h,cblas.h)
 BLAS_LIBS   ?= $(if $(REF_BLAS_DIR),-L$(REF_BLAS_DIR) -Wl$(comma)-rpath$(comma)$(REF_BLAS_DIR)) -l$(BLAS)
-CFLAGS   += $(BLAS_CFLAGS) $(if $(filter-out cblas.h,$(BLAS_HEADER)),-DFERRY_CBLAS_HEADER="<$(BLAS_HEADER)>")
+FERRY_CFLAGS   += $(BLAS_CFLAGS) $(if $(filter-out cblas.h,$(BLAS_HEADER)),-DFERRY_CBLAS_HEADER="<$(BLAS_HEADER)>")
 LDLIBS   := -lpng -ljpeg -lz $(BLAS_LIBS) -lm -pthread
 ifeq ($(STATIC),1)
   LDLIBS := -Wl,-Bstatic -lpng16 -ljpeg -lz -Wl,-Bdynamic $(BLAS_LIBS) -lm -pthread
@@ -60,7 +68,7 @@ SO_LDLIBS = $(if $(filter 1,$(STATIC)),$(filter-out -Wl$(comma)-Bstatic -Wl$(com
 SRC_C  := $(sort $(shell find src -name '*.c'))
 SRC_CU :=
 ifeq ($(CUDA),1)
-  CFLAGS  += -DFERRY_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+  FERRY_CFLAGS  += -DFERRY_HAVE_CUDA=1 -I$(CUDA_HOME)/include
   SRC_CU  := $(sort $(shell find src -name '*.cu'))
   # Machine code (SASS) for each GPU generation from Turing (sm_75) to Blackwell
   # (sm_120) that this nvcc builds, asked once per make (milliseconds), and PTX of
@@ -76,7 +84,7 @@ ifeq ($(CUDA),1)
   # Numerically newest: two-digit architectures sort before three-digit ones.
   CUDA_PTX   := $(lastword $(sort $(filter-out 1%,$(CUDA_ARCH_LIST))) $(sort $(filter 1%,$(CUDA_ARCH_LIST))))
   CUDA_ARCHS := $(CUDA_ARCH_LIST:%=sm_%) compute_$(CUDA_PTX)
-  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra,-Werror \
+  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) \
              $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) -MMD -MP
   ifeq ($(STATIC),1)
@@ -99,12 +107,12 @@ ifeq ($(DIST),auto)
   DIST := $(if $(shell command -v mpicc 2>/dev/null),1,0)
 endif
 ifeq ($(DIST),1)
-  CFLAGS += -DFERRY_HAVE_MPI=1 $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
+  FERRY_CFLAGS += -DFERRY_HAVE_MPI=1 $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
   LDLIBS += $(shell mpicc --showme:link)
   SRC_C  := $(filter-out %/nompi.c,$(SRC_C))
   NCCL   := $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0),0)
   ifeq ($(NCCL),1)
-    CFLAGS += -DFERRY_HAVE_NCCL=1
+    FERRY_CFLAGS += -DFERRY_HAVE_NCCL=1
     LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl
   else
     SRC_C  := $(filter-out src/distributed/nccl_cuda.c,$(SRC_C))
@@ -116,19 +124,19 @@ else
 endif
 
 ifneq ($(SAN),)
-  CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
+  FERRY_CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
   LDFLAGS += -fsanitize=$(SAN)
 endif
 # FERRY_ASSERT (src/common/assert.h) is on in sanitizer builds and with DEBUG=1.
 ifneq ($(SAN)$(filter 1,$(DEBUG)),)
-  CFLAGS  += -DFERRY_DEBUG=1
+  FERRY_CFLAGS  += -DFERRY_DEBUG=1
   NVFLAGS += -DFERRY_DEBUG=1
 endif
 
 # Objects depend on the flags they were built with: switching CUDA, SAN or
 # STATIC in one build folder rebuilds what it must.
 FLAGS_FILE := $(BUILD)/.flags
-FLAGS_NOW  := $(CC) $(CFLAGS) $(LIB_CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
+FLAGS_NOW  := $(CC) $(CFLAGS) $(FERRY_CFLAGS) $(LIB_CFLAGS) $(NVFLAGS) $(LDLIBS) $(LDFLAGS)
 ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
   $(shell mkdir -p $(BUILD) && echo '$(strip $(FLAGS_NOW))' > $(FLAGS_FILE))
 endif
@@ -136,7 +144,7 @@ endif
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o)
 # ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
 # already changes with it, so the quoted define can stay out of CFLAGS.
-$(BUILD)/obj/src/device/arch.o: CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
+$(BUILD)/obj/src/device/arch.o: FERRY_CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
 
 # Before the first compile in a build folder, and again when its flags change:
 # are the headers and libraries there? If not, name the Debian packages and the
@@ -144,7 +152,7 @@ $(BUILD)/obj/src/device/arch.o: CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
 # in the middle of a compile. Optional tools the build did not find get a note.
 DEPS_STAMP := $(BUILD)/.deps-ok
 $(DEPS_STAMP): $(FLAGS_FILE)
-	@CC="$(CC)" FERRY_DEPS_CFLAGS="$(filter -I%,$(CFLAGS))" FERRY_DEPS_LDFLAGS="$(filter -L%,$(LDFLAGS))" \
+	@CC="$(CC)" FERRY_DEPS_CFLAGS="$(filter -I%,$(FERRY_CFLAGS) $(CFLAGS))" FERRY_DEPS_LDFLAGS="$(filter -L%,$(LDFLAGS))" \
 		FERRY_BLAS="$(BLAS)" FERRY_BLAS_HEADER="$(BLAS_HEADER)" FERRY_BLAS_LIBS="$(BLAS_LIBS)" \
 		FERRY_DEPS_OPTIONAL="$(if $(and $(filter auto,$(CUDA_ASKED)),$(filter 0,$(CUDA))),nvcc) \
 		$(if $(and $(filter auto,$(DIST_ASKED)),$(filter 0,$(DIST))),mpicc)" \
@@ -152,7 +160,7 @@ $(DEPS_STAMP): $(FLAGS_FILE)
 # The library's objects export only what include/ marks FERRY_API (the .cu files
 # get the same through NVFLAGS); tests, tools and samples link libferry.a and may
 # still call internals.
-$(OBJ): CFLAGS += $(LIB_CFLAGS)
+$(OBJ): FERRY_CFLAGS += $(LIB_CFLAGS)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
@@ -169,7 +177,7 @@ VERSION  := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATC
 SONAME   := libferry.so.$(VERSION_MAJOR)
 SO_REAL  := libferry.so.$(VERSION)
 
-.PHONY: all lib tests test check-build run deps clean note fuzz memcheck lint install uninstall
+.PHONY: all lib tests test check check-build run deps clean note fuzz memcheck lint install uninstall
 all: note lib $(BUILD)/ferry $(SAMPLES) tests
 lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
 tests: $(TESTS) $(DRILL)
@@ -179,7 +187,7 @@ note:
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(call quiet,CC,$<)$(CC) $(CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
+	$(call quiet,CC,$<)$(CC) $(CFLAGS) $(FERRY_CFLAGS) -DFERRY_SOURCE_DIR=\"$(CURDIR)\" -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -277,6 +285,12 @@ deps:
 # builds are CPU-only (the CUDA runtime does not run under ASan's shadow memory
 # layout), which the simulated GPU does not need.
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# The quick tier (a few minutes): the plain build's tests, as built and on two
+# simulated GPUs. `make test` (what .ci/run calls) runs everything.
+check: deps
+	@$(MAKE) --no-print-directory -j$(JOBS) all
+	@sh scripts/run-tests.sh "$(BUILD)/tests" "sim=2:$(BUILD)/tests"
+
 TSAN_TESTS ?= test_loader test_pinned test_device test_allocator test_dataset_threads test_faults \
               test_loader_gpu test_tensor test_ops test_sim test_shards test_shards_gz test_stream
 test: deps
@@ -290,8 +304,7 @@ test: deps
 	@FERRY_FUZZ_DIR=$(BUILD)/fuzz FERRY_FUZZ_SECONDS=$(FUZZ_SECONDS) \
 		FERRY_MEMCHECK_TESTS="$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)" \
 		FERRY_LINT_SRC="$(LINT_SRC)" FERRY_LINT_FLAGS="$(LINT_FLAGS)" JOBS=$(JOBS) \
-		FERRY_DIST_BUILD=$(BUILD) FERRY_SAMPLES_BUILD=$(BUILD) FERRY_PACK_BUILD=$(BUILD) \
-		FERRY_INSTALL_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
+		FERRY_BUILD=$(BUILD) FERRY_INSTALL_CC="$(CC)" \
 		FERRY_INSTALL_MAKEARGS="CUDA=$(CUDA) DIST=$(DIST) STATIC=$(STATIC) BLAS=$(BLAS) \
 		CUDA_ARCH=$(subst $(space),$(comma),$(strip $(CUDA_ARCH_LIST)))" \
 		sh scripts/run-tests.sh "$(BUILD)/tests" "$(BUILD)/asan/tests" "$(BUILD)/tsan/tests" \
@@ -324,7 +337,7 @@ fuzz:
 
 # Used by the sub-make above (BUILD is then the fuzz folder).
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLAGS_FILE)
-	$(call quiet,CC,$<)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
+	$(call quiet,CC,$<)$(CC) $(filter-out -MMD -MP,$(CFLAGS) $(FERRY_CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))

@@ -7,8 +7,8 @@
 # Then `ferry check` on entries that cannot be read: "path: reason", exit 1,
 # for a folder and for a FILE given by name. Prints one line per check and a
 # "N passed, N failed, N skipped" summary.
-#   FERRY_SAMPLES_BUILD=build sh scripts/cli-test.sh   (FERRY_CLI_BUILD wins when set)
-build=${FERRY_CLI_BUILD:-${FERRY_SAMPLES_BUILD:-build}}
+#   FERRY_BUILD=build sh scripts/cli-test.sh
+build=${FERRY_BUILD:-build}
 passed=0 failed=0 skipped=0
 ok() { echo "ok    cli $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL  cli $1"; failed=$((failed + 1)); }

@@ -3,10 +3,10 @@
 # collective and data-parallel tests, the failure drills (no rank may hang), and
 # train_gray --dist against one process with twice the batch. Prints one line
 # per check and a "N passed, N failed, N skipped" summary.
-#   FERRY_DIST_BUILD=build sh scripts/dist-test.sh
+#   FERRY_BUILD=build sh scripts/dist-test.sh
 # FERRY_FASHION_IDX names the folder with the Fashion-MNIST IDX files
 # (default: Debian's /usr/share/datasets/fashion-mnist).
-build=${FERRY_DIST_BUILD:-build}
+build=${FERRY_BUILD:-build}
 idx=${FERRY_FASHION_IDX:-/usr/share/datasets/fashion-mnist}
 passed=0 failed=0 skipped=0
 ok() { echo "ok    dist $1"; passed=$((passed + 1)); }

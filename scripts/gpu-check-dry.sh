@@ -2,12 +2,13 @@
 # The dry run of scripts/gpu-check.sh, so that the GPU check cannot rot on
 # machines without a GPU (make test runs it): `gpu-check.sh run OUT BUILD
 # --dry-run` on the simulated GPU (FERRY_SIM_GPUS=1) into a temporary folder,
-# then report.md and report.json must be there and every step ok or skipped.
+# then report.md and report.json must be there and every step ok or skipped
+# (scripts/gpu_report.py steps reads report.json back).
 # Prints one line per check and a "N passed, N failed, N skipped" summary.
 #   FERRY_GPU_CHECK_BUILD=build sh scripts/gpu-check-dry.sh
-# BUILD defaults to FERRY_DIST_BUILD (which make test sets to its build folder),
+# BUILD defaults to FERRY_BUILD (which make test sets to its build folder),
 # else build.
-build=${FERRY_GPU_CHECK_BUILD:-${FERRY_DIST_BUILD:-build}}
+build=${FERRY_GPU_CHECK_BUILD:-${FERRY_BUILD:-build}}
 dir=$(cd "$(dirname "$0")" && pwd)
 passed=0 failed=0 skipped=0
 ok() { echo "ok    gpu-check $1"; passed=$((passed + 1)); }
@@ -17,6 +18,9 @@ finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" 
 
 if ! command -v bash >/dev/null 2>&1; then
     skip "(no bash)"; finish
+fi
+if ! command -v python3 >/dev/null 2>&1; then
+    skip "(no python3: scripts/gpu_report.py writes the report)"; finish
 fi
 if [ ! -x "$build/ferry" ]; then
     skip "($build/ferry not built: make BUILD=$build all)"; finish
@@ -37,18 +41,15 @@ if [ ! -s "$json" ]; then
     tail -n 20 "$tmp/run.log" | sed 's/^/  /'
     finish
 fi
-if grep -q '"mode": "simulated"' "$json" && grep -q '"dry_run": true' "$json"; then
+python3 "$dir/gpu_report.py" steps "$json" > "$tmp/steps" 2>&1 || { bad "report.json does not read"; sed 's/^/  /' "$tmp/steps"; }
+if [ "$(head -n 1 "$tmp/steps")" = "simulated dry-run" ]; then
     ok "report.json says simulated, dry run"
 else
     bad "report.json does not say simulated, dry run"
 fi
-# One step a line: {"name": "...", "status": "...", "reason": "...", "seconds": N, ...}
-n=0
-while IFS= read -r line; do
-    name=$(printf '%s\n' "$line" | sed -n 's/.*"name": "\([^"]*\)".*/\1/p')
-    status=$(printf '%s\n' "$line" | sed -n 's/.*"status": "\([^"]*\)".*/\1/p')
-    reason=$(printf '%s\n' "$line" | sed -n 's/.*"reason": "\(\([^"\\]\|\\.\)*\)".*/\1/p')
-    secs_step=$(printf '%s\n' "$line" | sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p')
+# One step a line: status, name, seconds, reason (tab-separated).
+tab=$(printf '\t') n=0
+while IFS=$tab read -r status name secs_step reason; do
     n=$((n + 1))
     case $status in
         ok) ok "dry run: $name (${secs_step} s${reason:+: $reason})" ;;
@@ -57,7 +58,7 @@ while IFS= read -r line; do
            grep -A 12 "^===== \[$name\]" "$tmp/out/logs.txt" | tail -n 12 | sed 's/^/  /' ;;
     esac
 done <<EOF
-$(grep '^    {"name": ' "$json")
+$(tail -n +2 "$tmp/steps")
 EOF
 if [ "$n" -ge 13 ]; then ok "report.json lists $n steps"; else bad "report.json lists $n steps (13 expected)"; fi
 if [ "$rc" -eq 0 ]; then ok "gpu-check.sh run exited 0 (${secs} s)"; else bad "gpu-check.sh run exited $rc (${secs} s)"; fi

@@ -21,7 +21,9 @@
 # FERRY_GPU_CHECK_BUDGET seconds (default 525: the whole run ends within 9
 # minutes), goes on past a failing step, and writes OUTDIR/report.md,
 # OUTDIR/report.json and OUTDIR/logs.txt (every command's output; three files,
-# so that a device call can bring them all back from $OUT):
+# so that a device call can bring them all back from $OUT). The shell runs the
+# programs; scripts/gpu_report.py (python3, standard library only) reads what
+# each step leaves and writes the figures, the verdicts and the two reports:
 #   info         ferry info
 #   gpu          nvidia-smi: name, driver, PCIe link, NUMA node
 #   tests        every BUILD/tests/test_* (a GPU test skipped for "no CUDA device" fails it)
@@ -180,9 +182,12 @@ prepare() {
 
 # -------------------------------------------------------------------- run ----
 
-# Step bookkeeping: parallel arrays indexed by step number.
-S_NAME=() S_TITLE=() S_STATUS=() S_REASON=() S_SECS=() S_FIG=() S_CMDS=()
-cur=-1 step_t0=0 step_deadline=0
+# Each step leaves its record in $work/steps/NN-NAME (key=value lines: its title,
+# the status and reason where the shell decides them, seconds, each command as
+# cmd=LOG<tab>EXIT<tab>SECONDS<tab>COMMAND, fact.KEY=VALUE for what no log holds)
+# and each command's output in $work/LOG; scripts/gpu_report.py reads them: the
+# figures, the verdicts that depend on them, report.md and report.json.
+nstep=0 rec='' step_name='' step_t0=0 step_deadline=0
 
 want_step() {
     local n=$1
@@ -190,39 +195,38 @@ want_step() {
     case ",$skip_list," in *",$n,"*) return 1 ;; esac
     return 0
 }
+put() { printf '%s=%s\n' "$1" "${2//$'\n'/ }" >> "$rec"; }
+fact() { put "fact.$1" "$2"; }
+report() { python3 "$repo/scripts/gpu_report.py" "$@"; }
 
-# step_begin NAME CAP TITLE: 1 (and the step recorded as skipped) when the step
-# was not asked for or no time is left.
-step_begin() {
-    cur=${#S_NAME[@]}
-    S_NAME[cur]=$1 S_TITLE[cur]=$3 S_STATUS[cur]='' S_REASON[cur]='' S_SECS[cur]=0 S_FIG[cur]='' S_CMDS[cur]=
-    step_t0=$(nowf)
-    local t; t=$(now)
+# begin NAME CAP TITLE: 1 (and the step recorded as skipped) when the step was
+# not asked for or no time is left.
+begin() {
+    nstep=$((nstep + 1)) step_name=$1 step_t0=$(nowf)
+    rec=$(printf '%s/steps/%02d-%s' "$work" "$nstep" "$1")
+    put name "$1"; put title "$3"
+    local t why=''; t=$(now)
     step_deadline=$((t + $2))
     [ "$step_deadline" -le "$deadline" ] || step_deadline=$deadline
-    echo "== ${S_NAME[cur]}: ${S_TITLE[cur]}" >&2
+    echo "== $1: $3" >&2
     if ! want_step "$1"; then
-        S_STATUS[cur]=skipped S_REASON[cur]="not asked for (--only/--skip)"
-        return 1
+        why="not asked for (--only/--skip)"
+    elif [ $((step_deadline - t)) -lt 3 ]; then
+        why="out of time: the run's budget of ${budget} s is spent"
+    else
+        put started 1; return 0
     fi
-    if [ $((step_deadline - t)) -lt 3 ]; then
-        S_STATUS[cur]=skipped S_REASON[cur]="out of time: the run's budget of ${budget} s is spent"
-        return 1
-    fi
-    return 0
+    put status skipped; put reason "$why"; put seconds 0.0
+    report line "$rec"
+    return 1
 }
-step_end() {
-    S_STATUS[cur]=$1 S_REASON[cur]=${2:-}
-    S_SECS[cur]=$(secs_since "$step_t0")
-    echo "   ${S_STATUS[cur]}${S_REASON[cur]:+: ${S_REASON[cur]}} (${S_SECS[cur]} s)" >&2
-}
-# After step_begin said no.
-step_skipped() {
-    S_SECS[cur]=0.0
-    echo "   ${S_STATUS[cur]}: ${S_REASON[cur]}" >&2
+# end [STATUS REASON]: without a status, gpu_report.py judges the step by its logs.
+end() {
+    [ $# -eq 0 ] || { put status "$1"; put reason "${2:-}"; }
+    put seconds "$(secs_since "$step_t0")"
+    report line "$rec"
 }
 left() { local l=$((step_deadline - $(now))); [ "$l" -gt 1 ] && echo "$l" || echo 1; }
-fig() { S_FIG[cur]+="$1"$'\t'"$2"$'\n'; }
 
 # run_cmd LOG LIMIT [VAR=value...] PROGRAM ARGS...: runs it under `timeout`
 # (the whole process group is killed at LIMIT seconds), output in $work/LOG,
@@ -249,13 +253,13 @@ run_cmd() {
 collect() {
     local shown secs
     { read -r shown; read -r rc; read -r secs; } < "$work/$1.meta"
-    S_CMDS[cur]+="$shown"$'\n'
+    put cmd "$1"$'\t'"$rc"$'\t'"$secs"$'\t'"$shown"
     log_append "$1" "$shown" "$rc" "$secs"
 }
 log_append() {
     local f=$work/$1 lines
     {
-        printf '\n===== [%s] %s\n===== exit %s, %s s%s\n' "${S_NAME[cur]}" "$2" "$3" "$4" \
+        printf '\n===== [%s] %s\n===== exit %s, %s s%s\n' "$step_name" "$2" "$3" "$4" \
             "$([ "$3" = 124 ] && echo ', TIMED OUT')"
         lines=$(wc -l < "$f")
         if [ "$lines" -gt 1500 ]; then
@@ -267,13 +271,7 @@ log_append() {
         fi
     } >> "$outdir/logs.txt"
 }
-note_cmd() { S_CMDS[cur]+="$1"$'\n'; }
-
-# Values out of one-object-per-line JSON: the first KEY in TEXT.
-jnum() { printf '%s\n' "$2" | grep -o "\"$1\": *-\{0,1\}[0-9][0-9.eE+-]*" | head -n 1 | sed 's/^[^:]*: *//'; }
-jstr() { printf '%s\n' "$2" | grep -o "\"$1\": *\"[^\"]*\"" | head -n 1 | sed 's/^[^:]*: *"//; s/"$//'; }
-calc() { awk "BEGIN { printf \"$1\", $2 }" 2>/dev/null || echo '?'; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'; }
+note_cmd() { put cmd $'\t\t\t'"$1"; }
 
 # ---- setup: the programs, the shared libraries, the data ----
 
@@ -380,78 +378,45 @@ find_fashion() {
 # ---- the steps ----
 
 step_info() {
-    step_begin info 10 "ferry info: version, build, devices, pinned memory" || { step_skipped; return; }
+    begin info 10 "ferry info: version, build, devices, pinned memory" || return 0
     run_cmd info.log "$(left)" "$root/ferry" info
-    local out; out=$(cat "$work/info.log")
-    ferry_version=$(printf '%s\n' "$out" | sed -n 's/^ferry //p' | head -n 1)
-    ferry_build=$(printf '%s\n' "$out" | sed -n 's/^build: //p')
-    ferry_dist=$(printf '%s\n' "$out" | sed -n 's/^distributed: //p')
-    fig version "$ferry_version"; fig build "$ferry_build"; fig distributed "$ferry_dist"
-    local cuda; cuda=$(printf '%s\n' "$out" | grep -E '^ +cuda:[0-9]' | sed 's/^ *//')
-    fig devices "$(printf '%s\n' "$out" | grep -E '^ +(cpu|cuda:)' | sed 's/^ *//; s/ (simulated:.*/ (simulated)/' | paste -sd ';' | sed 's/;/; /g')"
-    fig pinned "$(printf '%s\n' "$out" | sed -n 's/^pinned memory: //p')"
-    ferry_device=$(printf '%s\n' "$cuda" | head -n 1 | sed 's/^cuda:0 *//; s/, compute capability.*//')
-    if [ "$rc" != 0 ]; then
-        step_end fail "ferry info exited with $rc"
-    elif [ -z "$cuda" ]; then
-        step_end fail "no CUDA device listed ($(printf '%s\n' "$out" | grep -m1 'no CUDA device' | sed 's/^ *//'))"
-    elif [ -n "$simulated" ] && ! printf '%s\n' "$cuda" | grep -q simulated; then
-        step_end fail "FERRY_SIM_GPUS is set but cuda:0 is not marked simulated"
-    elif [ -z "$simulated" ] && printf '%s\n' "$cuda" | grep -q simulated; then
-        step_end fail "cuda:0 is the simulated GPU"
-    else
-        step_end ok
-    fi
+    ferry_dist=$(sed -n 's/^distributed: //p' "$work/info.log")
+    end
 }
 
 step_gpu() {
-    step_begin gpu 15 "nvidia-smi: name, driver, PCIe link, NUMA node; the host" || { step_skipped; return; }
-    fig cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
-    fig memory "$(awk '/^MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo)"
-    if [ -n "$simulated" ]; then
-        step_end skipped "simulated (nvidia-smi reads real hardware)"; return
-    fi
-    if ! command -v nvidia-smi >/dev/null 2>&1; then
-        step_end fail "nvidia-smi not found"; return
-    fi
-    local f v q=
+    begin gpu 15 "nvidia-smi: name, driver, PCIe link, NUMA node; the host" || return 0
+    if [ -n "$simulated" ]; then end skipped "simulated (nvidia-smi reads real hardware)"; return; fi
+    if ! command -v nvidia-smi >/dev/null 2>&1; then end fail "nvidia-smi not found"; return; fi
+    local f v bus='' numa=unknown fields=(name driver_version memory.total pci.bus_id pcie.link.gen.current
+        pcie.link.gen.max pcie.link.width.current pcie.link.width.max clocks.max.sm power.limit)
     # One field at a time: a field this driver does not know fails only itself.
-    for f in name driver_version memory.total pci.bus_id pcie.link.gen.current pcie.link.gen.max \
-             pcie.link.width.current pcie.link.width.max clocks.max.sm power.limit; do
+    for f in "${fields[@]}"; do
         v=$(timeout 10 nvidia-smi -i 0 --query-gpu="$f" --format=csv,noheader 2>/dev/null | head -n 1)
         case $v in ''|*"Field"*|*"not a valid"*) v=unknown ;; esac
-        q+="$f=$v"$'\n'
-        fig "$f" "$v"
+        fact "$f" "$v"
+        [ "$f" != pci.bus_id ] || bus=$(printf '%s' "$v" | tr 'A-F' 'a-f')
     done
-    note_cmd "nvidia-smi -i 0 --query-gpu=FIELD --format=csv,noheader   (FIELD: name, driver_version, memory.total, pci.bus_id, pcie.link.gen.current, pcie.link.gen.max, pcie.link.width.current, pcie.link.width.max, clocks.max.sm, power.limit)"
-    gpu_name=$(printf '%s' "$q" | sed -n 's/^name=//p')
-    gpu_driver=$(printf '%s' "$q" | sed -n 's/^driver_version=//p')
-    local bus numa=unknown
-    bus=$(printf '%s' "$q" | sed -n 's/^pci.bus_id=//p' | tr 'A-F' 'a-f')
+    f="${fields[*]}"
+    note_cmd "nvidia-smi -i 0 --query-gpu=FIELD --format=csv,noheader   (FIELD: ${f// /, })"
     bus=${bus: -12}
     [ -r "/sys/bus/pci/devices/$bus/numa_node" ] && numa=$(cat "/sys/bus/pci/devices/$bus/numa_node")
-    fig numa_node "$numa (/sys/bus/pci/devices/$bus/numa_node)"
+    fact numa_node "$numa (/sys/bus/pci/devices/$bus/numa_node)"
     note_cmd "cat /sys/bus/pci/devices/$bus/numa_node"
     run_cmd nvidia-smi.log "$(left)" nvidia-smi
-    gpu_cuda=$(sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' "$work/nvidia-smi.log" | head -n 1)
-    fig cuda_driver_api "${gpu_cuda:-unknown}"
     run_cmd nvidia-smi-q.log "$(left)" nvidia-smi -q -i 0
     if command -v nvcc >/dev/null 2>&1; then
-        fig nvcc "$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+        fact nvcc "$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
     fi
-    if [ -z "$gpu_name" ] || [ "$gpu_name" = unknown ]; then
-        step_end fail "nvidia-smi did not name the GPU"
-    else
-        step_end ok
-    fi
+    end
 }
 
 step_tests() {
-    step_begin tests 90 "every test program on the $([ -n "$simulated" ] && echo 'simulated' || echo 'real') GPU" ||
-        { step_skipped; return; }
+    begin tests 90 "every test program on the $([ -n "$simulated" ] && echo 'simulated' || echo 'real') GPU" ||
+        return 0
     local soak=10 jobs=1
     [ -n "$short" ] && soak=2 jobs=$(nproc 2>/dev/null || echo 2)
-    local tests=() t all=0 src
+    local tests=() t all=0 src running=0
     for t in "$root"/tests/test_*; do
         if [ ! -f "$t" ] || [ ! -x "$t" ]; then continue; fi
         all=$((all + 1))
@@ -464,66 +429,33 @@ step_tests() {
         # MPI_Init needs an Open MPI installation (its plugins, orted), not only
         # the library the bundle brings: without mpirun, test_dist is the nccl step's.
         if [ "${t##*/}" = test_dist ] && ! command -v mpirun >/dev/null 2>&1; then
-            fig not_run "test_dist: no MPI installation here (no mpirun); see the nccl step"
+            fact not_run "test_dist: no MPI installation here (no mpirun); see the nccl step"
             continue
         fi
         tests+=("$t")
     done
-    if [ ${#tests[@]} -eq 0 ]; then step_end fail "no test programs in $root/tests"; return; fi
-    [ -z "$short" ] || [ "$all" = ${#tests[@]} ] || fig dry_run "the ${#tests[@]} of $all programs that use a device"
+    if [ ${#tests[@]} -eq 0 ]; then end fail "no test programs in $root/tests"; return; fi
+    [ -z "$short" ] || [ "$all" = ${#tests[@]} ] || fact dry_run "the ${#tests[@]} of $all programs that use a device"
     # Parallel only in the dry run: on a real GPU the tests take what memory they find.
-    local i=0 running=0
     for t in "${tests[@]}"; do
         ( in_bg=1 run_cmd "test-${t##*/}.log" "$(left)" FERRY_SOAK_SECONDS=$soak "$t" ) &
-        running=$((running + 1)); i=$((i + 1))
+        running=$((running + 1))
         if [ "$running" -ge "$jobs" ]; then wait -n; running=$((running - 1)); fi
     done
     wait
-    local passed=0 failed=0 skipped=0 bad='' nodev='' last n reasons=
-    for t in "${tests[@]}"; do
-        n=${t##*/}
-        collect "test-$n.log"
-        last=$(tail -n 1 "$work/test-$n.log")
-        case $last in
-            *" passed, "*" failed, "*" skipped")
-                # shellcheck disable=SC2086 # the summary's words
-                set -- $last
-                passed=$((passed + $1)); failed=$((failed + $3)); skipped=$((skipped + $5))
-                [ "$3" = 0 ] || bad+="$n ($3 failed: $(grep '^FAIL ' "$work/test-$n.log" | cut -c7- | paste -sd, | sed 's/,/, /g')); "
-                ;;
-            *)
-                failed=$((failed + 1))
-                bad+="$n (exit $rc, no summary$([ "$rc" = 124 ] && echo ': timed out')); "
-                ;;
-        esac
-        if grep -q 'no CUDA device' "$work/test-$n.log"; then
-            nodev+="$n ($(grep -c 'no CUDA device' "$work/test-$n.log")), "
-        fi
-        reasons+=$(grep '^  skipped: ' "$work/test-$n.log" | sed "s/^  skipped: //; s/^/$n: /")$'\n'
-    done
-    fig programs "${#tests[@]}"
-    fig passed "$passed"; fig failed "$failed"; fig skipped "$skipped"
-    fig skip_reasons "$(printf '%s' "$reasons" | grep -v '^$' | sort | uniq -c | sed 's/^ *\([0-9]*\) \(.*\)/\2 (x\1)/' | paste -sd ';' | sed 's/;/; /g')"
-    [ -n "$bad" ] && fig failing "${bad%; }"
-    if [ -n "$bad" ]; then
-        step_end fail "${bad%; }"
-    elif [ -z "$simulated" ] && [ -n "$nodev" ]; then
-        step_end fail "GPU tests skipped for lack of a device: ${nodev%, }"
-    else
-        step_end ok "$passed passed, $failed failed, $skipped skipped in ${#tests[@]} programs"
-    fi
+    for t in "${tests[@]}"; do collect "test-${t##*/}.log"; done
+    end
 }
 
 step_sanitizer() {
-    step_begin sanitizer 100 "compute-sanitizer memcheck, racecheck, initcheck, synccheck over the GPU tests" ||
-        { step_skipped; return; }
+    begin sanitizer 100 "compute-sanitizer memcheck, racecheck, initcheck, synccheck over the GPU tests" || return 0
     local tests=(test_nn test_loader_gpu test_ops test_allocator test_pinned test_backend_ops)
     local tools=(memcheck racecheck initcheck synccheck)
-    fig tests "${tests[*]}"; fig tools "${tools[*]}"
-    if [ -n "$simulated" ]; then step_end skipped "simulated (compute-sanitizer needs a real GPU)"; return; fi
+    fact tests "${tests[*]}"; fact tools "${tools[*]}"
+    if [ -n "$simulated" ]; then end skipped "simulated (compute-sanitizer needs a real GPU)"; return; fi
     local cs
     cs=$(command -v compute-sanitizer || { [ -x /usr/local/cuda/bin/compute-sanitizer ] && echo /usr/local/cuda/bin/compute-sanitizer; })
-    if [ -z "$cs" ]; then step_end fail "compute-sanitizer not found"; return; fi
+    if [ -z "$cs" ]; then end fail "compute-sanitizer not found"; return; fi
     # Lanes of runs in parallel; test_nn (it fills half the free device memory
     # on purpose) has a lane of its own. API errors are not counted: the tests
     # provoke them on purpose (out of memory, bad arguments) and check them.
@@ -548,87 +480,18 @@ step_sanitizer() {
         ) &
     done
     wait
-    local bad='' errs warns total=0 summary res
     for tool in "${tools[@]}"; do
-        res=
-        for t in "${tests[@]}"; do
-            if [ -f "$work/cs-$tool-$t.log.meta" ]; then collect "cs-$tool-$t.log"; else rc="not run"; fi
-            # racecheck ends with "RACECHECK SUMMARY: N hazards displayed (E errors, W warnings)",
-            # the others with "ERROR SUMMARY: E errors".
-            errs=$(sed -n 's/.*ERROR SUMMARY: \([0-9]*\) error.*/\1/p; s/.*RACECHECK SUMMARY: .*(\([0-9]*\) error.*/\1/p' \
-                   "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
-            warns=$(sed -n 's/.*RACECHECK SUMMARY: .*, \([0-9]*\) warning.*/\1/p' "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
-            summary=$(grep -E '^[0-9]+ passed, ' "$work/cs-$tool-$t.log" 2>/dev/null | tail -n 1)
-            if [ -z "$errs" ]; then
-                bad+="$tool $t: no summary line (exit $rc$([ "$rc" = 124 ] && echo ', timed out')); "
-                res+="$t ?, "
-            else
-                total=$((total + errs))
-                [ "$errs" = 0 ] || bad+="$tool $t: $errs errors; "
-                case $summary in *" 0 failed, "*) ;; *) bad+="$tool $t: the test failed under the sanitizer (${summary:-no summary}); " ;; esac
-                res+="$t $errs${warns:+ ($warns warnings)}, "
-            fi
-        done
-        fig "$tool" "${res%, }"
+        for t in "${tests[@]}"; do [ ! -f "$work/cs-$tool-$t.log.meta" ] || collect "cs-$tool-$t.log"; done
     done
-    fig errors "$total"
-    if [ -n "$bad" ]; then step_end fail "${bad%; }"; else step_end ok "0 errors in ${#tests[@]} x ${#tools[@]} runs"; fi
+    end
 }
 
 step_h2d() {
-    step_begin h2d 20 "ferry bench h2d: pinned vs pageable copies, 4 KiB to 256 MiB" || { step_skipped; return; }
+    begin h2d 20 "ferry bench h2d: pinned vs pageable copies, 4 KiB to 256 MiB" || return 0
     local args=(--format json)
     [ -n "$simulated" ] && args+=(--max-mib 1 --reps 1)
     run_cmd h2d.log "$(left)" "$root/ferry" bench h2d "${args[@]}"
-    local log=$work/h2d.log
-    if [ "$rc" != 0 ]; then step_end fail "ferry bench h2d exited with $rc: $(tail -n 1 "$log")"; return; fi
-    local rows; rows=$(grep -c '"direction":' "$log")
-    fig rows "$rows"
-    if grep -q '"gpu": false' "$log"; then
-        step_end fail "no CUDA device: ferry bench h2d measured host memcpy only"; return
-    fi
-    if [ -n "$simulated" ]; then
-        step_end skipped "simulated (bandwidth needs real hardware; the command ran and gave $rows rows)"; return
-    fi
-    row() { grep -F "\"direction\": \"$1\", \"memory\": \"$2\", \"mode\": \"$3\", \"bytes\": $4," "$log" | head -n 1; }
-    local mib64=67108864 pin page_a page_s d2h best
-    pin=$(jnum gb_per_s "$(row H2D pinned async $mib64)")
-    page_a=$(jnum gb_per_s "$(row H2D pageable async $mib64)")
-    page_s=$(jnum gb_per_s "$(row H2D pageable sync $mib64)")
-    d2h=$(jnum gb_per_s "$(row D2H pinned async $mib64)")
-    best=$(grep '"direction": "H2D"' "$log" | grep '"mode": "async"' | sed -n 's/.*"gb_per_s": *\([0-9.]*\).*/\1/p' | sort -g | tail -n 1)
-    fig h2d_pinned_async_64MiB_GBps "${pin:-?}"
-    fig h2d_pageable_async_64MiB_GBps "${page_a:-?}"
-    fig h2d_pageable_sync_64MiB_GBps "${page_s:-?}"
-    fig d2h_pinned_async_64MiB_GBps "${d2h:-?}"
-    fig h2d_best_async_GBps "${best:-?}"
-    fig h2d_pinned_256MiB_GBps "$(jnum gb_per_s "$(row H2D pinned async 268435456)")"
-    if [ -z "$pin" ] || [ -z "$best" ]; then step_end fail "no pinned async H2D row at 64 MiB"; return; fi
-    local frac; frac=$(calc %.3f "$pin / $best")
-    fig pinned_vs_best "$frac"
-    local why=
-    ge "$pin" 50 || why+="pinned H2D at 64 MiB is $pin GB/s (< 50); "
-    ge "$frac" 0.9 || why+="pinned H2D at 64 MiB is $frac of the best async copy (< 0.90); "
-    if [ -n "$why" ]; then step_end fail "${why%; }"
-    else step_end ok "pinned $pin GB/s at 64 MiB ($frac of the best async copy), pageable $page_a GB/s"; fi
-}
-
-# pipeline_figs LOG: the rows of `ferry bench --format json` as figures.
-pipeline_figs() {
-    local log=$1 base line w ips stall h2d ratio
-    base=$(jnum images_per_s "$(grep '"baseline"' "$log")")
-    [ -n "$base" ] && fig plain_libpng_1_thread_ips "$base"
-    while IFS= read -r line; do
-        w=$(jnum workers "$line"); ips=$(jnum images_per_s "$line")
-        stall=$(jnum stall_pct "$line"); h2d=$(jnum h2d_gbps "$line")
-        local key="workers_$w"
-        case $line in *'"overlap":false'*) key+="_overlap_off" ;; esac
-        ratio=
-        [ -n "$base" ] && [ "$w" -gt 0 ] && ratio=$(calc %.2f "$ips / ($w * $base)")
-        fig "$key" "$ips images/s, stall $stall %, H2D $h2d GB/s${ratio:+, $ratio x ($w x plain libpng)}$(case $line in *'"simulated":true'*) echo ' (simulated)' ;; esac)"
-        last_ratio=$ratio last_ips=$ips
-    done < <(grep '"workers":' "$log")
-    fig digest "$(grep -o '"digest":"[0-9a-f]*"' "$log" | sort -u | cut -d'"' -f4 | paste -sd ' ')"
+    end
 }
 
 worker_list() {
@@ -638,32 +501,22 @@ worker_list() {
 }
 
 step_pipeline() {
-    step_begin pipeline 35 "ferry bench on the Fashion-MNIST PNGs, all cores, against the plain libpng loop" ||
-        { step_skipped; return; }
-    if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local n epochs=3 batch=256
-    n=$(nproc 2>/dev/null || echo 2)
+    begin pipeline 35 "ferry bench on the Fashion-MNIST PNGs, all cores, against the plain libpng loop" || return 0
+    if [ -z "$fashion" ]; then end skipped "$fashion_why"; return; fi
+    local epochs=3 batch=256
     [ -n "$simulated" ] && epochs=1 batch=64
     run_cmd pipeline.log "$(left)" "$root/ferry" bench "$fashion/train" --workers "$(worker_list)" --batch $batch \
         --epochs $epochs --device cuda --pin on --baseline --format json
-    local log=$work/pipeline.log last_ratio='' last_ips=''
-    pipeline_figs "$log"
-    if [ "$rc" != 0 ]; then step_end fail "ferry bench exited with $rc: $(grep -v '^{' "$log" | tail -n 1)"; return; fi
-    if [ -n "$simulated" ]; then step_end ok "ran on the simulated GPU (figures mean nothing)"; return; fi
-    local goal=met
-    ge "${last_ratio:-0}" 0.9 || goal="not met"
-    fig goal "with $n workers >= 0.9 x $n x the plain libpng rate: $goal"
-    step_end ok "$last_ips images/s with $n workers, $last_ratio x $n x the plain libpng rate (goal 0.9: $goal)"
+    end
 }
 
 step_color() {
-    step_begin color 35 "ferry bench on generated RGB PNGs at 224x224 with random crop and flip" ||
-        { step_skipped; return; }
-    local n lanes=16 per=64 k dir=$work/color epochs=5 batch=64
+    begin color 35 "ferry bench on generated RGB PNGs at 224x224 with random crop and flip" || return 0
+    local lanes=16 per=64 k dir=$work/color epochs=5 batch=64 bad=
     # Kept beside the bundle's data in a real run (the commands in the report stay valid).
     [ -z "$short" ] && [ -d "$unpacked/data" ] && dir=$unpacked/data/color-256
-    n=$(nproc 2>/dev/null || echo 2)
     [ -n "$simulated" ] && lanes=2 per=4 epochs=1 batch=4
+    fact lanes "$lanes"; fact per "$per"
     # The generator writes images 0..N-1 of a fixed sequence: the same set in each
     # class folder, generated in parallel.
     rm -rf "$dir"
@@ -671,42 +524,27 @@ step_color() {
         ( in_bg=1 run_cmd "gen-$k.log" "$(left)" "$root/ferry" bench decode --generate "$(printf '%s/c%02d' "$dir" "$k")" "$per" ) &
     done
     wait
-    local bad=
     for ((k = 0; k < lanes; k++)); do
         collect "gen-$k.log"
         [ "$rc" = 0 ] || bad="ferry bench decode --generate exited with $rc: $(tail -n 1 "$work/gen-$k.log")"
     done
-    if [ -n "$bad" ]; then step_end fail "$bad"; return; fi
-    fig images "$((lanes * per)) of 256x256x3 ($lanes class folders of the same $per)"
-    fig transforms "decoded 256x256, center-cropped to 224x224, then a seeded random crop (pad 16) and left-right flip per sample (--size 224 --crop-pad 16 --flip)"
+    if [ -n "$bad" ]; then end fail "$bad"; return; fi
     run_cmd color.log "$(left)" "$root/ferry" bench "$dir" --workers "$(worker_list)" --batch $batch --epochs $epochs \
         --device cuda --pin on --baseline --size 224 --crop-pad 16 --flip --format json
-    local log=$work/color.log last_ratio='' last_ips=''
-    pipeline_figs "$log"
-    if [ "$rc" != 0 ]; then step_end fail "ferry bench exited with $rc: $(grep -v '^{' "$log" | tail -n 1)"; return; fi
-    if [ -n "$simulated" ]; then step_end ok "ran on the simulated GPU (figures mean nothing)"; return; fi
-    step_end ok "$last_ips images/s with $n workers, $last_ratio x $n x the plain libpng rate"
+    end
 }
 
 step_overlap() {
-    step_begin overlap 25 "ferry bench --overlap both --compute-ms X: loading hidden behind compute" ||
-        { step_skipped; return; }
-    if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local n x xs="1 2 5" res='' line
+    begin overlap 25 "ferry bench --overlap both --compute-ms X: loading hidden behind compute" || return 0
+    if [ -z "$fashion" ]; then end skipped "$fashion_why"; return; fi
+    local n x xs="1 2 5"
     n=$(nproc 2>/dev/null || echo 2)
     [ -n "$simulated" ] && xs=1 n=2
     for x in $xs; do
         run_cmd "overlap-$x.log" "$(left)" "$root/ferry" bench "$fashion/train" --workers "$n" --batch 256 --epochs 1 \
             --device cuda --overlap both --compute-ms "$x" --format json
-        if [ "$rc" != 0 ]; then res+="compute $x ms: exit $rc; "; continue; fi
-        local on off
-        on=$(grep '"overlap":true' "$work/overlap-$x.log" | head -n 1)
-        off=$(grep '"overlap":false' "$work/overlap-$x.log" | head -n 1)
-        fig "compute_${x}ms" "overlap on $(jnum images_per_s "$on") images/s (stall $(jnum stall_pct "$on") %), off $(jnum images_per_s "$off") images/s (stall $(jnum stall_pct "$off") %)$([ -n "$simulated" ] && echo ' (simulated)')"
     done
-    if [ -n "$res" ]; then step_end fail "${res%; }"
-    elif [ -n "$simulated" ]; then step_end ok "ran on the simulated GPU (figures mean nothing)"
-    else step_end ok; fi
+    end
 }
 
 # A python3 that imports all of MODULES (PyTorch's usually lives in python3).
@@ -720,237 +558,77 @@ find_python() {
 }
 
 step_torch() {
-    step_begin torch 55 "bench/compare_torch.py --device cuda: loader, MLP and CNN epochs against PyTorch" ||
-        { step_skipped; return; }
-    if [ -n "$simulated" ]; then step_end skipped "simulated (PyTorch needs a real GPU for --device cuda)"; return; fi
-    if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local py
-    if ! py=$(find_python "torch, torchvision, PIL"); then step_end skipped "torch (with torchvision and PIL) not importable"; return; fi
-    fig torch "$("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null)"
+    begin torch 55 "bench/compare_torch.py --device cuda: loader, MLP and CNN epochs against PyTorch" || return 0
+    if [ -n "$simulated" ]; then end skipped "simulated (PyTorch needs a real GPU for --device cuda)"; return; fi
+    if [ -z "$fashion" ]; then end skipped "$fashion_why"; return; fi
+    local py n what
+    if ! py=$(find_python "torch, torchvision, PIL"); then end skipped "torch (with torchvision and PIL) not importable"; return; fi
+    fact torch "$("$py" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda)' 2>/dev/null)"
     if ! "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1; then
-        step_end fail "PyTorch ($py) sees no CUDA device"; return
+        end fail "PyTorch ($py) sees no CUDA device"; return
     fi
-    local n what out bad=
     n=$(nproc 2>/dev/null || echo 2)
     for what in loader mlp cnn; do
         local extra=()
         [ "$what" != loader ] && extra=(--model "$what")
         run_cmd "torch-$what.log" "$(left)" PYTHONUNBUFFERED=1 "$py" bench/compare_torch.py "$fashion/train" \
             --device cuda --workers "$n" --batch 256 --ferry "$root/ferry" --json "${extra[@]}"
-        out=$(grep '^{' "$work/torch-$what.log" | tail -n 1)
-        if [ "$rc" != 0 ] || [ -z "$out" ]; then bad+="$what: exit $rc; "; continue; fi
-        if [ $what = loader ]; then
-            fig loader "ferry $(calc %.0f "$(jnum images_per_s "${out#*\"ferry\"}")") images/s, PyTorch $(calc %.0f "$(jnum images_per_s "${out#*\"torch\"}")") images/s, ratio $(calc %.2f "$(jnum ratio "$out")")"
-        else
-            fig "$what" "ferry $(calc %.0f "$(jnum ferry_images_per_s "$out")") images/s, PyTorch $(calc %.0f "$(jnum images_per_s "${out#*\"torch\"}")") images/s, ratio $(calc %.2f "$(jnum ratio "$out")") (one training epoch)"
-        fi
     done
-    if [ -n "$bad" ]; then step_end fail "${bad%; }"; else step_end ok; fi
+    end
 }
 
-# step_train NAME CAP AMP
+# step_train NAME AMP CAP
 step_train() {
     local name=$1 amp=$2
-    step_begin "$name" "$3" "train_gray --model cnn --device cuda${amp:+ --amp}: test accuracy >= 0.915, epoch time" ||
-        { step_skipped; return; }
-    if [ -z "$fashion" ]; then step_end skipped "$fashion_why"; return; fi
-    local epochs=${FERRY_GPU_CHECK_EPOCHS:-10} workers=4 args=()
+    begin "$name" "$3" "train_gray --model cnn --device cuda${amp:+ --amp}: test accuracy >= 0.915, epoch time" ||
+        return 0
+    if [ -z "$fashion" ]; then end skipped "$fashion_why"; return; fi
+    local epochs=${FERRY_GPU_CHECK_EPOCHS:-10} workers=4 args=() ck=$work/$name.safetensors
     [ -n "$simulated" ] && epochs=1 workers=2
     [ -n "$amp" ] && args+=(--amp)
-    local ck=$work/$name.safetensors
     run_cmd "$name.log" "$(left)" "$root/samples/train_gray" --data "$fashion" --model cnn --device cuda \
         --epochs "$epochs" --workers "$workers" --seed 0 --out "$work/$name" --save "$ck" ${args[@]+"${args[@]}"}
-    local log=$work/$name.log acc ntrain eps
-    acc=$(sed -n 's/^test accuracy: //p' "$log")
-    ntrain=$(sed -n 's/^data: \([0-9]*\) train.*/\1/p' "$log")
-    # Epoch lines: epoch, train loss, train acc, val loss, val acc, stall, images/s.
-    eps=$(awk 'NF == 7 && $1 ~ /^[0-9]+$/ { print $1, $7, $6 }' "$log")
-    fig device "$(sed -n 's/^device: //p' "$log")"
-    fig epochs_done "$(printf '%s\n' "$eps" | grep -c .)"
-    if [ -n "$eps" ] && [ -n "$ntrain" ]; then
-        fig epoch_seconds "$(printf '%s\n' "$eps" | awk -v n="$ntrain" '{ printf "%s%.2f", (NR > 1 ? " " : ""), n / $2 }')"
-        fig train_images_per_s "$(printf '%s\n' "$eps" | awk '{ printf "%s%s", (NR > 1 ? " " : ""), $2 }')"
-        fig mean_epoch_s_after_first "$(printf '%s\n' "$eps" | awk -v n="$ntrain" 'NR > 1 { s += n / $2; k++ } END { if (k) printf "%.2f", s / k; else print "-" }')"
-    fi
-    fig test_accuracy "${acc:-none}"
     [ -f "$ck" ] && [ -z "$amp" ] && checkpoint=$ck
-    if [ "$rc" != 0 ]; then
-        step_end fail "train_gray exited with $rc$([ "$rc" = 124 ] && echo ' (timed out)'): $(tail -n 1 "$log")"
-    elif [ -z "$acc" ]; then
-        step_end fail "no test accuracy line"
-    elif [ -n "$simulated" ]; then
-        step_end ok "ran on the simulated GPU, tiny data (accuracy $acc not checked)"
-    elif ge "$acc" 0.915; then
-        step_end ok "test accuracy $acc (goal 0.915)"
-    else
-        step_end fail "test accuracy $acc < 0.915"
-    fi
+    end
 }
 
 step_nccl() {
-    step_begin nccl 20 "NCCL: test_dist under mpirun, bench/dist_overhead.sh --device cuda" || { step_skipped; return; }
-    if [ -n "$simulated" ]; then step_end skipped "simulated (NCCL needs NVIDIA hardware)"; return; fi
-    case $ferry_dist in *NCCL*) ;; *) step_end skipped "built without NCCL (${ferry_dist:-unknown})"; return ;; esac
-    if ! command -v mpirun >/dev/null 2>&1; then step_end skipped "no mpirun"; return; fi
+    begin nccl 20 "NCCL: test_dist under mpirun, bench/dist_overhead.sh --device cuda" || return 0
+    if [ -n "$simulated" ]; then end skipped "simulated (NCCL needs NVIDIA hardware)"; return; fi
+    case $ferry_dist in *NCCL*) ;; *) end skipped "built without NCCL (${ferry_dist:-unknown})"; return ;; esac
+    if ! command -v mpirun >/dev/null 2>&1; then end skipped "no mpirun"; return; fi
     local mpi=(mpirun -np 1 --oversubscribe)
     [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
-    local bad=
     run_cmd nccl-test.log "$(left)" "${mpi[@]}" "$root/tests/test_dist"
-    local sum; sum=$(grep -E '^[0-9]+ passed, ' "$work/nccl-test.log" | tail -n 1)
-    fig test_dist "${sum:-no summary (exit $rc)}"
-    if grep -q -A1 'skipped:.*\(NCCL\|NVIDIA\)' "$work/nccl-test.log"; then
-        bad+="the NCCL test skipped: $(grep -m1 'skipped:' "$work/nccl-test.log" | sed 's/^ *//'); "
-    fi
-    case $sum in *" 0 failed, "*) [ "$rc" = 0 ] || bad+="test_dist exited with $rc; " ;; *) bad+="test_dist: ${sum:-exit $rc}; " ;; esac
     if [ -n "$fashion" ]; then
         run_cmd nccl-overhead.log "$(left)" FERRY_BUILD="$root" sh bench/dist_overhead.sh --device cuda --runs 1 \
             --data "$fashion" --limit 16384 --workers 4
-        if [ "$rc" = 0 ]; then
-            fig dist_overhead "$(grep -E '^(without|with|overhead)' "$work/nccl-overhead.log" | paste -sd ';' | sed 's/;/; /g')"
-            fig backend "$(grep -m1 '^distributed:' "$work/nccl-overhead.log")"
-        else
-            bad+="dist_overhead.sh exited with $rc; "
-        fi
     fi
-    if [ -n "$bad" ]; then step_end fail "${bad%; }"; else step_end ok; fi
+    end
 }
 
 step_safetensors() {
-    step_begin safetensors 20 "PyTorch loads a ferry checkpoint (safetensors) and gives the same logits" ||
-        { step_skipped; return; }
+    begin safetensors 20 "PyTorch loads a ferry checkpoint (safetensors) and gives the same logits" || return 0
     local py reader=safetensors
     if [ -n "$simulated" ]; then
         # The dry run checks the helper with whatever PyTorch is at hand; the
         # safetensors package is optional there (the helper reads the format itself).
-        if ! py=$(find_python torch); then step_end skipped "torch not importable"; return; fi
+        if ! py=$(find_python torch); then end skipped "torch not importable"; return; fi
         "$py" -c 'import safetensors' >/dev/null 2>&1 || reader=builtin
     elif ! py=$(find_python "torch, safetensors"); then
-        step_end skipped "torch and safetensors not importable"; return
+        end skipped "torch and safetensors not importable"; return
     fi
-    if [ ! -f "$root/libferry.so" ]; then step_end fail "no $root/libferry.so (the helper calls it through ctypes)"; return; fi
+    if [ ! -f "$root/libferry.so" ]; then end fail "no $root/libferry.so (the helper calls it through ctypes)"; return; fi
     if [ -z "$checkpoint" ]; then
-        if [ -z "$fashion" ]; then step_end skipped "no checkpoint and $fashion_why"; return; fi
+        if [ -z "$fashion" ]; then end skipped "no checkpoint and $fashion_why"; return; fi
         checkpoint=$work/ck.safetensors
         run_cmd ck.log "$(left)" "$root/samples/train_gray" --data "$fashion" --model cnn --device cuda --epochs 1 \
             --limit 2048 --workers 2 --out "$work/ck" --save "$checkpoint"
-        [ "$rc" = 0 ] || { step_end fail "train_gray --save exited with $rc"; return; }
+        [ "$rc" = 0 ] || { end fail "train_gray --save exited with $rc"; return; }
     fi
     run_cmd safetensors.log "$(left)" PYTHONUNBUFFERED=1 "$py" bench/check_safetensors.py "$checkpoint" \
         --lib "$root/libferry.so" --device cuda --reader $reader --json
-    local out; out=$(grep '^{' "$work/safetensors.log" | tail -n 1)
-    local k
-    for k in model reader torch_device max_abs_diff rel_diff argmax_agree batch; do
-        local v; v=$(jstr "$k" "$out"); [ -n "$v" ] || v=$(jnum "$k" "$out")
-        [ -n "$v" ] && fig "$k" "$v"
-    done
-    local verdict; verdict=$(jstr verdict "$out")
-    if [ "$rc" = 0 ] && [ -n "$out" ]; then
-        step_end ok "$verdict"
-    else
-        step_end fail "${verdict:-exit $rc: $(tail -n 1 "$work/safetensors.log")}"
-    fi
-}
-
-# ---- the report ----
-
-jesc() {
-    local s=$1
-    s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\t'/\\t}; s=${s//$'\n'/\\n}; s=${s//$'\r'/}
-    printf '%s' "$s" | tr -d '\000-\010\013\014\016-\037'
-}
-jval() { # a number stays a number
-    if printf '%s' "$1" | grep -Eq '^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?$'; then printf '%s' "$1"
-    else printf '"%s"' "$(jesc "$1")"; fi
-}
-mdesc() { printf '%s' "$1" | sed 's/|/\\|/g'; }
-
-write_reports() {
-    local total i nok=0 nfail=0 nskip=0
-    total=$(secs_since "$t_start")
-    for i in "${!S_NAME[@]}"; do
-        case ${S_STATUS[i]} in ok) nok=$((nok + 1)) ;; fail) nfail=$((nfail + 1)) ;; *) nskip=$((nskip + 1)) ;; esac
-    done
-    local mode device
-    if [ -n "$simulated" ]; then
-        mode="simulated GPU (FERRY_SIM_GPUS=$FERRY_SIM_GPUS)$([ -n "$dry" ] && echo ', dry run (short limits)')"
-        device="${ferry_device:-none} (simulated)"
-    else
-        mode="real GPU"
-        device=${gpu_name:-${ferry_device:-unknown}}
-    fi
-    local driver=${gpu_driver:-}${gpu_cuda:+ (CUDA $gpu_cuda)}
-    [ -n "$driver" ] || driver=$([ -n "$simulated" ] && echo "none (simulated)" || echo unknown)
-    local host cpu
-    host=$(hostname 2>/dev/null || echo unknown)
-    cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores"
-    local date; date=$(date -u '+%Y-%m-%d %H:%M UTC')
-
-    {
-        printf '{\n'
-        printf '  "date": "%s",\n' "$date"
-        printf '  "mode": "%s",\n' "$([ -n "$simulated" ] && echo simulated || echo real)"
-        printf '  "dry_run": %s,\n' "$([ -n "$dry" ] && echo true || echo false)"
-        printf '  "device": "%s",\n' "$(jesc "$device")"
-        printf '  "driver": "%s",\n' "$(jesc "$driver")"
-        printf '  "host": "%s",\n' "$(jesc "$host; $cpu")"
-        printf '  "ferry": "%s",\n' "$(jesc "${ferry_version:-?}; ${ferry_build:-?}; ${ferry_dist:-?}")"
-        printf '  "bundle": "%s",\n' "$(jesc "$bundle_note")"
-        printf '  "libraries": "%s",\n' "$(jesc "${libs_note:-system}${libs_missing:+; still missing: $libs_missing}")"
-        printf '  "command": "%s",\n' "$(jesc "$invocation")"
-        printf '  "seconds": %s,\n' "$total"
-        printf '  "summary": {"ok": %d, "fail": %d, "skipped": %d},\n' "$nok" "$nfail" "$nskip"
-        printf '  "steps": [\n'
-        for i in "${!S_NAME[@]}"; do
-            local figs='' k v cmds=''
-            while IFS=$'\t' read -r k v; do
-                [ -n "$k" ] && figs+="\"$(jesc "$k")\": $(jval "$v"), "
-            done <<< "${S_FIG[i]}"
-            while IFS= read -r v; do [ -n "$v" ] && cmds+="\"$(jesc "$v")\", "; done <<< "${S_CMDS[i]}"
-            printf '    {"name": "%s", "status": "%s", "reason": "%s", "seconds": %s, "title": "%s", "figures": {%s}, "commands": [%s]}%s\n' \
-                "${S_NAME[i]}" "${S_STATUS[i]}" "$(jesc "${S_REASON[i]}")" "${S_SECS[i]}" "$(jesc "${S_TITLE[i]}")" \
-                "${figs%, }" "${cmds%, }" "$([ "$i" -lt $((${#S_NAME[@]} - 1)) ] && echo ,)"
-        done
-        printf '  ]\n}\n'
-    } > "$outdir/report.json"
-
-    {
-        echo "# ferry gpu-check"
-        echo
-        echo "- Date: $date"
-        echo "- Device: $device; driver: $driver"
-        echo "- Mode: $mode"
-        echo "- Host: $host, $cpu"
-        echo "- ferry: ${ferry_version:-?}; build: ${ferry_build:-?}; distributed: ${ferry_dist:-?}"
-        echo "- Bundle: $bundle_note"
-        echo "- Libraries: ${libs_note:-all found on the system}${libs_missing:+; still missing: $libs_missing}"
-        echo "- Command: \`$invocation\`"
-        echo "- Result: $nok ok, $nfail failed, $nskip skipped in ${total} s (each command's output: logs.txt)"
-        echo
-        echo "| step | status | s | key figures |"
-        echo "|---|---|---|---|"
-        for i in "${!S_NAME[@]}"; do
-            local key=${S_REASON[i]}
-            [ -n "$key" ] || key=$(printf '%s' "${S_FIG[i]}" | head -n 3 | sed 's/\t/: /' | paste -sd ';' | sed 's/;/; /g')
-            echo "| ${S_NAME[i]} | ${S_STATUS[i]} | ${S_SECS[i]} | $(mdesc "$key") |"
-        done
-        for i in "${!S_NAME[@]}"; do
-            echo
-            echo "## ${S_NAME[i]}: ${S_STATUS[i]}"
-            echo
-            echo "${S_TITLE[i]}. ${S_SECS[i]} s.${S_REASON[i]:+ ${S_STATUS[i]^}: ${S_REASON[i]}}"
-            if [ -n "${S_FIG[i]}" ]; then
-                echo
-                printf '%s' "${S_FIG[i]}" | while IFS=$'\t' read -r k v; do [ -n "$k" ] && echo "- $k: $v"; done
-            fi
-            if [ -n "${S_CMDS[i]}" ]; then
-                echo
-                echo '```sh'
-                printf '%s' "${S_CMDS[i]}"
-                echo '```'
-            fi
-        done
-    } > "$outdir/report.md"
-    echo "gpu-check: $nok ok, $nfail failed, $nskip skipped in ${total} s: $outdir/report.md, $outdir/report.json, $outdir/logs.txt" >&2
+    end
 }
 
 run_main() {
@@ -968,6 +646,7 @@ run_main() {
         shift
     done
     [ -n "$outdir" ] || usage
+    command -v python3 >/dev/null 2>&1 || die "no python3 (scripts/gpu_report.py writes the report)"
     [ -n "${FERRY_GPU_CHECK_DRY_RUN:-}" ] && [ "${FERRY_GPU_CHECK_DRY_RUN}" != 0 ] && dry=1
     if [ -z "$build" ]; then
         if [ -f build/gpu/gpu-check/ferry.tar.xz ]; then build=build/gpu; else build=build; fi
@@ -1014,8 +693,13 @@ run_main() {
     fi
     libs_note='' libs_missing=''
     resolve_libs
-    ferry_version='' ferry_build='' ferry_dist='' ferry_device='' gpu_name='' gpu_driver='' gpu_cuda='' checkpoint=''
+    ferry_dist='' checkpoint=''
     find_fashion
+    mkdir -p "$work/steps" || die "cannot create $work/steps"
+    rec=$work/run
+    put simulated "$simulated"; put sim_gpus "${FERRY_SIM_GPUS:-}"; put dry "$dry"; put t_start "$t_start"
+    put nproc "$(nproc)"; put bundle "$bundle_note"; put libs "$libs_note"; put libs_missing "$libs_missing"
+    put command "$invocation"
 
     step_info
     step_gpu
@@ -1030,10 +714,7 @@ run_main() {
     step_train train-amp 1 40
     step_nccl
     step_safetensors
-    write_reports
-    local i
-    for i in "${!S_STATUS[@]}"; do [ "${S_STATUS[i]}" != fail ] || return 1; done
-    return 0
+    report report "$work" "$outdir"
 }
 
 case ${1:-} in

@@ -9,14 +9,14 @@
 # and run on a small PNG folder, and make uninstall removing every file again;
 # the same for a DESTDIR install. Prints one line per check and a
 # "N passed, N failed, N skipped" summary.
-#   FERRY_INSTALL_BUILD=build sh scripts/install-test.sh
+#   FERRY_BUILD=build sh scripts/install-test.sh
 # FERRY_INSTALL_MAKEARGS: the variables the build was made with ("CUDA=0",
 # make test passes CUDA, DIST, STATIC and CUDA_ARCH), so that make install finds
 # it up to date instead of rebuilding it; FERRY_INSTALL_CC: the C compiler
 # (passed to make as CC too when set).
 # shellcheck disable=SC2046,SC2086 # make's and pkg-config's words split on purpose
 cd "$(dirname "$0")/.." || exit 1
-build=${FERRY_INSTALL_BUILD:-build}
+build=${FERRY_BUILD:-build}
 margs=${FERRY_INSTALL_MAKEARGS:-}
 cc=${FERRY_INSTALL_CC:-${CC:-cc}}
 passed=0 failed=0 skipped=0

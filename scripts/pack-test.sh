@@ -7,8 +7,8 @@
 # splits, an IDX pair packs, bad arguments exit 2, and the same shards
 # gzip-compressed (by gzip, GNU tar and Python) give the same digest. Prints one line per check
 # and a "N passed, N failed, N skipped" summary.
-#   FERRY_PACK_BUILD=build/h5 sh scripts/pack-test.sh   (default: build)
-build=${FERRY_PACK_BUILD:-build}
+#   FERRY_BUILD=build/h5 sh scripts/pack-test.sh   (default: build)
+build=${FERRY_BUILD:-build}
 passed=0 failed=0 skipped=0
 ok() { echo "ok    pack $1"; passed=$((passed + 1)); }
 bad() { echo "FAIL  pack $1"; failed=$((failed + 1)); }

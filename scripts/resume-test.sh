@@ -4,9 +4,9 @@
 # --workers) until it finishes; its last checkpoint must equal the uninterrupted
 # run's bit for bit (ferry diff at tolerance 0, and cmp). On the CPU and on a
 # simulated GPU. Prints one line per check and "N passed, N failed, N skipped".
-#   FERRY_SAMPLES_BUILD  build folder (default build); FERRY_RESUME_SEED  kill times
+#   FERRY_BUILD  build folder (default build); FERRY_RESUME_SEED  kill times
 set -u
-build=${FERRY_SAMPLES_BUILD:-build}
+build=${FERRY_BUILD:-build}
 seed=${FERRY_RESUME_SEED:-4242}
 passed=0 failed=0 skipped=0
 ok() { echo "ok    resume $1"; passed=$((passed + 1)); }

@@ -7,11 +7,11 @@
 # TOL (0.02) of the CPU run's test accuracy; as the simulator runs the CPU
 # kernels, the two usually agree exactly, and the line says so. Prints one line
 # per check and a "N passed, N failed, N skipped" summary.
-#   FERRY_SAMPLES_BUILD=build sh scripts/sim-samples.sh
+#   FERRY_BUILD=build sh scripts/sim-samples.sh
 # FERRY_FASHION_IDX names the folder with the Fashion-MNIST IDX files
 # (default: Debian's /usr/share/datasets/fashion-mnist); without them the
 # Fashion-MNIST checks skip. FERRY_SIM_SEED, when set, is passed on.
-build=${FERRY_SAMPLES_BUILD:-build}
+build=${FERRY_BUILD:-build}
 idx=${FERRY_FASHION_IDX:-/usr/share/datasets/fashion-mnist}
 tol=0.02
 passed=0 failed=0 skipped=0

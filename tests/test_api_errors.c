@@ -766,6 +766,13 @@ TEST(dataset_custom_errors)
     CHK(ferry_dataset_custom(&noget, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_custom(&nofmt, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_custom(&badlayout, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    static const size_t ends[2] = {3, 2};
+    ferry_dataset_callbacks noends = cb, badends = cb;
+    noends.num_shards = 2;
+    badends.shard_ends = ends;
+    badends.num_shards = 2;
+    CHK(ferry_dataset_custom(&noends, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_custom(&badends, NULL, &ds), FERRY_ERR_INVALID_ARG);
 }
 
 TEST(dataset_retain_destroy_null)

@@ -313,13 +313,152 @@ TEST(streaming_without_shards_or_without_shuffle_fails_by_name)
     c.shuffle = true;
     c.sampler = FERRY_SAMPLER_SEQUENTIAL;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    /* A view of the shards has its own indices, not the shards'. */
-    ferry_dataset *sub = NULL;
-    ASSERT_OK(ferry_dataset_subset(shards(), 0, N, &sub));
+    /* A dataset without shards. */
+    uint8_t px[IW * IH] = {0};
+    ferry_sample_format f = {.channels = 1, .height = IH, .width = IW, .dtype = FERRY_DTYPE_U8};
+    ferry_dataset *mem = NULL;
+    ASSERT_OK(ferry_dataset_memory(px, &f, 1, NULL, &mem));
     c = stream_config(&o);
-    c.dataset = sub;
+    c.dataset = mem;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "needs a dataset of tar shards");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "needs a dataset with shards");
     ASSERT(l == NULL);
-    ferry_dataset_destroy(sub);
+    ferry_dataset_destroy(mem);
+}
+
+/* ---- streaming through views and custom datasets (their shard capability) ---- */
+
+/* Which sample of the shards an image is: its first pixel is (i * 29) mod 256,
+ * distinct for the N samples. */
+static size_t sample_of(const uint8_t *img)
+{
+    for (size_t i = 0; i < N; i++)
+        if ((uint8_t)(i * 29) == img[0])
+            return i;
+    ASSERT_MSG(0, "an image that is no sample of the shards (first pixel %u)", img[0]);
+    return 0;
+}
+
+/* One epoch of ds in streaming mode: each delivered sample as `id` makes it. */
+static size_t stream_ids(ferry_dataset *ds, size_t buffer, size_t workers, size_t (*id)(const uint8_t *),
+                         size_t *out, size_t cap)
+{
+    run_opts o = {.seed = 3, .buffer = buffer, .workers = workers};
+    ferry_loader_config c = stream_config(&o);
+    c.dataset = ds;
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    size_t n = 0, bytes = ferry_dataset_sample_bytes(ds);
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK)
+        for (size_t i = 0; i < b.size; i++, n++) {
+            ASSERT(n < cap);
+            out[n] = id((const uint8_t *)ferry_tensor_data(b.images) + i * bytes);
+        }
+    ferry_loader_destroy(l);
+    return n;
+}
+
+/* With a buffer of 1 the order is the stream itself: each shard (shard_of)
+ * one run, its samples in stored order (ascending here). */
+static void assert_shard_runs(const char *what, const size_t *ids, size_t n, size_t (*shard)(size_t))
+{
+    bool done[64] = {false};
+    for (size_t i = 0; i < n; i++) {
+        size_t s = shard(ids[i]);
+        ASSERT(s < 64);
+        if (i && shard(ids[i - 1]) == s) {
+            ASSERT_MSG(ids[i - 1] < ids[i], "%s: shard %zu's samples out of stored order", what, s);
+            continue;
+        }
+        ASSERT_MSG(!done[s], "%s: shard %zu read in two runs", what, s);
+        done[s] = true;
+    }
+}
+
+TEST(views_of_shards_stream_shard_by_shard)
+{
+    /* An index view: every sample but 3 and 17, in reverse. */
+    size_t idx[N], m = 0;
+    for (size_t i = N; i-- > 0;)
+        if (i != 3 && i != 17)
+            idx[m++] = i;
+    ferry_dataset *iv = NULL, *train = NULL, *val = NULL;
+    ASSERT_OK(ferry_dataset_indices(shards(), idx, m, &iv));
+    ASSERT_OK(ferry_dataset_split(shards(), 0.3, 5, &train, &val));
+    ferry_dataset *views[2] = {iv, train};
+    for (int v = 0; v < 2; v++) {
+        size_t len = ferry_dataset_len(views[v]), ids[N], again[N];
+        size_t n = stream_ids(views[v], 1, 0, sample_of, ids, N);
+        ASSERT_EQ_SIZE(n, len);
+        assert_shard_runs(v ? "split" : "index view", ids, n, shard_of);
+        /* Every sample of the view once, with a real buffer too, for any workers. */
+        n = stream_ids(views[v], 4, 2, sample_of, ids, N);
+        ASSERT_EQ_SIZE(n, len);
+        ASSERT_EQ_SIZE(stream_ids(views[v], 4, 0, sample_of, again, N), len);
+        ASSERT_MEM_EQ(ids, again, n * sizeof *ids);
+        bool seen[N] = {false};
+        for (size_t i = 0; i < n; i++) {
+            ASSERT_MSG(!seen[ids[i]], "sample %zu delivered twice", ids[i]);
+            seen[ids[i]] = true;
+        }
+        if (v == 0)
+            ASSERT(!seen[3] && !seen[17]);
+    }
+    ferry_dataset_destroy(iv);
+    ferry_dataset_destroy(train);
+    ferry_dataset_destroy(val);
+}
+
+/* A custom dataset of 12 samples in shards ending at 4, 4 (an empty one), 9
+ * and 12: sample i is IW x IH pixels of value i. */
+static const size_t custom_ends[4] = {4, 4, 9, 12};
+
+static ferry_status custom_sample(void *user, size_t index, void *dst, size_t dst_bytes,
+                                  const ferry_sample_ctx *ctx, int64_t *label)
+{
+    (void)user;
+    (void)ctx;
+    memset(dst, (int)index, dst_bytes);
+    *label = (int64_t)(index % 3);
+    return FERRY_OK;
+}
+
+static size_t custom_id(const uint8_t *img) { return img[0]; }
+
+static size_t custom_shard(size_t i)
+{
+    size_t s = 0;
+    while (i >= custom_ends[s])
+        s++;
+    return s;
+}
+
+TEST(a_custom_dataset_that_declares_shards_streams)
+{
+    ferry_dataset_callbacks cb = {.len = 12, .format = {.channels = 1, .height = IH, .width = IW,
+                                                        .dtype = FERRY_DTYPE_U8},
+                                  .num_classes = 3, .get = custom_sample, .shard_ends = custom_ends,
+                                  .num_shards = 4};
+    ferry_dataset *ds = NULL;
+    ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
+    size_t ids[12], n = stream_ids(ds, 1, 2, custom_id, ids, 12);
+    ASSERT_EQ_SIZE(n, 12);
+    assert_shard_runs("custom", ids, n, custom_shard);
+    ferry_dataset_destroy(ds);
+    /* Bad layouts are refused by name. */
+    static const size_t decreasing[3] = {5, 4, 12}, short_[2] = {4, 11};
+    ferry_dataset *bad = NULL;
+    cb.shard_ends = decreasing;
+    cb.num_shards = 3;
+    ASSERT_STATUS(ferry_dataset_custom(&cb, NULL, &bad), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "shard_ends[1]");
+    cb.shard_ends = short_;
+    cb.num_shards = 2;
+    ASSERT_STATUS(ferry_dataset_custom(&cb, NULL, &bad), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "shard_ends[1]");
+    cb.shard_ends = NULL;
+    ASSERT_STATUS(ferry_dataset_custom(&cb, NULL, &bad), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "num_shards");
+    ASSERT(bad == NULL);
 }

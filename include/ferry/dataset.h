@@ -38,8 +38,6 @@ typedef struct ferry_scratch ferry_scratch;
 FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
 FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
-/* Everything a get() call needs besides the index. Random augmentation of sample
- * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
 /* Seconds spent per stage, added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
@@ -47,6 +45,8 @@ typedef struct ferry_sample_timing {
     double transform_s; /* resize, crop, flip, channel conversion */
 } ferry_sample_timing;
 
+/* Everything a get() call needs besides the index. Random augmentation of sample
+ * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
 typedef struct ferry_sample_ctx {
     uint64_t seed;
     uint64_t epoch;
@@ -268,6 +268,12 @@ typedef struct ferry_dataset_callbacks {
                         const ferry_sample_ctx *ctx, int64_t *label);
     const char *(*name)(void *user, size_t index); /* optional: a path for messages */
     void (*destroy)(void *user);                   /* optional */
+    /* Optional: the samples come in num_shards consecutive runs (shard k is
+     * [shard_ends[k-1], shard_ends[k]), the last end len), read best front to
+     * back: the loader's streaming mode (stream_shuffle_buffer) then takes
+     * them shard by shard. Copied at create. */
+    const size_t *shard_ends;
+    size_t num_shards;
 } ferry_dataset_callbacks;
 FERRY_API ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                             ferry_dataset **out);

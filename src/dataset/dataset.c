@@ -1,9 +1,12 @@
 /* The dataset core: reference counting, the accessors every kind shares, and the
  * kinds that own no files: views (subset, indices, split), memory and custom. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "ferry/rng.h"
 #include "dataset/internal.h"
 
@@ -119,6 +122,15 @@ typedef struct view {
     ferry_dataset *base;  /* one reference held */
     size_t begin;         /* subset: base index of view index 0 */
     size_t *indices;      /* or an explicit map (owned), NULL for a subset */
+    /* The base's shards seen through the view, made at create when the base
+     * has shards: the view's samples in the base's stored order, and each
+     * shard's end in that order (owned). */
+    size_t nshards;
+    size_t *seq, *ends;
+    /* A read plan's indices mapped to the base's, grown to the largest plan
+     * (the same each epoch, so no allocation after the first). */
+    ferry_mutex plan_lock;
+    size_t *plan, plan_cap; /* guarded by plan_lock */
 } view;
 
 static size_t view_map(const ferry_dataset *ds, size_t i)
@@ -153,10 +165,118 @@ static void view_destroy(ferry_dataset *ds)
         return;
     ferry_dataset_destroy(v->base);
     ferry_host_free(v->indices);
+    ferry_host_free(v->seq);
+    ferry_host_free(v->ends);
+    ferry_host_free(v->plan);
+    ferry_mutex_destroy(&v->plan_lock);
     ferry_host_free(v);
 }
 
-static const ferry_dataset_vtable view_vt = {view_get, view_label, view_name, view_destroy};
+static size_t view_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
+{
+    const view *v = ds->impl;
+    *ends = v->nshards ? v->ends : NULL;
+    if (seq)
+        *seq = v->nshards ? v->seq : NULL;
+    return v->nshards;
+}
+
+static void view_set_readahead(ferry_dataset *ds, size_t bytes)
+{
+    ferry__dataset_set_readahead(((view *)ds->impl)->base, bytes);
+}
+
+static ferry_status view_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+{
+    view *v = ds->impl;
+    if (!v->base->vt->plan_reads)
+        return FERRY_OK;
+    ferry_mutex_lock(&v->plan_lock);
+    ferry_status st = FERRY_OK;
+    if (idx && n > v->plan_cap) {
+        size_t *p = ferry_host_realloc(v->plan, n * sizeof *p);
+        if (p) {
+            v->plan = p;
+            v->plan_cap = n;
+        } else {
+            st = FERRY_ERR_NO_MEMORY;
+        }
+    }
+    if (st == FERRY_OK) {
+        for (size_t i = 0; idx && i < n; i++)
+            v->plan[i] = view_map(ds, idx[i]);
+        st = ferry__dataset_plan_reads(v->base, idx ? v->plan : NULL, idx ? n : 0);
+    }
+    ferry_mutex_unlock(&v->plan_lock);
+    return st;
+}
+
+static size_t view_gzip_shards(const ferry_dataset *ds)
+{
+    return ferry__dataset_gzip_shards(((const view *)ds->impl)->base);
+}
+
+static const ferry_dataset_vtable view_vt = {
+    .get = view_get, .label = view_label, .name = view_name, .destroy = view_destroy,
+    .shard_ends = view_shard_ends, .set_readahead = view_set_readahead, .plan_reads = view_plan_reads,
+    .gzip_shards = view_gzip_shards};
+
+/* A (stored position, view index) pair, ordered by position then index. */
+typedef struct placed {
+    size_t pos, i;
+} placed;
+
+static int placed_cmp(const void *a, const void *b)
+{
+    const placed *x = a, *y = b;
+    if (x->pos != y->pos)
+        return x->pos < y->pos ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The base's shards seen through view ds (n samples): its samples sorted by
+ * where the base stores them, and per shard the count so far. A sample the
+ * view repeats appears as often. */
+static ferry_status view_layout(ferry_dataset *ds)
+{
+    view *v = ds->impl;
+    const size_t *bends, *bseq;
+    size_t k = ferry__dataset_shard_ends(v->base, &bends, &bseq);
+    if (!k)
+        return FERRY_OK;
+    size_t blen = v->base->len, n = ds->len;
+    size_t *pos = NULL; /* base index -> stored position; NULL: the same */
+    placed *pl = ferry_host_malloc((n ? n : 1) * sizeof *pl);
+    v->seq = ferry_host_malloc((n ? n : 1) * sizeof *v->seq);
+    v->ends = ferry_host_malloc(k * sizeof *v->ends);
+    if (bseq)
+        pos = ferry_host_malloc((blen ? blen : 1) * sizeof *pos);
+    if (!pl || !v->seq || !v->ends || (bseq && !pos)) {
+        ferry_host_free(pl);
+        ferry_host_free(pos);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    for (size_t p = 0; bseq && p < blen; p++)
+        pos[bseq[p]] = p;
+    for (size_t i = 0; i < n; i++) {
+        size_t b = view_map(ds, i);
+        pl[i] = (placed){pos ? pos[b] : b, i};
+    }
+    qsort(pl, n, sizeof *pl, placed_cmp);
+    size_t j = 0;
+    for (size_t s = 0; s < k; s++) {
+        while (j < n && pl[j].pos < bends[s]) {
+            v->seq[j] = pl[j].i;
+            j++;
+        }
+        v->ends[s] = j;
+    }
+    FERRY_ASSERT(j == n);
+    v->nshards = k;
+    ferry_host_free(pl);
+    ferry_host_free(pos);
+    return FERRY_OK;
+}
 
 /* Takes ownership of indices (may be NULL for a subset). */
 static ferry_status view_new(ferry_dataset *base, size_t begin, size_t *indices, size_t n,
@@ -170,9 +290,15 @@ static ferry_status view_new(ferry_dataset *base, size_t begin, size_t *indices,
     v->base = ferry_dataset_retain(base);
     v->begin = begin;
     v->indices = indices;
+    ferry_mutex_init(&v->plan_lock);
     ferry_status st = ferry__dataset_new(&view_vt, v, n, &base->format, base->num_classes, out);
     if (st != FERRY_OK)
         return st;
+    if ((st = view_layout(*out)) != FERRY_OK) {
+        ferry_dataset_destroy(*out);
+        *out = NULL;
+        return st;
+    }
     /* Views share the base's class names by copying them: names outlive nothing. */
     if (base->class_names) {
         ferry_dataset *ds = *out;
@@ -288,7 +414,7 @@ static ferry_status memory_label(const ferry_dataset *ds, size_t index, int64_t 
 
 static void memory_destroy(ferry_dataset *ds) { ferry_host_free(ds->impl); }
 
-static const ferry_dataset_vtable memory_vt = {memory_get, memory_label, NULL, memory_destroy};
+static const ferry_dataset_vtable memory_vt = {.get = memory_get, .label = memory_label, .destroy = memory_destroy};
 
 ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *fmt, size_t n,
                                   const int64_t *labels, ferry_dataset **out)
@@ -322,7 +448,8 @@ ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *f
 typedef struct custom_ds {
     ferry_dataset_callbacks cb;
     void *user;
-    int owned; /* user is ours to destroy: set once creation has succeeded */
+    int owned;     /* user is ours to destroy: set once creation has succeeded */
+    size_t *ends;  /* cb.shard_ends copied (owned), or NULL */
 } custom_ds;
 
 static ferry_status custom_get(const ferry_dataset *ds, size_t index, void *dst,
@@ -371,11 +498,21 @@ static void custom_destroy(ferry_dataset *ds)
         return;
     if (c->owned && c->cb.destroy)
         c->cb.destroy(c->user);
+    ferry_host_free(c->ends);
     ferry_host_free(c);
 }
 
-static const ferry_dataset_vtable custom_vt = {custom_get, custom_label, custom_name,
-                                               custom_destroy};
+static size_t custom_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
+{
+    const custom_ds *c = ds->impl;
+    *ends = c->ends;
+    if (seq)
+        *seq = NULL; /* stored in index order */
+    return c->ends ? c->cb.num_shards : 0;
+}
+
+static const ferry_dataset_vtable custom_vt = {.get = custom_get, .label = custom_label, .name = custom_name,
+                                               .destroy = custom_destroy, .shard_ends = custom_shard_ends};
 
 ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                   ferry_dataset **out)
@@ -388,10 +525,26 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                           "custom dataset: invalid sample format (%zux%zux%zu, layout %d, dtype %d)",
                           cb->format.channels, cb->format.height, cb->format.width,
                           (int)cb->format.layout, (int)cb->format.dtype);
+    if ((cb->num_shards > 0) != (cb->shard_ends != NULL))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "custom dataset: num_shards is %zu but shard_ends is %s",
+                          cb->num_shards, cb->shard_ends ? "set" : "NULL");
+    for (size_t k = 0; k < cb->num_shards; k++)
+        if ((k && cb->shard_ends[k] < cb->shard_ends[k - 1]) || cb->shard_ends[k] > cb->len ||
+            (k + 1 == cb->num_shards && cb->shard_ends[k] != cb->len))
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "custom dataset: shard_ends[%zu] = %zu: the ends must not decrease and the "
+                              "last must be len (%zu)", k, cb->shard_ends[k], cb->len);
     custom_ds *c = ferry_host_calloc(1, sizeof *c);
     if (!c)
         return FERRY_ERR_NO_MEMORY;
+    if (cb->num_shards && !(c->ends = ferry_host_malloc(cb->num_shards * sizeof *c->ends))) {
+        ferry_host_free(c);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    for (size_t k = 0; k < cb->num_shards; k++)
+        c->ends[k] = cb->shard_ends[k];
     c->cb = *cb;
+    c->cb.shard_ends = NULL; /* the caller's array need not outlive create */
     c->user = user;
     ferry_status st = ferry__dataset_new(&custom_vt, c, cb->len, &cb->format, cb->num_classes, out);
     if (st == FERRY_OK)
@@ -406,11 +559,34 @@ size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first)
     return ds ? ds->unreadable : 0;
 }
 
+/* ---- capabilities (dataset/caps.h): what the kind's vtable declares ---- */
 bool ferry__dataset_uses_scratch(const ferry_dataset *ds)
 {
     while (ds && ds->vt == &view_vt)
         ds = ((const view *)ds->impl)->base;
-    /* Memory datasets copy; a user's callbacks are theirs to call, not ours to
-     * call ahead of time. The file-backed kinds decode through the scratch. */
-    return ds && ds->vt != &custom_vt && ds->vt != &memory_vt;
+    return ds && ds->vt->uses_scratch;
+}
+
+size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
+{
+    *ends = NULL;
+    if (seq)
+        *seq = NULL;
+    return ds && ds->vt->shard_ends ? ds->vt->shard_ends(ds, ends, seq) : 0;
+}
+
+void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
+{
+    if (ds && ds->vt->set_readahead)
+        ds->vt->set_readahead(ds, bytes);
+}
+
+ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+{
+    return ds && ds->vt->plan_reads ? ds->vt->plan_reads(ds, idx, n) : FERRY_OK;
+}
+
+size_t ferry__dataset_gzip_shards(const ferry_dataset *ds)
+{
+    return ds && ds->vt->gzip_shards ? ds->vt->gzip_shards(ds) : 0;
 }

@@ -238,7 +238,8 @@ static void idx_destroy(ferry_dataset *ds)
     ferry_host_free(d);
 }
 
-static const ferry_dataset_vtable idx_vt = {idx_get, idx_label, NULL, idx_destroy};
+static const ferry_dataset_vtable idx_vt = {.get = idx_get, .label = idx_label, .destroy = idx_destroy,
+                                            .uses_scratch = true};
 
 ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
                                const ferry_image_config *cfg, ferry_dataset **out)

@@ -58,7 +58,8 @@ static void files_destroy(ferry_dataset *ds)
     ferry_host_free(f);
 }
 
-static const ferry_dataset_vtable files_vt = {files_get, files_label, files_name, files_destroy};
+static const ferry_dataset_vtable files_vt = {.get = files_get, .label = files_label, .name = files_name,
+                                              .destroy = files_destroy, .uses_scratch = true};
 
 static void free_names(char **names, size_t n)
 {

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/error.h" /* ferry_now */
+#include "dataset/caps.h"
 #include "ferry/dataset.h"
 
 /* Seconds on a monotonic clock, for ctx->timing; 0 when timing is off. */
@@ -222,6 +223,13 @@ typedef struct ferry_dataset_vtable {
     ferry_status (*label)(const ferry_dataset *ds, size_t index, int64_t *label);
     const char *(*name)(const ferry_dataset *ds, size_t index);
     void (*destroy)(ferry_dataset *ds);
+    /* Optional capabilities (dataset/caps.h says what each means): NULL or
+     * false where a kind has none. Views forward each to their base. */
+    bool uses_scratch;
+    size_t (*shard_ends)(const ferry_dataset *ds, const size_t **ends, const size_t **seq);
+    void (*set_readahead)(ferry_dataset *ds, size_t bytes);
+    ferry_status (*plan_reads)(ferry_dataset *ds, const size_t *idx, size_t n);
+    size_t (*gzip_shards)(const ferry_dataset *ds);
 } ferry_dataset_vtable;
 
 struct ferry_dataset {
@@ -264,29 +272,8 @@ void ferry__str_list_free(ferry_str_list *l);
 /* Takes s (ferry_host_malloc'd); NULL s means its allocation failed. */
 ferry_status ferry__str_list_push(ferry_str_list *l, char *s);
 
-/* Whether get() decodes through ctx->scratch (file-backed datasets, through any
- * subset or index view): the loader warms each worker's scratch only then. */
-bool ferry__dataset_uses_scratch(const ferry_dataset *ds);
-
-/* Shard datasets (shards.c), for the loader's streaming order. The number of
- * shards, and in *ends each shard's end in the sample index (shard k holds
- * samples [ends[k-1], ends[k]), ends[-1] = 0; a shard may hold none); 0 and
- * *ends NULL when ds is no shard dataset (a view of one is not: its indices
- * are not the shards'). seq (may be NULL): the samples in the order they are
- * stored, shard k's at seq[ends[k-1] .. ends[k]) (the sample index is in key
- * order within a shard; a tar written by another tool may store them in any). */
-size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq);
-/* Asks get() to advise the kernel to read `bytes` of each shard ahead of the
- * furthest member read (posix_fadvise WILLNEED, once per `bytes` crossed), for
- * a mostly sequential order; 0 turns it off. Call it again at each epoch's
- * start: the furthest point is forgotten. No-op on other datasets. */
-void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes);
-/* Gzip-compressed shards: the samples the next reads will be (n indices, in
- * any order, repeats counted), so that images a shard's stream passes are kept
- * only when they will be read. idx NULL: no plan. No-op on other datasets. */
-ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n);
-/* How many of a shard dataset's shards are gzip-compressed (0 for any other). */
-size_t ferry__dataset_gzip_shards(const ferry_dataset *ds);
+/* The capabilities the loader asks about (shards, read plans, read-ahead,
+ * scratch use): dataset/caps.h. */
 /* The gzip cache's counters; false when ds has no gzip shards. */
 struct ferry_gz_cache_stats;
 bool ferry__dataset_gz_stats(const ferry_dataset *ds, struct ferry_gz_cache_stats *out);

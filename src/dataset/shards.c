@@ -190,16 +190,9 @@ static void shards_destroy(ferry_dataset *ds)
         shards_free(ds->impl);
 }
 
-static const ferry_dataset_vtable shards_vt = {shards_get, shards_label, shards_name,
-                                               shards_destroy};
-
-size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
+/* The loader's capabilities (dataset/caps.h). */
+static size_t shards_ends(const ferry_dataset *ds, const size_t **ends, const size_t **seq)
 {
-    *ends = NULL;
-    if (seq)
-        *seq = NULL;
-    if (!ds || ds->vt != &shards_vt)
-        return 0;
     const shards *h = ds->impl;
     *ends = h->ends;
     if (seq)
@@ -207,25 +200,14 @@ size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, c
     return h->nshards;
 }
 
-ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+static ferry_status shards_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
 {
-    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
-        return FERRY_OK;
-    return ferry__gz_cache_plan(((shards *)ds->impl)->gz, idx, n);
+    shards *h = ds->impl;
+    return h->gz ? ferry__gz_cache_plan(h->gz, idx, n) : FERRY_OK;
 }
 
-bool ferry__dataset_gz_stats(const ferry_dataset *ds, ferry_gz_cache_stats *out)
+static size_t shards_gzip(const ferry_dataset *ds)
 {
-    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
-        return false;
-    ferry__gz_cache_stats(((shards *)ds->impl)->gz, out);
-    return true;
-}
-
-size_t ferry__dataset_gzip_shards(const ferry_dataset *ds)
-{
-    if (!ds || ds->vt != &shards_vt)
-        return 0;
     const shards *h = ds->impl;
     size_t k = 0;
     for (size_t i = 0; h->gzip && i < h->nshards; i++)
@@ -233,10 +215,8 @@ size_t ferry__dataset_gzip_shards(const ferry_dataset *ds)
     return k;
 }
 
-void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
+static void shards_readahead(ferry_dataset *ds, size_t bytes)
 {
-    if (!ds || ds->vt != &shards_vt)
-        return;
     shards *h = ds->impl;
     for (size_t i = 0; i < h->nshards; i++) {
         atomic_store(&h->ahead[i], 0);
@@ -244,6 +224,19 @@ void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
         (void)posix_fadvise(h->fds[i], 0, 0, bytes ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL);
     }
     atomic_store(&h->readahead, bytes);
+}
+
+static const ferry_dataset_vtable shards_vt = {
+    .get = shards_get, .label = shards_label, .name = shards_name, .destroy = shards_destroy,
+    .uses_scratch = true, .shard_ends = shards_ends, .set_readahead = shards_readahead,
+    .plan_reads = shards_plan_reads, .gzip_shards = shards_gzip};
+
+bool ferry__dataset_gz_stats(const ferry_dataset *ds, ferry_gz_cache_stats *out)
+{
+    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
+        return false;
+    ferry__gz_cache_stats(((shards *)ds->impl)->gz, out);
+    return true;
 }
 
 /* ---- create ---- */

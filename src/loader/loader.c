@@ -6,7 +6,7 @@
 
 #include "device/device_internal.h"
 #include "common/error.h"
-#include "dataset/internal.h" /* ferry__dataset_uses_scratch */
+#include "dataset/caps.h"
 #include "loader/internal.h"
 
 /* Streaming mode reads each shard this far ahead of the last member read:
@@ -387,8 +387,9 @@ static ferry_status plan_stream(ferry_loader *l)
     const size_t *ends, *seq;
     size_t k = ferry__dataset_shard_ends(l->ds, &ends, &seq);
     if (!k)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset of "
-                          "tar shards (ferry_dataset_shards), not a view or another kind");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset with "
+                          "shards (tar shards, a subset or split of them, or a custom dataset that sets "
+                          "shard_ends)");
     if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
         return FERRY_ERR_NO_MEMORY;
     ferry_sampler_plan_stream(&l->plan, ends, seq, k, l->stream_perm);

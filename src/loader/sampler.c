@@ -112,7 +112,7 @@ static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epo
     for (size_t s = 0; s < k; s++) {
         size_t sh = plan->shard_perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
         for (size_t i = first; i < plan->shard_ends[sh]; i++)
-            a[at++] = plan->shard_seq[i];
+            a[at++] = plan->shard_seq ? plan->shard_seq[i] : i; /* NULL: stored in index order */
     }
     ferry_rng r;
     ferry_rng_init(&r, plan->seed, FERRY_RNG_SHUFFLE | epoch, 1);

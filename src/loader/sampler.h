@@ -17,7 +17,8 @@ typedef struct ferry_sampler_plan {
     size_t rank, world_size;
     /* Streaming (stream_buffer > 0, shard datasets): the shards in a seeded
      * order, their samples through a shuffle buffer of stream_buffer entries.
-     * shard_ends and shard_seq as ferry__dataset_shard_ends gives them;
+     * shard_ends and shard_seq as ferry__dataset_shard_ends gives them (seq NULL:
+     * stored in index order);
      * shard_perm: nshards entries of the loader's, rewritten by each order. */
     size_t stream_buffer;
     const size_t *shard_ends, *shard_seq;
