@@ -341,7 +341,7 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLA
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))
-MEMCHECK_TESTS  ?= test_loader test_faults test_fuzz_replay
+MEMCHECK_TESTS  ?= test_loader test_faults test_fuzz_replay test_jpeg test_crop
 memcheck:
 	@$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
 		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)

@@ -45,6 +45,7 @@ typedef struct bench_opts {
     size_t stream;            /* > 0: tar shards in streaming mode, this shuffle buffer */
     size_t size;              /* > 0: images center-cropped (or padded) to size x size */
     size_t crop_pad;          /* > 0: random crop after padding by this much */
+    size_t rrc;               /* > 0: the ImageNet recipe, RandomResizedCrop(rrc) + normalise */
     bool flip;                /* random left-right flip */
     const char *plot;         /* SVG of images/s per configuration */
     bool baseline;            /* also time the plain single-thread libpng loop */
@@ -151,7 +152,13 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     c.pin_memory = pin;
     c.device = o->device;
     c.wire_dtype = wire;
-    c.train = false;
+    /* --rrc is the training recipe: its crop is drawn only in training. */
+    c.train = o->rrc > 0;
+    if (o->rrc) {
+        static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+        memcpy(c.mean, mean, sizeof mean);
+        memcpy(c.std, sd, sizeof sd);
+    }
     c.prefetch = overlap ? o->prefetch : 1; /* overlap off: nothing is read ahead */
     c.stream_shuffle_buffer = o->stream;
     /* The device, stream and compute stage first: the clock starts at create,
@@ -300,12 +307,14 @@ static void usage(FILE *f)
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
-            "                       [--stream B]\n"
+            "                       [--stream B] [--rrc N]\n"
             "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
             "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
             "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
             "  --prefetch 1 to 1024; --compute-ms 0 to 1000000; --limit 1 to 1000000000\n"
             "  --size N: center-crop every image to N x N (1 to 16384)\n"
+            "  --rrc N: the ImageNet training recipe: RandomResizedCrop(N) (1 to 4096), RGB,\n"
+            "           normalised with ImageNet's mean and std (add --flip for the flip)\n"
             "  --crop-pad N (1 to 1024), --flip: seeded random crop (pad by N, crop back) and\n"
             "            left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
@@ -359,7 +368,7 @@ static int parse_format(const char *opt, const char *v, bench_opts *o)
 static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--overlap", "--wire",
                                          "--device", "--epochs", "--seed", "--prefetch",
                                          "--compute-ms", "--limit", "--size", "--crop-pad",
-                                         "--plot", "--format", "--stream", NULL};
+                                         "--plot", "--format", "--stream", "--rrc", NULL};
 
 static int parse_value(bench_opts *o, const char *a, const char *v)
 {
@@ -374,6 +383,7 @@ static int parse_value(bench_opts *o, const char *a, const char *v)
     if (!strcmp(a, "--stream")) return cli_size(BENCH, a, v, 1, 1000000000, &o->stream);
     if (!strcmp(a, "--size")) return cli_size(BENCH, a, v, 1, 16384, &o->size);
     if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
+    if (!strcmp(a, "--rrc")) return cli_size(BENCH, a, v, 1, 4096, &o->rrc);
     if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
     if (!strcmp(a, "--overlap")) return parse_onoff(a, v, o->overlap, &o->noverlap);
     if (!strcmp(a, "--wire")) return parse_wire(a, v, o);
@@ -469,6 +479,11 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     if (o->size) {
         icfg.height = icfg.width = o->size;
         icfg.resize = FERRY_RESIZE_CENTER_CROP;
+    }
+    if (o->rrc) {
+        icfg.height = icfg.width = o->rrc;
+        icfg.channels = 3;
+        icfg.crop = FERRY_CROP_RANDOM_RESIZED;
     }
     icfg.random_crop_pad = o->crop_pad;
     icfg.random_hflip = o->flip;

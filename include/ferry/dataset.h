@@ -62,6 +62,13 @@ typedef enum ferry_resize {
     FERRY_RESIZE_ERROR         /* another size is FERRY_ERR_FORMAT naming both sizes */
 } ferry_resize;
 
+/* How the ImageNet recipe crops (ferry_image_config.crop). */
+typedef enum ferry_crop {
+    FERRY_CROP_NONE = 0,       /* the whole image, per cfg->resize */
+    FERRY_CROP_RANDOM_RESIZED, /* RandomResizedCrop when training, else Resize + CenterCrop */
+    FERRY_CROP_CENTER          /* Resize(resize_shorter) + CenterCrop, always */
+} ferry_crop;
+
 /* Limits on every image file, PNG and JPEG alike (the name is historical). */
 typedef struct ferry_png_limits {
     size_t max_width, max_height; /* default 16384 each */
@@ -85,6 +92,20 @@ typedef struct ferry_image_config {
      * else (PIL's ImageOps.exif_transpose). Default false: the tag is ignored,
      * as PIL's Image.open and torchvision's ImageFolder ignore it. */
     bool exif_orientation;
+    /* The ImageNet recipe, to height x width (both must be set; cfg->resize is
+     * then unused). FERRY_CROP_RANDOM_RESIZED: with ctx->train, torchvision's
+     * RandomResizedCrop(scale, ratio) drawn from the sample's augmentation
+     * stream; without, Resize(resize_shorter) + CenterCrop as for evaluation.
+     * FERRY_CROP_CENTER: always Resize + CenterCrop. The crop is resized with
+     * PIL's antialiased bilinear filter. JPEGs decode only the crop's rows and
+     * columns, at the smallest DCT scale (1/8 to 1) that keeps the crop at
+     * least the output size (docs/DESIGN.md states the cost in PSNR). */
+    ferry_crop crop;
+    double crop_scale[2];   /* area fraction range; {0, 0}: {0.08, 1} */
+    double crop_ratio[2];   /* aspect ratio (width / height) range; {0, 0}: {3/4, 4/3} */
+    size_t resize_shorter;  /* the shorter side before the centre crop; 0: 256/224 of
+                             * the larger of height and width, rounded */
+    bool crop_full_scale;   /* JPEG: never decode at a reduced DCT scale */
     ferry_png_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
