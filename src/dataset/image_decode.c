@@ -21,16 +21,22 @@ bool ferry__is_image_name(const char *s)
            (n > 5 && !strcasecmp(s + n - 5, ".jpeg"));
 }
 
-ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, ferry_image_info *out)
+/* JPEG by its bytes; with neither signature, by its name (for the error). */
+static bool decodes_as_jpeg(const uint8_t *p, size_t n, const char *name)
 {
     if (ferry__is_jpeg(p, n))
-        return ferry__jpeg_header(p, n, name, out);
-    /* Neither signature: the error of the kind the name says, PNG by default. */
+        return true;
+    if (n >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8))
+        return false;
     size_t len = name ? strlen(name) : 0;
-    if ((len > 4 && !strcasecmp(name + len - 4, ".jpg")) ||
-        (len > 5 && !strcasecmp(name + len - 5, ".jpeg")))
-        return ferry__jpeg_header(p, n, name, out);
-    return ferry__png_header(p, n, name, out);
+    return (len > 4 && !strcasecmp(name + len - 4, ".jpg")) || (len > 5 && !strcasecmp(name + len - 5, ".jpeg"));
+}
+
+ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, ferry_image_info *out)
+{
+    /* By the bytes first: a PNG named .jpg (ImageNet has one) is a PNG. With
+     * neither signature, the error of the kind the name says, PNG by default. */
+    return decodes_as_jpeg(p, n, name) ? ferry__jpeg_header(p, n, name, out) : ferry__png_header(p, n, name, out);
 }
 
 ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out)
@@ -62,7 +68,7 @@ ferry_status ferry__image_decode(const void *data, size_t n, const ferry_image_c
 {
     if (cfg->crop != FERRY_CROP_NONE) /* no sample index: the evaluation crop */
         return ferry__image_decode_crop(data, n, cfg, fmt, scratch, name, dst, NULL, NULL);
-    if (ferry__is_jpeg(data, n))
+    if (decodes_as_jpeg(data, n, name))
         return ferry__jpeg_decode(data, n, cfg, fmt, scratch, name, dst);
     return ferry__png_decode(data, n, cfg, fmt, scratch, name, dst);
 }

@@ -128,8 +128,10 @@ static ferry_status state_get(ferry_scratch *s, struct ferry_jpeg_state **out)
         ferry_host_free(st);
         return ferry_fail(FERRY_ERR_NO_MEMORY, "cannot create the JPEG decoder");
     }
-    jpeg_create_decompress(&st->cinfo);
+    /* Before create: an error inside it (libjpeg's own malloc failing) reaches
+     * on_error_exit, which needs st; create keeps client_data. */
     st->cinfo.client_data = st;
+    jpeg_create_decompress(&st->cinfo);
     if (ferry__jpeg_mem_install(st) != FERRY_OK) {
         jpeg_destroy_decompress(&st->cinfo);
         ferry_host_free(st);
@@ -215,6 +217,14 @@ void ferry__jpeg_read_header(struct ferry_jpeg_state *st, const uint8_t *data, s
     j_decompress_ptr c = &st->cinfo;
     st->src.next_input_byte = data;
     st->src.bytes_in_buffer = n;
+    /* libjpeg keeps quantization and Huffman tables from one image to the next
+     * (for abbreviated streams) and fills in default Huffman tables only where
+     * none is set: a decoder kept in the scratch would decode a file that lacks
+     * them with the previous file's. Every file starts with none, as in a fresh
+     * decoder (PIL's); the tables live in the per-decode arena (jpeg_mem.c). */
+    memset(c->quant_tbl_ptrs, 0, sizeof c->quant_tbl_ptrs);
+    memset(c->dc_huff_tbl_ptrs, 0, sizeof c->dc_huff_tbl_ptrs);
+    memset(c->ac_huff_tbl_ptrs, 0, sizeof c->ac_huff_tbl_ptrs);
     jpeg_read_header(c, TRUE);
     if (c->image_width != info->width || c->image_height != info->height)
         ferry__jpeg_fail(st, 0, "libjpeg reads another size than the frame header");
