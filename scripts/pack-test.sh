@@ -163,6 +163,47 @@ check "pack refuses a folder that already holds shards" $?
     "$ferry" check "$tmp/idx" | grep -q "300 shard samples, 300 ok"
 check "an IDX pair packs and checks" $?
 
+# An export reads back with the labels it came from, however many classes:
+# 12 classes, so that bytewise folder order ("10" before "2") would permute
+# them; the labels ferry gives are the class order of `ferry pack`'s
+# __classes__.txt. Fashion-MNIST's named folders keep label order too.
+"$py" - "$tmp" <<'EOF'
+import random, struct, sys
+d = sys.argv[1]; n = 60
+r = random.Random(7)
+with open(d + "/img12.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 3, 2))
+    f.write(bytes(r.randrange(256) for _ in range(n * 6)))
+with open(d + "/lab12.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n))
+    f.write(bytes(i % 12 for i in range(n)))
+EOF
+"$ferry" export idx "$tmp/img12.idx" "$tmp/lab12.idx" "$tmp/f12" > /dev/null 2>&1 &&
+    "$ferry" pack "$tmp/f12" "$tmp/s12" > /dev/null 2>&1 &&
+    "$py" - "$tmp" <<'EOF'
+import os, sys, tarfile
+d = sys.argv[1]
+labels = open(d + "/lab12.idx", "rb").read()[8:]
+with tarfile.open(d + "/s12/shard-000000.tar") as t:
+    classes = t.extractfile("__classes__.txt").read().decode().split("\n")[:-1]
+seen = 0
+for c in os.listdir(d + "/f12"):
+    for f in os.listdir(d + "/f12/" + c):
+        seen += 1
+        assert classes.index(c) == labels[int(f[:-4])], (c, f, classes)
+assert seen == len(labels), seen
+EOF
+check "ferry export idx of 12 classes reads back with the IDX labels" $?
+if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
+   [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte ]; then
+    "$ferry" export fashion-mnist "$tmp/fm" > /dev/null 2>&1 &&
+        [ "$(ls "$tmp/fm/test" | tr '\n' ' ')" = "0_T-shirt_top 1_Trouser 2_Pullover 3_Dress 4_Coat 5_Sandal 6_Shirt 7_Sneaker 8_Bag 9_Ankle_boot " ]
+    check "ferry export fashion-mnist: class folders in label order" $?
+    rm -rf "$tmp/fm"
+else
+    skip "ferry export fashion-mnist (dataset not installed)"
+fi
+
 "$ferry" pack --help > "$tmp/out" 2> "$tmp/err" && grep -q "usage: ferry pack" "$tmp/out" &&
     [ ! -s "$tmp/err" ]
 check "--help: usage on stdout, exit 0" $?
