@@ -226,4 +226,14 @@ else
     run $as "$ferry" check "$tmp/locked.png"
     check_out "FILE without read permission${as:+ (as nobody)}" 1 "$tmp/locked.png: Permission denied"
 fi
+# ---- ferry check counts exactly what the image folder will load ----
+# Class sub-folders are walked (a/2019/y.png is a sample); a hidden entry and
+# a file beside the class folders are not samples, so not counted either.
+rec=$tmp/rec
+mkdir -p "$rec/a/2019" && cp "$imgs/a/"0*.png "$rec/a/" 2> /dev/null
+first=$(ls "$imgs/a" | grep '^[0-9].*\.png$' | head -n 1)
+cp "$imgs/a/$first" "$rec/a/2019/y.png" && : > "$rec/a/.hidden.png" && : > "$rec/top.png"
+n=$(ls "$imgs/a" | grep -c '^0.*\.png$')
+run "$ferry" check "$rec"
+check_out "on an image folder with a class sub-folder" 0 "$((n + 1)) files, $((n + 1)) ok, 0 bad"
 finish
