@@ -508,7 +508,10 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
     l->order_scratch = ferry_host_malloc(len * sizeof(size_t));
     l->slots = ferry_host_calloc(l->nslots, sizeof *l->slots);
-    if (!l->order || !l->order_scratch || !l->slots) {
+    if (cfg->on_error == FERRY_ON_ERROR_SKIP)
+        l->known_bad = ferry_host_calloc(len ? len : 1, sizeof *l->known_bad);
+    if (!l->order || !l->order_scratch || !l->slots ||
+        (cfg->on_error == FERRY_ON_ERROR_SKIP && !l->known_bad)) {
         st = FERRY_ERR_NO_MEMORY;
         goto fail;
     }
@@ -576,6 +579,7 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_host_free(l->workers);
     ferry_host_free(l->slots);
     ferry_host_free(l->order);
+    ferry_host_free((void *)l->known_bad);
     ferry_host_free(l->order_scratch);
     if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
         ferry__dataset_set_readahead(l->ds, 0);
