@@ -104,6 +104,34 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* A --data folder holds what this sample trains on: 1 x 28 x 28 grayscale
+ * images (a colour or other-size folder would otherwise be converted
+ * quietly, and train a model on something else). Its classes are taken as they
+ * are, the same names in train/ and test/. */
+static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
+{
+    ferry_dataset *ds;
+    ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
+    if (st != FERRY_OK)
+        return st;
+    const ferry_sample_format *f = ferry_dataset_format(ds);
+    if (f->channels != 1 || f->height != 28 || f->width != 28)
+        st = ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: train_gray trains on 1 x 28 x 28 grayscale "
+                             "images, and these are %zu x %zu x %zu (channels x height x width, "
+                             "from %s): use train_color, or a folder `ferry export fashion-mnist` "
+                             "wrote", dir, f->channels, f->height, f->width,
+                             ferry_dataset_sample_name(ds, 0));
+    size_t k = ferry_dataset_num_classes(ds);
+    for (size_t c = 0; st == FERRY_OK && train_ds && c < k; c++)
+        if (k != ferry_dataset_num_classes(train_ds) ||
+            strcmp(ferry_dataset_class_name(ds, c), ferry_dataset_class_name(train_ds, c)) != 0)
+            st = ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: its %zu classes are not the %zu of "
+                                 "train/ (the same names, in the same order)", dir, k,
+                                 ferry_dataset_num_classes(train_ds));
+    ferry_dataset_destroy(ds);
+    return st;
+}
+
 static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_dataset **test)
 {
     if (o->idx) {
@@ -120,9 +148,17 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     img.height = img.width = 28;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/train", o->data);
-    CHECK(ferry_dataset_image_folder(dir, &img, train));
+    ferry_status st = check_folder(dir, NULL);
+    if (st == FERRY_OK)
+        st = ferry_dataset_image_folder(dir, &img, train);
+    if (st != FERRY_OK)
+        return st;
     snprintf(dir, sizeof dir, "%s/test", o->data);
-    return ferry_dataset_image_folder(dir, &img, test);
+    if ((st = check_folder(dir, *train)) == FERRY_OK &&
+        (st = ferry_dataset_image_folder(dir, &img, test)) == FERRY_OK)
+        return FERRY_OK;
+    ferry_dataset_destroy(*train);
+    return st;
 }
 
 /* The loader delivers on dev, the model's device (under --dist the rank's own,
@@ -176,8 +212,9 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         ferry_dataset_destroy(tr);
         tr = first;
     }
-    printf("data: %zu train, %zu validation, %zu test images\n", ferry_dataset_len(tr),
-           ferry_dataset_len(val), ferry_dataset_len(test));
+    size_t classes = ferry_dataset_num_classes(test);
+    printf("data: %zu train, %zu validation, %zu test images, %zu classes\n", ferry_dataset_len(tr),
+           ferry_dataset_len(val), ferry_dataset_len(test), classes);
 
     ferry_loader *ltr, *lval, *ltest;
     size_t batch = o->batch;
@@ -187,7 +224,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     ferry_module *net;
     bool cnn = !strcmp(o->model, "cnn");
-    CHECK(cnn ? model_cnn(1, 28, 28, 10, &net) : model_mlp(784, 10, &net));
+    CHECK(cnn ? model_cnn(1, 28, 28, (int64_t)classes, &net) : model_mlp(784, (int64_t)classes, &net));
     CHECK(ferry_module_init(net, o->seed));
     CHECK(ferry_module_to(net, dev));
     printf("model: %s, %lld parameters\n", o->model, (long long)ferry_module_num_parameters(net));

@@ -236,4 +236,44 @@ cp "$imgs/a/$first" "$rec/a/2019/y.png" && : > "$rec/a/.hidden.png" && : > "$rec
 n=$(ls "$imgs/a" | grep -c '^0.*\.png$')
 run "$ferry" check "$rec"
 check_out "on an image folder with a class sub-folder" 0 "$((n + 1)) files, $((n + 1)) ok, 0 bad"
+# ---- train_gray --data takes the data's classes, refuses colour ----
+# A 4-class RGB folder is refused, naming the folder and the sizes (it was
+# trained on quietly, as gray 28 x 28 with 10 classes); a 4-class gray 28 x 28
+# folder trains a 4-way model.
+tg=$build/samples/train_gray
+if [ -x "$tg" ]; then
+    for s in train test; do for c in a b c d; do
+        "$ferry" bench decode --generate "$tmp/rgb/$s/$c" 1 > /dev/null 2>&1
+    done; done
+    run "$tg" --data "$tmp/rgb" --epochs 1 --out "$tmp/run"
+    if [ $rc -ne 0 ] && grep -q "rgb/train: train_gray trains on 1 x 28 x 28 grayscale images, and these are 3 x 256 x 256" "$tmp/err"; then
+        ok "train_gray --data on a 4-class RGB folder: refused, exit $rc"
+    else
+        bad "train_gray --data on a 4-class RGB folder: exit $rc (want a refusal naming the sizes)"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+    if command -v python3 > /dev/null 2>&1; then
+        python3 - "$tmp" <<'EOF'
+import struct, sys
+d = sys.argv[1]; n = 64
+with open(d + "/g.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes((i * 7) % 256 for i in range(n * 784)))
+with open(d + "/l.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 4 for i in range(n)))
+EOF
+        "$ferry" export idx "$tmp/g.idx" "$tmp/l.idx" "$tmp/gray/train" > /dev/null 2>&1
+        "$ferry" export idx "$tmp/g.idx" "$tmp/l.idx" "$tmp/gray/test" > /dev/null 2>&1
+        run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 --out "$tmp/run"
+        if [ $rc -eq 0 ] && grep -q "test images, 4 classes" "$tmp/out"; then
+            ok "train_gray --data on a 4-class gray 28x28 folder: 4 classes"
+        else
+            bad "train_gray --data on a 4-class gray 28x28 folder: exit $rc (want 0 and 4 classes)"
+            show "$tmp/out"; show "$tmp/err"
+        fi
+    else
+        skip "train_gray on a 4-class gray folder (no python3 to write the IDX pair)"
+    fi
+else
+    skip "train_gray --data checks ($tg not built)"
+fi
 finish
