@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/atomic_file.h"
@@ -29,12 +30,52 @@ static int io_ok(void)
     return 1;
 }
 
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* f->path: path with its symbolic links followed to the file they name (which
+ * may not exist yet), so that the rename replaces the target and the link
+ * stays a link. 40 links at most, as the kernel allows. */
+static ferry_status resolve_target(ferry_atomic_file *f, const char *path)
+{
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %.80s...", path);
+    struct stat sb;
+    for (int hops = 0; lstat(f->path, &sb) == 0 && S_ISLNK(sb.st_mode); hops++) {
+        char link[4096], next[4096 + 4096];
+        ssize_t n = hops < 40 ? readlink(f->path, link, sizeof link - 1) : -1;
+        if (n < 0)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", path,
+                              hops < 40 ? strerror(errno) : "too many levels of symbolic links");
+        link[n] = '\0';
+        const char *slash = strrchr(f->path, '/');
+        if (link[0] == '/' || !slash)
+            snprintf(next, sizeof next, "%s", link);
+        else
+            snprintf(next, sizeof next, "%.*s/%s", (int)(slash - f->path), f->path, link);
+        if (snprintf(f->path, sizeof f->path, "%s", next) >= (int)sizeof f->path)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the link's target path is too long", path);
+    }
+    /* A rename replaces whatever has the name: a device (/dev/null as root), a
+     * FIFO, a socket would become a regular file. Only a file is replaced. */
+    if (lstat(f->path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s%s%s: is %s, not a regular file; refusing to "
+                          "replace it (give a file path)", path, strcmp(path, f->path) ? " -> " : "",
+                          strcmp(path, f->path) ? f->path : "", kind_of(sb.st_mode));
+    return FERRY_OK;
+}
+
 ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
 {
     f->fd = -1;
     f->tmp[0] = '\0';
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %.80s...", path);
+    ferry_status st = resolve_target(f, path);
+    if (st != FERRY_OK)
+        return st;
+    path = f->path;
     /* The pid keeps two processes writing the same checkpoint off each other's
      * temporary file; the last rename wins, whole. */
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp%ld", path, (long)getpid());
