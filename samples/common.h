@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ferry.h>
 
@@ -193,6 +194,48 @@ static inline int make_dirs(const char *path)
             *p = c;
         }
     }
+}
+
+/* --save FILE and --out DIR, checked before the first batch rather than when
+ * first written (after the whole run, the model lost): FILE's folder must
+ * exist and take new files, and FILE must not be a folder or other non-file;
+ * DIR is created now. 0, or -1 after one line on stderr naming the option. */
+static inline int check_outputs(const char *prog, const char *save, const char *out)
+{
+    struct stat sb;
+    if (save) {
+        char dir[4096];
+        const char *slash = strrchr(save, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - save) + (slash == save) : 1,
+                 slash ? save : ".");
+        if (stat(save, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            fprintf(stderr, "%s: --save %s: %s, not a file\n", prog, save,
+                    S_ISDIR(sb.st_mode) ? "is a folder" : "is a device, FIFO or socket");
+            return -1;
+        }
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "%s: --save %s: the folder %s does not exist\n", prog, save, dir);
+            return -1;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, "%s: --save %s: cannot write in %s: %s\n", prog, save, dir, strerror(errno));
+            return -1;
+        }
+    }
+    if (!out)
+        return 0;
+    const char *why = NULL;
+    if (make_dirs(out) != 0 || stat(out, &sb) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(sb.st_mode))
+        why = "is not a folder";
+    else if (access(out, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        fprintf(stderr, "%s: --out %s: %s\n", prog, out, why);
+        return -1;
+    }
+    return 0;
 }
 
 #define MAX_EPOCHS 1000

@@ -177,8 +177,11 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
-    if (make_dirs(dir) == 0 &&
-        curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray") == 0)
+    bool curves_lost = make_dirs(dir) != 0 ||
+        curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray") != 0;
+    if (curves_lost)
+        fprintf(stderr, "train_color: cannot write the curves to %s: %s\n", dir, strerror(errno));
+    else
         printf("curves: %s/curves.csv, %s/curves.svg\n", dir, dir);
     epoch_result rtest;
     CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest, NULL));
@@ -192,7 +195,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         ferry_loader_destroy(l[i]);
         ferry_dataset_destroy(sets[i]);
     }
-    return FERRY_OK;
+    return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }
 
 #define PROG "train_color"
@@ -285,6 +288,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (check_outputs("train_color", o.save, o.out) != 0)
+        return 1;
     ferry_device dev;
     if (pick_device(o.device, &dev) != FERRY_OK)
         return 1;

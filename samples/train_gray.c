@@ -198,6 +198,8 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     } else {
         CHECK(pick_device(o->device, &dev));
     }
+    if (ferry_dist_rank(dist) == 0 && check_outputs(PROG, o->save, o->out) != 0)
+        return FERRY_ERR_INVALID_ARG;
     ferry_dataset *all, *test, *tr, *val;
     ferry_status st = open_datasets(o, &all, &test);
     if (st != FERRY_OK) {
@@ -276,8 +278,10 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
     }
-    if (rank0 && (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0))
-        fprintf(stderr, "train_gray: cannot write the curves to %s\n", o->out);
+    bool curves_lost = rank0 && (make_dirs(o->out) != 0 ||
+                                 curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0);
+    if (curves_lost)
+        fprintf(stderr, "train_gray: cannot write the curves to %s: %s\n", o->out, strerror(errno));
     else if (rank0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", o->out, o->out);
     if (o->save && rank0) {
@@ -301,7 +305,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_dataset_destroy(test);
     ferry_dataset_destroy(val);
     ferry_dataset_destroy(tr);
-    return FERRY_OK;
+    return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }
 
 int main(int argc, char **argv)

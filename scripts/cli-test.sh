@@ -276,4 +276,30 @@ EOF
 else
     skip "train_gray --data checks ($tg not built)"
 fi
+# ---- --save and --out are checked before the first batch ----
+# A missing folder, a folder given as the file, a file given as --out: a
+# message naming the option, a non-zero exit, and no epoch run (before, the
+# run trained to the end and lost the model, and a bad --out exited 0).
+if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
+    : > "$tmp/afile"
+    for a in "--save $tmp/no-such-folder/x.safetensors" "--save $tmp" "--out $tmp/afile"; do
+        # shellcheck disable=SC2086 # $a is an option and its value
+        run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 $a
+        opt=${a%% *}
+        if [ $rc -ne 0 ] && grep -q "^train_gray: $opt " "$tmp/err" && ! grep -q '^ *1 ' "$tmp/out"; then
+            ok "train_gray $a: refused before training, exit $rc"
+        else
+            bad "train_gray $a: exit $rc (want non-zero, a message naming $opt, no epoch)"
+            show "$tmp/out"; show "$tmp/err"
+        fi
+    done
+    run "$build/samples/train_color" --data "$tmp/gray" --channels 1 --epochs 1 --save "$tmp/no-such-folder/c.st"
+    if [ $rc -ne 0 ] && grep -q "^train_color: --save " "$tmp/err"; then
+        ok "train_color --save in a missing folder: refused, exit $rc"
+    else
+        bad "train_color --save in a missing folder: exit $rc"; show "$tmp/err"
+    fi
+else
+    skip "--save/--out checks (train_gray or its data missing)"
+fi
 finish
