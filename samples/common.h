@@ -4,8 +4,10 @@
 #define FERRY_SAMPLES_COMMON_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,6 +198,34 @@ static inline int make_dirs(const char *path)
     }
 }
 
+/* Two runs saving to one FILE would overwrite each other's checkpoints in
+ * turn: the first takes a lock on FILE.lock (flock, held until the process
+ * ends, so a killed run holds none) and writes its pid there; the second is
+ * refused, saying who holds it. 0, or -1 after one line on stderr. */
+static inline int lock_save(const char *prog, const char *save)
+{
+    char path[4200], pid[32] = "";
+    snprintf(path, sizeof path, "%s.lock", save);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "%s: --save %s: cannot create %s: %s\n", prog, save, path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        fprintf(stderr, "%s: --save %s: another run (pid %s) is saving to it (it holds %s); "
+                "stop it or save elsewhere\n", prog, save, pid[0] ? pid : "unknown", path);
+        close(fd);
+        return -1;
+    }
+    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k)
+        fprintf(stderr, "%s: note: cannot write the pid into %s\n", prog, path);
+    return 0; /* fd stays open: the lock lasts as long as the process */
+}
+
 /* --save FILE and --out DIR, checked before the first batch rather than when
  * first written (after the whole run, the model lost): FILE's folder must
  * exist and take new files, and FILE must not be a folder or other non-file;
@@ -221,6 +251,8 @@ static inline int check_outputs(const char *prog, const char *save, const char *
             fprintf(stderr, "%s: --save %s: cannot write in %s: %s\n", prog, save, dir, strerror(errno));
             return -1;
         }
+        if (lock_save(prog, save) != 0)
+            return -1;
     }
     if (!out)
         return 0;

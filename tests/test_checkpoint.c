@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -294,5 +295,44 @@ TEST(save_refuses_devices_and_writes_through_links)
     ASSERT_OK(ferry_safetensors_save(ft_tmp("dangling.safetensors"), names, &t, 1, NULL, 0));
     ASSERT(lstat(ft_tmp("dangling.safetensors"), &sb) == 0 && S_ISLNK(sb.st_mode));
     ASSERT(stat(ft_tmp("new.safetensors"), &sb) == 0 && S_ISREG(sb.st_mode));
+    ferry_tensor_release(t);
+}
+
+/* A kill during a save leaves PATH.tmpPID, as large as the checkpoint: the
+ * next save (and a resume's read) removes those of processes that are gone,
+ * and keeps a live process's. */
+TEST(save_removes_temporaries_of_dead_processes)
+{
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0)
+        _exit(0);
+    ASSERT(waitpid(child, NULL, 0) == child); /* its pid now names no process */
+    char stale[4096], live[4096], other[4096];
+    snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("run.safetensors"), (long)child);
+    snprintf(live, sizeof live, "%s.tmp%ld", ft_tmp("run.safetensors"), (long)getppid());
+    snprintf(other, sizeof other, "%s.tmp%ld", ft_tmp("other.safetensors"), (long)child);
+    ft_write_file(stale, "partial", 7);
+    ft_write_file(live, "partial", 7);
+    ft_write_file(other, "partial", 7);
+    float v = 1.0f;
+    ferry_tensor *t;
+    ASSERT_OK(ferry_tensor_from_host(&v, (int64_t[]){1}, 1, FERRY_DTYPE_F32, CPU, &t));
+    const char *names[] = {"w"};
+    ASSERT_OK(ferry_safetensors_save(ft_tmp("run.safetensors"), names, &t, 1, NULL, 0));
+    struct stat sb;
+    ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there", stale);
+    ASSERT(stat(live, &sb) == 0);  /* its process may still be saving */
+    ASSERT(stat(other, &sb) == 0); /* another checkpoint's */
+    /* Reading (as a resume does) cleans up too. */
+    ft_write_file(stale, "partial", 7);
+    ferry_module *m;
+    ASSERT_OK(ferry_linear_create(1, 1, true, &m));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("m.safetensors"), m, NULL));
+    snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("m.safetensors"), (long)child);
+    ft_write_file(stale, "partial", 7);
+    ASSERT_OK(ferry_checkpoint_load(ft_tmp("m.safetensors"), m, NULL));
+    ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there after a read", stale);
+    ferry_module_destroy(m);
     ferry_tensor_release(t);
 }

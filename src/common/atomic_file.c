@@ -1,5 +1,8 @@
 /* Crash-safe file replacement (see atomic_file.h). */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,6 +71,44 @@ static ferry_status resolve_target(ferry_atomic_file *f, const char *path)
     return FERRY_OK;
 }
 
+/* Whether process pid is gone (kill(pid, 0) says no such process). */
+static int pid_gone(long pid)
+{
+    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+size_t ferry_atomic_clean_stale(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t nb = strlen(base), removed = 0;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *tail = e->d_name + nb;
+        if (strncmp(e->d_name, base, nb) != 0 || strncmp(tail, ".tmp", 4) != 0 || !tail[4])
+            continue;
+        char *end;
+        long pid = strtol(tail + 4, &end, 10);
+        if (*end || pid == (long)getpid() || !pid_gone(pid))
+            continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) == 0) {
+            removed++;
+            ferry_log(FERRY_LOG_INFO, "%s: removed a temporary file left by process %ld, which "
+                      "ended during a save", p, pid);
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
 ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
 {
     f->fd = -1;
@@ -76,6 +117,7 @@ ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
     if (st != FERRY_OK)
         return st;
     path = f->path;
+    ferry_atomic_clean_stale(path);
     /* The pid keeps two processes writing the same checkpoint off each other's
      * temporary file; the last rename wins, whole. */
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp%ld", path, (long)getpid());

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "ferry/loader.h"
 #include "model/nn/internal.h"
@@ -280,6 +281,7 @@ ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c)
     ferry_status st = ferry_safetensors_open(path, &f);
     if (st != FERRY_OK)
         return st;
+    ferry_atomic_clean_stale(path); /* a resume after a kill mid-save */
     ck_item *it = NULL;
     size_t n = 0;
     ck_read r;
