@@ -4,6 +4,7 @@
 #define FERRY_SAMPLES_COMMON_H
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -109,12 +110,37 @@ typedef struct sample_ckpt {
     bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
     bool writer;            /* this process writes (rank 0) */
     ferry_checkpoint parts;
+    bool terminated;        /* stopped by SIGTERM, after saving */
 } sample_ckpt;
 
-/* Restores the run from ck's --resume file; *first_epoch: the epoch to go on with. */
+/* SIGTERM (a preemption's notice) with --save: the step under way ends, the
+ * run is saved and the process exits with 128 + SIGTERM. */
+static volatile sig_atomic_t sample_sigterm;
+
+static inline void sample_on_sigterm(int sig)
+{
+    (void)sig;
+    sample_sigterm = 1;
+}
+
+static inline void sample_catch_sigterm(const sample_ckpt *ck)
+{
+    if (ck->path && ck->writer)
+        signal(SIGTERM, sample_on_sigterm);
+}
+
+/* Restores the run from ck's --resume file; *first_epoch: the epoch to go on
+ * with. A file that does not exist yet starts a new run (a preemptible job's
+ * script passes --resume from its first start). */
 static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size_t *first_epoch)
 {
     *first_epoch = 0;
+    sample_catch_sigterm(ck);
+    struct stat sb;
+    if (from && stat(from, &sb) != 0 && errno == ENOENT) {
+        printf("resume: %s does not exist yet: starting a new run\n", from);
+        return FERRY_OK;
+    }
     if (!from)
         return FERRY_OK;
     CHECK(ferry_checkpoint_read(from, &ck->parts));
@@ -157,9 +183,10 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
             ck->steps++;
             if (ck->every && ck->steps % ck->every == 0)
                 st = sample_save(ck);
-            if (st == FERRY_OK && ck->steps == ck->stop_after) {
+            if (st == FERRY_OK && (ck->steps == ck->stop_after || (sample_sigterm && ck->path))) {
                 st = sample_save(ck);
                 ck->stopped = true;
+                ck->terminated = sample_sigterm && ck->path;
                 if (st == FERRY_OK)
                     st = FERRY_END; /* as if the epoch ended here */
             }
@@ -283,6 +310,43 @@ static inline void curves_header(void)
 {
     printf("%5s %10s %9s %8s %7s %8s %10s\n", "epoch", "train loss", "train acc", "val loss",
            "val acc", "stall", "images/s");
+}
+
+static inline void curves_print(const curves *c, size_t e)
+{
+    printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e], c->train_acc[e],
+           c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
+}
+
+/* A resumed run's earlier epochs, from DIR/curves.csv (written after every
+ * epoch): kept and printed, so the table and the file go on with the real
+ * epoch numbers. Rows it lacks (a run killed before writing them) are zeros,
+ * with a note. */
+static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
+{
+    char path[4200], line[512];
+    snprintf(path, sizeof path, "%.4096s/curves.csv", dir);
+    FILE *f = first_epoch ? fopen(path, "r") : NULL;
+    size_t found = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t e;
+        double v[6];
+        if (sscanf(line, "%zu,%lf,%lf,%lf,%lf,%lf,%lf", &e, &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5]) != 7 || e < 1 || e > first_epoch || e > MAX_EPOCHS)
+            continue;
+        e--;
+        c->train_loss[e] = v[0], c->train_acc[e] = v[1], c->val_loss[e] = v[2];
+        c->val_acc[e] = v[3], c->images_per_s[e] = v[4], c->stall_pct[e] = v[5];
+        found++;
+    }
+    if (f)
+        fclose(f);
+    c->n = first_epoch < MAX_EPOCHS ? first_epoch : MAX_EPOCHS;
+    for (size_t e = 0; e < c->n; e++)
+        curves_print(c, e);
+    if (found < c->n)
+        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others are zeros\n", path,
+               found, c->n);
 }
 
 /* Prints one epoch's line and keeps it for the plot. */

@@ -247,11 +247,13 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     CHECK(ferry_stream_create(dev, &s));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
-    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}};
+    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     curves_header();
+    if (rank0)
+        curves_resume(&c, o->out, first);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         /* The learning rate steps down for the last third (set every epoch, so
          * that a resumed run has it too). */
@@ -270,13 +272,16 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         }
         CHECK(st);
         if (ck.stopped) {
-            printf("stopped after %zu steps%s%s\n", ck.steps, o->save ? ": " : "", o->save ? o->save : "");
+            printf("%s after %zu steps%s%s\n", ck.terminated ? "terminated (SIGTERM), saved" : "stopped",
+                   ck.steps, o->save ? ": " : "", o->save ? o->save : "");
             break;
         }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
+        if (rank0) /* each epoch, so that a killed run's rows are there to resume */
+            curves_write(&c, o->out, "Fashion-MNIST, grayscale");
     }
     bool curves_lost = rank0 && (make_dirs(o->out) != 0 ||
                                  curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0);
@@ -284,14 +289,16 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         fprintf(stderr, "train_gray: cannot write the curves to %s: %s\n", o->out, strerror(errno));
     else if (rank0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", o->out, o->out);
-    if (o->save && rank0) {
+    if (o->save && rank0 && !ck.terminated) {
         CHECK(sample_save(&ck));
         printf("saved: %s\n", o->save);
     }
 
     epoch_result rtest;
-    CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
-    printf("test accuracy: %.4f\n", rtest.accuracy);
+    if (!ck.terminated) { /* a preempted run has seconds left: it saved, it goes */
+        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
+        printf("test accuracy: %.4f\n", rtest.accuracy);
+    }
 
     ferry_stream_destroy(s);
     ferry_ddp_destroy(ddp);
@@ -315,8 +322,14 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    if (!o.dist)
-        return train(&o, NULL) == FERRY_OK ? 0 : 1;
+    if (o.stop_after && !o.save) {
+        fprintf(stderr, PROG ": --stop-after needs --save FILE (a stopped run is resumed from it)\n");
+        return CLI_USAGE;
+    }
+    if (!o.dist) {
+        ferry_status st = train(&o, NULL);
+        return st != FERRY_OK ? 1 : sample_sigterm ? 128 + SIGTERM : 0;
+    }
 
     ferry_dist *dist;
     ferry_dist_config dc = ferry_dist_config_default();

@@ -302,4 +302,52 @@ if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
 else
     skip "--save/--out checks (train_gray or its data missing)"
 fi
+# ---- resumed runs: real epoch numbers, a missing --resume file, SIGTERM ----
+# 58 training images, batch 16: 4 steps an epoch; --stop-after 6 stops in
+# epoch 2. The resumed run's table and curves.csv go on with epochs 2 and 3,
+# epoch 1's row kept; resuming the finished run keeps all three rows.
+if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
+    g() { run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur" "$@"; }
+    rows() { awk -F, 'NR > 1 { printf "%s ", $1 }' "$tmp/cur/curves.csv" 2> /dev/null; }
+    rm -rf "$tmp/cur" "$tmp/ck.st"
+    g --save "$tmp/ck.st" --stop-after 6
+    g --save "$tmp/ck.st" --resume "$tmp/ck.st"
+    if [ $rc -eq 0 ] && [ "$(rows)" = "1 2 3 " ] && grep -q '^    2 ' "$tmp/out" && grep -q '^    3 ' "$tmp/out"; then
+        ok "train_gray --resume mid-run: table and curves.csv numbered by the real epoch ($(rows))"
+    else
+        bad "train_gray --resume mid-run: exit $rc, curves.csv epochs '$(rows)' (want '1 2 3 ')"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+    g --save "$tmp/ck.st" --resume "$tmp/ck.st"
+    if [ $rc -eq 0 ] && [ "$(rows)" = "1 2 3 " ]; then
+        ok "train_gray --resume of a finished run keeps curves.csv's rows"
+    else
+        bad "train_gray --resume of a finished run: exit $rc, rows '$(rows)'"; show "$tmp/out"
+    fi
+    g --save "$tmp/new.st" --resume "$tmp/new.st"
+    if [ $rc -eq 0 ] && grep -q "does not exist yet: starting a new run" "$tmp/out" && [ -f "$tmp/new.st" ]; then
+        ok "train_gray --resume FILE that does not exist yet: a new run, with a note"
+    else
+        bad "train_gray --resume FILE that does not exist yet: exit $rc"; show "$tmp/out"; show "$tmp/err"
+    fi
+    run "$tg" --data "$tmp/gray" --epochs 1 --stop-after 2
+    if [ $rc -eq 2 ] && grep -q -- "--stop-after needs --save" "$tmp/err"; then
+        ok "train_gray --stop-after without --save: refused, exit 2"
+    else
+        bad "train_gray --stop-after without --save: exit $rc (want 2)"; show "$tmp/err"
+    fi
+    rm -f "$tmp/term.st"
+    "$tg" --data "$tmp/gray" --epochs 1000 --batch 16 --workers 0 --out "$tmp/cur2" \
+        --save "$tmp/term.st" > "$tmp/out" 2> "$tmp/err" &
+    tpid=$!
+    for _ in $(seq 500); do grep -q '^    2 ' "$tmp/out" && break; sleep 0.01; done
+    kill -TERM "$tpid"; wait "$tpid"; rc=$?
+    if [ $rc -eq 143 ] && [ -f "$tmp/term.st" ] && grep -q "terminated (SIGTERM), saved" "$tmp/out"; then
+        ok "train_gray --save: SIGTERM saves, then exits 143"
+    else
+        bad "train_gray --save: SIGTERM: exit $rc (want 143 and the checkpoint)"; show "$tmp/out"
+    fi
+else
+    skip "resume checks (train_gray or its data missing)"
+fi
 finish
