@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "dataset/internal.h"
@@ -74,14 +76,18 @@ static ferry_status entry_is_dir(const char *dir, const struct dirent *e, int *i
     return FERRY_OK;
 }
 
-/* *why: NULL when entry e of dir is a regular file (links followed), else why it
- * cannot be read as an image. Same stat rule as entry_is_dir. */
-static ferry_status entry_problem(const char *dir, const struct dirent *e, const char **why)
+/* *why: NULL when entry e of dir (open as dfd) is a regular file this process
+ * may read (links followed), else why it cannot be read as an image. Same stat
+ * rule as entry_is_dir; d_type says nothing of permissions, so a regular file
+ * is asked about them too (faccessat, no allocation). */
+static ferry_status entry_problem(const char *dir, int dfd, const struct dirent *e, const char **why)
 {
     *why = NULL;
     if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) {
         if (e->d_type != DT_REG)
             *why = ferry__not_regular_reason(DTTOIF(e->d_type));
+        else if (faccessat(dfd, e->d_name, R_OK, 0) != 0)
+            *why = ferry__open_error_reason(e->d_name, errno);
         return FERRY_OK;
     }
     char *p = join(dir, e->d_name);
@@ -150,7 +156,7 @@ static ferry_status walk_class(const char *dir, const char *rel, const folder_up
                 st = ferry__str_list_push(&subs, ferry_host_strdup(e->d_name));
             continue;
         }
-        if ((st = entry_problem(dir, e, &why)) != FERRY_OK)
+        if ((st = entry_problem(dir, dirfd(d), e, &why)) != FERRY_OK)
             break;
         char *r = rel[0] ? join(rel, e->d_name) : ferry_host_strdup(e->d_name);
         if (r && why) {
