@@ -236,6 +236,19 @@ cp "$imgs/a/$first" "$rec/a/2019/y.png" && : > "$rec/a/.hidden.png" && : > "$rec
 n=$(ls "$imgs/a" | grep -c '^0.*\.png$')
 run "$ferry" check "$rec"
 check_out "on an image folder with a class sub-folder" 0 "$((n + 1)) files, $((n + 1)) ok, 0 bad"
+# ---- ferry check: nothing to check is not "all ok" ----
+mkdir -p "$tmp/c11/empty" "$tmp/c11/jpg" "$tmp/c11/ec/a" "$tmp/c11/ec/b"
+: > "$tmp/c11/jpg/a.jpg"
+cp "$imgs/a/$first" "$tmp/c11/ec/a/x.png"
+run "$ferry" check "$tmp/c11/empty"
+check_out "on an empty folder" 1 "1 files, 0 ok, 1 bad"
+run "$ferry" check "$tmp/c11/jpg"
+check_out "on a folder of JPEGs" 1 \
+    "$tmp/c11/jpg: no .png images or tar shards in it (ferry check reads those; other files are not samples)"
+run "$ferry" check "$tmp/c11/ec"
+check_out "on an image folder with an empty class folder (fatal at create)" 1 \
+    "$tmp/c11/ec/b: class folder has no .png files" "2 files, 1 ok, 1 bad"
+
 # ---- train_gray --data takes the data's classes, refuses colour ----
 # A 4-class RGB folder is refused, naming the folder and the sizes (it was
 # trained on quietly, as gray 28 x 28 with 10 classes); a 4-class gray 28 x 28

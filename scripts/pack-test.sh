@@ -154,6 +154,15 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "one.tar:000000.png: " "$tmp/out"
 check "ferry check names the spoilt sample ($(head -n 1 "$tmp/out"))" $?
 
+# A folder of shards with two corrupt ones: each is named, the others checked.
+mkdir "$tmp/bad2" && cp "$tmp/shards"/*.tar "$tmp/bad2/"
+ls "$tmp/bad2"/*.tar | sed -n '1p;3p' | while read -r s; do head -c 700 "$s" > "$s.x" && mv "$s.x" "$s"; done
+"$ferry" check "$tmp/bad2" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "shard-000000.tar" "$tmp/out" && grep -q "shard-000002.tar" "$tmp/out" &&
+    grep -q "shard samples, .* ok, 2 bad" "$tmp/out"
+check "ferry check names both corrupt shards of a folder and checks the rest ($(tail -n 1 "$tmp/out"))" $?
+
 "$ferry" pack "$tmp/folder" "$tmp/shards" --no-shuffle > "$tmp/out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "already holds shards" "$tmp/out"

@@ -137,16 +137,19 @@ static void quiet_log(ferry_log_level level, const char *msg, void *user)
 
 /* An image folder's samples exactly as ferry_dataset_image_folder lists them
  * (class folders walked recursively, hidden entries and other names left
- * out); when it refuses the folder, the folder is one bad entry saying why. */
+ * out); when it refuses the folder, one bad entry says why, and every .png
+ * under it is checked as files. */
 static int collect_image_folder(const char *dir, tool_paths *files)
 {
     ferry_dataset *ds = NULL;
     ferry_set_log(quiet_log, NULL);
     ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
     ferry_set_log(NULL, NULL);
-    if (st != FERRY_OK) {
+    if (st != FERRY_OK) { /* it will not load (an empty class folder): say so, check the rest */
         const char *e = ferry_last_error();
-        return tool_paths_push(files, strncmp(e, dir, strlen(dir)) ? dir : "", e);
+        if (tool_paths_push(files, strncmp(e, dir, strlen(dir)) ? dir : "", e) != 0)
+            return -1;
+        return tool_collect_png(dir, 1, files);
     }
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < ferry_dataset_len(ds); i++)
@@ -177,6 +180,7 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
             nargs++; /* tar shards: checked sample by sample in cmd_check */
         } else {
             nargs++;
+            size_t before = files->n;
             /* A path that cannot be read is a bad file (listed with its reason),
              * not a usage error; only running out of memory fails here. */
             if ((has_class_folders(a) ? collect_image_folder(a, files)
@@ -184,6 +188,11 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
                 fprintf(stderr, CHECK_CMD ": %s: %s\n", a, strerror(errno));
                 return 1;
             }
+            /* Nothing to check is not "all ok": a folder of JPEGs, an empty one. */
+            if (files->n == before &&
+                tool_paths_push(files, a, "no .png images or tar shards in it (ferry check reads "
+                                "those; other files are not samples)") != 0)
+                return 1;
         }
     }
     if (nargs == 0) {
