@@ -249,6 +249,7 @@ TEST(checkpoint_mismatch_names_the_tensor)
     ASSERT_OK(ferry_sequential_add(b, l));
     ASSERT_STATUS(ferry_checkpoint_load(path, b, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "no tensor \"3.weight\"");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "saved from another model (another kind");
     ferry_module_destroy(b);
     b = small_cnn();
     ASSERT_OK(ferry_module_to_dtype(b, FERRY_DTYPE_F16));
