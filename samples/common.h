@@ -15,13 +15,28 @@
 
 #include <ferry.h>
 
+#include "../tools/cli_args.h"
 #include "../tools/svg_plot.h"
+
+/* A failure, said once: helpers and their callers both CHECK, and the same
+ * message used to be printed at each level. In the program's name and the
+ * command line's words (cli_words), not the API's status names. */
+static inline void sample_report(void)
+{
+    static char last[1024];
+    const char *m = ferry_last_error();
+    if (!strncmp(last, m, sizeof last - 1))
+        return;
+    snprintf(last, sizeof last, "%s", m);
+    char buf[2048];
+    fprintf(stderr, "%s: %s\n", program_invocation_short_name, cli_words(m, buf, sizeof buf));
+}
 
 #define CHECK(call)                                                                    \
     do {                                                                               \
         ferry_status st_ = (call);                                                     \
         if (st_ != FERRY_OK) {                                                         \
-            fprintf(stderr, "%s: %s\n", ferry_status_str(st_), ferry_last_error());   \
+            sample_report();                                                           \
             return st_;                                                                \
         }                                                                              \
     } while (0)
@@ -48,7 +63,7 @@ static inline ferry_status sequential(ferry_module **layers, const ferry_status 
             ferry_module_destroy(layers[i]);
     }
     if (st != FERRY_OK) {
-        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
+        sample_report();
         ferry_module_destroy(net);
         return st;
     }
@@ -195,7 +210,7 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
             break;
     }
     if (st != FERRY_END) {
-        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
+        sample_report();
         return st;
     }
     CHECK(ferry_metrics_read(met, &r->loss, &r->accuracy, &r->samples));

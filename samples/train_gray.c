@@ -203,7 +203,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_dataset *all, *test, *tr, *val;
     ferry_status st = open_datasets(o, &all, &test);
     if (st != FERRY_OK) {
-        fprintf(stderr, "%s\n", ferry_last_error());
+        sample_report();
         return st;
     }
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));

@@ -363,4 +363,67 @@ if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
 else
     skip "resume checks (train_gray or its data missing)"
 fi
+# ---- messages: said once, in the command line's words, each with a reason ----
+env FERRY_SIM_GPUS=1 FERRY_SIM_GPU_MEM=-5 "$ferry" info > "$tmp/out" 2> "$tmp/err"
+grep -q "FERRY_SIM_GPU_MEM=-5: expected a size" "$tmp/err" && grep -q "0.50 GiB memory" "$tmp/out"
+r1=$?
+env FERRY_SIM_GPUS=1 FERRY_SIM_SEED=xyz "$ferry" info > /dev/null 2> "$tmp/err"
+grep -q "FERRY_SIM_SEED=xyz: expected an unsigned integer" "$tmp/err"
+if [ $r1 -eq 0 ] && [ $? -eq 0 ]; then
+    ok "FERRY_SIM_GPU_MEM=-5 and FERRY_SIM_SEED=xyz: refused with a warning, defaults kept"
+else
+    bad "FERRY_SIM_GPU_MEM=-5 / FERRY_SIM_SEED=xyz taken without a word"; show "$tmp/err"
+fi
+run env FERRY_SIM_GPUS=0 "$ferry" info
+if [ "$("$ferry" info | grep -c '^  cuda:')" -gt 0 ] || grep -q "no CUDA device: this" "$tmp/out"; then
+    ok "ferry info says why there is no GPU (or lists one)"
+else
+    bad "ferry info: no reason for no GPU"; show "$tmp/out"
+fi
+printf 'not safetensors' > "$tmp/junk.st"
+run "$ferry" diff "$tmp/junk.st" "$tmp/junk.st"
+if [ $rc -eq 3 ]; then ok "ferry diff on an unreadable file: exit 3 (1 means different)"
+else bad "ferry diff on an unreadable file: exit $rc (want 3)"; show "$tmp/err"; fi
+run "$ferry" bench decode --generate "$tmp/dec" 2
+printf 'garbage' > "$tmp/dec/000001.png"
+run "$ferry" bench decode "$tmp/dec"
+if [ $rc -ne 0 ] && ! grep -q '()' "$tmp/err" && grep -q "000001.png: " "$tmp/err"; then
+    ok "ferry bench decode names the file and the reason"
+else
+    bad "ferry bench decode: an empty reason"; show "$tmp/err"
+fi
+mkdir -p "$tmp/cwd" && : > "$tmp/cachefile"
+ferry_abs=$(cd "$(dirname "$ferry")" && pwd)/ferry
+(cd "$tmp/cwd" && FERRY_CACHE_DIR="$tmp/cachefile" timeout 60 "$ferry_abs" bench --epochs 1 > /dev/null 2> "$tmp/err")
+if [ ! -e "$tmp/cwd/build" ] && grep -q "exporting Fashion-MNIST to $tmp/cachefile/fashion-mnist" "$tmp/err"; then
+    ok "ferry bench with no folder uses the cache folder and says where, not ./build/data"
+else
+    bad "ferry bench with no folder: wrote into the current folder or did not say where"; show "$tmp/err"
+fi
+mkdir -p "$tmp/lk/a" && cp "$imgs/a/$first" "$tmp/lk/a/" && ln -sf nowhere.png "$tmp/lk/a/zz.png"
+run "$ferry" bench "$tmp/lk" --epochs 1 --workers 0
+if [ $rc -ne 0 ] && ! grep -q 'on_error\|FERRY_ON_ERROR\|stream_shuffle_buffer' "$tmp/err" &&
+   grep -q "zz.png" "$tmp/err"; then
+    ok "ferry bench speaks the command line's words (no on_error = SKIP)"
+else
+    bad "ferry bench: API names in its messages"; show "$tmp/err"
+fi
+if [ -d "$tmp/gray/train" ] && [ -x "$tg" ]; then
+    run "$tg" --data "$tmp/gray" --epochs 2 --resume "$tmp/ck.st" --seed 9 --out "$tmp/cur"
+    if [ $rc -ne 0 ] && [ "$(grep -c 'does not fit' "$tmp/err")" -eq 1 ] && ! grep -q 'FERRY_ERR' "$tmp/err"; then
+        ok "train_gray: a refused resume is said once, naming the seed ($(head -n 1 "$tmp/err"))"
+    else
+        bad "train_gray: a refused resume said $(grep -c 'does not fit' "$tmp/err") times"; show "$tmp/err"
+    fi
+fi
+readme=$(dirname "$0")/../README.md
+if [ -f "$readme" ]; then
+    awk '/`samples\/embed.c`, whole/ { f = 1 } f && /^```c$/ { p = 1; next } p && /^```$/ { exit } p' "$readme" > "$tmp/listing"
+    sed '1,/\*\//d' "$(dirname "$0")/../samples/embed.c" > "$tmp/embed"
+    if cmp -s "$tmp/listing" "$tmp/embed"; then
+        ok "README's whole embed.c listing is samples/embed.c (includes and all)"
+    else
+        bad "README's embed.c listing differs from samples/embed.c"; diff "$tmp/embed" "$tmp/listing" | head -5
+    fi
+fi
 finish
