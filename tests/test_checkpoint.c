@@ -337,3 +337,52 @@ TEST(save_removes_temporaries_of_dead_processes)
     ferry_module_destroy(m);
     ferry_tensor_release(t);
 }
+
+/* A file whose header and data_size bytes of data are given. */
+static size_t file_with(unsigned char *buf, const char *hdr, size_t data_size)
+{
+    size_t hl = strlen(hdr);
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(hl >> (8 * i));
+    memcpy(buf + 8, hdr, hl);
+    memset(buf + 8 + hl, 0, data_size);
+    return 8 + hl + data_size;
+}
+
+/* The tensors' data must tile the data section, as the format's reference
+ * implementation requires: overlapping tensors, a hole between two, bytes
+ * after the last are each FERRY_ERR_FORMAT naming the tensors. */
+TEST(safetensors_rejects_overlaps_and_holes)
+{
+    static const struct { const char *hdr; size_t data; const char *want; } cases[] = {
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12,
+         "tensors \"a\" [0, 8] and \"b\" [4, 12] overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
+         "tensors \"a\" [0, 8] and \"b\" [0, 8] overlap"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12,
+         "4 bytes at [4, 8] of the data section belong to no tensor (before \"b\", after \"a\")"},
+        {"{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8,
+         "4 bytes at [0, 4] of the data section belong to no tensor (before \"b\")"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 12,
+         "8 bytes after the last tensor (\"a\") belong to no tensor"},
+    };
+    unsigned char buf[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = file_with(buf, cases[i].hdr, cases[i].data);
+        ferry_safetensors *f = NULL;
+        ASSERT_STATUS(ferry_safetensors_parse(buf, n, &f), FERRY_ERR_FORMAT);
+        ASSERT_STR_CONTAINS(ferry_last_error(), cases[i].want);
+        ASSERT(f == NULL);
+    }
+    /* Tiled exactly, in any header order, with an empty tensor: fine. */
+    size_t n = file_with(buf, "{\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]},"
+                              "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
+                              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8);
+    ferry_safetensors *f = NULL;
+    ASSERT_OK(ferry_safetensors_parse(buf, n, &f));
+    ASSERT_EQ_SIZE(ferry_safetensors_count(f), 3);
+    ferry_safetensors_close(f);
+}
