@@ -305,7 +305,12 @@ static void run_task(ferry_loader *l, ferry_worker *w, task *t)
     FERRY_ASSERT_NOT_HELD(&l->lock);
     int64_t allocs0 = ferry_debug_thread_alloc_count();
     uint8_t *dst = t->slot->host + t->pos * l->wire_sample_bytes;
-    t->st = decode_one(l, w, t->index, dst, &t->label);
+    /* Under SKIP a sample that failed before (met as another place's
+     * replacement candidate) is not decoded again: it is skipped as failed. */
+    if (l->known_bad && atomic_load_explicit(&l->known_bad[t->index], memory_order_relaxed))
+        t->st = ferry_fail(FERRY_ERR_IO, "failed to decode earlier in this loader's life");
+    else
+        t->st = decode_one(l, w, t->index, dst, &t->label);
     if (t->st == FERRY_OK)
         t->st = check_sample_time(l, w, t->index);
     if (t->st != FERRY_OK && t->st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP)
