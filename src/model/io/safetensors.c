@@ -357,7 +357,7 @@ void ferry_safetensors_close(ferry_safetensors *f)
 
 static int cmp_range(const void *a, const void *b)
 {
-    const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+    const st_entry *x = a, *y = b;
     if (x->begin != y->begin)
         return x->begin < y->begin ? -1 : 1;
     if (x->end != y->end)
@@ -374,31 +374,30 @@ static ferry_status check_layout(const ferry_safetensors *f, uint64_t data_size)
     if (!f->n)
         return data_size ? ferry_fail(FERRY_ERR_FORMAT, "safetensors: %llu bytes of data but no "
                                       "tensor", (unsigned long long)data_size) : FERRY_OK;
-    const st_entry **v = ferry_host_malloc(f->n * sizeof *v);
+    st_entry *v = ferry_host_malloc(f->n * sizeof *v); /* shallow copies: names stay f's */
     if (!v)
         return FERRY_ERR_NO_MEMORY;
-    for (size_t i = 0; i < f->n; i++)
-        v[i] = &f->e[i];
+    memcpy(v, f->e, f->n * sizeof *v);
     qsort(v, f->n, sizeof *v, cmp_range);
     ferry_status st = FERRY_OK;
     uint64_t at = 0;
     for (size_t i = 0; i < f->n && st == FERRY_OK; i++) {
-        if (v[i]->begin < at)
+        if (v[i].begin < at)
             st = ferry_fail(FERRY_ERR_FORMAT, "safetensors: tensors \"%s\" [%llu, %llu] and \"%s\" "
-                            "[%llu, %llu] overlap in the data section", v[i - 1]->name,
-                            (unsigned long long)v[i - 1]->begin, (unsigned long long)v[i - 1]->end,
-                            v[i]->name, (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
-        else if (v[i]->begin > at)
+                            "[%llu, %llu] overlap in the data section", v[i - 1].name,
+                            (unsigned long long)v[i - 1].begin, (unsigned long long)v[i - 1].end,
+                            v[i].name, (unsigned long long)v[i].begin, (unsigned long long)v[i].end);
+        else if (v[i].begin > at)
             st = ferry_fail(FERRY_ERR_FORMAT, "safetensors: %llu bytes at [%llu, %llu] of the data "
                             "section belong to no tensor (before \"%s\"%s%s%s)",
-                            (unsigned long long)(v[i]->begin - at), (unsigned long long)at,
-                            (unsigned long long)v[i]->begin, v[i]->name, i ? ", after \"" : "",
-                            i ? v[i - 1]->name : "", i ? "\"" : "");
-        at = v[i]->end;
+                            (unsigned long long)(v[i].begin - at), (unsigned long long)at,
+                            (unsigned long long)v[i].begin, v[i].name, i ? ", after \"" : "",
+                            i ? v[i - 1].name : "", i ? "\"" : "");
+        at = v[i].end;
     }
     if (st == FERRY_OK && at != data_size)
         st = ferry_fail(FERRY_ERR_FORMAT, "safetensors: %llu bytes after the last tensor (\"%s\") "
-                        "belong to no tensor", (unsigned long long)(data_size - at), v[f->n - 1]->name);
+                        "belong to no tensor", (unsigned long long)(data_size - at), v[f->n - 1].name);
     ferry_host_free(v);
     return st;
 }
