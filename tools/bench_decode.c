@@ -78,25 +78,34 @@ typedef struct bench_state {
     ferry_image_config cfg;
 } bench_state;
 
+/* -1, with ferry_last_error() saying which file and why (libpng's message):
+ * the caller prints it, and an empty reason read as "()". */
+static long plain_fail(const char *path, const char *why)
+{
+    ferry_set_error(FERRY_ERR_FORMAT, "%s: %s (plain libpng)", path, why && *why ? why : "failed");
+    return -1;
+}
+
 /* One pass of the plain libpng loop; returns images decoded (or -1). */
 static long pass_plain(bench_state *b)
 {
     for (size_t i = 0; i < b->files->n; i++) {
         size_t n;
-        if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
-            return -1;
+        const char *path = b->files->v[i];
+        if (tool_read_file(path, &b->file, &b->file_cap, &n, 0) != 0)
+            return plain_fail(path, strerror(errno));
         png_image img;
         memset(&img, 0, sizeof img);
         img.version = PNG_IMAGE_VERSION;
         if (!png_image_begin_read_from_memory(&img, b->file, n))
-            return -1;
+            return plain_fail(path, img.message);
         img.format = b->gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
         if (PNG_IMAGE_SIZE(img) > b->out_cap) {
             png_image_free(&img);
-            return -1;
+            return plain_fail(path, "larger than the first image");
         }
         if (!png_image_finish_read(&img, NULL, b->out, 0, NULL))
-            return -1;
+            return plain_fail(path, img.message);
     }
     return (long)b->files->n;
 }
@@ -106,7 +115,7 @@ static long pass_ferry(bench_state *b)
     for (size_t i = 0; i < b->files->n; i++) {
         size_t n;
         if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
-            return -1;
+            return plain_fail(b->files->v[i], strerror(errno));
         if (ferry_png_decode(b->file, n, &b->cfg, b->scratch, b->files->v[i], b->out,
                              b->out_cap) != FERRY_OK)
             return -1;

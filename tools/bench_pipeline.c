@@ -25,7 +25,6 @@
 #define FERRY_SOURCE_DIR "."
 #endif
 #define MAX_LIST 16
-#define DEFAULT_DATA "build/data/fashion-mnist"
 
 typedef struct bench_opts {
     const char *dir;
@@ -128,7 +127,8 @@ static void log_once(ferry_log_level level, const char *msg, void *user)
             return;
     if (nseen < 8)
         snprintf(seen[nseen++], sizeof seen[0], "%s", msg);
-    fprintf(stderr, "ferry: warning: %s\n", msg);
+    char buf[2048];
+    fprintf(stderr, "ferry: warning: %s\n", cli_words(msg, buf, sizeof buf));
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -252,21 +252,42 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     return st;
 }
 
-/* The default dataset: Fashion-MNIST's train split as a PNG folder, exported once. */
+/* Where the default dataset lives: a cache folder of the user's, never the
+ * current folder (ferry bench run anywhere wrote 276 MB into ./build/data):
+ * $FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else $HOME/.cache/ferry. */
+static void cache_dir(char *buf, size_t n)
+{
+    const char *c = getenv("FERRY_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (c && *c)
+        snprintf(buf, n, "%s/fashion-mnist", c);
+    else if (x && *x)
+        snprintf(buf, n, "%s/ferry/fashion-mnist", x);
+    else
+        snprintf(buf, n, "%s/.cache/ferry/fashion-mnist", h && *h ? h : "/tmp");
+}
+
+/* The default dataset: Fashion-MNIST's train split as a PNG folder, exported
+ * once into the cache (the marker names the export's layout: class folders
+ * in label order). */
 static int prepare_default(const char **dir)
 {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/.complete", DEFAULT_DATA);
+    static char path[3900];
+    char data[3800];
+    cache_dir(data, sizeof data);
+    snprintf(path, sizeof path, "%s/.complete-2", data);
     if (access(path, F_OK) != 0) {
-        fprintf(stderr, "ferry bench: exporting Fashion-MNIST to %s (once)\n", DEFAULT_DATA);
-        char *args[] = {"export", "fashion-mnist", DEFAULT_DATA, NULL};
+        fprintf(stderr, "ferry bench: no folder given: exporting Fashion-MNIST to %s (once, about "
+                "280 MB; FERRY_CACHE_DIR moves it)\n", data);
+        char *args[] = {"export", "fashion-mnist", data, NULL};
         if (cmd_export(3, args) != 0)
             return -1;
         FILE *f = fopen(path, "w");
         if (f)
             fclose(f);
+    } else {
+        fprintf(stderr, "ferry bench: no folder given: Fashion-MNIST from %s\n", data);
     }
-    snprintf(path, sizeof path, "%s/train", DEFAULT_DATA);
+    snprintf(path, sizeof path, "%s/train", data);
     *dir = path;
     return 0;
 }
@@ -322,7 +343,9 @@ static void usage(FILE *f)
             "  --stream B: tar shards in streaming mode (shards in a seeded order, a shuffle\n"
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
-            "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent;\n"
+            "  --format json: JSON Lines, one object a line for each row\n"
+            "  DIR defaults to Fashion-MNIST's train split, exported once to a cache folder\n"
+            "  ($FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else ~/.cache/ferry);\n"
             "  it may also be tar shards: a .tar, .tar.gz or .tgz file, a folder of them\n"
             "  (ferry pack), or a list file naming them one a line\n");
 }
@@ -475,6 +498,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
  * class is in it); NULL after printing why. */
 static ferry_dataset *open_dataset(const bench_opts *o)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     ferry_image_config icfg = ferry_image_config_default();
     if (o->size) {
         icfg.height = icfg.width = o->size;
@@ -489,7 +513,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     icfg.random_hflip = o->flip;
     ferry_dataset *ds;
     if (tool_open_images(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, or tar shards */
-        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return NULL;
     }
     if (o->limit && o->limit < ferry_dataset_len(ds)) {
@@ -498,7 +522,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
         ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
         ferry_dataset_destroy(ds);
         if (st != FERRY_OK) {
-            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+            fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
             return NULL;
         }
         ferry_dataset_destroy(rest);
@@ -510,6 +534,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
 /* One untimed epoch first, so the first row does not pay for a cold page cache. */
 static int warm_up(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     bench_opts warm = *o;
     warm.epochs = 1;
     warm.digest = false;
@@ -519,7 +544,7 @@ static int warm_up(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t
     for (size_t k = 0; k < o->nworkers; k++)
         most = o->workers[k] > most ? o->workers[k] : most;
     if (run_config(&warm, ds, most, o->pin[0], 1, o->wire[0], &ignored, hostbuf, hostbuf_bytes) != FERRY_OK) {
-        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return 1;
     }
     return 0;
@@ -547,6 +572,7 @@ static void chart_add(chart *c, const char *label, double rate)
 static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes,
                     double plain, chart *ch, bool *any_simulated)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     int rc = 0;
     uint64_t first_digest = 0;
     bool have_digest = false;
@@ -559,8 +585,8 @@ static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_
                     ferry_status st = run_config(o, ds, o->workers[k], o->pin[pi], o->overlap[oi],
                                                  o->wire[wi], &row, hostbuf, hostbuf_bytes);
                     if (st != FERRY_OK) {
-                        fprintf(stderr, "ferry bench: workers %zu: %s: %s\n", o->workers[k],
-                                ferry_status_str(st), ferry_last_error());
+                        fprintf(stderr, "ferry bench: workers %zu: %s\n", o->workers[k],
+                                cli_words(ferry_last_error(), wbuf, sizeof wbuf));
                         rc = 1;
                         continue;
                     }

@@ -188,9 +188,11 @@ FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
 
-/* ROOT/<class>/<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix, each
- * file told by its bytes): classes and files sorted by name (bytewise), class
- * names kept; hidden files and other extensions ignored. An empty root or class
+/* ROOT/<class>/.../<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix,
+ * each file told by its bytes): each class folder walked recursively (links
+ * followed; a link back to a folder above is logged and not followed), classes
+ * and each class's paths below its folder sorted by name (bytewise), class
+ * names kept; hidden entries and other extensions ignored. An empty root or class
  * is FERRY_ERR_INVALID_ARG naming the path. Every other image entry is a sample,
  * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
  * create logs one warning naming the first such entry and the count, and

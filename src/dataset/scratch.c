@@ -106,7 +106,14 @@ const char *ferry__path_problem(const char *path)
         int e = errno;
         return ferry__open_error_reason(path, e);
     }
-    return S_ISREG(sb.st_mode) ? NULL : ferry__not_regular_reason(sb.st_mode);
+    if (!S_ISREG(sb.st_mode))
+        return ferry__not_regular_reason(sb.st_mode);
+    /* The mode bits, ACLs and a read-only mount decide; the kernel knows. */
+    if (access(path, R_OK) != 0) {
+        int e = errno;
+        return ferry__open_error_reason(path, e);
+    }
+    return NULL;
 }
 
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
