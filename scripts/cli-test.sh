@@ -237,17 +237,20 @@ n=$(ls "$imgs/a" | grep -c '^0.*\.png$')
 run "$ferry" check "$rec"
 check_out "on an image folder with a class sub-folder" 0 "$((n + 1)) files, $((n + 1)) ok, 0 bad"
 # ---- ferry check: nothing to check is not "all ok" ----
-mkdir -p "$tmp/c11/empty" "$tmp/c11/jpg" "$tmp/c11/ec/a" "$tmp/c11/ec/b"
+mkdir -p "$tmp/c11/empty" "$tmp/c11/txt" "$tmp/c11/jpg" "$tmp/c11/ec/a" "$tmp/c11/ec/b"
+echo notes > "$tmp/c11/txt/a.txt"
 : > "$tmp/c11/jpg/a.jpg"
 cp "$imgs/a/$first" "$tmp/c11/ec/a/x.png"
 run "$ferry" check "$tmp/c11/empty"
 check_out "on an empty folder" 1 "1 files, 0 ok, 1 bad"
+run "$ferry" check "$tmp/c11/txt"
+check_out "on a folder of other files" 1 \
+    "$tmp/c11/txt: no images (.png, .jpg, .jpeg) or tar shards in it (ferry check reads those; other files are not samples)"
 run "$ferry" check "$tmp/c11/jpg"
-check_out "on a folder of JPEGs" 1 \
-    "$tmp/c11/jpg: no .png images or tar shards in it (ferry check reads those; other files are not samples)"
+check_out "on a folder with an empty .jpg" 1 "$tmp/c11/jpg/a.jpg: not a JPEG file (empty)" "1 files, 0 ok, 1 bad"
 run "$ferry" check "$tmp/c11/ec"
 check_out "on an image folder with an empty class folder (fatal at create)" 1 \
-    "$tmp/c11/ec/b: class folder has no .png files" "2 files, 1 ok, 1 bad"
+    "$tmp/c11/ec/b: class folder has no image files (.png, .jpg, .jpeg)" "2 files, 1 ok, 1 bad"
 
 # ---- train_gray --data takes the data's classes, refuses colour ----
 # A 4-class RGB folder is refused, naming the folder and the sizes (it was

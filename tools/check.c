@@ -188,10 +188,10 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
                 fprintf(stderr, CHECK_CMD ": %s: %s\n", a, strerror(errno));
                 return 1;
             }
-            /* Nothing to check is not "all ok": a folder of JPEGs, an empty one. */
+            /* Nothing to check is not "all ok": an empty folder, one of other files. */
             if (files->n == before &&
-                tool_paths_push(files, a, "no .png images or tar shards in it (ferry check reads "
-                                "those; other files are not samples)") != 0)
+                tool_paths_push(files, a, "no images (.png, .jpg, .jpeg) or tar shards in it "
+                                "(ferry check reads those; other files are not samples)") != 0)
                 return 1;
         }
     }
