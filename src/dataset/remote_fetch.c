@@ -217,6 +217,8 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     if (t->s3) {
         curl_easy_setopt(h, CURLOPT_AWS_SIGV4, t->sigv4);
         curl_easy_setopt(h, CURLOPT_USERPWD, t->userpwd);
+        /* S3 wants the payload's hash; libcurl signs with this value when given. */
+        *hdrs = curl_slist_append(*hdrs, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
         if (t->token[0])
             *hdrs = curl_slist_append(*hdrs, t->token);
     }
