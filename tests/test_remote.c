@@ -513,3 +513,47 @@ TEST(build_without_curl_refuses_urls)
     (void)u[0];
 #endif
 }
+
+/* More ranks than shards: every rank gets the same number of batches (and
+ * samples) per epoch, in random and streaming order, so no rank waits at the
+ * epoch's end for a batch another never gets. */
+TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    ferry_image_config ic = remote_cfg("remote/cache-ranks", 0);
+    ferry_dataset *ds;
+    ASSERT_OK(open_urls(ft_http_base(srv), &ic, &ds));
+    for (int stream = 0; stream < 2; stream++) {
+        size_t want = 0;
+        for (size_t rank = 0; rank < 6; rank++) {
+            ferry_loader_config c = ferry_loader_config_default();
+            c.dataset = ds;
+            c.batch_size = 3;
+            c.shuffle = true;
+            c.seed = 3;
+            c.num_workers = 2;
+            c.device = "cpu";
+            c.pin_memory = false;
+            c.out_dtype = FERRY_DTYPE_U8;
+            c.stream_shuffle_buffer = stream ? 4 : 0;
+            c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+            c.rank = rank;
+            c.world_size = 6;
+            ferry_loader *l;
+            ASSERT_OK(ferry_loader_create(&c, &l));
+            size_t batches = 0;
+            ferry_batch b;
+            ferry_status st;
+            while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+                batches++;
+            ASSERT_STATUS(st, FERRY_END);
+            ferry_loader_destroy(l);
+            if (rank == 0)
+                want = batches;
+            ASSERT_MSG(batches == want && want > 0, "%s: rank %zu got %zu batches, rank 0 %zu",
+                       stream ? "streaming" : "random", rank, batches, want);
+        }
+    }
+    ferry_dataset_destroy(ds);
+    ft_http_stop(srv);
+}
