@@ -1,6 +1,7 @@
 #!/bin/sh
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
-# files given (make lint passes what the build compiles, without the CUDA
+# files given, and a check that no public header names a file under src/ or
+# tests/ (headers state contracts, docs/DESIGN.md the mechanism), (make lint passes what the build compiles, without the CUDA
 # variants), with the project's flags. Prints the findings, one line per tool,
 # and a "N passed, N failed, N skipped" summary; exits 1 when anything was found.
 #   scripts/lint.sh src/loader/*.c
@@ -63,6 +64,16 @@ if command -v cppcheck >/dev/null 2>&1; then
 else
     echo "skip  cppcheck (not found)"
     skipped=$((skipped + 1))
+fi
+# Public headers state contracts; where the code or its tests live is for
+# docs/DESIGN.md, and a path into src/ or tests/ goes stale with the next move.
+if grep -n -E '(^|[^A-Za-z0-9_])(src|tests)/[A-Za-z0-9_./-]+' include/ferry.h include/ferry/*.h > "$out"; then
+    echo "FAIL  public headers name files under src/ or tests/ (say it in docs/DESIGN.md):"
+    cat "$out"
+    failed=$((failed + 1))
+else
+    echo "ok    public headers name no file under src/ or tests/"
+    passed=$((passed + 1))
 fi
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -7,7 +7,8 @@
 #
 #   scripts/mutation-check.sh [--keep] [NAME-SUBSTRING]
 #
-# The copy is built once with CUDA=0 (the simulated GPU is there all the same);
+# The copy is built once with CUDA=0 DEBUG=1 (the simulated GPU is there all the
+# same; DEBUG=1 turns the invariant checks on);
 # each mutation then costs an incremental build. Not part of make test: run it
 # before changing the tests or the code they guard; the result goes in
 # docs/BENCHMARKS.md (Testing).
@@ -23,7 +24,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mutation-XXXXXX") || exit 1
 
 # The working tree as it is (tracked and new files, not ignored ones).
 (cd "$src" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$work") || exit 1
-build() { make -C "$work" --no-print-directory -j"$jobs" CUDA=0 BUILD=build tests >"$work/build.log" 2>&1; }
+# DEBUG=1: FERRY_ASSERT on, so a mutation that breaks an invariant trips it.
+build() { make -C "$work" --no-print-directory -j"$jobs" CUDA=0 DEBUG=1 BUILD=build tests >"$work/build.log" 2>&1; }
 
 # run_tests NAMES...: 0 when every named program passes.
 run_tests() {

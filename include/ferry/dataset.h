@@ -38,8 +38,6 @@ typedef struct ferry_scratch ferry_scratch;
 FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
 FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
-/* Everything a get() call needs besides the index. Random augmentation of sample
- * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
 /* Seconds spent per stage, added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
@@ -47,6 +45,8 @@ typedef struct ferry_sample_timing {
     double transform_s; /* resize, crop, flip, channel conversion */
 } ferry_sample_timing;
 
+/* Everything a get() call needs besides the index. Random augmentation of sample
+ * i draws from ferry_rng keyed by (seed, FERRY_RNG_AUGMENT | epoch, i). */
 typedef struct ferry_sample_ctx {
     uint64_t seed;
     uint64_t epoch;

@@ -1,7 +1,7 @@
 /* The loader: the data path from files to batches on a device.
  *
  *   workers --decode+transform straight into--> pinned slot k (host)
- *           --one cudaMemcpyAsync on the copy stream--> device slot k
+ *           --one cudaMemcpyAsync on slot k's copy stream--> device slot k
  *           --event--> caller's stream: u8 -> f32/f16/bf16 + normalise, fused
  *
  * A ring of `prefetch` slots, sized once at create: after the first batch no host
@@ -69,23 +69,20 @@ typedef struct ferry_loader_config {
     bool persistent_workers;    /* keep threads across epochs; default true */
     bool in_order;              /* deliver batches in sampler order; default true. false: as ready */
     bool train;                 /* random augmentation on; default true */
-    /* Streaming mode, for tar shards (ferry_dataset_shards) larger than the page
-     * cache, and for gzip-compressed shards: > 0 replaces the shuffled order
-     * (shuffle = true; random or distributed sampler) by the shards in a
-     * seeded order, each one's samples in the order they are stored in it,
-     * passed through a shuffle buffer of this many entries (a sample comes at
-     * most this many - 1 places before its place in the shards' order), and
-     * each shard is read ahead sequentially (4 MiB past the last read member,
-     * posix_fadvise). The order is computed up front from (seed, epoch, world
-     * size) like every order: independent of num_workers. Memory: the order
-     * as for any sampler plus one entry per shard; the buffer is in place in
-     * the order. Gzip shards are decompressed once an epoch each, and the
-     * images decompressed ahead of their turn wait in the dataset's ring
-     * (image_config.shard_cache_bytes): at most this many plus prefetch *
-     * batch_size of them (tests/test_shards_gz.c). Distributed: ranks split
-     * the streaming order as they split the random one (every world_size-th
-     * sample), so each rank reads (and decompresses) every shard. Default 0
-     * (off). */
+    /* Streaming mode, for datasets with shards (tar shards larger than the
+     * page cache, gzip shards, a subset or split of them, a custom dataset
+     * with shard_ends): > 0 replaces the shuffled order (shuffle = true;
+     * random or distributed sampler) by the shards in a seeded order, each
+     * one's samples in the order they are stored in it, passed through a
+     * shuffle buffer of this many entries: a sample comes at most this many
+     * - 1 places before its place in the shards' order, and each shard is
+     * read front to back. The order depends on (seed, epoch, world size)
+     * only, never on num_workers. A gzip shard is decompressed once an epoch;
+     * the images decompressed ahead of their turn, at most this many plus
+     * prefetch * batch_size, wait in image_config.shard_cache_bytes. Ranks
+     * split the streaming order as they split the random one, so each rank
+     * reads every shard. Default 0 (off). docs/DESIGN.md says how (read-ahead,
+     * memory). */
     size_t stream_shuffle_buffer;
 } ferry_loader_config;
 

@@ -25,7 +25,8 @@ typedef struct ferry_rng {
 
 /* The version of every random stream the library draws (epoch orders, splits,
  * augmentation, initialisation, dropout). The same seed gives the same numbers
- * while it stands; any change to them bumps it (tests/test_golden.c pins them). */
+ * while it stands; any change to them bumps it (the test suite pins them with
+ * golden values). */
 #define FERRY_RNG_STREAMS_VERSION 1
 
 /* Purposes mixed into `a` by the library so its streams never collide. */

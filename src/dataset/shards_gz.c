@@ -16,7 +16,9 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "common/assert.h"
 #include "common/error.h"
+#include "common/mutex.h"
 #include "dataset/gz.h"
 #include "dataset/internal.h"
 #include "dataset/shards.h"
@@ -45,7 +47,7 @@ typedef struct stream {
 } stream;
 
 struct ferry_gz_cache {
-    pthread_mutex_t lock;
+    ferry_mutex lock;
     pthread_cond_t cv;
     ferry_gz_cache_setup su;
     /* the ring */
@@ -67,6 +69,37 @@ struct ferry_gz_cache {
 };
 
 /* ---- the ring (lock held) ---- */
+
+/* The ring's invariants, checked on entry to and after every change in debug
+ * and sanitizer builds (FERRY_ASSERT): front <= back, at most QCAP entries;
+ * the entries in use are in seq order, each at its slot, none wrapping the
+ * ring's end, each after the one before and before head, all within cap bytes
+ * of the front's start; a kept entry is its sample's (kept[]) and the kept
+ * counters add up. */
+static void check_ring(ferry_gz_cache *c)
+{
+#if FERRY_DEBUG
+    FERRY_ASSERT_HELD(&c->lock);
+    FERRY_ASSERT(c->front <= c->back && c->back - c->front <= QCAP);
+    uint64_t kept = 0, bytes = 0, end = 0;
+    for (uint64_t q = c->front; q < c->back; q++) {
+        const entry *e = &c->q[q % QCAP];
+        FERRY_ASSERT(e->seq == q && e->len > 0 && e->pos % c->cap + e->len <= c->cap);
+        FERRY_ASSERT((q == c->front || e->pos >= end) && e->pos + e->len <= c->head);
+        end = e->pos + e->len;
+        if (e->state == E_KEPT) {
+            FERRY_ASSERT(c->kept[e->sample] == q + 1);
+            kept++;
+            bytes += e->len;
+        }
+    }
+    FERRY_ASSERT(c->front == c->back || c->head - c->q[c->front % QCAP].pos <= c->cap);
+    FERRY_ASSERT(kept == c->stats.kept && bytes == c->stats.kept_bytes);
+#else
+    (void)c;
+#endif
+}
+
 
 static entry *entry_of(ferry_gz_cache *c, size_t i)
 {
@@ -238,16 +271,19 @@ static ferry_status skip_to(stream *s, uint64_t off)
 static ferry_status pass_image(ferry_gz_cache *c, stream *s, size_t j)
 {
     const ferry_shard_sample *sp = &c->su.samples[j];
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     uint64_t k = want(c, j) ? reserve(c, j, (size_t)sp->img_size) : 0;
     entry *e = k ? &c->q[(k - 1) % QCAP] : NULL;
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     if (!e)
         return FERRY_OK; /* skipped with what comes next */
     ferry_status st = skip_to(s, sp->img_off);
     if (st == FERRY_OK)
         st = ferry__gz_take(&s->gz, entry_bytes(c, e), sp->img_size, NULL, 0);
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     if (st == FERRY_OK) {
         e->state = E_KEPT;
         c->kept[j] = k;
@@ -261,7 +297,8 @@ static ferry_status pass_image(ferry_gz_cache *c, stream *s, size_t j)
     } else {
         e->state = E_FREE;
     }
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     return st;
 }
 
@@ -296,11 +333,13 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
     if (st == FERRY_OK && s->next < c->su.by_off_ends[k] && c->su.by_off[s->next] == i)
         s->next++;
     s->bad = st != FERRY_OK;
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     c->stats.decompressed += s->gz.out - from;
     c->stats.rewinds += rewound && c->planned;
     c->stats.passes += pass;
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     return st;
 }
 
@@ -310,33 +349,39 @@ ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst)
 {
     size_t k = c->su.samples[i].shard;
     stream *s = NULL;
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     for (;;) {
         if (take_kept(c, i, dst)) {
-            pthread_mutex_unlock(&c->lock);
+            check_ring(c);
+            ferry_mutex_unlock(&c->lock);
             return FERRY_OK;
         }
         if (!c->busy[k] && (s = stream_for(c, k)) != NULL)
             break;
-        pthread_cond_wait(&c->cv, &c->lock);
+        ferry_cond_wait(&c->cv, &c->lock);
     }
     c->busy[k] = 1;
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     ferry_status st = advance(c, s, i, dst);
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     c->busy[k] = 0;
     s->used = ++c->tick;
     if (st == FERRY_OK && c->planned && c->pending[i])
         c->pending[i]--;
     c->stats.from_stream += st == FERRY_OK;
     pthread_cond_broadcast(&c->cv);
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     return st; /* its messages name the shard and the byte */
 }
 
 ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n)
 {
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     /* A new plan starts every shard over: what a stream passed for the last
      * one and did not keep is behind it. */
     for (size_t t = 0; t < c->nstreams; t++)
@@ -352,15 +397,17 @@ ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n
             if (idx[k] < c->su.n && c->pending[idx[k]] < UINT16_MAX)
                 c->pending[idx[k]]++;
     }
-    pthread_mutex_unlock(&c->lock);
+    check_ring(c);
+    ferry_mutex_unlock(&c->lock);
     return st;
 }
 
 void ferry__gz_cache_stats(ferry_gz_cache *c, ferry_gz_cache_stats *out)
 {
-    pthread_mutex_lock(&c->lock);
+    ferry_mutex_lock(&c->lock);
+    check_ring(c);
     *out = c->stats;
-    pthread_mutex_unlock(&c->lock);
+    ferry_mutex_unlock(&c->lock);
 }
 
 ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cache **out)
@@ -372,7 +419,7 @@ ferry_status ferry__gz_cache_create(const ferry_gz_cache_setup *su, ferry_gz_cac
     c->cap = su->cap_bytes;
     if (!c->cap)
         c->cap = 1; /* no image: nothing is ever kept */
-    pthread_mutex_init(&c->lock, NULL);
+    ferry_mutex_init(&c->lock);
     pthread_cond_init(&c->cv, NULL);
     /* Everything now, so that loading allocates nothing: the ring is address
      * space until images are kept in it. */
@@ -404,7 +451,7 @@ void ferry__gz_cache_destroy(ferry_gz_cache *c)
         ferry__gz_close(&c->streams[t].gz);
         ferry_host_free(c->streams[t].skip);
     }
-    pthread_mutex_destroy(&c->lock);
+    ferry_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->cv);
     ferry_host_free(c->ring);
     ferry_host_free(c->q);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/assert.h"
 #include "common/error.h"
 #include "dataset/gz.h"
 #include "dataset/tar.h"
@@ -40,6 +41,23 @@ void ferry__tar_walk_free(ferry_tar_walk *w)
     ferry_host_free(w->buf);
     ferry_host_free(w->name);
     memset(w, 0, sizeof *w);
+}
+
+/* The walk's invariants, checked on entry to and on return from each call in
+ * debug and sanitizer builds (FERRY_ASSERT): the window fits its buffer and
+ * lies inside the tar (as far as its size is known); the next header is on a
+ * block boundary, never behind the last member returned; the name fits. */
+static void check_walk(const ferry_tar_walk *w)
+{
+#if FERRY_DEBUG
+    FERRY_ASSERT(w->len <= w->cap && (w->buf || !w->cap));
+    FERRY_ASSERT(w->start <= w->file_size && w->len <= w->file_size - w->start);
+    FERRY_ASSERT(w->pos % FERRY_TAR_BLOCK == 0);
+    FERRY_ASSERT(!w->has_prev || (w->prev_hdr % FERRY_TAR_BLOCK == 0 && w->prev_hdr < w->pos));
+    FERRY_ASSERT(!w->name || strlen(w->name) < w->name_cap);
+#else
+    (void)w;
+#endif
 }
 
 /* The size of a gzip-compressed tar is known once its stream has ended. */
@@ -108,6 +126,7 @@ static ferry_status refill(ferry_tar_walk *w, uint64_t off)
 
 ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const uint8_t **out)
 {
+    check_walk(w);
     *out = w->buf; /* never left unset, whatever happens below */
     if (n > w->cap)
         return ferry_fail(FERRY_ERR_LIMIT, "%s: %zu bytes at byte %llu: over the %zu-byte read "
@@ -128,6 +147,7 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
             return st;
     }
     *out = w->buf + (off - w->start);
+    check_walk(w);
     return FERRY_OK;
 }
 
@@ -214,6 +234,7 @@ static ferry_status read_header(ferry_tar_walk *w, const uint8_t **b)
 
 ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
 {
+    check_walk(w);
     pending p = {.first = w->pos};
     *end = false;
     for (;;) {
@@ -266,6 +287,7 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
         w->has_prev = true;
         w->prev_hdr = p.first;
         w->prev_size = size;
+        check_walk(w);
         return FERRY_OK;
     }
 }

@@ -12,9 +12,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/assert.h"
+#include "common/error.h"
+#include "common/mutex.h"
 #include "device/backend.h"
 #include "device/device_internal.h"
-#include "common/error.h"
 
 #define MAX_CUDA_DEVICES 64
 #define SMALL_LIMIT ((size_t)1 << 20)  /* below this, round to SMALL_ROUND */
@@ -36,7 +38,7 @@ typedef struct ablock {
 } ablock;
 
 typedef struct dev_alloc {
-    pthread_mutex_t lock;
+    ferry_mutex lock;
     ferry_device dev;        /* fixed at creation */
     const ferry_backend *be; /* fixed at creation */
     ablock *live[NLIVE];     /* handed out, hashed by pointer; guarded by lock */
@@ -91,7 +93,7 @@ static dev_alloc *get_alloc(ferry_device d, ferry_status *st)
     a = atomic_load_explicit(&allocators[slot], memory_order_relaxed);
     if (!a) {
         a = ferry_host_calloc(1, sizeof *a);
-        if (a && pthread_mutex_init(&a->lock, NULL) != 0) {
+        if (a && ferry_mutex_init(&a->lock) != 0) {
             ferry_host_free(a);
             a = NULL;
             ferry_fail(FERRY_ERR_NO_MEMORY, "caching allocator: cannot create a mutex");
@@ -130,6 +132,34 @@ static size_t live_hash(const void *p)
     return (size_t)(x >> 54) % NLIVE;
 }
 
+/* The allocator's invariants, checked on entry to and after every change in
+ * debug and sanitizer builds (FERRY_ASSERT): a live block sits in its
+ * pointer's bucket, a cached one in its size class; every block is in exactly
+ * one list (the byte counts add up only then: allocated is the live blocks,
+ * reserved the live and cached ones); the peak is never below the current. */
+static void check_alloc(dev_alloc *a)
+{
+#if FERRY_DEBUG
+    FERRY_ASSERT_HELD(&a->lock);
+    size_t live = 0, cached = 0;
+    for (size_t h = 0; h < NLIVE; h++)
+        for (const ablock *b = a->live[h]; b; b = b->next) {
+            FERRY_ASSERT(live_hash(b->ptr) == h && b->size > 0);
+            live += b->size;
+        }
+    for (unsigned c = 0; c < NCLASS; c++)
+        for (const ablock *b = a->cached[c]; b; b = b->next) {
+            FERRY_ASSERT(size_class(b->size) == c);
+            cached += b->size;
+        }
+    FERRY_ASSERT(live == a->st.allocated_bytes);
+    FERRY_ASSERT(live + cached == a->st.reserved_bytes);
+    FERRY_ASSERT(a->st.peak_allocated_bytes >= a->st.allocated_bytes);
+#else
+    (void)a;
+#endif
+}
+
 /* Takes the best-fitting cached block of this stream: at least `size`, and at
  * most a quarter larger, so a small request never pins down a huge block. */
 static ablock *take_cached(dev_alloc *a, size_t size, uint64_t sid)
@@ -155,6 +185,7 @@ static ablock *take_cached(dev_alloc *a, size_t size, uint64_t sid)
 /* Frees every cached block back to the driver; lock held. */
 static void flush_cache(dev_alloc *a)
 {
+    FERRY_ASSERT_HELD(&a->lock);
     for (unsigned c = 0; c < NCLASS; c++) {
         for (ablock *b = a->cached[c], *n; b; b = n) {
             n = b->next;
@@ -203,10 +234,11 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
                           devname(d, dn), bytes);
     }
 
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
+    check_alloc(a);
     a->st.alloc_calls++;
     if (bytes == 0) { /* like malloc(0) in spirit: nothing to hand out, not an error */
-        pthread_mutex_unlock(&a->lock);
+        ferry_mutex_unlock(&a->lock);
         return FERRY_OK;
     }
     /* An injected failure plays a full device: no cached block fits and both
@@ -220,7 +252,7 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
         if (b)
             a->spare = b->next;
         else if (!(b = ferry_host_calloc(1, sizeof *b))) {
-            pthread_mutex_unlock(&a->lock);
+            ferry_mutex_unlock(&a->lock);
             return FERRY_ERR_NO_MEMORY;
         }
         void *ptr = NULL;
@@ -235,7 +267,8 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
             a->spare = b;
             if (st == FERRY_ERR_DEVICE_OOM)
                 st = oom_message(a, bytes);
-            pthread_mutex_unlock(&a->lock);
+            check_alloc(a);
+            ferry_mutex_unlock(&a->lock);
             return st;
         }
         b->ptr = ptr;
@@ -252,7 +285,8 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
     if (a->st.allocated_bytes > a->st.peak_allocated_bytes)
         a->st.peak_allocated_bytes = a->st.allocated_bytes;
     *out = b->ptr;
-    pthread_mutex_unlock(&a->lock);
+    check_alloc(a);
+    ferry_mutex_unlock(&a->lock);
     return FERRY_OK;
 }
 
@@ -268,7 +302,8 @@ void ferry_device_free(ferry_device d, void *ptr)
                   ferry_last_error());
         return;
     }
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
+    check_alloc(a);
     for (ablock **pp = &a->live[live_hash(ptr)]; *pp; pp = &(*pp)->next) {
         ablock *b = *pp;
         if (b->ptr != ptr)
@@ -282,10 +317,11 @@ void ferry_device_free(ferry_device d, void *ptr)
         unsigned c = size_class(b->size);
         b->next = a->cached[c];
         a->cached[c] = b;
-        pthread_mutex_unlock(&a->lock);
+        check_alloc(a);
+        ferry_mutex_unlock(&a->lock);
         return;
     }
-    pthread_mutex_unlock(&a->lock);
+    ferry_mutex_unlock(&a->lock);
     ferry_log(FERRY_LOG_WARN,
               "ferry_device_free(%s, %p): not a live allocation of this device; ignored "
               "(freed twice, or from another device or allocator?)", devname(d, dn), ptr);
@@ -300,9 +336,9 @@ ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out)
     dev_alloc *a = get_alloc(d, &st);
     if (!a)
         return st;
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
     *out = a->st;
-    pthread_mutex_unlock(&a->lock);
+    ferry_mutex_unlock(&a->lock);
     return FERRY_OK;
 }
 
@@ -312,9 +348,10 @@ ferry_status ferry_memory_empty_cache(ferry_device d)
     dev_alloc *a = get_alloc(d, &st);
     if (!a)
         return st;
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
     flush_cache(a);
-    pthread_mutex_unlock(&a->lock);
+    check_alloc(a);
+    ferry_mutex_unlock(&a->lock);
     return FERRY_OK;
 }
 
@@ -324,9 +361,9 @@ void ferry_memory_reset_peak(ferry_device d)
     dev_alloc *a = get_alloc(d, &st);
     if (!a)
         return;
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
     a->st.peak_allocated_bytes = a->st.allocated_bytes;
-    pthread_mutex_unlock(&a->lock);
+    ferry_mutex_unlock(&a->lock);
 }
 
 static void rekey_to_default(ablock *list, uint64_t stream_id)
@@ -348,10 +385,10 @@ void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
     dev_alloc *a = atomic_load(&allocators[slot]);
     if (!a)
         return;
-    pthread_mutex_lock(&a->lock);
+    ferry_mutex_lock(&a->lock);
     for (unsigned c = 0; c < NCLASS; c++)
         rekey_to_default(a->cached[c], stream_id);
     for (size_t h = 0; h < NLIVE; h++)
         rekey_to_default(a->live[h], stream_id);
-    pthread_mutex_unlock(&a->lock);
+    ferry_mutex_unlock(&a->lock);
 }

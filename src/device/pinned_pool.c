@@ -8,8 +8,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "device/backend.h"
+#include "common/assert.h"
 #include "common/error.h"
+#include "common/mutex.h"
+#include "device/backend.h"
 
 #define DEFAULT_BLOCK_BYTES ((size_t)64 << 20)
 #define DEFAULT_ALIGN 256
@@ -30,7 +32,7 @@ typedef struct block {
 } block;
 
 struct ferry_pinned_pool {
-    pthread_mutex_t lock;
+    ferry_mutex lock;
     const ferry_backend *be; /* cuda (pinned) or cpu (pageable); fixed at create */
     size_t block_bytes;      /* fixed at create */
     block *blocks;           /* guarded by lock */
@@ -46,7 +48,7 @@ ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned, ferr
     ferry_pinned_pool *p = ferry_host_calloc(1, sizeof *p);
     if (!p)
         return FERRY_ERR_NO_MEMORY;
-    if (pthread_mutex_init(&p->lock, NULL) != 0) {
+    if (ferry_mutex_init(&p->lock) != 0) {
         ferry_host_free(p);
         return ferry_fail(FERRY_ERR_NO_MEMORY, "ferry_pinned_pool_create: cannot create a mutex");
     }
@@ -78,7 +80,7 @@ void ferry_pinned_pool_destroy(ferry_pinned_pool *p)
         sn = s->next;
         ferry_host_free(s);
     }
-    pthread_mutex_destroy(&p->lock);
+    ferry_mutex_destroy(&p->lock);
     ferry_host_free(p);
 }
 
@@ -97,6 +99,39 @@ static void seg_recycle(ferry_pinned_pool *p, seg *s)
 {
     s->next = p->spare;
     p->spare = s;
+}
+
+/* The pool's invariants, checked on entry to and after every change in debug
+ * and sanitizer builds (FERRY_ASSERT): each block's segments cover [0, size)
+ * exactly, in address order, linked both ways; no two free segments are
+ * neighbours (freeing coalesces); the counters match the lists. Lock held. */
+static void check_pool(ferry_pinned_pool *p)
+{
+#if FERRY_DEBUG
+    FERRY_ASSERT_HELD(&p->lock);
+    size_t blocks = 0, reserved = 0, pieces = 0, live = 0;
+    for (const block *b = p->blocks; b; b = b->next) {
+        blocks++;
+        reserved += b->size;
+        size_t at = 0;
+        const seg *prev = NULL;
+        for (const seg *s = b->segs; s; prev = s, s = s->next) {
+            FERRY_ASSERT(s->prev == prev);
+            FERRY_ASSERT(s->off == at && s->size > 0 && s->size <= b->size - at);
+            FERRY_ASSERT(!(s->free && prev && prev->free));
+            at += s->size;
+            if (!s->free) {
+                pieces++;
+                live += s->size;
+            }
+        }
+        FERRY_ASSERT(at == b->size);
+    }
+    FERRY_ASSERT(blocks == p->stats.blocks && reserved == p->stats.reserved_bytes);
+    FERRY_ASSERT(pieces == p->stats.live_pieces && live == p->stats.live_bytes);
+#else
+    (void)p;
+#endif
 }
 
 /* Inserts a new segment after `after` (or at the head when NULL). */
@@ -229,7 +264,8 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
     if (bytes > SIZE_MAX - align)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_alloc: %zu bytes is too large", bytes);
 
-    pthread_mutex_lock(&p->lock);
+    ferry_mutex_lock(&p->lock);
+    check_pool(p);
     ferry_status st;
     void *ptr = first_fit(p, bytes, align, &st);
     if (!ptr && st == FERRY_OK) {
@@ -240,7 +276,8 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
         if (st == FERRY_OK)
             ptr = first_fit(p, bytes, align, &st);
     }
-    pthread_mutex_unlock(&p->lock);
+    check_pool(p);
+    ferry_mutex_unlock(&p->lock);
     if (!ptr)
         return st != FERRY_OK ? st : ferry_fail(FERRY_ERR_NO_MEMORY, "pinned pool: no room for %zu bytes", bytes);
     *out = ptr;
@@ -251,7 +288,8 @@ void ferry_pinned_free(ferry_pinned_pool *p, void *ptr)
 {
     if (!p || !ptr)
         return;
-    pthread_mutex_lock(&p->lock);
+    ferry_mutex_lock(&p->lock);
+    check_pool(p);
     char *c = ptr;
     for (block *b = p->blocks; b; b = b->next) {
         if (c < b->base || c >= b->base + b->size)
@@ -279,12 +317,13 @@ void ferry_pinned_free(ferry_pinned_pool *p, void *ptr)
                     s->next->prev = pr;
                 seg_recycle(p, s);
             }
-            pthread_mutex_unlock(&p->lock);
+            check_pool(p);
+            ferry_mutex_unlock(&p->lock);
             return;
         }
         break;
     }
-    pthread_mutex_unlock(&p->lock);
+    ferry_mutex_unlock(&p->lock);
     ferry_log(FERRY_LOG_WARN, "ferry_pinned_free: %p is not a live piece of this pool; ignored", ptr);
 }
 
@@ -297,7 +336,7 @@ void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out
         return;
     /* The lock is logically mutable state; stats are read under it. */
     ferry_pinned_pool *mp = (ferry_pinned_pool *)p;
-    pthread_mutex_lock(&mp->lock);
+    ferry_mutex_lock(&mp->lock);
     *out = mp->stats;
-    pthread_mutex_unlock(&mp->lock);
+    ferry_mutex_unlock(&mp->lock);
 }

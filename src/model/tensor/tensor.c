@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "device/device_internal.h"
+#include "common/assert.h"
 #include "common/error.h"
 #include "model/kernels/kernels.h"
 #include "model/tensor/internal.h"
@@ -244,6 +245,31 @@ ferry_status ferry_tensor_from_blob(void *data, const int64_t *shape, size_t ndi
     return tensor_new(sto, shape, ndim, dt, numel, out);
 }
 
+/* A tensor's invariants, checked where a view is made, in debug and sanitizer
+ * builds (FERRY_ASSERT): it holds references to itself and its storage, sits
+ * on its storage's device, and every element it can address lies inside the
+ * storage: view code that computes an offset or stride wrongly stops here,
+ * not in a kernel reading out of bounds. */
+static void check_tensor(const ferry_tensor *t)
+{
+#if FERRY_DEBUG
+    FERRY_ASSERT(t->refs > 0 && t->storage && t->storage->refs > 0);
+    FERRY_ASSERT(ferry_device_eq(t->device, t->storage->device));
+    FERRY_ASSERT(t->ndim <= FERRY_MAX_DIMS);
+    if (t->numel == 0)
+        return;
+    int64_t lo = 0, hi = 0;
+    for (size_t i = 0; i < t->ndim; i++) {
+        int64_t ext = (t->shape[i] - 1) * t->strides[i];
+        *(ext < 0 ? &lo : &hi) += ext;
+    }
+    FERRY_ASSERT(t->offset + lo >= 0);
+    FERRY_ASSERT((uint64_t)(t->offset + hi + 1) * ferry_dtype_size(t->dtype) <= t->storage->bytes);
+#else
+    (void)t;
+#endif
+}
+
 ferry_status ferry_tensor_view_(const ferry_tensor *base, const int64_t *shape, const int64_t *strides,
                                 size_t ndim, int64_t offset, ferry_tensor **out)
 {
@@ -258,6 +284,7 @@ ferry_status ferry_tensor_view_(const ferry_tensor *base, const int64_t *shape, 
     if (ndim)
         memcpy((*out)->strides, strides, ndim * sizeof *strides);
     (*out)->offset = offset;
+    check_tensor(*out);
     return FERRY_OK;
 }
 
