@@ -113,7 +113,7 @@ static int sink(void *arg, const uint8_t *b, size_t n)
             continue;
         if (w < 0) {
             ferry_fail(FERRY_ERR_IO, "%s: at byte %llu: writing the cache folder %s: %s", e->url,
-                       (unsigned long long)(at + done), e->c->dir, strerror(errno));
+                       (unsigned long long)at + done, e->c->dir, strerror(errno));
             return 1;
         }
         done += (size_t)w;
