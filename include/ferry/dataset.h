@@ -118,6 +118,18 @@ typedef struct ferry_image_config {
      * need not read every header (or decompress a gzip shard) again. A folder
      * that cannot be written is a warning, not an error. Default false. */
     bool shard_index_cache;
+    /* Shards named by URL (http://, https://, s3://BUCKET/KEY; builds with
+     * libcurl): each is fetched whole into a local cache folder, front to back
+     * while it is read, and kept there while the budget allows. Folder: NULL
+     * means $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of
+     * shards held at once, default (0) 4 GiB; one below the largest shard is an
+     * error at create. Timeout: for a connection, and for a body that stalls;
+     * default (0) 10 s. Retries of a transient failure (with backoff, resuming
+     * from the last byte received): default (0) 5. */
+    const char *remote_cache_dir;
+    size_t remote_cache_bytes;
+    double remote_timeout_s;
+    size_t remote_retries;
 } ferry_image_config;
 FERRY_API ferry_image_config ferry_image_config_default(void);
 
