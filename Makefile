@@ -2,6 +2,8 @@
 #   make              library, tool, samples, tests (CUDA when nvcc is found)
 #   make CUDA=0       without CUDA
 #   make DIST=0       without MPI/NCCL (data-parallel training; built when mpicc is found)
+#   make CURL=0       without libcurl (shards by URL: http(s)://, s3://; built when
+#                     curl/curl.h is found, Debian libcurl4-openssl-dev)
 #   make STATIC=1     link libpng, zlib and the CUDA runtime statically
 #   make CUDA_ARCH=90 GPU code for those architectures only ("80 90" or 80,90; default:
 #                     sm_75 to sm_120, as many as nvcc builds, and PTX of the newest)
@@ -18,6 +20,7 @@
 .DEFAULT_GOAL := all
 BUILD    ?= build
 CUDA     ?= auto
+CURL     ?= auto
 STATIC   ?= 0
 SAN      ?=
 CUDA_ARCH ?=
@@ -123,6 +126,22 @@ else
   BUILD_NOTE += (no MPI)
 endif
 
+# Remote shards: libcurl when its header is found; without it,
+# dataset/remote_nocurl.c refuses each URL by name.
+CURL_ASKED := $(CURL)
+ifeq ($(CURL),auto)
+  CURL := $(if $(shell printf '\043include <curl/curl.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo y),1,0)
+endif
+ifeq ($(CURL),1)
+  FERRY_CFLAGS += -DFERRY_HAVE_CURL=1
+  LDLIBS += -lcurl
+  SRC_C  := $(filter-out src/dataset/remote_nocurl.c,$(SRC_C))
+  BUILD_NOTE += (libcurl: shards by URL)
+else
+  SRC_C  := $(filter-out src/dataset/remote_fetch.c,$(SRC_C))
+  BUILD_NOTE += (no libcurl: shards by URL refused$(if $(filter auto,$(CURL_ASKED)),; curl/curl.h not found))
+endif
+
 ifneq ($(SAN),)
   FERRY_CFLAGS  += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all -O1
   LDFLAGS += -fsanitize=$(SAN)
@@ -181,7 +200,8 @@ $(DEPS_STAMP): $(FLAGS_FILE)
 	@CC="$(CC)" FERRY_DEPS_CFLAGS="$(filter -I%,$(FERRY_CFLAGS) $(CFLAGS))" FERRY_DEPS_LDFLAGS="$(filter -L%,$(LDFLAGS))" \
 		FERRY_BLAS="$(BLAS)" FERRY_BLAS_HEADER="$(BLAS_HEADER)" FERRY_BLAS_LIBS="$(BLAS_LIBS)" \
 		FERRY_DEPS_OPTIONAL="$(if $(and $(filter auto,$(CUDA_ASKED)),$(filter 0,$(CUDA))),nvcc) \
-		$(if $(and $(filter auto,$(DIST_ASKED)),$(filter 0,$(DIST))),mpicc)" \
+		$(if $(and $(filter auto,$(DIST_ASKED)),$(filter 0,$(DIST))),mpicc) \
+		$(if $(and $(filter auto,$(CURL_ASKED)),$(filter 0,$(CURL))),curl)" \
 		sh scripts/install-deps.sh --check && touch $@
 # The library's objects export only what include/ marks FERRY_API (the .cu files
 # get the same through NVFLAGS); tests, tools and samples link libferry.a and may
@@ -190,7 +210,7 @@ $(OBJ): FERRY_CFLAGS += $(LIB_CFLAGS)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
-HARNESS  := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/harness_tar.o
+HARNESS  := $(BUILD)/obj/tests/harness.o $(BUILD)/obj/tests/harness_tar.o $(BUILD)/obj/tests/harness_http.o
 DRILL    := $(BUILD)/tests/dist_drill
 # Test and sample objects are kept, not deleted as intermediates after linking.
 .SECONDARY: $(TESTS:$(BUILD)/tests/%=$(BUILD)/obj/tests/%.o) $(HARNESS) \
@@ -341,7 +361,7 @@ test: deps
 		"sim=2:$(BUILD)/tests" "sim=2:$(BUILD)/asan/tests" "sim=2:$(BUILD)/tsan/tests" \
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
 		scripts/sim-samples.sh scripts/cli-test.sh scripts/pack-test.sh scripts/resume-test.sh \
-		scripts/install-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh
+		scripts/install-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh scripts/remote-test.sh
 
 # ---- the GPU check (scripts/gpu-check.sh; docs/BENCHMARKS.md, section GPU) ----
 # make gpu-check  here, without a GPU: builds GPU_CHECK_BUILD with STATIC=1, packs
@@ -371,7 +391,7 @@ $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLA
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))
-MEMCHECK_TESTS  ?= test_loader test_faults test_fuzz_replay
+MEMCHECK_TESTS  ?= test_loader test_faults test_fuzz_replay test_jpeg test_crop
 memcheck:
 	@$(MAKE) --no-print-directory BUILD=$(MEMCHECK_BUILD) CUDA=0 \
 		$(MEMCHECK_TESTS:%=$(MEMCHECK_BUILD)/tests/%)

@@ -4,20 +4,39 @@
 #define FERRY_SAMPLES_COMMON_H
 
 #include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <ferry.h>
 
+#include "../tools/cli_args.h"
 #include "../tools/svg_plot.h"
+
+/* A failure, said once: helpers and their callers both CHECK, and the same
+ * message used to be printed at each level. In the program's name and the
+ * command line's words (cli_words), not the API's status names. */
+static inline void sample_report(void)
+{
+    static char last[1024];
+    const char *m = ferry_last_error();
+    if (!strncmp(last, m, sizeof last - 1))
+        return;
+    snprintf(last, sizeof last, "%s", m);
+    char buf[2048];
+    fprintf(stderr, "%s: %s\n", program_invocation_short_name, cli_words(m, buf, sizeof buf));
+}
 
 #define CHECK(call)                                                                    \
     do {                                                                               \
         ferry_status st_ = (call);                                                     \
         if (st_ != FERRY_OK) {                                                         \
-            fprintf(stderr, "%s: %s\n", ferry_status_str(st_), ferry_last_error());   \
+            sample_report();                                                           \
             return st_;                                                                \
         }                                                                              \
     } while (0)
@@ -44,7 +63,7 @@ static inline ferry_status sequential(ferry_module **layers, const ferry_status 
             ferry_module_destroy(layers[i]);
     }
     if (st != FERRY_OK) {
-        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
+        sample_report();
         ferry_module_destroy(net);
         return st;
     }
@@ -106,12 +125,37 @@ typedef struct sample_ckpt {
     bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
     bool writer;            /* this process writes (rank 0) */
     ferry_checkpoint parts;
+    bool terminated;        /* stopped by SIGTERM, after saving */
 } sample_ckpt;
 
-/* Restores the run from ck's --resume file; *first_epoch: the epoch to go on with. */
+/* SIGTERM (a preemption's notice) with --save: the step under way ends, the
+ * run is saved and the process exits with 128 + SIGTERM. */
+static volatile sig_atomic_t sample_sigterm;
+
+static inline void sample_on_sigterm(int sig)
+{
+    (void)sig;
+    sample_sigterm = 1;
+}
+
+static inline void sample_catch_sigterm(const sample_ckpt *ck)
+{
+    if (ck->path && ck->writer)
+        signal(SIGTERM, sample_on_sigterm);
+}
+
+/* Restores the run from ck's --resume file; *first_epoch: the epoch to go on
+ * with. A file that does not exist yet starts a new run (a preemptible job's
+ * script passes --resume from its first start). */
 static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size_t *first_epoch)
 {
     *first_epoch = 0;
+    sample_catch_sigterm(ck);
+    struct stat sb;
+    if (from && stat(from, &sb) != 0 && errno == ENOENT) {
+        printf("resume: %s does not exist yet: starting a new run\n", from);
+        return FERRY_OK;
+    }
     if (!from)
         return FERRY_OK;
     CHECK(ferry_checkpoint_read(from, &ck->parts));
@@ -154,9 +198,10 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
             ck->steps++;
             if (ck->every && ck->steps % ck->every == 0)
                 st = sample_save(ck);
-            if (st == FERRY_OK && ck->steps == ck->stop_after) {
+            if (st == FERRY_OK && (ck->steps == ck->stop_after || (sample_sigterm && ck->path))) {
                 st = sample_save(ck);
                 ck->stopped = true;
+                ck->terminated = sample_sigterm && ck->path;
                 if (st == FERRY_OK)
                     st = FERRY_END; /* as if the epoch ended here */
             }
@@ -165,7 +210,7 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
             break;
     }
     if (st != FERRY_END) {
-        fprintf(stderr, "%s: %s\n", ferry_status_str(st), ferry_last_error());
+        sample_report();
         return st;
     }
     CHECK(ferry_metrics_read(met, &r->loss, &r->accuracy, &r->samples));
@@ -195,6 +240,78 @@ static inline int make_dirs(const char *path)
     }
 }
 
+/* Two runs saving to one FILE would overwrite each other's checkpoints in
+ * turn: the first takes a lock on FILE.lock (flock, held until the process
+ * ends, so a killed run holds none) and writes its pid there; the second is
+ * refused, saying who holds it. 0, or -1 after one line on stderr. */
+static inline int lock_save(const char *prog, const char *save)
+{
+    char path[4200], pid[32] = "";
+    snprintf(path, sizeof path, "%s.lock", save);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "%s: --save %s: cannot create %s: %s\n", prog, save, path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        fprintf(stderr, "%s: --save %s: another run (pid %s) is saving to it (it holds %s); "
+                "stop it or save elsewhere\n", prog, save, pid[0] ? pid : "unknown", path);
+        close(fd);
+        return -1;
+    }
+    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k)
+        fprintf(stderr, "%s: note: cannot write the pid into %s\n", prog, path);
+    return 0; /* fd stays open: the lock lasts as long as the process */
+}
+
+/* --save FILE and --out DIR, checked before the first batch rather than when
+ * first written (after the whole run, the model lost): FILE's folder must
+ * exist and take new files, and FILE must not be a folder or other non-file;
+ * DIR is created now. 0, or -1 after one line on stderr naming the option. */
+static inline int check_outputs(const char *prog, const char *save, const char *out)
+{
+    struct stat sb;
+    if (save) {
+        char dir[4096];
+        const char *slash = strrchr(save, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - save) + (slash == save) : 1,
+                 slash ? save : ".");
+        if (stat(save, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+            fprintf(stderr, "%s: --save %s: %s, not a file\n", prog, save,
+                    S_ISDIR(sb.st_mode) ? "is a folder" : "is a device, FIFO or socket");
+            return -1;
+        }
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "%s: --save %s: the folder %s does not exist\n", prog, save, dir);
+            return -1;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            fprintf(stderr, "%s: --save %s: cannot write in %s: %s\n", prog, save, dir, strerror(errno));
+            return -1;
+        }
+        if (lock_save(prog, save) != 0)
+            return -1;
+    }
+    if (!out)
+        return 0;
+    const char *why = NULL;
+    if (make_dirs(out) != 0 || stat(out, &sb) != 0)
+        why = strerror(errno);
+    else if (!S_ISDIR(sb.st_mode))
+        why = "is not a folder";
+    else if (access(out, W_OK | X_OK) != 0)
+        why = strerror(errno);
+    if (why) {
+        fprintf(stderr, "%s: --out %s: %s\n", prog, out, why);
+        return -1;
+    }
+    return 0;
+}
+
 #define MAX_EPOCHS 1000
 
 typedef struct curves {
@@ -208,6 +325,43 @@ static inline void curves_header(void)
 {
     printf("%5s %10s %9s %8s %7s %8s %10s\n", "epoch", "train loss", "train acc", "val loss",
            "val acc", "stall", "images/s");
+}
+
+static inline void curves_print(const curves *c, size_t e)
+{
+    printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e], c->train_acc[e],
+           c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
+}
+
+/* A resumed run's earlier epochs, from DIR/curves.csv (written after every
+ * epoch): kept and printed, so the table and the file go on with the real
+ * epoch numbers. Rows it lacks (a run killed before writing them) are zeros,
+ * with a note. */
+static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
+{
+    char path[4200], line[512];
+    snprintf(path, sizeof path, "%.4096s/curves.csv", dir);
+    FILE *f = first_epoch ? fopen(path, "r") : NULL;
+    size_t found = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        size_t e;
+        double v[6];
+        if (sscanf(line, "%zu,%lf,%lf,%lf,%lf,%lf,%lf", &e, &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5]) != 7 || e < 1 || e > first_epoch || e > MAX_EPOCHS)
+            continue;
+        e--;
+        c->train_loss[e] = v[0], c->train_acc[e] = v[1], c->val_loss[e] = v[2];
+        c->val_acc[e] = v[3], c->images_per_s[e] = v[4], c->stall_pct[e] = v[5];
+        found++;
+    }
+    if (f)
+        fclose(f);
+    c->n = first_epoch < MAX_EPOCHS ? first_epoch : MAX_EPOCHS;
+    for (size_t e = 0; e < c->n; e++)
+        curves_print(c, e);
+    if (found < c->n)
+        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others are zeros\n", path,
+               found, c->n);
 }
 
 /* Prints one epoch's line and keeps it for the plot. */

@@ -158,30 +158,41 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
-    sample_ckpt ck = {o->save, o->save_every, 0, 0, false, false, true, {net, opt, NULL, l[0]}};
+    sample_ckpt ck = {o->save, o->save_every, 0, 0, false, false, true, {net, opt, NULL, l[0]}, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     c.n = 0;
     printf("-- %zu channel(s)\n", channels);
     curves_header();
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
+    curves_resume(&c, dir, first);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
         CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt, &ck));
+        if (ck.stopped)
+            break; /* SIGTERM: saved */
         CHECK(run_epoch(l[1], 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
+        if (make_dirs(dir) == 0) /* each epoch, so that a killed run's rows are there to resume */
+            curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray");
     }
-    if (o->save) {
+    if (ck.terminated)
+        printf("terminated (SIGTERM), saved: %s\n", o->save);
+    else if (o->save) {
         CHECK(sample_save(&ck));
         printf("saved: %s\n", o->save);
     }
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
-    if (make_dirs(dir) == 0 &&
-        curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray") == 0)
+    bool curves_lost = make_dirs(dir) != 0 ||
+        curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray") != 0;
+    if (curves_lost)
+        fprintf(stderr, "train_color: cannot write the curves to %s: %s\n", dir, strerror(errno));
+    else
         printf("curves: %s/curves.csv, %s/curves.svg\n", dir, dir);
-    epoch_result rtest;
-    CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest, NULL));
+    epoch_result rtest = {0};
+    if (!ck.terminated) /* a preempted run has seconds left: it saved, it goes */
+        CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest, NULL));
     *test_acc = rtest.accuracy;
 
     ferry_stream_destroy(s);
@@ -192,7 +203,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         ferry_loader_destroy(l[i]);
         ferry_dataset_destroy(sets[i]);
     }
-    return FERRY_OK;
+    return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }
 
 #define PROG "train_color"
@@ -285,6 +296,8 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (check_outputs("train_color", o.save, o.out) != 0)
+        return 1;
     ferry_device dev;
     if (pick_device(o.device, &dev) != FERRY_OK)
         return 1;
@@ -295,6 +308,8 @@ int main(int argc, char **argv)
             continue;
         if (run(&o, which[k], dev, &acc[k]) != FERRY_OK)
             return 1;
+        if (sample_sigterm)
+            return 128 + SIGTERM;
     }
     if (!o.channels || o.channels == 3)
         printf("color test accuracy: %.4f\n", acc[0]);

@@ -104,6 +104,34 @@ static int parse_args(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* A --data folder holds what this sample trains on: 1 x 28 x 28 grayscale
+ * images (a colour or other-size folder would otherwise be converted
+ * quietly, and train a model on something else). Its classes are taken as they
+ * are, the same names in train/ and test/. */
+static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
+{
+    ferry_dataset *ds;
+    ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
+    if (st != FERRY_OK)
+        return st;
+    const ferry_sample_format *f = ferry_dataset_format(ds);
+    if (f->channels != 1 || f->height != 28 || f->width != 28)
+        st = ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: train_gray trains on 1 x 28 x 28 grayscale "
+                             "images, and these are %zu x %zu x %zu (channels x height x width, "
+                             "from %s): use train_color, or a folder `ferry export fashion-mnist` "
+                             "wrote", dir, f->channels, f->height, f->width,
+                             ferry_dataset_sample_name(ds, 0));
+    size_t k = ferry_dataset_num_classes(ds);
+    for (size_t c = 0; st == FERRY_OK && train_ds && c < k; c++)
+        if (k != ferry_dataset_num_classes(train_ds) ||
+            strcmp(ferry_dataset_class_name(ds, c), ferry_dataset_class_name(train_ds, c)) != 0)
+            st = ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: its %zu classes are not the %zu of "
+                                 "train/ (the same names, in the same order)", dir, k,
+                                 ferry_dataset_num_classes(train_ds));
+    ferry_dataset_destroy(ds);
+    return st;
+}
+
 static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_dataset **test)
 {
     if (o->idx) {
@@ -120,9 +148,17 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     img.height = img.width = 28;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/train", o->data);
-    CHECK(ferry_dataset_image_folder(dir, &img, train));
+    ferry_status st = check_folder(dir, NULL);
+    if (st == FERRY_OK)
+        st = ferry_dataset_image_folder(dir, &img, train);
+    if (st != FERRY_OK)
+        return st;
     snprintf(dir, sizeof dir, "%s/test", o->data);
-    return ferry_dataset_image_folder(dir, &img, test);
+    if ((st = check_folder(dir, *train)) == FERRY_OK &&
+        (st = ferry_dataset_image_folder(dir, &img, test)) == FERRY_OK)
+        return FERRY_OK;
+    ferry_dataset_destroy(*train);
+    return st;
 }
 
 /* The loader delivers on dev, the model's device (under --dist the rank's own,
@@ -162,10 +198,12 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     } else {
         CHECK(pick_device(o->device, &dev));
     }
+    if (ferry_dist_rank(dist) == 0 && check_outputs(PROG, o->save, o->out) != 0)
+        return FERRY_ERR_INVALID_ARG;
     ferry_dataset *all, *test, *tr, *val;
     ferry_status st = open_datasets(o, &all, &test);
     if (st != FERRY_OK) {
-        fprintf(stderr, "%s\n", ferry_last_error());
+        sample_report();
         return st;
     }
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
@@ -176,8 +214,9 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         ferry_dataset_destroy(tr);
         tr = first;
     }
-    printf("data: %zu train, %zu validation, %zu test images\n", ferry_dataset_len(tr),
-           ferry_dataset_len(val), ferry_dataset_len(test));
+    size_t classes = ferry_dataset_num_classes(test);
+    printf("data: %zu train, %zu validation, %zu test images, %zu classes\n", ferry_dataset_len(tr),
+           ferry_dataset_len(val), ferry_dataset_len(test), classes);
 
     ferry_loader *ltr, *lval, *ltest;
     size_t batch = o->batch;
@@ -187,7 +226,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     ferry_module *net;
     bool cnn = !strcmp(o->model, "cnn");
-    CHECK(cnn ? model_cnn(1, 28, 28, 10, &net) : model_mlp(784, 10, &net));
+    CHECK(cnn ? model_cnn(1, 28, 28, (int64_t)classes, &net) : model_mlp(784, (int64_t)classes, &net));
     CHECK(ferry_module_init(net, o->seed));
     CHECK(ferry_module_to(net, dev));
     printf("model: %s, %lld parameters\n", o->model, (long long)ferry_module_num_parameters(net));
@@ -208,11 +247,13 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     CHECK(ferry_stream_create(dev, &s));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
-    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}};
+    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     curves_header();
+    if (rank0)
+        curves_resume(&c, o->out, first);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         /* The learning rate steps down for the last third (set every epoch, so
          * that a resumed run has it too). */
@@ -231,26 +272,33 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         }
         CHECK(st);
         if (ck.stopped) {
-            printf("stopped after %zu steps%s%s\n", ck.steps, o->save ? ": " : "", o->save ? o->save : "");
+            printf("%s after %zu steps%s%s\n", ck.terminated ? "terminated (SIGTERM), saved" : "stopped",
+                   ck.steps, o->save ? ": " : "", o->save ? o->save : "");
             break;
         }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
         CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
+        if (rank0) /* each epoch, so that a killed run's rows are there to resume */
+            curves_write(&c, o->out, "Fashion-MNIST, grayscale");
     }
-    if (rank0 && (make_dirs(o->out) != 0 || curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0))
-        fprintf(stderr, "train_gray: cannot write the curves to %s\n", o->out);
+    bool curves_lost = rank0 && (make_dirs(o->out) != 0 ||
+                                 curves_write(&c, o->out, "Fashion-MNIST, grayscale") != 0);
+    if (curves_lost)
+        fprintf(stderr, "train_gray: cannot write the curves to %s: %s\n", o->out, strerror(errno));
     else if (rank0)
         printf("curves: %s/curves.csv, %s/curves.svg\n", o->out, o->out);
-    if (o->save && rank0) {
+    if (o->save && rank0 && !ck.terminated) {
         CHECK(sample_save(&ck));
         printf("saved: %s\n", o->save);
     }
 
     epoch_result rtest;
-    CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
-    printf("test accuracy: %.4f\n", rtest.accuracy);
+    if (!ck.terminated) { /* a preempted run has seconds left: it saved, it goes */
+        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
+        printf("test accuracy: %.4f\n", rtest.accuracy);
+    }
 
     ferry_stream_destroy(s);
     ferry_ddp_destroy(ddp);
@@ -264,7 +312,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_dataset_destroy(test);
     ferry_dataset_destroy(val);
     ferry_dataset_destroy(tr);
-    return FERRY_OK;
+    return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }
 
 int main(int argc, char **argv)
@@ -274,8 +322,14 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    if (!o.dist)
-        return train(&o, NULL) == FERRY_OK ? 0 : 1;
+    if (o.stop_after && !o.save) {
+        fprintf(stderr, PROG ": --stop-after needs --save FILE (a stopped run is resumed from it)\n");
+        return CLI_USAGE;
+    }
+    if (!o.dist) {
+        ferry_status st = train(&o, NULL);
+        return st != FERRY_OK ? 1 : sample_sigterm ? 128 + SIGTERM : 0;
+    }
 
     ferry_dist *dist;
     ferry_dist_config dc = ferry_dist_config_default();

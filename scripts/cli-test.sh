@@ -226,4 +226,207 @@ else
     run $as "$ferry" check "$tmp/locked.png"
     check_out "FILE without read permission${as:+ (as nobody)}" 1 "$tmp/locked.png: Permission denied"
 fi
+# ---- ferry check counts exactly what the image folder will load ----
+# Class sub-folders are walked (a/2019/y.png is a sample); a hidden entry and
+# a file beside the class folders are not samples, so not counted either.
+rec=$tmp/rec
+mkdir -p "$rec/a/2019" && cp "$imgs/a/"0*.png "$rec/a/" 2> /dev/null
+first=$(ls "$imgs/a" | grep '^[0-9].*\.png$' | head -n 1)
+cp "$imgs/a/$first" "$rec/a/2019/y.png" && : > "$rec/a/.hidden.png" && : > "$rec/top.png"
+n=$(ls "$imgs/a" | grep -c '^0.*\.png$')
+run "$ferry" check "$rec"
+check_out "on an image folder with a class sub-folder" 0 "$((n + 1)) files, $((n + 1)) ok, 0 bad"
+# ---- ferry check: nothing to check is not "all ok" ----
+mkdir -p "$tmp/c11/empty" "$tmp/c11/txt" "$tmp/c11/jpg" "$tmp/c11/ec/a" "$tmp/c11/ec/b"
+echo notes > "$tmp/c11/txt/a.txt"
+: > "$tmp/c11/jpg/a.jpg"
+cp "$imgs/a/$first" "$tmp/c11/ec/a/x.png"
+run "$ferry" check "$tmp/c11/empty"
+check_out "on an empty folder" 1 "1 files, 0 ok, 1 bad"
+run "$ferry" check "$tmp/c11/txt"
+check_out "on a folder of other files" 1 \
+    "$tmp/c11/txt: no images (.png, .jpg, .jpeg) or tar shards in it (ferry check reads those; other files are not samples)"
+run "$ferry" check "$tmp/c11/jpg"
+check_out "on a folder with an empty .jpg" 1 "$tmp/c11/jpg/a.jpg: not a JPEG file (empty)" "1 files, 0 ok, 1 bad"
+run "$ferry" check "$tmp/c11/ec"
+check_out "on an image folder with an empty class folder (fatal at create)" 1 \
+    "$tmp/c11/ec/b: class folder has no image files (.png, .jpg, .jpeg)" "2 files, 1 ok, 1 bad"
+
+# ---- train_gray --data takes the data's classes, refuses colour ----
+# A 4-class RGB folder is refused, naming the folder and the sizes (it was
+# trained on quietly, as gray 28 x 28 with 10 classes); a 4-class gray 28 x 28
+# folder trains a 4-way model.
+tg=$build/samples/train_gray
+if [ -x "$tg" ]; then
+    for s in train test; do for c in a b c d; do
+        "$ferry" bench decode --generate "$tmp/rgb/$s/$c" 1 > /dev/null 2>&1
+    done; done
+    run "$tg" --data "$tmp/rgb" --epochs 1 --out "$tmp/run"
+    if [ $rc -ne 0 ] && grep -q "rgb/train: train_gray trains on 1 x 28 x 28 grayscale images, and these are 3 x 256 x 256" "$tmp/err"; then
+        ok "train_gray --data on a 4-class RGB folder: refused, exit $rc"
+    else
+        bad "train_gray --data on a 4-class RGB folder: exit $rc (want a refusal naming the sizes)"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+    if command -v python3 > /dev/null 2>&1; then
+        python3 - "$tmp" <<'EOF'
+import struct, sys
+d = sys.argv[1]; n = 64
+with open(d + "/g.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 28, 28) + bytes((i * 7) % 256 for i in range(n * 784)))
+with open(d + "/l.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n) + bytes(i % 4 for i in range(n)))
+EOF
+        "$ferry" export idx "$tmp/g.idx" "$tmp/l.idx" "$tmp/gray/train" > /dev/null 2>&1
+        "$ferry" export idx "$tmp/g.idx" "$tmp/l.idx" "$tmp/gray/test" > /dev/null 2>&1
+        run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 --out "$tmp/run"
+        if [ $rc -eq 0 ] && grep -q "test images, 4 classes" "$tmp/out"; then
+            ok "train_gray --data on a 4-class gray 28x28 folder: 4 classes"
+        else
+            bad "train_gray --data on a 4-class gray 28x28 folder: exit $rc (want 0 and 4 classes)"
+            show "$tmp/out"; show "$tmp/err"
+        fi
+    else
+        skip "train_gray on a 4-class gray folder (no python3 to write the IDX pair)"
+    fi
+else
+    skip "train_gray --data checks ($tg not built)"
+fi
+# ---- --save and --out are checked before the first batch ----
+# A missing folder, a folder given as the file, a file given as --out: a
+# message naming the option, a non-zero exit, and no epoch run (before, the
+# run trained to the end and lost the model, and a bad --out exited 0).
+if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
+    : > "$tmp/afile"
+    for a in "--save $tmp/no-such-folder/x.safetensors" "--save $tmp" "--out $tmp/afile"; do
+        # shellcheck disable=SC2086 # $a is an option and its value
+        run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 $a
+        opt=${a%% *}
+        if [ $rc -ne 0 ] && grep -q "^train_gray: $opt " "$tmp/err" && ! grep -q '^ *1 ' "$tmp/out"; then
+            ok "train_gray $a: refused before training, exit $rc"
+        else
+            bad "train_gray $a: exit $rc (want non-zero, a message naming $opt, no epoch)"
+            show "$tmp/out"; show "$tmp/err"
+        fi
+    done
+    run "$build/samples/train_color" --data "$tmp/gray" --channels 1 --epochs 1 --save "$tmp/no-such-folder/c.st"
+    if [ $rc -ne 0 ] && grep -q "^train_color: --save " "$tmp/err"; then
+        ok "train_color --save in a missing folder: refused, exit $rc"
+    else
+        bad "train_color --save in a missing folder: exit $rc"; show "$tmp/err"
+    fi
+else
+    skip "--save/--out checks (train_gray or its data missing)"
+fi
+# ---- resumed runs: real epoch numbers, a missing --resume file, SIGTERM ----
+# 58 training images, batch 16: 4 steps an epoch; --stop-after 6 stops in
+# epoch 2. The resumed run's table and curves.csv go on with epochs 2 and 3,
+# epoch 1's row kept; resuming the finished run keeps all three rows.
+if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
+    g() { run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur" "$@"; }
+    rows() { awk -F, 'NR > 1 { printf "%s ", $1 }' "$tmp/cur/curves.csv" 2> /dev/null; }
+    rm -rf "$tmp/cur" "$tmp/ck.st"
+    g --save "$tmp/ck.st" --stop-after 6
+    g --save "$tmp/ck.st" --resume "$tmp/ck.st"
+    if [ $rc -eq 0 ] && [ "$(rows)" = "1 2 3 " ] && grep -q '^    2 ' "$tmp/out" && grep -q '^    3 ' "$tmp/out"; then
+        ok "train_gray --resume mid-run: table and curves.csv numbered by the real epoch ($(rows))"
+    else
+        bad "train_gray --resume mid-run: exit $rc, curves.csv epochs '$(rows)' (want '1 2 3 ')"
+        show "$tmp/out"; show "$tmp/err"
+    fi
+    g --save "$tmp/ck.st" --resume "$tmp/ck.st"
+    if [ $rc -eq 0 ] && [ "$(rows)" = "1 2 3 " ]; then
+        ok "train_gray --resume of a finished run keeps curves.csv's rows"
+    else
+        bad "train_gray --resume of a finished run: exit $rc, rows '$(rows)'"; show "$tmp/out"
+    fi
+    g --save "$tmp/new.st" --resume "$tmp/new.st"
+    if [ $rc -eq 0 ] && grep -q "does not exist yet: starting a new run" "$tmp/out" && [ -f "$tmp/new.st" ]; then
+        ok "train_gray --resume FILE that does not exist yet: a new run, with a note"
+    else
+        bad "train_gray --resume FILE that does not exist yet: exit $rc"; show "$tmp/out"; show "$tmp/err"
+    fi
+    run "$tg" --data "$tmp/gray" --epochs 1 --stop-after 2
+    if [ $rc -eq 2 ] && grep -q -- "--stop-after needs --save" "$tmp/err"; then
+        ok "train_gray --stop-after without --save: refused, exit 2"
+    else
+        bad "train_gray --stop-after without --save: exit $rc (want 2)"; show "$tmp/err"
+    fi
+    rm -f "$tmp/term.st"
+    "$tg" --data "$tmp/gray" --epochs 1000 --batch 16 --workers 0 --out "$tmp/cur2" \
+        --save "$tmp/term.st" > "$tmp/out" 2> "$tmp/err" &
+    tpid=$!
+    for _ in $(seq 500); do grep -q '^    2 ' "$tmp/out" && break; sleep 0.01; done
+    kill -TERM "$tpid"; wait "$tpid"; rc=$?
+    if [ $rc -eq 143 ] && [ -f "$tmp/term.st" ] && grep -q "terminated (SIGTERM), saved" "$tmp/out"; then
+        ok "train_gray --save: SIGTERM saves, then exits 143"
+    else
+        bad "train_gray --save: SIGTERM: exit $rc (want 143 and the checkpoint)"; show "$tmp/out"
+    fi
+else
+    skip "resume checks (train_gray or its data missing)"
+fi
+# ---- messages: said once, in the command line's words, each with a reason ----
+env FERRY_SIM_GPUS=1 FERRY_SIM_GPU_MEM=-5 "$ferry" info > "$tmp/out" 2> "$tmp/err"
+grep -q "FERRY_SIM_GPU_MEM=-5: expected a size" "$tmp/err" && grep -q "0.50 GiB memory" "$tmp/out"
+r1=$?
+env FERRY_SIM_GPUS=1 FERRY_SIM_SEED=xyz "$ferry" info > /dev/null 2> "$tmp/err"
+grep -q "FERRY_SIM_SEED=xyz: expected an unsigned integer" "$tmp/err"
+if [ $r1 -eq 0 ] && [ $? -eq 0 ]; then
+    ok "FERRY_SIM_GPU_MEM=-5 and FERRY_SIM_SEED=xyz: refused with a warning, defaults kept"
+else
+    bad "FERRY_SIM_GPU_MEM=-5 / FERRY_SIM_SEED=xyz taken without a word"; show "$tmp/err"
+fi
+run env FERRY_SIM_GPUS=0 "$ferry" info
+if [ "$("$ferry" info | grep -c '^  cuda:')" -gt 0 ] || grep -q "no CUDA device: this" "$tmp/out"; then
+    ok "ferry info says why there is no GPU (or lists one)"
+else
+    bad "ferry info: no reason for no GPU"; show "$tmp/out"
+fi
+printf 'not safetensors' > "$tmp/junk.st"
+run "$ferry" diff "$tmp/junk.st" "$tmp/junk.st"
+if [ $rc -eq 3 ]; then ok "ferry diff on an unreadable file: exit 3 (1 means different)"
+else bad "ferry diff on an unreadable file: exit $rc (want 3)"; show "$tmp/err"; fi
+run "$ferry" bench decode --generate "$tmp/dec" 2
+printf 'garbage' > "$tmp/dec/000001.png"
+run "$ferry" bench decode "$tmp/dec"
+if [ $rc -ne 0 ] && ! grep -q '()' "$tmp/err" && grep -q "000001.png: " "$tmp/err"; then
+    ok "ferry bench decode names the file and the reason"
+else
+    bad "ferry bench decode: an empty reason"; show "$tmp/err"
+fi
+mkdir -p "$tmp/cwd" && : > "$tmp/cachefile"
+ferry_abs=$(cd "$(dirname "$ferry")" && pwd)/ferry
+(cd "$tmp/cwd" && FERRY_CACHE_DIR="$tmp/cachefile" timeout 60 "$ferry_abs" bench --epochs 1 > /dev/null 2> "$tmp/err")
+if [ ! -e "$tmp/cwd/build" ] && grep -q "exporting Fashion-MNIST to $tmp/cachefile/fashion-mnist" "$tmp/err"; then
+    ok "ferry bench with no folder uses the cache folder and says where, not ./build/data"
+else
+    bad "ferry bench with no folder: wrote into the current folder or did not say where"; show "$tmp/err"
+fi
+mkdir -p "$tmp/lk/a" && cp "$imgs/a/$first" "$tmp/lk/a/" && ln -sf nowhere.png "$tmp/lk/a/zz.png"
+run "$ferry" bench "$tmp/lk" --epochs 1 --workers 0
+if [ $rc -ne 0 ] && ! grep -q 'on_error\|FERRY_ON_ERROR\|stream_shuffle_buffer' "$tmp/err" &&
+   grep -q "zz.png" "$tmp/err"; then
+    ok "ferry bench speaks the command line's words (no on_error = SKIP)"
+else
+    bad "ferry bench: API names in its messages"; show "$tmp/err"
+fi
+if [ -d "$tmp/gray/train" ] && [ -x "$tg" ]; then
+    run "$tg" --data "$tmp/gray" --epochs 2 --resume "$tmp/ck.st" --seed 9 --out "$tmp/cur"
+    if [ $rc -ne 0 ] && [ "$(grep -c 'does not fit' "$tmp/err")" -eq 1 ] && ! grep -q 'FERRY_ERR' "$tmp/err"; then
+        ok "train_gray: a refused resume is said once, naming the seed ($(head -n 1 "$tmp/err"))"
+    else
+        bad "train_gray: a refused resume said $(grep -c 'does not fit' "$tmp/err") times"; show "$tmp/err"
+    fi
+fi
+readme=$(dirname "$0")/../README.md
+if [ -f "$readme" ]; then
+    awk '/`samples\/embed.c`, whole/ { f = 1 } f && /^```c$/ { p = 1; next } p && /^```$/ { exit } p' "$readme" > "$tmp/listing"
+    sed '1,/\*\//d' "$(dirname "$0")/../samples/embed.c" > "$tmp/embed"
+    if cmp -s "$tmp/listing" "$tmp/embed"; then
+        ok "README's whole embed.c listing is samples/embed.c (includes and all)"
+    else
+        bad "README's embed.c listing differs from samples/embed.c"; diff "$tmp/embed" "$tmp/listing" | head -5
+    fi
+fi
 finish

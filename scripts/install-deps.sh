@@ -23,6 +23,8 @@ PNG_PKG=libpng-dev
 JPEG_PKG=libjpeg62-turbo-dev
 ZLIB_PKG=zlib1g-dev
 MPI_PKGS="libopenmpi-dev openmpi-bin"
+# Shards by URL (http(s)://, s3://); the build goes without them when absent.
+CURL_PKG=libcurl4-openssl-dev
 # The package of the CBLAS the Makefile's BLAS= names; empty for one Debian lacks.
 blas_pkg() {
     case "$1" in
@@ -62,6 +64,7 @@ note_optional() {
         case "$tool" in
             nvcc) echo "ferry: note: nvcc not found, building without CUDA (the CUDA toolkit: Debian package nvidia-cuda-toolkit, or NVIDIA's from developer.nvidia.com/cuda-downloads)" >&2 ;;
             mpicc) echo "ferry: note: mpicc not found, building without MPI (install: $(install_cmd "$MPI_PKGS"))" >&2 ;;
+            curl) echo "ferry: note: curl/curl.h not found, building without shards by URL (install: $(install_cmd "$CURL_PKG"))" >&2 ;;
         esac
     done
 }
@@ -100,7 +103,7 @@ fi
 
 # ---- install ----
 
-want="$PNG_PKG $JPEG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS clang-tidy cppcheck $*"
+want="$PNG_PKG $JPEG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS $CURL_PKG clang-tidy cppcheck $*"
 
 missing=""
 for p in $want; do

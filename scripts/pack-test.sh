@@ -38,15 +38,15 @@ EOF
 "$ferry" export idx "$tmp/img.idx" "$tmp/lab.idx" "$tmp/folder" > /dev/null 2>&1
 check "source folder exported" $?
 
-"$ferry" pack "$tmp/folder" "$tmp/shards" --shard-size 40K > "$tmp/out" 2>&1
+"$ferry" pack "$tmp/folder" "$tmp/shards" --shard-size 40K --no-shuffle > "$tmp/out" 2>&1
 check "pack exits 0 ($(cat "$tmp/out"))" $?
 nshards=0 others=0
 for f in "$tmp/shards"/* "$tmp/shards"/.[!.]*; do
     [ -e "$f" ] || continue
-    case ${f##*/} in shard-[0-9][0-9][0-9][0-9][0-9][0-9].tar) nshards=$((nshards + 1)) ;; *) others=$((others + 1)) ;; esac
+    case ${f##*/} in shard-[0-9][0-9][0-9][0-9][0-9][0-9].tar) nshards=$((nshards + 1)) ;; PACK.txt) ;; *) others=$((others + 1)) ;; esac
 done
 [ "$nshards" -gt 1 ] && [ "$others" -eq 0 ]
-check "--shard-size 40K gives $nshards shards and nothing else" $?
+check "--shard-size 40K gives $nshards shards and nothing else (but PACK.txt)" $?
 big=0
 for s in "$tmp/shards"/*.tar; do [ "$(wc -c < "$s")" -le 40960 ] || big=1; done
 check "every shard within 40K" $big
@@ -69,7 +69,7 @@ d = sys.argv[1]
 classes = sorted(os.listdir(d + "/folder"))
 files = [(c, d + "/folder/" + c + "/" + f) for c in classes for f in sorted(os.listdir(d + "/folder/" + c))]
 got = {}
-for s in sorted(os.listdir(d + "/shards")):
+for s in sorted(x for x in os.listdir(d + "/shards") if x.endswith(".tar")):
     with tarfile.open(d + "/shards/" + s) as t:
         names = t.extractfile("__classes__.txt").read().decode().split("\n")[:-1]
         assert names == classes, (names, classes)
@@ -118,7 +118,7 @@ fi
 import os, sys, tarfile
 d = sys.argv[1]
 os.mkdir(d + "/pygz")
-for s in sorted(os.listdir(d + "/shards")):
+for s in sorted(x for x in os.listdir(d + "/shards") if x.endswith(".tar")):
     with tarfile.open(d + "/shards/" + s) as t, \
          tarfile.open(d + "/pygz/" + s[:-4] + ".tgz", "w:gz") as o:
         for m in reversed(t.getmembers()):
@@ -154,7 +154,16 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "one.tar:000000.png: " "$tmp/out"
 check "ferry check names the spoilt sample ($(head -n 1 "$tmp/out"))" $?
 
-"$ferry" pack "$tmp/folder" "$tmp/shards" > "$tmp/out" 2>&1
+# A folder of shards with two corrupt ones: each is named, the others checked.
+mkdir "$tmp/bad2" && cp "$tmp/shards"/*.tar "$tmp/bad2/"
+ls "$tmp/bad2"/*.tar | sed -n '1p;3p' | while read -r s; do head -c 700 "$s" > "$s.x" && mv "$s.x" "$s"; done
+"$ferry" check "$tmp/bad2" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "shard-000000.tar" "$tmp/out" && grep -q "shard-000002.tar" "$tmp/out" &&
+    grep -q "shard samples, .* ok, 2 bad" "$tmp/out"
+check "ferry check names both corrupt shards of a folder and checks the rest ($(tail -n 1 "$tmp/out"))" $?
+
+"$ferry" pack "$tmp/folder" "$tmp/shards" --no-shuffle > "$tmp/out" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "already holds shards" "$tmp/out"
 check "pack refuses a folder that already holds shards" $?
@@ -162,6 +171,86 @@ check "pack refuses a folder that already holds shards" $?
 "$ferry" pack "$tmp/img.idx" "$tmp/idx" --labels "$tmp/lab.idx" > /dev/null 2>&1 &&
     "$ferry" check "$tmp/idx" | grep -q "300 shard samples, 300 ok"
 check "an IDX pair packs and checks" $?
+
+# An export reads back with the labels it came from, however many classes:
+# 12 classes, so that bytewise folder order ("10" before "2") would permute
+# them; the labels ferry gives are the class order of `ferry pack`'s
+# __classes__.txt. Fashion-MNIST's named folders keep label order too.
+"$py" - "$tmp" <<'EOF'
+import random, struct, sys
+d = sys.argv[1]; n = 60
+r = random.Random(7)
+with open(d + "/img12.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, 3, 2))
+    f.write(bytes(r.randrange(256) for _ in range(n * 6)))
+with open(d + "/lab12.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n))
+    f.write(bytes(i % 12 for i in range(n)))
+EOF
+"$ferry" export idx "$tmp/img12.idx" "$tmp/lab12.idx" "$tmp/f12" > /dev/null 2>&1 &&
+    "$ferry" pack "$tmp/f12" "$tmp/s12" > /dev/null 2>&1 &&
+    "$py" - "$tmp" <<'EOF'
+import os, sys, tarfile
+d = sys.argv[1]
+labels = open(d + "/lab12.idx", "rb").read()[8:]
+with tarfile.open(d + "/s12/shard-000000.tar") as t:
+    classes = t.extractfile("__classes__.txt").read().decode().split("\n")[:-1]
+seen = 0
+for c in os.listdir(d + "/f12"):
+    for f in os.listdir(d + "/f12/" + c):
+        seen += 1
+        assert classes.index(c) == labels[int(f[:-4])], (c, f, classes)
+assert seen == len(labels), seen
+EOF
+check "ferry export idx of 12 classes reads back with the IDX labels" $?
+if [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz ] ||
+   [ -f /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte ]; then
+    "$ferry" export fashion-mnist "$tmp/fm" > /dev/null 2>&1 &&
+        [ "$(ls "$tmp/fm/test" | tr '\n' ' ')" = "0_T-shirt_top 1_Trouser 2_Pullover 3_Dress 4_Coat 5_Sandal 6_Shirt 7_Sneaker 8_Bag 9_Ankle_boot " ]
+    check "ferry export fashion-mnist: class folders in label order" $?
+    rm -rf "$tmp/fm"
+else
+    skip "ferry export fashion-mnist (dataset not installed)"
+fi
+
+# Packed shuffled by default: a streaming loader reads shards in stored order
+# and its shuffle buffer only mixes neighbours, so the stored order must mix
+# the classes. Fashion-MNIST's test set, exported as a folder (class after
+# class) and packed: every run of 128 stored samples (a batch a stream of
+# buffer 1 would give; a larger buffer only mixes more) holds no class above
+# 30 % (uniform: 10 %); the same folder packed --no-shuffle makes
+# `ferry bench --stream` warn that the shards are sorted by class.
+fm=/usr/share/datasets/fashion-mnist
+if [ -f "$fm/t10k-images-idx3-ubyte.gz" ]; then
+    "$ferry" export idx "$fm/t10k-images-idx3-ubyte.gz" "$fm/t10k-labels-idx1-ubyte.gz" \
+        "$tmp/fmt" > /dev/null 2>&1 &&
+        "$ferry" pack "$tmp/fmt" "$tmp/fms" --seed 3 > "$tmp/out" 2>&1 &&
+        grep -q "order: shuffled, --seed 3" "$tmp/fms/PACK.txt" &&
+        "$py" - "$tmp/fms" <<'EOF'
+import os, sys, tarfile
+d = sys.argv[1]; labels = []
+for s in sorted(x for x in os.listdir(d) if x.endswith(".tar")):
+    with tarfile.open(d + "/" + s) as t:
+        labels += [int(t.extractfile(m).read()) for m in t.getmembers() if m.name.endswith(".cls")]
+assert len(labels) == 10000, len(labels)
+worst = max(max(labels[i:i + 128].count(c) for c in range(10)) for i in range(0, 10000 - 128, 128))
+print("worst class share of a 128-sample run: %d/128" % worst)
+assert worst <= 38, worst
+EOF
+    check "ferry pack shuffles: 128-sample runs of packed Fashion-MNIST are mixed ($(tail -n 1 "$tmp/out"))" $?
+    "$ferry" pack "$tmp/fmt" "$tmp/fmu" --no-shuffle > /dev/null 2>&1 &&
+        "$ferry" bench "$tmp/fmu" --stream 4096 --epochs 1 --batch 128 --workers 1 > "$tmp/out" 2>&1 &&
+        grep -q "stored sorted by class" "$tmp/out" &&
+        "$ferry" bench "$tmp/fms" --stream 4096 --epochs 1 --batch 128 --workers 1 > "$tmp/out" 2>&1 &&
+        ! grep -q "sorted by class" "$tmp/out"
+    check "ferry bench --stream warns on class-sorted shards (--no-shuffle), not on shuffled ones" $?
+    "$ferry" pack "$tmp/fmt" "$tmp/fms2" --seed 3 > /dev/null 2>&1 &&
+        cmp -s "$tmp/fms/shard-000000.tar" "$tmp/fms2/shard-000000.tar"
+    check "ferry pack --seed 3 twice: the same shards" $?
+    rm -rf "$tmp/fmt" "$tmp/fms" "$tmp/fms2" "$tmp/fmu"
+else
+    skip "packed Fashion-MNIST class mix (dataset not installed)"
+fi
 
 "$ferry" pack --help > "$tmp/out" 2> "$tmp/err" && grep -q "usage: ferry pack" "$tmp/out" &&
     [ ! -s "$tmp/err" ]

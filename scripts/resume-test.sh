@@ -75,6 +75,13 @@ check_device() { # label device env...
     if [ "$kills" -eq 0 ] || [ "$resumes" -eq 0 ]; then
         bad "$label: $kills kills, $resumes resumes: nothing was tested (kill times off?)"; return
     fi
+    # A kill mid-save leaves CK.tmpPID; the next save or resume removes it.
+    local left; left=$(ls "$ck".tmp* 2>/dev/null | wc -l)
+    if [ "$left" -eq 0 ]; then
+        ok "$label: no temporary checkpoint left beside $ck after $kills kills"
+    else
+        bad "$label: $left temporary checkpoint(s) left: $(ls "$ck".tmp* | head -3 | tr '\n' ' ')"
+    fi
     if "$build/ferry" diff "$ref" "$ck" --tol 0 >"$tmp/diff.log" 2>&1 && cmp -s "$ref" "$ck"; then
         ok "$label: killed $kills times, resumed $resumes times with 0/1/2 workers: the final checkpoint is the uninterrupted run's"
     else
@@ -83,6 +90,22 @@ check_device() { # label device env...
 }
 
 check_device cpu cpu
+
+# Two runs saving to one checkpoint: the second is refused, naming the first's pid.
+args cpu "$tmp/locked.st" 0 --epochs 1000
+"${cmd[@]}" >"$tmp/first.log" 2>&1 &
+first=$!
+for _ in $(seq 500); do grep -q "^$first\$" "$tmp/locked.st.lock" 2>/dev/null && break; sleep 0.01; done
+args cpu "$tmp/locked.st" 0
+"${cmd[@]}" >"$tmp/second.log" 2>&1
+rc=$?
+kill "$first" 2>/dev/null; wait "$first" 2>/dev/null
+if [ $rc -ne 0 ] && grep -q "another run (pid $first) is saving to it" "$tmp/second.log"; then
+    ok "a second run saving to the same checkpoint is refused, naming pid $first"
+else
+    bad "a second run saving to the same checkpoint: exit $rc"; sed 's/^/    /' "$tmp/second.log" | tail -3
+fi
+
 export FERRY_SIM_GPUS=1
 check_device sim-gpu cuda
 finish

@@ -1,6 +1,10 @@
 /* safetensors: round trips, a hand-written known-bytes file, malformed headers
  * (every one FERRY_ERR_FORMAT, never a crash), and model + optimiser checkpoints. */
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ferry/nn.h"
@@ -296,6 +300,7 @@ TEST(checkpoint_mismatch_names_the_tensor)
     ASSERT_OK(ferry_sequential_add(b, l));
     ASSERT_STATUS(ferry_checkpoint_load(path, b, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "no tensor \"3.weight\"");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "saved from another model (another kind");
     ferry_module_destroy(b);
     b = small_cnn();
     ASSERT_OK(ferry_module_to_dtype(b, FERRY_DTYPE_F16));
@@ -304,3 +309,83 @@ TEST(checkpoint_mismatch_names_the_tensor)
     ferry_module_destroy(b);
     ferry_module_destroy(a);
 }
+
+/* A save replaces only a regular file: a device node (made here, as /dev/full
+ * is: 1, 7; a FIFO when not root) and a folder are refused by name and left
+ * as they were; a symbolic link is written through, to its target, and stays a
+ * link (a dangling one creates its target). */
+TEST(save_refuses_devices_and_writes_through_links)
+{
+    float v = 3.0f;
+    ferry_tensor *t;
+    ASSERT_OK(ferry_tensor_from_host(&v, (int64_t[]){1}, 1, FERRY_DTYPE_F32, CPU, &t));
+    const char *names[] = {"w"};
+    const char *dev = ft_tmp("full");
+    bool node = mknod(dev, S_IFCHR | 0666, makedev(1, 7)) == 0;
+    if (!node)
+        ASSERT(mkfifo(dev, 0666) == 0);
+    ferry_status st = ferry_safetensors_save(dev, names, &t, 1, NULL, 0);
+    ASSERT_STATUS(st, FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), node ? "is a character device, not a regular file" : "is a FIFO");
+    ASSERT_STR_CONTAINS(ferry_last_error(), dev);
+    struct stat sb;
+    ASSERT(lstat(dev, &sb) == 0 && (node ? S_ISCHR(sb.st_mode) : S_ISFIFO(sb.st_mode)));
+    ASSERT(mkdir(ft_tmp("adir"), 0755) == 0);
+    ASSERT_STATUS(ferry_safetensors_save(ft_tmp("adir"), names, &t, 1, NULL, 0), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "is a folder");
+    /* Through a link (relative, in the same folder) to an existing file. */
+    ft_write_file(ft_tmp("real.safetensors"), "old", 3);
+    ASSERT(symlink("real.safetensors", ft_tmp("link.safetensors")) == 0);
+    ASSERT_OK(ferry_safetensors_save(ft_tmp("link.safetensors"), names, &t, 1, NULL, 0));
+    ASSERT(lstat(ft_tmp("link.safetensors"), &sb) == 0 && S_ISLNK(sb.st_mode));
+    ferry_safetensors *f;
+    ASSERT_OK(ferry_safetensors_open(ft_tmp("real.safetensors"), &f));
+    ASSERT_EQ_SIZE(ferry_safetensors_count(f), 1);
+    ferry_safetensors_close(f);
+    /* A dangling link: its target is created. */
+    ASSERT(symlink("new.safetensors", ft_tmp("dangling.safetensors")) == 0);
+    ASSERT_OK(ferry_safetensors_save(ft_tmp("dangling.safetensors"), names, &t, 1, NULL, 0));
+    ASSERT(lstat(ft_tmp("dangling.safetensors"), &sb) == 0 && S_ISLNK(sb.st_mode));
+    ASSERT(stat(ft_tmp("new.safetensors"), &sb) == 0 && S_ISREG(sb.st_mode));
+    ferry_tensor_release(t);
+}
+
+/* A kill during a save leaves PATH.tmpPID, as large as the checkpoint: the
+ * next save (and a resume's read) removes those of processes that are gone,
+ * and keeps a live process's. */
+TEST(save_removes_temporaries_of_dead_processes)
+{
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0)
+        _exit(0);
+    ASSERT(waitpid(child, NULL, 0) == child); /* its pid now names no process */
+    char stale[4096], live[4096], other[4096];
+    snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("run.safetensors"), (long)child);
+    snprintf(live, sizeof live, "%s.tmp%ld", ft_tmp("run.safetensors"), (long)getppid());
+    snprintf(other, sizeof other, "%s.tmp%ld", ft_tmp("other.safetensors"), (long)child);
+    ft_write_file(stale, "partial", 7);
+    ft_write_file(live, "partial", 7);
+    ft_write_file(other, "partial", 7);
+    float v = 1.0f;
+    ferry_tensor *t;
+    ASSERT_OK(ferry_tensor_from_host(&v, (int64_t[]){1}, 1, FERRY_DTYPE_F32, CPU, &t));
+    const char *names[] = {"w"};
+    ASSERT_OK(ferry_safetensors_save(ft_tmp("run.safetensors"), names, &t, 1, NULL, 0));
+    struct stat sb;
+    ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there", stale);
+    ASSERT(stat(live, &sb) == 0);  /* its process may still be saving */
+    ASSERT(stat(other, &sb) == 0); /* another checkpoint's */
+    /* Reading (as a resume does) cleans up too. */
+    ft_write_file(stale, "partial", 7);
+    ferry_module *m;
+    ASSERT_OK(ferry_linear_create(1, 1, true, &m));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("m.safetensors"), m, NULL));
+    snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("m.safetensors"), (long)child);
+    ft_write_file(stale, "partial", 7);
+    ASSERT_OK(ferry_checkpoint_load(ft_tmp("m.safetensors"), m, NULL));
+    ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there after a read", stale);
+    ferry_module_destroy(m);
+    ferry_tensor_release(t);
+}
+

@@ -1,6 +1,7 @@
 /* Datasets: image-folder ordering and labels, list files and their errors, memory,
  * views (subset, indices, split) and custom callbacks. */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -56,6 +57,34 @@ TEST(image_folder_orders_bytewise_and_labels)
     ASSERT_STATUS(ferry_dataset_get(ds, 0, out, 11, NULL, NULL), FERRY_ERR_INVALID_ARG);
     ferry_dataset_destroy(ds);
     ferry_dataset_destroy(NULL);
+}
+
+/* Images in sub-folders of a class folder are its samples (as torchvision's
+ * ImageFolder loads them), in bytewise path order below the class folder; a
+ * link back up the tree is not followed (no loop, no duplicates), and a
+ * hidden sub-folder is left out like a hidden file. */
+TEST(image_folder_walks_class_folders_recursively)
+{
+    put_png("r/a/x.png", 1, 2, 2);
+    put_png("r/a/2019/y.png", 2, 2, 2);
+    put_png("r/a/2019/deep/z.png", 3, 2, 2);
+    put_png("r/a/.cache/h.png", 9, 2, 2);
+    put_png("r/b/w.png", 4, 2, 2);
+    ASSERT(symlink("..", ft_tmp("r/a/2019/up")) == 0);
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("r"), NULL, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 4);
+    static const uint8_t values[4] = {3, 2, 1, 4}; /* 2019/deep/z.png, 2019/y.png, x.png; b */
+    static const int64_t labels[4] = {0, 0, 0, 1};
+    uint8_t out[4];
+    for (size_t i = 0; i < 4; i++) {
+        int64_t l;
+        ASSERT_OK(ferry_dataset_get(ds, i, out, sizeof out, NULL, &l));
+        ASSERT_EQ_INT(out[0], values[i]);
+        ASSERT_EQ_INT(l, labels[i]);
+    }
+    ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 0), "r/a/2019/deep/z.png");
+    ferry_dataset_destroy(ds);
 }
 
 TEST(image_folder_errors_name_the_path)

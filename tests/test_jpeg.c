@@ -13,6 +13,15 @@
 #include "common/error.h" /* the allocation counters and fault injection */
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/jpeg/"
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define FT_MAKE_DEFINED(p, n) (void)VALGRIND_MAKE_MEM_DEFINED(p, n)
+#endif
+#endif
+#ifndef FT_MAKE_DEFINED
+#define FT_MAKE_DEFINED(p, n) (void)(p)
+#endif
 
 static uint64_t fnv(const uint8_t *p, size_t n)
 {
@@ -122,6 +131,11 @@ static uint8_t *ref_decode(const uint8_t *data, size_t n, size_t *w, size_t *h, 
     }
     jpeg_finish_decompress(&d);
     jpeg_destroy_decompress(&d);
+    /* libjpeg-turbo's SIMD upsamplers read the padding past each row of its
+     * own (malloc'd, uninitialised) buffers and valgrind tracks their shuffles
+     * coarsely, so it would call these pixels uninitialised. ferry's decoder
+     * zeroes its arena for the same reason (scratch.c). */
+    FT_MAKE_DEFINED(px, *w * *h * oc);
     if (oc == 4)
         pil_cmyk(px, *w * *h);
     *ch = oc == 4 ? 3 : oc;
@@ -491,6 +505,99 @@ TEST(a_progressive_scan_bomb_is_refused)
     scans[0] = (jpeg_scan_info){.comps_in_scan = 1, .component_index = {0}};
     data = enc(&o, &n);
     check_against_libjpeg("scans_gray.jpg", data, n);
+    free(data);
+}
+
+/* ---- a decoder kept in the scratch starts every file afresh ---- */
+
+/* A copy of data without its segments of marker `code` (before the scan). */
+static uint8_t *without_segments(const uint8_t *data, size_t n, uint8_t code, size_t *out_n)
+{
+    uint8_t *o = malloc(n);
+    ASSERT(o && n > 4);
+    size_t at = 2, k = 2;
+    memcpy(o, data, 2); /* SOI */
+    while (at + 4 <= n && data[at] == 0xFF && data[at + 1] != 0xDA) {
+        size_t len = 2 + ((size_t)data[at + 2] << 8 | data[at + 3]);
+        ASSERT(at + len <= n);
+        if (data[at + 1] != code) {
+            memcpy(o + k, data + at, len);
+            k += len;
+        }
+        at += len;
+    }
+    memcpy(o + k, data + at, n - at); /* the scan and the rest */
+    *out_n = k + n - at;
+    ASSERT(*out_n < n);
+    return o;
+}
+
+TEST(tables_never_carry_over_from_the_previous_file)
+{
+    size_t na, nb;
+    uint8_t *a = ft_read_file(REF "optimized.jpg", &na), *b = ft_read_file(REF "rgb444.jpg", &nb);
+    size_t nq, nh;
+    uint8_t *noq = without_segments(b, nb, 0xDB, &nq), *noh = without_segments(b, nb, 0xC4, &nh);
+    ferry_image_config cfg = hwc(3);
+    ferry_image_info info;
+    ASSERT_OK(ferry_image_probe(b, nb, &info));
+    size_t bytes = info.width * info.height * 3, abytes;
+    ASSERT_OK(ferry_image_probe(a, na, &info));
+    abytes = info.width * info.height * 3;
+    uint8_t *fresh = malloc(bytes), *warm = malloc(bytes), *pa = malloc(abytes);
+    /* Without its Huffman tables a file decodes with libjpeg's defaults (the
+     * tables PIL writes), fresh or after a file with optimised tables. */
+    ASSERT_OK(ferry_jpeg_decode(noh, nh, &cfg, NULL, "noDHT.jpg", fresh, bytes));
+    ferry_scratch *s;
+    ASSERT_OK(ferry_scratch_create(&s));
+    ASSERT_OK(ferry_jpeg_decode(a, na, &cfg, s, "optimized.jpg", pa, abytes));
+    ASSERT_OK(ferry_jpeg_decode(noh, nh, &cfg, s, "noDHT.jpg", warm, bytes));
+    ASSERT_MEM_EQ(warm, fresh, bytes);
+    /* Without its quantization tables it cannot be decoded, whatever came before. */
+    ASSERT_STATUS(ferry_jpeg_decode(noq, nq, &cfg, NULL, "noDQT.jpg", fresh, bytes), FERRY_ERR_FORMAT);
+    ASSERT_OK(ferry_jpeg_decode(a, na, &cfg, s, "optimized.jpg", pa, abytes));
+    ASSERT_STATUS(ferry_jpeg_decode(noq, nq, &cfg, s, "noDQT.jpg", warm, bytes), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "noDQT.jpg");
+    ferry_scratch_destroy(s);
+    free(fresh);
+    free(warm);
+    free(pa);
+    free(noq);
+    free(noh);
+    free(a);
+    free(b);
+}
+
+/* A PNG named .jpg (ImageNet has one) is a PNG: told by its bytes. */
+TEST(a_png_named_jpg_is_read_as_png)
+{
+    uint8_t px[4 * 3 * 3];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(i * 7);
+    const char *p = ft_tmp("pngjpg/c0/x.jpg");
+    ft_write_file(p, "", 0);
+    ASSERT_OK(ferry_png_write_file(p, px, 4, 3, 3));
+    size_t n;
+    uint8_t *data = ft_read_file(p, &n);
+    ferry_image_info info;
+    ASSERT_OK(ferry_image_probe(data, n, &info));
+    ASSERT(info.kind != FERRY_IMAGE_JPEG);
+    ferry_image_config cfg = hwc(3);
+    uint8_t out[sizeof px];
+    ASSERT_OK(ferry_image_decode(data, n, &cfg, NULL, "x.jpg", out, sizeof out));
+    ASSERT_MEM_EQ(out, px, sizeof px);
+    ferry_dataset *ds = NULL;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("pngjpg"), &cfg, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 1);
+    ferry_sample_ctx ctx = {0};
+    int64_t lab;
+    ASSERT_OK(ferry_dataset_get(ds, 0, out, sizeof out, &ctx, &lab));
+    ASSERT_MEM_EQ(out, px, sizeof px);
+    ferry_dataset_destroy(ds);
+    /* Neither signature, named .jpg: the JPEG error. */
+    static const uint8_t junk[16] = "not an image....";
+    ASSERT_STATUS(ferry_image_decode(junk, sizeof junk, &cfg, NULL, "y.jpg", out, sizeof out), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "JPEG");
     free(data);
 }
 

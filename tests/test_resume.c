@@ -234,6 +234,16 @@ TEST(elastic_two_ranks_to_one) { elastic(2, 1, 2); }
 TEST(elastic_one_rank_to_two) { elastic(1, 2, 3); }
 TEST(elastic_two_ranks_to_three) { elastic(2, 3, 1); }
 
+
+/* A refusal names the field in words: no 64-bit fingerprint in it. */
+static void assert_no_hash(const char *msg)
+{
+    size_t run = 0;
+    for (const char *p = msg; *p; p++) {
+        run = (*p >= '0' && *p <= '9') ? run + 1 : 0;
+        ASSERT_MSG(run < 10, "a raw number in: %s", msg);
+    }
+}
 TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
 {
     ferry_dataset *ds = open_folder(make_folder("fit", N));
@@ -254,14 +264,14 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     c.device = "cpu";
     ASSERT_OK(ferry_loader_create(&c, &l));
     ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "batch_size is 4 in the state, 5 here");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the batch size is 4 in the state, 5 here");
     ferry_loader_destroy(l);
 
     /* One more file: another dataset. */
     ferry_dataset *more = open_folder(make_folder("fit_more", N + 1));
     l = make_loader(more, (loader_opts){.workers = 1});
     ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "dataset length is 30 in the state, 31 here");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the dataset's length is 30 in the state, 31 here");
     ferry_loader_destroy(l);
     ferry_dataset_destroy(more);
 
@@ -276,9 +286,38 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     ferry_dataset *other = open_folder(make_folder_named("fit_other", N, "pic"));
     l = make_loader(other, (loader_opts){.workers = 1});
     ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "dataset contents");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the dataset differs from the one it was saved with");
+    assert_no_hash(ferry_last_error());
     ferry_loader_destroy(l);
     ferry_dataset_destroy(other);
+
+    /* Another seed, with a split made by it (as the samples' --seed does): the
+     * seed is named, in numbers the user gave, not the split's fingerprint. */
+    ferry_dataset *tr17, *va17, *tr18, *va18;
+    ASSERT_OK(ferry_dataset_split(ds, 0.2, 17, &tr17, &va17));
+    ASSERT_OK(ferry_dataset_split(ds, 0.2, 18, &tr18, &va18));
+    c.dataset = tr17;
+    c.batch_size = BATCH;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_OK(ferry_loader_state_get(l, &s));
+    ferry_loader_destroy(l);
+    c.dataset = tr18;
+    c.seed = 18;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the seed is 17 in the state, 18 here");
+    ferry_loader_destroy(l);
+    c.seed = 17;
+    c.shuffle = false;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the split or subset");
+    assert_no_hash(ferry_last_error());
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(tr17);
+    ferry_dataset_destroy(va17);
+    ferry_dataset_destroy(tr18);
+    ferry_dataset_destroy(va18);
 
     ferry_loader_state bad;
     ASSERT_STATUS(ferry_loader_state_parse("ferry-loader-state/1 seed=x", &bad), FERRY_ERR_FORMAT);

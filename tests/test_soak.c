@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "ferry/rng.h"
 
 enum { NCLASS = 3, PER_CLASS = 14, NFILES = NCLASS * PER_CLASS, H = 6, W = 5, PIX = H * W };
 
@@ -192,10 +193,21 @@ static void random_cfg(soak *s, run_cfg *r, bool first)
     }
 }
 
-/* The index delivered at epoch position p under the skip policy. */
-static size_t expected_at(const soak *s, const run_cfg *r, size_t p)
+/* The index delivered at epoch position p under the skip policy: its own
+ * sample when good, else the first good of 64 draws keyed by (seed 0,
+ * FERRY_RNG_SKIP | epoch, p), else the next good one in order. */
+static size_t expected_at(const soak *s, const run_cfg *r, uint64_t epoch, size_t p)
 {
-    for (size_t k = 0; k < r->len; k++) {
+    if (s->good[r->order[p]])
+        return r->order[p];
+    ferry_rng g;
+    ferry_rng_init(&g, 0, FERRY_RNG_SKIP | epoch, p);
+    for (int k = 0; k < 64; k++) {
+        size_t idx = r->order[ferry_rng_below(&g, r->len)];
+        if (s->good[idx])
+            return idx;
+    }
+    for (size_t k = 1; k < r->len; k++) {
         size_t idx = r->order[(p + k) % r->len];
         if (s->good[idx])
             return idx;
@@ -226,7 +238,7 @@ static size_t run_batches(soak *s, ferry_loader *l, const run_cfg *r, uint64_t e
         const uint8_t *img = ferry_tensor_data(b.images);
         const int64_t *lab = ferry_tensor_data(b.labels);
         for (size_t i = 0; i < b.size; i++) {
-            size_t p = b.index * r->batch + i, idx = expected_at(s, r, p);
+            size_t p = b.index * r->batch + i, idx = expected_at(s, r, epoch, p);
             ASSERT_MSG(b.indices[i] == idx, "epoch %llu batch %zu pos %zu: index %zu, want %zu",
                        (unsigned long long)epoch, b.index, i, b.indices[i], idx);
             int k = s->file_of[idx];

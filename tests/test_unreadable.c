@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -155,6 +156,57 @@ TEST(file_without_read_permission_fails_by_name)
     assert_get_fails(ds, 1, "pm/a/1.png", strerror(EACCES));
     ferry_dataset_destroy(ds);
     chmod(ft_tmp("pm/a/1.png"), 0644);
+}
+
+/* The check create makes, as a user without the permission: create warns,
+ * naming the file and "Permission denied", and the dataset lists it as
+ * unreadable (a FAIL loader then refuses it at create). Run in a child; as root
+ * the child becomes nobody first (root reads anything). 0 when all held. */
+static int unreadable_at_create_child(void)
+{
+    if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+        return 10;
+    log_start();
+    ferry_dataset *ds;
+    if (ferry_dataset_image_folder(ft_tmp("pc"), NULL, &ds) != FERRY_OK)
+        return 11;
+    int rc = 0;
+    char want[512];
+    snprintf(want, sizeof want, "pc/a/1.png: %s", strerror(EACCES));
+    if (nwarnings != 1 || !strstr(warnings, want))
+        rc = 12;
+    const char *first = NULL;
+    if (rc == 0 && (ferry_dataset_unreadable(ds, &first) != 1 || !first || !strstr(first, "pc/a/1.png")))
+        rc = 13;
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = 1;
+    ferry_loader *l = NULL;
+    if (rc == 0 && ferry_loader_create(&c, &l) != FERRY_ERR_IO)
+        rc = 14;
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
+    log_stop();
+    return rc;
+}
+
+TEST(file_without_read_permission_is_caught_at_create)
+{
+    put_png("pc/a/0.png", 5, 2, 2);
+    put_png("pc/a/1.png", 6, 2, 2);
+    ASSERT(chmod(ft_tmp("pc/a/1.png"), 0) == 0);
+    /* The child (nobody, as root) must reach the folder. */
+    ASSERT(chmod(ft_tmpdir(), 0755) == 0);
+    pid_t child = fork();
+    ASSERT(child >= 0);
+    if (child == 0)
+        _exit(unreadable_at_create_child());
+    int status = 0;
+    ASSERT(waitpid(child, &status, 0) == child);
+    ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+               "the child's check %d failed (10: setuid; 11: create; 12: the warning; "
+               "13: ferry_dataset_unreadable; 14: the loader)", WEXITSTATUS(status));
+    chmod(ft_tmp("pc/a/1.png"), 0644);
 }
 
 TEST(list_file_entries_that_cannot_be_read_fail_by_name)

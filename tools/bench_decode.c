@@ -1,6 +1,7 @@
 /* `ferry bench decode DIR`: ferry's PNG decode beside a plain single-thread libpng
  * loop (png_image_begin_read_from_memory + png_image_finish_read), same files,
- * same output format, same run. `--generate DIR N` writes N 256x256 RGB images
+ * same output format, same run; a folder whose first image is a JPEG gets the
+ * JPEG rows instead (tools/bench_jpeg.c), over its JPEG files. `--generate DIR N` writes N 256x256 RGB images
  * with real structure for the large-image case. */
 #include <errno.h>
 #include <math.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -76,25 +78,34 @@ typedef struct bench_state {
     ferry_image_config cfg;
 } bench_state;
 
+/* -1, with ferry_last_error() saying which file and why (libpng's message):
+ * the caller prints it, and an empty reason read as "()". */
+static long plain_fail(const char *path, const char *why)
+{
+    ferry_set_error(FERRY_ERR_FORMAT, "%s: %s (plain libpng)", path, why && *why ? why : "failed");
+    return -1;
+}
+
 /* One pass of the plain libpng loop; returns images decoded (or -1). */
 static long pass_plain(bench_state *b)
 {
     for (size_t i = 0; i < b->files->n; i++) {
         size_t n;
-        if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
-            return -1;
+        const char *path = b->files->v[i];
+        if (tool_read_file(path, &b->file, &b->file_cap, &n, 0) != 0)
+            return plain_fail(path, strerror(errno));
         png_image img;
         memset(&img, 0, sizeof img);
         img.version = PNG_IMAGE_VERSION;
         if (!png_image_begin_read_from_memory(&img, b->file, n))
-            return -1;
+            return plain_fail(path, img.message);
         img.format = b->gray ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
         if (PNG_IMAGE_SIZE(img) > b->out_cap) {
             png_image_free(&img);
-            return -1;
+            return plain_fail(path, "larger than the first image");
         }
         if (!png_image_finish_read(&img, NULL, b->out, 0, NULL))
-            return -1;
+            return plain_fail(path, img.message);
     }
     return (long)b->files->n;
 }
@@ -104,7 +115,7 @@ static long pass_ferry(bench_state *b)
     for (size_t i = 0; i < b->files->n; i++) {
         size_t n;
         if (tool_read_file(b->files->v[i], &b->file, &b->file_cap, &n, 0) != 0)
-            return -1;
+            return plain_fail(b->files->v[i], strerror(errno));
         if (ferry_png_decode(b->file, n, &b->cfg, b->scratch, b->files->v[i], b->out,
                              b->out_cap) != FERRY_OK)
             return -1;
@@ -114,9 +125,12 @@ static long pass_ferry(bench_state *b)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ferry bench decode DIR [--limit N] [--format table|json]\n"
+    fprintf(f, "usage: ferry bench decode DIR [--limit N] [--crop N] [--format table|json]\n"
                "       ferry bench decode --generate DIR N\n"
-               "  times ferry's PNG decoder beside a plain libpng loop on the .png files under DIR\n"
+               "  times ferry's PNG decoder beside a plain libpng loop on the .png files under DIR,\n"
+               "  or, when its first image is a JPEG, ferry's JPEG decoder beside a plain\n"
+               "  libjpeg-turbo loop on its JPEG files; --crop N (JPEG, 1 to 4096) adds\n"
+               "  RandomResizedCrop(N) after a full decode and with ferry's crop-and-scale decode\n"
                "  (--limit: the first N, 1 to 1000000000); --generate writes N (1 to 10000000)\n"
                "  256x256 RGB test images into DIR\n");
 }
@@ -125,7 +139,7 @@ static void usage(FILE *f)
 
 typedef struct decode_args {
     const char *dir, *gen_dir; /* gen_dir: --generate's folder */
-    size_t limit, gen_n;
+    size_t limit, gen_n, crop;
     bool json;
 } decode_args;
 
@@ -148,7 +162,7 @@ static int parse_args(int argc, char **argv, decode_args *d)
             d->gen_dir = argv[i + 1];
             return cli_size(DECODE, "--generate DIR", argv[i + 2], 1, 10000000, &d->gen_n);
         }
-        if (strcmp(a, "--limit") != 0 && strcmp(a, "--format") != 0) {
+        if (strcmp(a, "--limit") != 0 && strcmp(a, "--format") != 0 && strcmp(a, "--crop") != 0) {
             if (a[0] == '-' || d->dir)
                 return cli_unknown(DECODE, a, usage);
             d->dir = a;
@@ -158,6 +172,8 @@ static int parse_args(int argc, char **argv, decode_args *d)
             return CLI_USAGE;
         if (!strcmp(a, "--limit"))
             rc = cli_size(DECODE, a, v, 1, 1000000000, &d->limit);
+        else if (!strcmp(a, "--crop"))
+            rc = cli_size(DECODE, a, v, 1, 4096, &d->crop);
         else if ((rc = cli_choice(DECODE, a, v, formats, &k)) == 0)
             d->json = k == 1;
         if (rc != 0)
@@ -168,6 +184,24 @@ static int parse_args(int argc, char **argv, decode_args *d)
         return CLI_USAGE;
     }
     return 0;
+}
+
+/* Keeps the files of one kind (JPEG: by the name), in order. */
+static void keep_kind(tool_paths *files, int jpeg)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < files->n; i++) {
+        size_t len = strlen(files->v[i]);
+        int is_png = len > 4 && !strcasecmp(files->v[i] + len - 4, ".png");
+        if (is_png != jpeg) {
+            files->v[k] = files->v[i];
+            files->why[k++] = files->why[i];
+        } else {
+            free(files->v[i]);
+            free(files->why[i]);
+        }
+    }
+    files->n = k;
 }
 
 int bench_decode(int argc, char **argv)
@@ -182,7 +216,7 @@ int bench_decode(int argc, char **argv)
     size_t limit = d.limit;
     tool_paths files = {0};
     if (tool_collect_png(dir, 0, &files) != 0 || files.n == 0) {
-        fprintf(stderr, "ferry bench decode: %s: no .png files\n", dir);
+        fprintf(stderr, "ferry bench decode: %s: no .png, .jpg or .jpeg files\n", dir);
         tool_paths_free(&files);
         return 1;
     }
@@ -200,11 +234,19 @@ int bench_decode(int argc, char **argv)
         fprintf(stderr, "ferry bench decode: %s: %s\n", files.v[0], strerror(errno));
         return 1;
     }
+    if (n0 >= 2 && b.file[0] == 0xff && b.file[1] == 0xd8) {
+        free(b.file);
+        keep_kind(&files, 1);
+        rc = bench_decode_jpeg(dir, &files, d.crop, d.json);
+        tool_paths_free(&files);
+        return rc;
+    }
     ferry_image_info info;
     if (ferry_png_info(b.file, n0, &info) != FERRY_OK) {
         fprintf(stderr, "ferry bench decode: %s: %s\n", files.v[0], ferry_last_error());
         return 1;
     }
+    keep_kind(&files, 0); /* the first file is a PNG: it stays first */
     /* Same output for both: 8-bit gray for gray files, else 8-bit RGB, interleaved;
      * each file decoded at its own size. */
     b.gray = info.channels <= 2;

@@ -25,7 +25,6 @@
 #define FERRY_SOURCE_DIR "."
 #endif
 #define MAX_LIST 16
-#define DEFAULT_DATA "build/data/fashion-mnist"
 
 typedef struct bench_opts {
     const char *dir;
@@ -45,6 +44,7 @@ typedef struct bench_opts {
     size_t stream;            /* > 0: tar shards in streaming mode, this shuffle buffer */
     size_t size;              /* > 0: images center-cropped (or padded) to size x size */
     size_t crop_pad;          /* > 0: random crop after padding by this much */
+    size_t rrc;               /* > 0: the ImageNet recipe, RandomResizedCrop(rrc) + normalise */
     bool flip;                /* random left-right flip */
     const char *plot;         /* SVG of images/s per configuration */
     bool baseline;            /* also time the plain single-thread libpng loop */
@@ -127,7 +127,8 @@ static void log_once(ferry_log_level level, const char *msg, void *user)
             return;
     if (nseen < 8)
         snprintf(seen[nseen++], sizeof seen[0], "%s", msg);
-    fprintf(stderr, "ferry: warning: %s\n", msg);
+    char buf[2048];
+    fprintf(stderr, "ferry: warning: %s\n", cli_words(msg, buf, sizeof buf));
 }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -151,7 +152,13 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     c.pin_memory = pin;
     c.device = o->device;
     c.wire_dtype = wire;
-    c.train = false;
+    /* --rrc is the training recipe: its crop is drawn only in training. */
+    c.train = o->rrc > 0;
+    if (o->rrc) {
+        static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+        memcpy(c.mean, mean, sizeof mean);
+        memcpy(c.std, sd, sizeof sd);
+    }
     c.prefetch = overlap ? o->prefetch : 1; /* overlap off: nothing is read ahead */
     c.stream_shuffle_buffer = o->stream;
     /* The device, stream and compute stage first: the clock starts at create,
@@ -245,21 +252,42 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     return st;
 }
 
-/* The default dataset: Fashion-MNIST's train split as a PNG folder, exported once. */
+/* Where the default dataset lives: a cache folder of the user's, never the
+ * current folder (ferry bench run anywhere wrote 276 MB into ./build/data):
+ * $FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else $HOME/.cache/ferry. */
+static void cache_dir(char *buf, size_t n)
+{
+    const char *c = getenv("FERRY_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+    if (c && *c)
+        snprintf(buf, n, "%s/fashion-mnist", c);
+    else if (x && *x)
+        snprintf(buf, n, "%s/ferry/fashion-mnist", x);
+    else
+        snprintf(buf, n, "%s/.cache/ferry/fashion-mnist", h && *h ? h : "/tmp");
+}
+
+/* The default dataset: Fashion-MNIST's train split as a PNG folder, exported
+ * once into the cache (the marker names the export's layout: class folders
+ * in label order). */
 static int prepare_default(const char **dir)
 {
-    static char path[256];
-    snprintf(path, sizeof path, "%s/.complete", DEFAULT_DATA);
+    static char path[3900];
+    char data[3800];
+    cache_dir(data, sizeof data);
+    snprintf(path, sizeof path, "%s/.complete-2", data);
     if (access(path, F_OK) != 0) {
-        fprintf(stderr, "ferry bench: exporting Fashion-MNIST to %s (once)\n", DEFAULT_DATA);
-        char *args[] = {"export", "fashion-mnist", DEFAULT_DATA, NULL};
+        fprintf(stderr, "ferry bench: no folder given: exporting Fashion-MNIST to %s (once, about "
+                "280 MB; FERRY_CACHE_DIR moves it)\n", data);
+        char *args[] = {"export", "fashion-mnist", data, NULL};
         if (cmd_export(3, args) != 0)
             return -1;
         FILE *f = fopen(path, "w");
         if (f)
             fclose(f);
+    } else {
+        fprintf(stderr, "ferry bench: no folder given: Fashion-MNIST from %s\n", data);
     }
-    snprintf(path, sizeof path, "%s/train", DEFAULT_DATA);
+    snprintf(path, sizeof path, "%s/train", data);
     *dir = path;
     return 0;
 }
@@ -300,12 +328,14 @@ static void usage(FILE *f)
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
-            "                       [--stream B]\n"
+            "                       [--stream B] [--rrc N]\n"
             "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
             "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
             "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
             "  --prefetch 1 to 1024; --compute-ms 0 to 1000000; --limit 1 to 1000000000\n"
             "  --size N: center-crop every image to N x N (1 to 16384)\n"
+            "  --rrc N: the ImageNet training recipe: RandomResizedCrop(N) (1 to 4096), RGB,\n"
+            "           normalised with ImageNet's mean and std (add --flip for the flip)\n"
             "  --crop-pad N (1 to 1024), --flip: seeded random crop (pad by N, crop back) and\n"
             "            left-right flip, as in training\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
@@ -313,7 +343,9 @@ static void usage(FILE *f)
             "  --stream B: tar shards in streaming mode (shards in a seeded order, a shuffle\n"
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
-            "  DIR defaults to " DEFAULT_DATA "/train, exported from Fashion-MNIST when absent;\n"
+            "  --format json: JSON Lines, one object a line for each row\n"
+            "  DIR defaults to Fashion-MNIST's train split, exported once to a cache folder\n"
+            "  ($FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else ~/.cache/ferry);\n"
             "  it may also be tar shards: a .tar, .tar.gz or .tgz file, a folder of them\n"
             "  (ferry pack), or a list file naming them one a line\n");
 }
@@ -359,7 +391,7 @@ static int parse_format(const char *opt, const char *v, bench_opts *o)
 static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--overlap", "--wire",
                                          "--device", "--epochs", "--seed", "--prefetch",
                                          "--compute-ms", "--limit", "--size", "--crop-pad",
-                                         "--plot", "--format", "--stream", NULL};
+                                         "--plot", "--format", "--stream", "--rrc", NULL};
 
 static int parse_value(bench_opts *o, const char *a, const char *v)
 {
@@ -374,6 +406,7 @@ static int parse_value(bench_opts *o, const char *a, const char *v)
     if (!strcmp(a, "--stream")) return cli_size(BENCH, a, v, 1, 1000000000, &o->stream);
     if (!strcmp(a, "--size")) return cli_size(BENCH, a, v, 1, 16384, &o->size);
     if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
+    if (!strcmp(a, "--rrc")) return cli_size(BENCH, a, v, 1, 4096, &o->rrc);
     if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
     if (!strcmp(a, "--overlap")) return parse_onoff(a, v, o->overlap, &o->noverlap);
     if (!strcmp(a, "--wire")) return parse_wire(a, v, o);
@@ -465,16 +498,22 @@ static int parse_args(int argc, char **argv, bench_opts *o)
  * class is in it); NULL after printing why. */
 static ferry_dataset *open_dataset(const bench_opts *o)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     ferry_image_config icfg = ferry_image_config_default();
     if (o->size) {
         icfg.height = icfg.width = o->size;
         icfg.resize = FERRY_RESIZE_CENTER_CROP;
     }
+    if (o->rrc) {
+        icfg.height = icfg.width = o->rrc;
+        icfg.channels = 3;
+        icfg.crop = FERRY_CROP_RANDOM_RESIZED;
+    }
     icfg.random_crop_pad = o->crop_pad;
     icfg.random_hflip = o->flip;
     ferry_dataset *ds;
     if (tool_open_images(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, or tar shards */
-        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return NULL;
     }
     if (o->limit && o->limit < ferry_dataset_len(ds)) {
@@ -483,7 +522,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
         ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
         ferry_dataset_destroy(ds);
         if (st != FERRY_OK) {
-            fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+            fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
             return NULL;
         }
         ferry_dataset_destroy(rest);
@@ -495,6 +534,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
 /* One untimed epoch first, so the first row does not pay for a cold page cache. */
 static int warm_up(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     bench_opts warm = *o;
     warm.epochs = 1;
     warm.digest = false;
@@ -504,7 +544,7 @@ static int warm_up(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t
     for (size_t k = 0; k < o->nworkers; k++)
         most = o->workers[k] > most ? o->workers[k] : most;
     if (run_config(&warm, ds, most, o->pin[0], 1, o->wire[0], &ignored, hostbuf, hostbuf_bytes) != FERRY_OK) {
-        fprintf(stderr, "ferry bench: %s\n", ferry_last_error());
+        fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return 1;
     }
     return 0;
@@ -532,6 +572,7 @@ static void chart_add(chart *c, const char *label, double rate)
 static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_t hostbuf_bytes,
                     double plain, chart *ch, bool *any_simulated)
 {
+    char wbuf[2048]; /* a library message in the command line's words */
     int rc = 0;
     uint64_t first_digest = 0;
     bool have_digest = false;
@@ -544,8 +585,8 @@ static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_
                     ferry_status st = run_config(o, ds, o->workers[k], o->pin[pi], o->overlap[oi],
                                                  o->wire[wi], &row, hostbuf, hostbuf_bytes);
                     if (st != FERRY_OK) {
-                        fprintf(stderr, "ferry bench: workers %zu: %s: %s\n", o->workers[k],
-                                ferry_status_str(st), ferry_last_error());
+                        fprintf(stderr, "ferry bench: workers %zu: %s\n", o->workers[k],
+                                cli_words(ferry_last_error(), wbuf, sizeof wbuf));
                         rc = 1;
                         continue;
                     }

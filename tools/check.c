@@ -3,12 +3,15 @@
  * cannot be read at all (a dangling link, no permission, a folder or FIFO named
  * x.png, a folder that cannot be opened, a path that does not exist) is a bad
  * file too: "path: reason", and the exit status 1. */
+#include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -37,7 +40,7 @@ static void *check_worker(void *arg)
             break;
         const char *path = job->files->v[i];
         if (job->files->why[i]) { /* known while listing: nothing to read */
-            snprintf(msg, sizeof msg, "%s: %s", path, job->files->why[i]);
+            snprintf(msg, sizeof msg, "%s%s%s", path, path[0] ? ": " : "", job->files->why[i]);
             job->reasons[i] = strdup(msg);
             continue;
         }
@@ -104,6 +107,58 @@ static void usage(FILE *f)
 
 #define CHECK_CMD "ferry check"
 
+/* Whether dir holds a sub-folder that is not hidden (links followed): then it is
+ * an image folder, ROOT/<class>/..., and is checked as the dataset lists it. */
+static bool has_class_folders(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool found = false;
+    while (!found && (e = readdir(d)) != NULL) {
+        char p[4200];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        found = e->d_name[0] != '.' && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The dataset's note of unreadable entries is left out (check names each one
+ * itself); other warnings (a link loop not followed) are passed on. */
+static void quiet_log(ferry_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level >= FERRY_LOG_WARN && !strstr(msg, "cannot be read"))
+        fprintf(stderr, "ferry check: %s\n", msg);
+}
+
+/* An image folder's samples exactly as ferry_dataset_image_folder lists them
+ * (class folders walked recursively, hidden entries and other names left
+ * out); when it refuses the folder, one bad entry says why, and every .png
+ * under it is checked as files. */
+static int collect_image_folder(const char *dir, tool_paths *files)
+{
+    ferry_dataset *ds = NULL;
+    ferry_set_log(quiet_log, NULL);
+    ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
+    ferry_set_log(NULL, NULL);
+    if (st != FERRY_OK) { /* it will not load (an empty class folder): say so, check the rest */
+        const char *e = ferry_last_error();
+        if (tool_paths_push(files, strncmp(e, dir, strlen(dir)) ? dir : "", e) != 0)
+            return -1;
+        return tool_collect_png(dir, 1, files);
+    }
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < ferry_dataset_len(ds); i++)
+        rc = tool_paths_push(files, ferry_dataset_sample_name(ds, i),
+                             ferry__path_problem(ferry_dataset_sample_name(ds, i)));
+    ferry_dataset_destroy(ds);
+    return rc;
+}
+
 /* The options and paths: 0 with every path's files in *files, CLI_USAGE after
  * saying why, or -1 after --help. */
 static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
@@ -125,12 +180,19 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
             nargs++; /* tar shards: checked sample by sample in cmd_check */
         } else {
             nargs++;
+            size_t before = files->n;
             /* A path that cannot be read is a bad file (listed with its reason),
              * not a usage error; only running out of memory fails here. */
-            if (tool_collect_png(a, 1, files) != 0) {
+            if ((has_class_folders(a) ? collect_image_folder(a, files)
+                                      : tool_collect_png(a, 1, files)) != 0) {
                 fprintf(stderr, CHECK_CMD ": %s: %s\n", a, strerror(errno));
                 return 1;
             }
+            /* Nothing to check is not "all ok": an empty folder, one of other files. */
+            if (files->n == before &&
+                tool_paths_push(files, a, "no images (.png, .jpg, .jpeg) or tar shards in it "
+                                "(ferry check reads those; other files are not samples)") != 0)
+                return 1;
         }
     }
     if (nargs == 0) {

@@ -25,6 +25,38 @@
 /* The exit status of a usage error (0 ok, 1 a failure the program reported). */
 #define CLI_USAGE 2
 
+/* The library's messages name its API (stream_shuffle_buffer, on_error =
+ * FERRY_ON_ERROR_SKIP); a command-line user has flags, or none. msg with those
+ * names put in the user's words, into buf. */
+static inline const char *cli_words(const char *msg, char *buf, size_t n)
+{
+    static const char *const from_to[][2] = {
+        {"stream_shuffle_buffer reads", "--stream B reads"},
+        {"stream_shuffle_buffer", "the streaming shuffle buffer (--stream)"},
+        {" (on_error = FERRY_ON_ERROR_SKIP skips and counts them)",
+         " (`ferry check` names them all; fix or remove them)"},
+        {"image_config.shard_cache_bytes", "the shard cache (256 MiB)"},
+        {" (with on_error = SKIP it is skipped and named in the loader's stats)", ""},
+    };
+    size_t k = 0;
+    buf[0] = '\0';
+    while (*msg && k + 1 < n) {
+        size_t i = 0, nf = sizeof from_to / sizeof from_to[0];
+        while (i < nf && strncmp(msg, from_to[i][0], strlen(from_to[i][0])) != 0)
+            i++;
+        if (i < nf) {
+            k += (size_t)snprintf(buf + k, n - k, "%s", from_to[i][1]);
+            msg += strlen(from_to[i][0]);
+            if (k >= n)
+                k = n - 1;
+        } else {
+            buf[k++] = *msg++;
+        }
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 static inline bool cli_is_help(const char *arg)
 {
     return !strcmp(arg, "-h") || !strcmp(arg, "--help");

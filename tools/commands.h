@@ -14,6 +14,10 @@ int cmd_pack(int argc, char **argv);   /* tools/pack.c: image folder or IDX pair
 int bench_pipeline(int argc, char **argv); /* tools/bench_pipeline.c */
 int bench_h2d(int argc, char **argv);      /* tools/bench_h2d.c */
 int bench_decode(int argc, char **argv);   /* tools/bench_decode.c */
+/* The JPEG files of `ferry bench decode` (tools/bench_jpeg.c); crop 0: no crop rows. */
+#include <stdbool.h>
+struct tool_paths;
+int bench_decode_jpeg(const char *dir, struct tool_paths *files, size_t crop, bool json);
 
 /* The plain single-thread libpng loop (read file, png_image_* decode) over up to
  * max_files files of dir spread evenly (0: all): images/s, or -1. tools/bench_decode.c */

@@ -1,7 +1,10 @@
 /* `ferry diff A B [--tol X]`: compares two safetensors files (checkpoints) tensor
  * by tensor: the same names, shapes and dtypes, and values within tol (largest
  * absolute difference; 0 means bit for bit). Prints the worst tensor; exit 0
- * when they match, 1 when not, 2 on bad arguments. */
+ * when they match, 1 when not, 2 on bad arguments, 3 when a file or tensor
+ * cannot be read (a script must not take "unreadable" for "different"). */
+
+#define DIFF_CANNOT_READ 3
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +35,8 @@ static ferry_status max_diff(ferry_tensor *a, ferry_tensor *b, double *out)
     return st;
 }
 
-/* 0 when f and g hold the same tensors within tol, 1 otherwise. */
+/* 0 when f and g hold the same tensors within tol, 1 otherwise, or
+ * DIFF_CANNOT_READ. */
 static int compare(ferry_safetensors *f, ferry_safetensors *g, const char *pa, const char *pb, double tol)
 {
     size_t n = ferry_safetensors_count(f);
@@ -66,8 +70,8 @@ static int compare(ferry_safetensors *f, ferry_safetensors *g, const char *pa, c
         ferry_tensor_release(a);
         ferry_tensor_release(b);
         if (st != FERRY_OK) {
-            printf("%s: %s\n", name, ferry_last_error());
-            return 1;
+            fprintf(stderr, "ferry diff: %s: %s\n", name, ferry_last_error());
+            return DIFF_CANNOT_READ;
         }
         if (d > worst || i == 0) {
             worst = d;
@@ -84,7 +88,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ferry diff A.safetensors B.safetensors [--tol X]\n"
                "compares two safetensors files tensor by tensor; exits 0 when the largest\n"
-               "difference is at most X (a finite number >= 0, default 0), 1 otherwise\n");
+               "difference is at most X (a finite number >= 0, default 0), 1 when they differ,\n"
+               "2 on bad arguments, 3 when a file cannot be read\n");
 }
 
 /* The arguments: 0 with both paths, CLI_USAGE after saying why, or -1 after --help. */
@@ -125,7 +130,7 @@ int cmd_diff(int argc, char **argv)
     if (ferry_safetensors_open(paths[0], &f) != FERRY_OK || ferry_safetensors_open(paths[1], &g) != FERRY_OK) {
         fprintf(stderr, "ferry diff: %s\n", ferry_last_error());
         ferry_safetensors_close(f);
-        return 1;
+        return DIFF_CANNOT_READ;
     }
     rc = compare(f, g, paths[0], paths[1], tol);
     ferry_safetensors_close(f);

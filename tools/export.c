@@ -1,6 +1,10 @@
 /* `ferry export`: writes an IDX pair (Fashion-MNIST or any other) as an image
  * folder, OUT/<split>/<class>/<index>.png, with the index zero-padded so that
- * name order is index order. Two threads write in parallel. */
+ * name order is index order. Class folders start with the label, zero-padded
+ * to one width (00 .. 11, 0_T-shirt_top .. 9_Ankle_boot): an image folder
+ * numbers its classes in name order, so that order must be label order for the
+ * export to read back with the labels it came from. Two threads write in
+ * parallel. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +25,7 @@ typedef struct export_job {
     ferry_dataset *ds;
     const char *out_dir;
     const char *const *class_names; /* NULL: class folders named by label number */
+    int class_digits;               /* width of the label in a class folder's name */
     int digits;
     size_t stride, first;
     int failed;
@@ -30,9 +35,10 @@ typedef struct export_job {
 static void class_dir(const export_job *j, int64_t label, char *buf, size_t n)
 {
     if (j->class_names && label >= 0 && label < 10)
-        snprintf(buf, n, "%s/%s", j->out_dir, j->class_names[label]);
+        snprintf(buf, n, "%s/%0*lld_%s", j->out_dir, j->class_digits, (long long)label,
+                 j->class_names[label]);
     else
-        snprintf(buf, n, "%s/%lld", j->out_dir, (long long)label);
+        snprintf(buf, n, "%s/%0*lld", j->out_dir, j->class_digits, (long long)label);
 }
 
 static void *export_worker(void *arg)
@@ -84,10 +90,15 @@ static int export_pair(const char *images, const char *labels, const char *out_d
     int digits = 5;
     for (size_t m = 100000; m <= len - (len > 0); m *= 10)
         digits++;
+    size_t classes = ferry_dataset_num_classes(ds);
+    int class_digits = 1;
+    for (size_t m = 10; m <= classes - (classes > 0); m *= 10)
+        class_digits++;
     /* Class folders first, so the workers only write files. */
-    for (size_t c = 0; c < ferry_dataset_num_classes(ds); c++) {
+    for (size_t c = 0; c < classes; c++) {
         char dir[4096];
-        export_job tmp = {.out_dir = out_dir, .class_names = class_names};
+        export_job tmp = {.out_dir = out_dir, .class_names = class_names,
+                          .class_digits = class_digits};
         class_dir(&tmp, (int64_t)c, dir, sizeof dir);
         if (tool_mkdirs(dir) != 0) {
             fprintf(stderr, "ferry export: %s: %s\n", dir, strerror(errno));
@@ -99,7 +110,7 @@ static int export_pair(const char *images, const char *labels, const char *out_d
     pthread_t th;
     for (int k = 0; k < 2; k++)
         jobs[k] = (export_job){.ds = ds, .out_dir = out_dir, .class_names = class_names,
-                               .digits = digits, .stride = 2, .first = (size_t)k};
+                               .class_digits = class_digits, .digits = digits, .stride = 2, .first = (size_t)k};
     int threaded = pthread_create(&th, NULL, export_worker, &jobs[1]) == 0;
     if (!threaded)
         jobs[0].stride = 1;

@@ -27,8 +27,20 @@ static void usage(FILE *f)
     fprintf(f, "\n'ferry COMMAND --help' shows a command's options.\n");
 }
 
+/* The library's warnings, in the command line's words (cli_words). */
+static void cli_log(ferry_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level < FERRY_LOG_WARN)
+        return;
+    char buf[2048];
+    fprintf(stderr, "ferry: %s: %s\n", level == FERRY_LOG_WARN ? "warning" : "error",
+            cli_words(msg, buf, sizeof buf));
+}
+
 int main(int argc, char **argv)
 {
+    ferry_set_log(cli_log, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -38,6 +38,8 @@ static int push_why(tool_paths *p, const char *s, const char *why)
 
 static int push(tool_paths *p, const char *s) { return push_why(p, s, NULL); }
 
+int tool_paths_push(tool_paths *p, const char *s, const char *why) { return push_why(p, s, why); }
+
 static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* An image file's name, as the library's folder listing takes it: .png, .jpg, .jpeg. */

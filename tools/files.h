@@ -23,6 +23,8 @@ typedef struct tool_paths {
  * errno means path itself cannot be read. */
 int tool_collect_png(const char *path, int keep_bad, tool_paths *out);
 void tool_paths_free(tool_paths *p);
+/* Appends s (why: NULL, or what is known against it); -1 when out of memory. */
+int tool_paths_push(tool_paths *p, const char *s, const char *why);
 
 /* Why a path cannot be read, in words, as the datasets say it:
  * ferry__not_regular_reason(mode) and ferry__open_error_reason(path, err)

@@ -4,6 +4,9 @@
 #include <stdio.h>
 
 #include "ferry.h"
+#ifdef FERRY_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 #include "cli_args.h"
 #include "commands.h"
 
@@ -83,6 +86,25 @@ static void info_usage(FILE *f)
     fprintf(f, "usage: ferry info\nprints the version, build features, devices and pinned memory\n");
 }
 
+/* Why there is no GPU, in the README's words, with what the CUDA runtime said. */
+static void print_no_gpu_reason(void)
+{
+    if (!ferry_built_with_cuda()) {
+        printf("  no CUDA device: this build of ferry has no CUDA support (nvcc was not found, "
+               "or CUDA=0)\n");
+        return;
+    }
+    const char *said = "";
+#ifdef FERRY_HAVE_CUDA
+    int k = 0;
+    cudaError_t e = cudaGetDeviceCount(&k);
+    said = e != cudaSuccess ? cudaGetErrorString(e) : "";
+    (void)cudaGetLastError();
+#endif
+    printf("  no CUDA device: this machine has 0 CUDA devices: no GPU or no driver%s%s%s\n",
+           said[0] ? " (the CUDA runtime says: " : "", said, said[0] ? ")" : "");
+}
+
 int cmd_info(int argc, char **argv)
 {
     if (argc > 1 && cli_is_help(argv[1])) {
@@ -101,7 +123,7 @@ int cmd_info(int argc, char **argv)
     printf("devices:\n");
     print_device(ferry_cpu());
     if (n == 0)
-        printf("  no CUDA device%s\n", ferry_built_with_cuda() ? "" : " (built without CUDA)");
+        print_no_gpu_reason();
     for (int i = 0; i < n; i++)
         print_device(ferry_cuda(i));
     print_pinned();

@@ -1,9 +1,13 @@
 /* `ferry pack SRC OUT`: writes an image folder (or an IDX pair) as tar shards,
- * OUT/shard-000000.tar, ..., in the dataset's sample order: sample i becomes
- * KEY.png (the file's bytes, unchanged, so it decodes to the same pixels) and
- * KEY.cls (its label), KEY being i zero-padded, and each shard starts with
- * __classes__.txt. ferry_dataset_shards(OUT) then has the same samples, in the
- * same order, as the source: `ferry bench OUT` prints the source's digest. */
+ * OUT/shard-000000.tar, ..., the samples shuffled by --seed (default 0) unless
+ * --no-shuffle: the k-th sample written becomes KEY.png (the file's bytes,
+ * unchanged, so it decodes to the same pixels) and KEY.cls (its label), KEY
+ * being k zero-padded, and each shard starts with __classes__.txt. Shuffled,
+ * because a folder lists class after class and a streaming loader reads shards
+ * in stored order: its shuffle buffer mixes only neighbours. OUT/PACK.txt
+ * records the source, the count and the seed. With --no-shuffle,
+ * ferry_dataset_shards(OUT) has the source's samples in the source's order:
+ * `ferry bench OUT` prints the source's digest. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -23,17 +27,23 @@
 typedef struct pack_opts {
     const char *src, *out, *labels;
     uint64_t shard_size;
+    uint64_t seed;
+    bool shuffle;
 } pack_opts;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ferry pack SRC OUT [--shard-size SIZE]\n"
-            "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE]\n"
+            "usage: ferry pack SRC OUT [--shard-size SIZE] [--seed N | --no-shuffle]\n"
+            "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE] [...]\n"
             "writes the image folder SRC (SRC/<class>/<file>.png), or an IDX pair as PNGs, as\n"
-            "tar shards OUT/shard-000000.tar, ... in sample order: KEY.png and KEY.cls per\n"
-            "sample (KEY = the index, zero-padded), __classes__.txt first in each shard.\n"
+            "tar shards OUT/shard-000000.tar, ... in shuffled order: KEY.png and KEY.cls per\n"
+            "sample (KEY = the position written, zero-padded), __classes__.txt first in each\n"
+            "shard, and OUT/PACK.txt saying the source, the count and the seed.\n"
             "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
+            "  --seed N:          the shuffle's seed (default 0); the same seed, the same order\n"
+            "  --no-shuffle:      keep the source's order (a folder's is class after class,\n"
+            "                     which a streaming loader cannot mix: see the README)\n"
             "  --shard-size SIZE: start a new shard before one passes SIZE bytes (a sample is\n"
             "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
             "                     none (bytes), 10K to 1024G; default 256M\n"
@@ -67,7 +77,7 @@ static int parse_size(const char *opt, const char *v, uint64_t *out)
 /* 0, CLI_USAGE after saying why, or -1 after --help. */
 static int parse_args(int argc, char **argv, pack_opts *o)
 {
-    *o = (pack_opts){.shard_size = 256ull << 20};
+    *o = (pack_opts){.shard_size = 256ull << 20, .shuffle = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -77,7 +87,12 @@ static int parse_args(int argc, char **argv, pack_opts *o)
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        if (!strcmp(a, "--shard-size") || !strcmp(a, "--labels")) {
+        if (!strcmp(a, "--no-shuffle")) {
+            o->shuffle = false;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = cli_value(PACK, argc, argv, &i)) || cli_u64(PACK, a, v, &o->seed) != 0)
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--shard-size") || !strcmp(a, "--labels")) {
             if (!(v = cli_value(PACK, argc, argv, &i)))
                 return CLI_USAGE;
             if (a[2] == 'l')
@@ -193,7 +208,8 @@ static int sample_png(packer *p, size_t i, size_t *n)
     return 0;
 }
 
-static int add_sample(packer *p, size_t i, int digits)
+/* Source sample i as the k-th written. */
+static int add_sample(packer *p, size_t i, size_t k, int digits)
 {
     size_t n = 0;
     int64_t label;
@@ -204,7 +220,7 @@ static int add_sample(packer *p, size_t i, int digits)
     if (sample_png(p, i, &n) != 0)
         return -1;
     char key[64], name[80], text[32];
-    snprintf(key, sizeof key, "%0*zu", digits & 31, i); /* digits <= 20: the mask only bounds it */
+    snprintf(key, sizeof key, "%0*zu", digits & 31, k); /* digits <= 20: the mask only bounds it */
     int tn = snprintf(text, sizeof text, "%lld", (long long)label);
     uint64_t adds = tar_member_bytes(n) + tar_member_bytes((size_t)tn);
     /* A new shard when this sample would push the current one past the size. */
@@ -261,6 +277,48 @@ static ferry_status open_source(const pack_opts *o, ferry_dataset **ds)
     return ferry_dataset_idx(o->src, o->labels, &cfg, ds);
 }
 
+/* The order written: the source's, or a seeded Fisher-Yates shuffle of it
+ * (stream b = UINT64_MAX, a name no loader epoch takes). */
+static size_t *pack_order(const pack_opts *o, size_t len)
+{
+    size_t *order = malloc((len ? len : 1) * sizeof *order);
+    if (!order)
+        return NULL;
+    for (size_t i = 0; i < len; i++)
+        order[i] = i;
+    ferry_rng r;
+    ferry_rng_init(&r, o->seed, FERRY_RNG_SHUFFLE, UINT64_MAX);
+    for (size_t i = len; o->shuffle && i > 1; i--) {
+        size_t j = (size_t)ferry_rng_below(&r, i), t = order[i - 1];
+        order[i - 1] = order[j];
+        order[j] = t;
+    }
+    return order;
+}
+
+/* OUT/PACK.txt: where the shards came from and how to make the same again. */
+static int write_info(const pack_opts *o, size_t len)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/PACK.txt", o->out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, PACK ": %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "source: %s%s%s\nsamples: %zu\n", o->src, o->labels ? " --labels " : "",
+            o->labels ? o->labels : "", len);
+    if (o->shuffle)
+        fprintf(f, "order: shuffled, --seed %llu\n", (unsigned long long)o->seed);
+    else
+        fprintf(f, "order: the source's (--no-shuffle)\n");
+    if (fclose(f) != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int pack_all(packer *p)
 {
     size_t len = ferry_dataset_len(p->ds);
@@ -274,9 +332,15 @@ static int pack_all(packer *p)
         if (!(p->pixels = malloc(ferry_dataset_sample_bytes(p->ds))))
             return -1;
     }
+    size_t *order = pack_order(p->o, len);
+    if (!order)
+        return -1;
     int rc = 0;
-    for (size_t i = 0; i < len && rc == 0; i++)
-        rc = add_sample(p, i, digits);
+    for (size_t k = 0; k < len && rc == 0; k++)
+        rc = add_sample(p, order[k], k, digits);
+    free(order);
+    if (rc == 0)
+        rc = write_info(p->o, len);
     if (close_shard(p) != 0)
         rc = -1;
     if (p->o->labels)
@@ -317,9 +381,9 @@ int cmd_pack(int argc, char **argv)
     double t0 = tool_now();
     rc = out_is_free(o.out) == 0 && pack_all(&p) == 0 ? 0 : 1;
     if (rc == 0)
-        printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s\n", o.out,
+        printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s\n", o.out,
                ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),
-               tool_now() - t0);
+               tool_now() - t0, o.shuffle ? "shuffled (order in PACK.txt)" : "in source order");
     else
         remove_partial(&p);
     free(p.classes);

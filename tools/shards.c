@@ -95,10 +95,58 @@ static void *check_worker(void *arg)
     return NULL;
 }
 
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A folder of shards that fails as a whole (one corrupt shard fails create):
+ * each shard checked on its own, so every bad one is named, not only the first. */
+static int check_each_shard(const char *dir, size_t workers, size_t *total, size_t *bad)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || !ferry_is_shard_path(e->d_name))
+            continue;
+        if (n == cap) {
+            char **v = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *v);
+            if (!v) {
+                rc = -1;
+                break;
+            }
+            names = v;
+        }
+        size_t len = strlen(dir) + strlen(e->d_name) + 2;
+        if (!(names[n] = malloc(len)))
+            rc = -1;
+        else
+            snprintf(names[n++], len, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_name);
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = tool_check_shards(names[i], workers, total, bad);
+        free(names[i]);
+    }
+    free(names);
+    return rc;
+}
+
 int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *bad)
 {
     ferry_dataset *ds;
+    struct stat sb;
     if (ferry_dataset_shards(&path, 1, NULL, &ds) != FERRY_OK) {
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+            return check_each_shard(path, workers, total, bad);
         printf("%s\n", ferry_last_error());
         (*total)++;
         (*bad)++;

@@ -62,6 +62,13 @@ typedef enum ferry_resize {
     FERRY_RESIZE_ERROR         /* another size is FERRY_ERR_FORMAT naming both sizes */
 } ferry_resize;
 
+/* How the ImageNet recipe crops (ferry_image_config.crop). */
+typedef enum ferry_crop {
+    FERRY_CROP_NONE = 0,       /* the whole image, per cfg->resize */
+    FERRY_CROP_RANDOM_RESIZED, /* RandomResizedCrop when training, else Resize + CenterCrop */
+    FERRY_CROP_CENTER          /* Resize(resize_shorter) + CenterCrop, always */
+} ferry_crop;
+
 /* Limits on every image file, PNG and JPEG alike (the name is historical). */
 typedef struct ferry_png_limits {
     size_t max_width, max_height; /* default 16384 each */
@@ -85,6 +92,20 @@ typedef struct ferry_image_config {
      * else (PIL's ImageOps.exif_transpose). Default false: the tag is ignored,
      * as PIL's Image.open and torchvision's ImageFolder ignore it. */
     bool exif_orientation;
+    /* The ImageNet recipe, to height x width (both must be set; cfg->resize is
+     * then unused). FERRY_CROP_RANDOM_RESIZED: with ctx->train, torchvision's
+     * RandomResizedCrop(scale, ratio) drawn from the sample's augmentation
+     * stream; without, Resize(resize_shorter) + CenterCrop as for evaluation.
+     * FERRY_CROP_CENTER: always Resize + CenterCrop. The crop is resized with
+     * PIL's antialiased bilinear filter. JPEGs decode only the crop's rows and
+     * columns, at the smallest DCT scale (1/8 to 1) that keeps the crop at
+     * least the output size (docs/DESIGN.md states the cost in PSNR). */
+    ferry_crop crop;
+    double crop_scale[2];   /* area fraction range; {0, 0}: {0.08, 1} */
+    double crop_ratio[2];   /* aspect ratio (width / height) range; {0, 0}: {3/4, 4/3} */
+    size_t resize_shorter;  /* the shorter side before the centre crop; 0: 256/224 of
+                             * the larger of height and width, rounded */
+    bool crop_full_scale;   /* JPEG: never decode at a reduced DCT scale */
     ferry_png_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
@@ -97,6 +118,18 @@ typedef struct ferry_image_config {
      * need not read every header (or decompress a gzip shard) again. A folder
      * that cannot be written is a warning, not an error. Default false. */
     bool shard_index_cache;
+    /* Shards named by URL (http://, https://, s3://BUCKET/KEY; builds with
+     * libcurl): each is fetched whole into a local cache folder, front to back
+     * while it is read, and kept there while the budget allows. Folder: NULL
+     * means $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of
+     * shards held at once, default (0) 4 GiB; one below the largest shard is an
+     * error at create. Timeout: for a connection, and for a body that stalls;
+     * default (0) 10 s. Retries of a transient failure (with backoff, resuming
+     * from the last byte received): default (0) 5. */
+    const char *remote_cache_dir;
+    size_t remote_cache_bytes;
+    double remote_timeout_s;
+    size_t remote_retries;
 } ferry_image_config;
 FERRY_API ferry_image_config ferry_image_config_default(void);
 
@@ -167,9 +200,11 @@ FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
 
-/* ROOT/<class>/<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix, each
- * file told by its bytes): classes and files sorted by name (bytewise), class
- * names kept; hidden files and other extensions ignored. An empty root or class
+/* ROOT/<class>/.../<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix,
+ * each file told by its bytes): each class folder walked recursively (links
+ * followed; a link back to a folder above is logged and not followed), classes
+ * and each class's paths below its folder sorted by name (bytewise), class
+ * names kept; hidden entries and other extensions ignored. An empty root or class
  * is FERRY_ERR_INVALID_ARG naming the path. Every other image entry is a sample,
  * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
  * create logs one warning naming the first such entry and the count, and

@@ -43,7 +43,9 @@ typedef enum ferry_sampler {
 
 typedef enum ferry_on_error {
     FERRY_ON_ERROR_FAIL = 0, /* next() returns the error naming the sample and file */
-    FERRY_ON_ERROR_SKIP      /* the bad sample is replaced by the next good one in sampler order */
+    FERRY_ON_ERROR_SKIP      /* the bad sample is counted and named once, and replaced by a
+                              * good one drawn at random from the epoch, seeded by (seed, epoch,
+                              * place): a run of bad files is not one image many times */
 } ferry_on_error;
 
 typedef struct ferry_loader_config {

@@ -35,6 +35,7 @@ typedef struct ferry_rng {
 #define FERRY_RNG_SPLIT     (UINT64_C(3) << 56)
 #define FERRY_RNG_INIT      (UINT64_C(4) << 56)
 #define FERRY_RNG_DROPOUT   (UINT64_C(5) << 56)
+#define FERRY_RNG_SKIP      (UINT64_C(6) << 56) /* a skipped sample's replacement */
 
 FERRY_API void ferry_rng_init(ferry_rng *r, uint64_t seed, uint64_t a, uint64_t b);
 FERRY_API uint32_t ferry_rng_u32(ferry_rng *r);

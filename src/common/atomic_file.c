@@ -1,9 +1,13 @@
 /* Crash-safe file replacement (see atomic_file.h). */
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/atomic_file.h"
@@ -29,12 +33,91 @@ static int io_ok(void)
     return 1;
 }
 
+static const char *kind_of(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+/* f->path: path with its symbolic links followed to the file they name (which
+ * may not exist yet), so that the rename replaces the target and the link
+ * stays a link. 40 links at most, as the kernel allows. */
+static ferry_status resolve_target(ferry_atomic_file *f, const char *path)
+{
+    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %.80s...", path);
+    struct stat sb;
+    for (int hops = 0; lstat(f->path, &sb) == 0 && S_ISLNK(sb.st_mode); hops++) {
+        char link[4096], next[4096 + 4096];
+        ssize_t n = hops < 40 ? readlink(f->path, link, sizeof link - 1) : -1;
+        if (n < 0)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", path,
+                              hops < 40 ? strerror(errno) : "too many levels of symbolic links");
+        link[n] = '\0';
+        const char *slash = strrchr(f->path, '/');
+        if (link[0] == '/' || !slash)
+            snprintf(next, sizeof next, "%s", link);
+        else
+            snprintf(next, sizeof next, "%.*s/%s", (int)(slash - f->path), f->path, link);
+        if (snprintf(f->path, sizeof f->path, "%s", next) >= (int)sizeof f->path)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the link's target path is too long", path);
+    }
+    /* A rename replaces whatever has the name: a device (/dev/null as root), a
+     * FIFO, a socket would become a regular file. Only a file is replaced. */
+    if (lstat(f->path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s%s%s: is %s, not a regular file; refusing to "
+                          "replace it (give a file path)", path, strcmp(path, f->path) ? " -> " : "",
+                          strcmp(path, f->path) ? f->path : "", kind_of(sb.st_mode));
+    return FERRY_OK;
+}
+
+/* Whether process pid is gone (kill(pid, 0) says no such process). */
+static int pid_gone(long pid)
+{
+    return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+size_t ferry_atomic_clean_stale(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t nb = strlen(base), removed = 0;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+             slash ? path : ".");
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *tail = e->d_name + nb;
+        if (strncmp(e->d_name, base, nb) != 0 || strncmp(tail, ".tmp", 4) != 0 || !tail[4])
+            continue;
+        char *end;
+        long pid = strtol(tail + 4, &end, 10);
+        if (*end || pid == (long)getpid() || !pid_gone(pid))
+            continue;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        if (unlink(p) == 0) {
+            removed++;
+            ferry_log(FERRY_LOG_INFO, "%s: removed a temporary file left by process %ld, which "
+                      "ended during a save", p, pid);
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
 ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
 {
     f->fd = -1;
     f->tmp[0] = '\0';
-    if (snprintf(f->path, sizeof f->path, "%s", path) >= (int)sizeof f->path)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path too long: %.80s...", path);
+    ferry_status st = resolve_target(f, path);
+    if (st != FERRY_OK)
+        return st;
+    path = f->path;
+    ferry_atomic_clean_stale(path);
     /* The pid keeps two processes writing the same checkpoint off each other's
      * temporary file; the last rename wins, whole. */
     snprintf(f->tmp, sizeof f->tmp, "%s.tmp%ld", path, (long)getpid());

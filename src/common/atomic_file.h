@@ -15,8 +15,16 @@ typedef struct ferry_atomic_file {
     int fd;
 } ferry_atomic_file;
 
-/* Creates the temporary file. On failure nothing is left behind. */
+/* Creates the temporary file. Symbolic links in path's last part are followed
+ * (the file they name is replaced, the link stays); a path that names anything
+ * but a regular file (a folder, a device, a FIFO) is refused, since the rename
+ * would replace it. On failure nothing is left behind. */
 ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path);
+/* Removes PATH.tmpPID files beside path whose process is gone (a kill during
+ * a save leaves one, as large as the file): ferry_atomic_open does it, and a
+ * reader of the file may. Another live process's temporary file is kept.
+ * Returns how many were removed. */
+size_t ferry_atomic_clean_stale(const char *path);
 /* Appends n bytes. */
 ferry_status ferry_atomic_write(ferry_atomic_file *f, const void *p, size_t n);
 /* Overwrites n bytes at offset (already written). */

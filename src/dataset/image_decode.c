@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "common/error.h"
+#include "ferry/rng.h"
 #include "dataset/internal.h"
 
 bool ferry__is_jpeg(const uint8_t *p, size_t n)
@@ -20,16 +21,22 @@ bool ferry__is_image_name(const char *s)
            (n > 5 && !strcasecmp(s + n - 5, ".jpeg"));
 }
 
-ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, ferry_image_info *out)
+/* JPEG by its bytes; with neither signature, by its name (for the error). */
+static bool decodes_as_jpeg(const uint8_t *p, size_t n, const char *name)
 {
     if (ferry__is_jpeg(p, n))
-        return ferry__jpeg_header(p, n, name, out);
-    /* Neither signature: the error of the kind the name says, PNG by default. */
+        return true;
+    if (n >= 8 && !memcmp(p, "\x89PNG\r\n\x1a\n", 8))
+        return false;
     size_t len = name ? strlen(name) : 0;
-    if ((len > 4 && !strcasecmp(name + len - 4, ".jpg")) ||
-        (len > 5 && !strcasecmp(name + len - 5, ".jpeg")))
-        return ferry__jpeg_header(p, n, name, out);
-    return ferry__png_header(p, n, name, out);
+    return (len > 4 && !strcasecmp(name + len - 4, ".jpg")) || (len > 5 && !strcasecmp(name + len - 5, ".jpeg"));
+}
+
+ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, ferry_image_info *out)
+{
+    /* By the bytes first: a PNG named .jpg (ImageNet has one) is a PNG. With
+     * neither signature, the error of the kind the name says, PNG by default. */
+    return decodes_as_jpeg(p, n, name) ? ferry__jpeg_header(p, n, name, out) : ferry__png_header(p, n, name, out);
 }
 
 ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out)
@@ -59,7 +66,9 @@ ferry_status ferry__image_decode(const void *data, size_t n, const ferry_image_c
                                  const ferry_sample_format *fmt, ferry_scratch *scratch,
                                  const char *name, void *dst)
 {
-    if (ferry__is_jpeg(data, n))
+    if (cfg->crop != FERRY_CROP_NONE) /* no sample index: the evaluation crop */
+        return ferry__image_decode_crop(data, n, cfg, fmt, scratch, name, dst, NULL, NULL);
+    if (decodes_as_jpeg(data, n, name))
         return ferry__jpeg_decode(data, n, cfg, fmt, scratch, name, dst);
     return ferry__png_decode(data, n, cfg, fmt, scratch, name, dst);
 }
@@ -122,19 +131,29 @@ ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_conf
     if (st != FERRY_OK)
         return st;
     size_t n = 0;
-    double t0 = ferry__clock(ctx);
+    double t0 = ferry__clock(ctx), resize_s = 0;
     st = read(src, index, s, &n);
     double t1 = ferry__clock(ctx);
-    if (st == FERRY_OK)
+    /* One augmentation stream per sample: the crop's draws first, then the
+     * flip's (without a crop, the flip's draws are those of before crops). */
+    bool aug = ctx && ctx->train;
+    ferry_rng r;
+    if (aug)
+        ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
+    if (st == FERRY_OK && cfg->crop != FERRY_CROP_NONE)
+        st = ferry__image_decode_crop(s->file, n, cfg, &ds->format, s, name, dst, aug ? &r : NULL,
+                                      ctx && ctx->timing ? &resize_s : NULL);
+    else if (st == FERRY_OK)
         st = ferry__image_decode(s->file, n, cfg, &ds->format, s, name, dst);
     double t2 = ferry__clock(ctx);
-    if (st == FERRY_OK)
-        ferry__augment(cfg, &ds->format, dst, index, ctx);
+    if (st == FERRY_OK && aug)
+        ferry__augment_rng(cfg, &ds->format, dst, &r);
     if (ctx && ctx->timing) {
-        /* Resize and channel conversion happen inside the decode, row by row. */
+        /* Channel conversion happens inside the decode, row by row; the crop's
+         * resize is timed apart and counted as transform. */
         ctx->timing->read_s += t1 - t0;
-        ctx->timing->decode_s += t2 - t1;
-        ctx->timing->transform_s += ferry__clock(ctx) - t2;
+        ctx->timing->decode_s += t2 - t1 - resize_s;
+        ctx->timing->transform_s += ferry__clock(ctx) - t2 + resize_s;
     }
     ferry_scratch_destroy(own);
     return st;

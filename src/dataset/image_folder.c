@@ -1,14 +1,19 @@
-/* ROOT/<class>/<file>.png: the folder walk. Classes and files are sorted bytewise
- * so the same tree gives the same indices everywhere; hidden entries and files
- * not ending in .png are ignored. Every other .png entry is a sample, even one
- * that cannot be read: it is reported, never silently dropped. */
+/* ROOT/<class>/.../<file>.png: the folder walk. A class folder is walked
+ * recursively, links followed (as torchvision's ImageFolder does), a link back
+ * to a folder above it logged and not followed. Classes, and each class's
+ * paths below its folder, are sorted bytewise so the same tree gives the same
+ * indices everywhere; hidden entries and files not ending in .png are
+ * ignored. Every other .png entry is a sample, even one that cannot be read:
+ * it is reported, never silently dropped. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "dataset/internal.h"
@@ -38,7 +43,15 @@ static char *join(const char *a, const char *b)
 typedef struct unreadable {
     size_t count;
     char first[1024];
+    char first_path[1024];
 } unreadable;
+
+/* The folders above the one being walked (dev, inode), to stop at a link loop. */
+typedef struct folder_up {
+    dev_t dev;
+    ino_t ino;
+    const struct folder_up *up;
+} folder_up;
 
 /* Whether entry e of dir is a folder, links followed. A stat only when d_type
  * cannot tell (links, file systems without d_type). */
@@ -57,14 +70,18 @@ static ferry_status entry_is_dir(const char *dir, const struct dirent *e, int *i
     return FERRY_OK;
 }
 
-/* *why: NULL when entry e of dir is a regular file (links followed), else why it
- * cannot be read as an image. Same stat rule as entry_is_dir. */
-static ferry_status entry_problem(const char *dir, const struct dirent *e, const char **why)
+/* *why: NULL when entry e of dir (open as dfd) is a regular file this process
+ * may read (links followed), else why it cannot be read as an image. Same stat
+ * rule as entry_is_dir; d_type says nothing of permissions, so a regular file
+ * is asked about them too (faccessat, no allocation). */
+static ferry_status entry_problem(const char *dir, int dfd, const struct dirent *e, const char **why)
 {
     *why = NULL;
     if (e->d_type != DT_UNKNOWN && e->d_type != DT_LNK) {
         if (e->d_type != DT_REG)
             *why = ferry__not_regular_reason(DTTOIF(e->d_type));
+        else if (faccessat(dfd, e->d_name, R_OK, 0) != 0)
+            *why = ferry__open_error_reason(e->d_name, errno);
         return FERRY_OK;
     }
     char *p = join(dir, e->d_name);
@@ -75,57 +92,118 @@ static ferry_status entry_problem(const char *dir, const struct dirent *e, const
     return FERRY_OK;
 }
 
-/* The names in dir: want_dirs selects sub-folders; else every entry with a .png
- * name, readable or not. One that is not a readable regular file (a dangling
- * link, a folder or FIFO named x.png) stays in the list, so that it fails by
- * name when its sample is loaded (or is skipped and counted under the skip
- * policy) instead of vanishing; it is counted in *bad. */
-static ferry_status list_dir(const char *dir, int want_dirs, ferry_str_list *out, unreadable *bad)
+/* Notes a .png entry that cannot be read (path: why), keeping the first by path. */
+static void note_bad(unreadable *bad, const char *path, const char *why)
 {
+    if (bad->count++ == 0 || strcmp(path, bad->first_path) < 0) {
+        snprintf(bad->first_path, sizeof bad->first_path, "%s", path);
+        snprintf(bad->first, sizeof bad->first, "%s: %s", path, why);
+    }
+}
+
+static ferry_status walk_class(const char *dir, const char *rel, const folder_up *up,
+                               ferry_str_list *out, unreadable *bad);
+
+/* Sub-folder name of dir (at rel below the class folder): walked unless it
+ * leads back to a folder above it. */
+static ferry_status walk_sub(const char *dir, const char *rel, const char *name,
+                             const folder_up *up, ferry_str_list *out, unreadable *bad)
+{
+    char *p = join(dir, name), *r = rel[0] ? join(rel, name) : ferry_host_strdup(name);
+    ferry_status st = p && r ? FERRY_OK : FERRY_ERR_NO_MEMORY;
+    struct stat sb;
+    if (st == FERRY_OK && stat(p, &sb) != 0)
+        st = ferry_fail(FERRY_ERR_IO, "%s: %s", p, strerror(errno));
+    const folder_up *a = up;
+    while (st == FERRY_OK && a && !(a->dev == sb.st_dev && a->ino == sb.st_ino))
+        a = a->up;
+    if (st == FERRY_OK && a)
+        ferry_log(FERRY_LOG_WARN, "%s: a symbolic link loop (leads back to a folder above "
+                  "it), not followed", p);
+    folder_up here = {st == FERRY_OK ? sb.st_dev : 0, st == FERRY_OK ? sb.st_ino : 0, up};
+    if (st == FERRY_OK && !a)
+        st = walk_class(p, r, &here, out, bad);
+    ferry_host_free(p);
+    ferry_host_free(r);
+    return st;
+}
+
+/* Every image entry (.png, .jpg, .jpeg) below the class folder dir, as paths relative to it
+ * (rel: dir's own, "" at the top), sub-folders walked too. */
+static ferry_status walk_class(const char *dir, const char *rel, const folder_up *up,
+                               ferry_str_list *out, unreadable *bad)
+{
+    ferry_str_list subs = {0};
     DIR *d = opendir(dir);
     if (!d)
         return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
                           "%s: %s", dir, strerror(errno));
     ferry_status st = FERRY_OK;
-    const char *first = NULL; /* this folder's first unreadable name, and why */
-    char first_why[256] = "";
-    size_t nbad = 0;
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        if (want_dirs) {
-            int is_dir = 0;
-            if ((st = entry_is_dir(dir, e, &is_dir)) == FERRY_OK && is_dir)
-                st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
-            continue;
-        }
-        if (!ferry__is_image_name(e->d_name))
-            continue;
         const char *why = NULL;
-        if ((st = entry_problem(dir, e, &why)) == FERRY_OK)
-            st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
-        if (st != FERRY_OK || !why)
+        int is_dir = 0;
+        if (!ferry__is_image_name(e->d_name)) {
+            if ((st = entry_is_dir(dir, e, &is_dir)) == FERRY_OK && is_dir)
+                st = ferry__str_list_push(&subs, ferry_host_strdup(e->d_name));
             continue;
-        nbad++;
-        if (!first || strcmp(e->d_name, first) < 0) {
-            first = out->v[out->n - 1]; /* the copy: stable through qsort below */
-            snprintf(first_why, sizeof first_why, "%s", why);
         }
+        if ((st = entry_problem(dir, dirfd(d), e, &why)) != FERRY_OK)
+            break;
+        char *r = rel[0] ? join(rel, e->d_name) : ferry_host_strdup(e->d_name);
+        if (r && why) {
+            char *full = join(dir, e->d_name);
+            if (full)
+                note_bad(bad, full, why);
+            ferry_host_free(full);
+        }
+        st = ferry__str_list_push(out, r);
     }
     closedir(d);
-    if (st != FERRY_OK) {
+    for (size_t i = 0; st == FERRY_OK && i < subs.n; i++)
+        st = walk_sub(dir, rel, subs.v[i], up, out, bad);
+    ferry__str_list_free(&subs);
+    return st;
+}
+
+/* One class folder's samples: paths below it, sorted bytewise. */
+static ferry_status list_class(const char *root, const char *dir, ferry_str_list *out,
+                               unreadable *bad)
+{
+    struct stat a, b;
+    if (stat(root, &a) != 0 || stat(dir, &b) != 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", dir, strerror(errno));
+    folder_up top = {a.st_dev, a.st_ino, NULL}, cls = {b.st_dev, b.st_ino, &top};
+    ferry_status st = walk_class(dir, "", &cls, out, bad);
+    if (st != FERRY_OK)
         ferry__str_list_free(out);
-        return st;
-    }
-    /* Folders are listed in path order, so the first folder with any holds the first. */
-    if (nbad && bad->count == 0)
-        snprintf(bad->first, sizeof bad->first, "%s%s%s: %s", dir,
-                 dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", first, first_why);
-    bad->count += nbad;
-    if (out->n)
+    else if (out->n)
         qsort(out->v, out->n, sizeof *out->v, cmp_str);
-    return FERRY_OK;
+    return st;
+}
+
+/* The sub-folders of root (links followed, hidden ones ignored), sorted. */
+static ferry_status list_classes(const char *root, ferry_str_list *out)
+{
+    DIR *d = opendir(root);
+    if (!d)
+        return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
+                          "%s: %s", root, strerror(errno));
+    ferry_status st = FERRY_OK;
+    struct dirent *e;
+    while (st == FERRY_OK && (e = readdir(d)) != NULL) {
+        int is_dir = 0;
+        if (e->d_name[0] != '.' && (st = entry_is_dir(root, e, &is_dir)) == FERRY_OK && is_dir)
+            st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
+    }
+    closedir(d);
+    if (st != FERRY_OK)
+        ferry__str_list_free(out);
+    else if (out->n)
+        qsort(out->v, out->n, sizeof *out->v, cmp_str);
+    return st;
 }
 
 ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
@@ -141,7 +219,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
     int64_t *labels = NULL;
     size_t labels_cap = 0;
     unreadable bad = {0};
-    if ((st = list_dir(root, 1, &classes, &bad)) != FERRY_OK)
+    if ((st = list_classes(root, &classes)) != FERRY_OK)
         return st;
     if (classes.n == 0) {
         ferry__str_list_free(&classes);
@@ -154,7 +232,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
             st = FERRY_ERR_NO_MEMORY;
             break;
         }
-        st = list_dir(dir, 0, &files, &bad);
+        st = list_class(root, dir, &files, &bad);
         if (st == FERRY_OK && files.n == 0)
             st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: class folder has no image files (.png, .jpg, .jpeg)", dir);
         if (st == FERRY_OK && paths.n + files.n > labels_cap) {

@@ -30,6 +30,7 @@ struct ferry_scratch {
     float *work;        size_t work_cap;  /* resize intermediate and filter weights (floats) */
     uint8_t *decoded;   size_t decoded_cap; /* a whole JPEG as libjpeg gives it (turn, resize) */
     uint8_t *coef;      size_t coef_cap;  /* libjpeg's virtual arrays (progressive coefficients) */
+    uint8_t *crop;      size_t crop_cap;  /* the source region a crop is resized from */
     struct ferry_jpeg_state *jpeg;        /* the JPEG decompressor, made at the first JPEG */
     /* libpng's own allocations come from this arena, reset per decode, so that a
      * warm scratch makes decoding allocation-free. Past the arena they go to the
@@ -70,6 +71,8 @@ const char *ferry__path_problem(const char *path);
 void *ferry__arena_alloc(ferry_scratch *s, size_t n);
 void ferry__arena_free(ferry_scratch *s, void *p);
 void ferry__arena_reset(ferry_scratch *s);
+/* Makes the next reset grow the arena to at least bytes. */
+void ferry__arena_reserve(ferry_scratch *s, size_t bytes);
 
 /* ---- pixels (transform.c) ---- */
 
@@ -109,6 +112,46 @@ ferry_status ferry__resize_bilinear(const uint8_t *src, size_t sw, size_t sh, si
  * !ctx->train. */
 void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
                     size_t index, const ferry_sample_ctx *ctx);
+/* The same, drawing from r (the sample's augmentation stream, maybe already
+ * drawn from by the crop). */
+struct ferry_rng;
+void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                        uint8_t *img, struct ferry_rng *r);
+
+/* ---- the ImageNet recipe's crop (crop.c) and PIL's resample (resize.c) ----
+ * A source box in pixels of the (oriented) image, fractional for Resize +
+ * CenterCrop, and the rectangle the filter's taps are kept in: the box itself
+ * for RandomResizedCrop (torchvision crops, then resizes), the whole image for
+ * Resize + CenterCrop (PIL resizes the whole image, then it is cropped). */
+typedef struct ferry_crop_box {
+    double x0, y0, x1, y1;
+    size_t cx0, cy0, cx1, cy1;
+} ferry_crop_box;
+/* torchvision's RandomResizedCrop.get_params on a w x h image, from r. */
+void ferry__crop_random(const ferry_image_config *cfg, size_t w, size_t h, struct ferry_rng *r,
+                        ferry_crop_box *out);
+/* Resize(cfg->resize_shorter) + CenterCrop(H x W) as one box on a w x h image. */
+void ferry__crop_center(const ferry_image_config *cfg, size_t w, size_t h, size_t W, size_t H,
+                        ferry_crop_box *out);
+/* Resamples box of src (sw x sh, C channels, HWC) into dst (dw x dh, layout). */
+ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t C,
+                               const ferry_crop_box *box, uint8_t *dst, size_t dw, size_t dh,
+                               ferry_layout layout, ferry_scratch *scratch);
+/* The work floats ferry__resize_box needs with at most sh source rows; 0 on overflow. */
+size_t ferry__resize_work_bytes(size_t sh, size_t C, const ferry_crop_box *box, size_t dw,
+                                size_t dh);
+/* Decodes the part of an image (PNG or JPEG) that box needs and resizes it into
+ * dst (format fmt). *resize_s (may be NULL) gets the seconds spent resizing. */
+ferry_status ferry__image_decode_box(const void *data, size_t n, const ferry_image_config *cfg,
+                                     const ferry_sample_format *fmt, ferry_scratch *scratch,
+                                     const char *name, void *dst, const ferry_crop_box *box,
+                                     double *resize_s);
+/* cfg->crop's box for this image (RandomResizedCrop from r when r is not NULL,
+ * else the centre box), then ferry__image_decode_box. */
+ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_image_config *cfg,
+                                      const ferry_sample_format *fmt, ferry_scratch *scratch,
+                                      const char *name, void *dst, struct ferry_rng *r,
+                                      double *resize_s);
 
 /* ITU-R 601 luma as PIL computes it ((19595 R + 38470 G + 7471 B + 2^15) >> 16). */
 static inline uint8_t ferry__luma(unsigned r, unsigned g, unsigned b)
@@ -141,6 +184,16 @@ ferry_status ferry__jpeg_header(const uint8_t *data, size_t n, const char *name,
 ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_config *cfg,
                                 const ferry_sample_format *fmt, ferry_scratch *scratch,
                                 const char *name, void *dst);
+/* Decodes the region box needs, at the smallest DCT scale that keeps the box at
+ * least fmt's size (unless cfg->crop_full_scale), as fmt->channels HWC in one
+ * of s's buffers: *px, *rw x *rh pixels, and *rbox the box in its pixels. Returns
+ * FERRY_ERR_UNSUPPORTED (no message) when the image needs the whole-image path
+ * (an EXIF orientation to apply). */
+ferry_status ferry__jpeg_decode_region(const void *data, size_t n, const ferry_image_config *cfg,
+                                       const ferry_sample_format *fmt, ferry_scratch *s,
+                                       const char *name, const ferry_crop_box *box,
+                                       const uint8_t **px, size_t *rw, size_t *rh,
+                                       ferry_crop_box *rbox);
 
 /* ---- any image (image_decode.c): PNG or JPEG, told by the first bytes ---- */
 bool ferry__is_jpeg(const uint8_t *data, size_t n);

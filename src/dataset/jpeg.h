@@ -5,6 +5,7 @@
 #define FERRY_DATASET_JPEG_H
 
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h> /* jpeglib.h needs FILE */
@@ -42,5 +43,19 @@ void ferry__jpeg_mem_reset(struct ferry_jpeg_state *st);
 /* Fails the decode from inside libjpeg (a callback): records msg and returns
  * to the decode's setjmp. */
 _Noreturn void ferry__jpeg_fail(struct ferry_jpeg_state *st, int oom, const char *msg);
+
+/* Runs body (which sets st->jump itself) with the scratch's decompressor:
+ * arena reset before, and on failure the decompressor aborted and the error
+ * prefixed with who. kept: the scratch outlives the call (grow its arena). */
+ferry_status ferry__jpeg_run(ferry_scratch *scratch, bool kept, const char *who,
+                             ferry_status (*body)(struct ferry_jpeg_state *, void *), void *arg);
+/* Points libjpeg at the file, reads its header (checked against info) and sets
+ * the output colour space: gray, RGB, or CMYK for CMYK and YCCK files. */
+void ferry__jpeg_read_header(struct ferry_jpeg_state *st, const uint8_t *data, size_t n,
+                             const ferry_image_info *info);
+/* The next count output rows, stride bytes apart from first. */
+void ferry__jpeg_read_rows(struct ferry_jpeg_state *st, uint8_t *first, size_t stride, size_t count);
+/* libjpeg's CMYK to RGB as PIL converts it, n pixels in place (4 -> 3 bytes). */
+void ferry__jpeg_cmyk_to_rgb(uint8_t *p, size_t n);
 
 #endif

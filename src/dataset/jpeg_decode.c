@@ -128,8 +128,10 @@ static ferry_status state_get(ferry_scratch *s, struct ferry_jpeg_state **out)
         ferry_host_free(st);
         return ferry_fail(FERRY_ERR_NO_MEMORY, "cannot create the JPEG decoder");
     }
-    jpeg_create_decompress(&st->cinfo);
+    /* Before create: an error inside it (libjpeg's own malloc failing) reaches
+     * on_error_exit, which needs st; create keeps client_data. */
     st->cinfo.client_data = st;
+    jpeg_create_decompress(&st->cinfo);
     if (ferry__jpeg_mem_install(st) != FERRY_OK) {
         jpeg_destroy_decompress(&st->cinfo);
         ferry_host_free(st);
@@ -145,7 +147,7 @@ static ferry_status state_get(ferry_scratch *s, struct ferry_jpeg_state **out)
 /* libjpeg's CMYK (inverted, as Adobe writes it and PIL assumes for every CMYK
  * JPEG) to RGB by PIL's formula (Convert.c cmyk2rgb, no colour management),
  * n pixels, in place: the output never overtakes the input. */
-static void cmyk_to_rgb(uint8_t *p, size_t n)
+void ferry__jpeg_cmyk_to_rgb(uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         const uint8_t *in = p + 4 * i;
@@ -183,7 +185,6 @@ static void orient(const uint8_t *src, size_t w, size_t h, size_t C, int o, uint
 }
 
 typedef struct job {
-    struct ferry_jpeg_state *st;
     const uint8_t *data;
     size_t n;
     const ferry_image_config *cfg;
@@ -195,7 +196,7 @@ typedef struct job {
 
 /* rows[0..count) get the next output rows; libjpeg hands out at least one per
  * call from a source that never suspends. */
-static void read_rows(struct ferry_jpeg_state *st, uint8_t *first, size_t stride, size_t count)
+void ferry__jpeg_read_rows(struct ferry_jpeg_state *st, uint8_t *first, size_t stride, size_t count)
 {
     JSAMPROW rows[16];
     size_t done = 0;
@@ -210,19 +211,22 @@ static void read_rows(struct ferry_jpeg_state *st, uint8_t *first, size_t stride
     }
 }
 
-/* Everything between setjmp and the end of libjpeg's work. Locals changed after
- * setjmp are not read after a longjmp: all state lives in *j and *j->st. */
-static ferry_status decode(job *j)
+void ferry__jpeg_read_header(struct ferry_jpeg_state *st, const uint8_t *data, size_t n,
+                             const ferry_image_info *info)
 {
-    struct ferry_jpeg_state *st = j->st;
     j_decompress_ptr c = &st->cinfo;
-    ferry_scratch *s = st->scratch;
-    if (setjmp(st->jump))
-        return st->oom ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT;
-    st->src.next_input_byte = j->data;
-    st->src.bytes_in_buffer = j->n;
+    st->src.next_input_byte = data;
+    st->src.bytes_in_buffer = n;
+    /* libjpeg keeps quantization and Huffman tables from one image to the next
+     * (for abbreviated streams) and fills in default Huffman tables only where
+     * none is set: a decoder kept in the scratch would decode a file that lacks
+     * them with the previous file's. Every file starts with none, as in a fresh
+     * decoder (PIL's); the tables live in the per-decode arena (jpeg_mem.c). */
+    memset(c->quant_tbl_ptrs, 0, sizeof c->quant_tbl_ptrs);
+    memset(c->dc_huff_tbl_ptrs, 0, sizeof c->dc_huff_tbl_ptrs);
+    memset(c->ac_huff_tbl_ptrs, 0, sizeof c->ac_huff_tbl_ptrs);
     jpeg_read_header(c, TRUE);
-    if (c->image_width != j->info->width || c->image_height != j->info->height)
+    if (c->image_width != info->width || c->image_height != info->height)
         ferry__jpeg_fail(st, 0, "libjpeg reads another size than the frame header");
     if (c->num_components == 1)
         c->out_color_space = JCS_GRAYSCALE;
@@ -230,6 +234,18 @@ static ferry_status decode(job *j)
         c->out_color_space = JCS_CMYK;
     else
         c->out_color_space = JCS_RGB;
+}
+
+/* Everything between setjmp and the end of libjpeg's work. Locals changed after
+ * setjmp are not read after a longjmp: all state lives in *j and *j->st. */
+static ferry_status decode_body(struct ferry_jpeg_state *st, void *arg)
+{
+    job *j = arg;
+    j_decompress_ptr c = &st->cinfo;
+    ferry_scratch *s = st->scratch;
+    if (setjmp(st->jump))
+        return st->oom ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT;
+    ferry__jpeg_read_header(st, j->data, j->n, j->info);
     jpeg_start_decompress(c);
 
     size_t ow = c->output_width, oh = c->output_height, oc = (size_t)c->output_components;
@@ -240,16 +256,16 @@ static ferry_status decode(job *j)
     size_t tw = o >= 5 ? oh : ow, th = o >= 5 ? ow : oh; /* after orientation */
     if (o == 1 && ow == W && oh == H && oc != 4 &&
         ((C == 1 && oc == 1) || (C == 3 && oc == 3 && j->fmt->layout == FERRY_LAYOUT_HWC))) {
-        read_rows(st, j->dst, W * C, H);
+        ferry__jpeg_read_rows(st, j->dst, W * C, H);
     } else if (o != 1 || ((tw != W || th != H) && cfg->resize == FERRY_RESIZE_BILINEAR)) {
         /* Turning or resizing needs the whole image: decode it into scratch. */
         if (ferry__scratch_grow(&s->decoded, &s->decoded_cap, ow * oh * oc) != FERRY_OK ||
             (o != 1 && ferry__scratch_grow(&s->row, &s->row_cap, ow * oh * sc) != FERRY_OK))
             ferry__jpeg_fail(st, 1, "out of memory for the decoded image");
-        read_rows(st, s->decoded, ow * oc, oh);
+        ferry__jpeg_read_rows(st, s->decoded, ow * oc, oh);
         jpeg_finish_decompress(c);
         if (oc == 4)
-            cmyk_to_rgb(s->decoded, ow * oh);
+            ferry__jpeg_cmyk_to_rgb(s->decoded, ow * oh);
         const uint8_t *img = s->decoded;
         if (o != 1) {
             orient(s->decoded, ow, oh, sc, o, s->row);
@@ -269,9 +285,9 @@ static ferry_status decode(job *j)
             .src_w = ow, .sc = sc,
         };
         for (size_t y = 0; y < oh; y++) {
-            read_rows(st, s->row, 0, 1);
+            ferry__jpeg_read_rows(st, s->row, 0, 1);
             if (oc == 4)
-                cmyk_to_rgb(s->row, ow);
+                ferry__jpeg_cmyk_to_rgb(s->row, ow);
             ferry__sink_row(&k, y, s->row);
         }
     }
@@ -296,20 +312,31 @@ ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_co
         return ferry_fail(FERRY_ERR_FORMAT, "%s: image is %zux%zu, samples are %zux%zu", who, tw,
                           th, fmt->width, fmt->height);
 
+    job j = {.data = data, .n = n, .cfg = cfg, .fmt = fmt, .info = &info, .name = name,
+             .dst = dst};
     ferry_scratch *own = NULL;
     if (!scratch) {
         if ((st = ferry_scratch_create(&own)) != FERRY_OK)
             return st;
         scratch = own;
     }
+    st = ferry__jpeg_run(scratch, own == NULL, who, decode_body, &j);
+    ferry_scratch_destroy(own);
+    return st;
+}
+
+ferry_status ferry__jpeg_run(ferry_scratch *scratch, bool kept, const char *who,
+                             ferry_status (*body)(struct ferry_jpeg_state *, void *), void *arg)
+{
+    if (!scratch)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no scratch for the JPEG decoder", who);
     ferry__arena_reset(scratch);
     struct ferry_jpeg_state *js = NULL;
-    if ((st = state_get(scratch, &js)) == FERRY_OK) {
+    ferry_status st = state_get(scratch, &js);
+    if (st == FERRY_OK && js) {
         js->msg[0] = '\0';
         js->oom = 0;
-        job j = {.st = js, .data = data, .n = n, .cfg = cfg, .fmt = fmt, .info = &info,
-                 .name = name, .dst = dst};
-        st = decode(&j);
+        st = body(js, arg);
         if (st != FERRY_OK) {
             /* Back to a decompressor ready for the next file, whatever state
              * the error left it in (the documented way after a longjmp). */
@@ -322,8 +349,7 @@ ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_co
         st = ferry_fail_prefix(st, "%s: ", who);
     }
     /* Grows the arena to this decode's peak now (see png_decode.c). */
-    if (!own)
+    if (kept)
         ferry__arena_reset(scratch);
-    ferry_scratch_destroy(own);
     return st;
 }

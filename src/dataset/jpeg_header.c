@@ -30,7 +30,7 @@ static int exif_orientation(const uint8_t *t, size_t n)
     if (n < 8)
         return 1;
     int le = !memcmp(t, "II*\0", 4);
-    if (!le && memcmp(t, "MM\0*", 4))
+    if (!le && memcmp(t, "MM\0*", 4) != 0)
         return 1;
     uint32_t ifd = tiff32(t + 4, le);
     if (ifd > n - 2)

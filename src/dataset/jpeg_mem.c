@@ -64,13 +64,14 @@ static void *arena_get(j_common_ptr c, size_t n)
     return p + (JALIGN - (uintptr_t)p % JALIGN) % JALIGN;
 }
 
+/* After install, libjpeg asks the permanent pool only for quantization and
+ * Huffman tables (jpeg_alloc_quant_table, jpeg_alloc_huff_table). They come
+ * from the per-decode arena like everything else: ferry__jpeg_read_header
+ * clears the table pointers before each file, so none outlives its decode,
+ * and the permanent pool does not grow with every file. */
 static void *alloc_small(j_common_ptr c, int pool, size_t n)
 {
-    if (pool == JPOOL_PERMANENT) {
-        void *r;
-        ORIG_CALL(c, r =, alloc_small, pool, n);
-        return r;
-    }
+    (void)pool;
     return arena_get(c, n);
 }
 

@@ -52,6 +52,7 @@ void ferry_scratch_destroy(ferry_scratch *s)
     ferry__jpeg_state_free(s->jpeg);
     ferry_host_free(s->decoded);
     ferry_host_free(s->coef);
+    ferry_host_free(s->crop);
     ferry_host_free(s->arena);
     ferry_host_free(s);
 }
@@ -105,7 +106,14 @@ const char *ferry__path_problem(const char *path)
         int e = errno;
         return ferry__open_error_reason(path, e);
     }
-    return S_ISREG(sb.st_mode) ? NULL : ferry__not_regular_reason(sb.st_mode);
+    if (!S_ISREG(sb.st_mode))
+        return ferry__not_regular_reason(sb.st_mode);
+    /* The mode bits, ACLs and a read-only mount decide; the kernel knows. */
+    if (access(path, R_OK) != 0) {
+        int e = errno;
+        return ferry__open_error_reason(path, e);
+    }
+    return NULL;
 }
 
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
@@ -177,6 +185,7 @@ void *ferry__arena_alloc(ferry_scratch *s, size_t n)
     ferry_arena_block *b = ferry_host_malloc(sizeof *b + n);
     if (!b)
         return NULL;
+    memset(b->data, 0, n); /* see ferry__arena_reset */
     b->size = n;
     b->prev = NULL;
     b->next = s->overflow;
@@ -204,6 +213,12 @@ void ferry__arena_free(ferry_scratch *s, void *p)
     ferry_host_free(b);
 }
 
+void ferry__arena_reserve(ferry_scratch *s, size_t bytes)
+{
+    if (bytes > s->arena_peak)
+        s->arena_peak = bytes;
+}
+
 void ferry__arena_reset(ferry_scratch *s)
 {
     while (s->overflow) {
@@ -218,6 +233,11 @@ void ferry__arena_reset(ferry_scratch *s)
         /* Failure here is harmless: the next decode overflows to the host allocator. */
         uint8_t *p = ferry_host_aligned(ARENA_ALIGN, want);
         if (p) {
+            /* Zeroed once, when it grows: libjpeg-turbo's SIMD upsamplers read
+             * the padding past a row's end (their results for it are dropped),
+             * and valgrind, whose tracking through those shuffles is coarse,
+             * would report the visible pixels as uninitialised. */
+            memset(p, 0, want);
             ferry_host_free(s->arena);
             s->arena = p;
             s->arena_cap = want;

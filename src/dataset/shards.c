@@ -17,6 +17,7 @@
 
 #include "common/error.h"
 #include "dataset/internal.h"
+#include "dataset/remote.h"
 #include "dataset/shards.h"
 #include "dataset/tar.h"
 
@@ -39,6 +40,9 @@ typedef struct shards {
     uint8_t *gzip;               /* owned, nshards: 1 for a .tar.gz */
     size_t *by_off, *by_off_ends; /* owned: see ferry_gz_cache_setup */
     ferry_gz_cache *gz;          /* owned */
+    /* shards named by URL: their bytes come through this cache (remote_cache.c),
+     * which owns their descriptors; NULL without one */
+    ferry_remote_cache *remote;
 } shards;
 
 ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t n, const char *name)
@@ -119,13 +123,21 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
         return ferry_fail(FERRY_ERR_LIMIT, "%s: member at byte %llu is %llu bytes, over the limit "
                           "of %zu", name, (unsigned long long)sp->hdr_off,
                           (unsigned long long)sp->img_size, max);
-    if (h->gzip && h->gzip[sp->shard]) {
-        ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
-        return st != FERRY_OK ? ferry_fail_prefix(st, "%s: ", name) :
-               ferry__gz_cache_read(h->gz, (size_t)(sp - h->samples), s->file);
+    bool gz = h->gzip && h->gzip[sp->shard];
+    /* A remote shard's bytes must be in the cache first: all of a gzip one
+     * (its stream reads ahead), up to the member's end of a plain one. */
+    ferry_status st = ferry__remote_cache_acquire(h->remote, sp->shard,
+                                                  gz ? UINT64_MAX : sp->img_off + sp->img_size);
+    if (st == FERRY_OK && gz) {
+        st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
+        st = st != FERRY_OK ? ferry_fail_prefix(st, "%s: ", name) :
+             ferry__gz_cache_read(h->gz, (size_t)(sp - h->samples), s->file);
+    } else if (st == FERRY_OK) {
+        read_ahead(h, sp);
+        st = ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
     }
-    read_ahead(h, sp);
-    return ferry__scratch_pread(s, h->fds[sp->shard], sp->img_off, (size_t)sp->img_size, name);
+    ferry__remote_cache_release(h->remote, sp->shard);
+    return st;
 }
 
 static ferry_status read_member(const void *src, size_t index, ferry_scratch *s, size_t *n)
@@ -166,7 +178,7 @@ static const char *shards_name(const ferry_dataset *ds, size_t index)
 static void shards_free(shards *h)
 {
     for (size_t i = 0; i < h->nshards; i++) {
-        if (h->fds && h->fds[i] >= 0)
+        if (h->fds && h->fds[i] >= 0 && ferry__remote_cache_fd(h->remote, i) < 0)
             close(h->fds[i]);
         ferry_host_free(h->paths[i]);
     }
@@ -177,6 +189,7 @@ static void shards_free(shards *h)
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
     ferry__gz_cache_destroy(h->gz);
+    ferry__remote_cache_destroy(h->remote);
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
     ferry_host_free(h->by_off_ends);
@@ -231,6 +244,14 @@ static const ferry_dataset_vtable shards_vt = {
     .uses_scratch = true, .shard_ends = shards_ends, .set_readahead = shards_readahead,
     .plan_reads = shards_plan_reads, .gzip_shards = shards_gzip};
 
+bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *out)
+{
+    if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->remote)
+        return false;
+    ferry__remote_cache_stats(((shards *)ds->impl)->remote, out);
+    return true;
+}
+
 bool ferry__dataset_gz_stats(const ferry_dataset *ds, ferry_gz_cache_stats *out)
 {
     if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->gz)
@@ -260,10 +281,38 @@ static ferry_status check_distinct(const shards *h, uint64_t (*ids)[3])
     return FERRY_OK;
 }
 
+/* The cache's settings: the config's, 0 fields from the defaults. */
+static ferry_remote_setup remote_setup(const shards *h)
+{
+    const ferry_image_config *c = &h->cfg;
+    return (ferry_remote_setup){
+        .paths = h->paths, .n = h->nshards, .dir = c->remote_cache_dir,
+        .budget = c->remote_cache_bytes ? c->remote_cache_bytes : (size_t)4 << 30,
+        .opts = {.timeout_s = c->remote_timeout_s > 0 ? c->remote_timeout_s : 10.0,
+                 .retries = c->remote_retries ? (unsigned)c->remote_retries : 5,
+                 .backoff_s = 0.1}};
+}
+
+/* A URL's descriptor is the cache's; (dev, ino) for a URL: all ones and its hash. */
+static int open_remote(const shards *h, size_t i, uint64_t id[3])
+{
+    uint64_t x = 1469598103934665603ull;
+    for (const char *p = h->paths[i]; *p; p++)
+        x = (x ^ (uint8_t)*p) * 1099511628211ull;
+    id[0] = UINT64_MAX;
+    id[1] = x;
+    id[2] = i;
+    return ferry__remote_cache_fd(h->remote, i);
+}
+
 static ferry_status open_shards(shards *h)
 {
     if (!(h->fds = ferry_host_malloc(h->nshards * sizeof *h->fds)))
         return FERRY_ERR_NO_MEMORY;
+    ferry_remote_setup rs = remote_setup(h);
+    ferry_status rst = ferry__remote_cache_create(&rs, &h->remote);
+    if (rst != FERRY_OK)
+        return rst;
     for (size_t i = 0; i < h->nshards; i++)
         h->fds[i] = -1;
     uint64_t (*ids)[3] = ferry_host_malloc(h->nshards * sizeof *ids);
@@ -272,6 +321,10 @@ static ferry_status open_shards(shards *h)
     ferry_status st = FERRY_OK;
     for (size_t i = 0; i < h->nshards && st == FERRY_OK; i++) {
         const char *p = h->paths[i];
+        if (h->remote && ferry__is_url(p)) {
+            h->fds[i] = open_remote(h, i, ids[i]);
+            continue;
+        }
         /* O_NONBLOCK: a FIFO named x.tar must not hang create. */
         int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         struct stat sb;
@@ -391,6 +444,13 @@ static ferry_status index_one(index_job *j, size_t i)
 {
     const char *path = j->h->paths[i];
     int fd = j->h->fds[i];
+    if (ferry__remote_cache_fd(j->h->remote, i) >= 0) { /* indexed from the cache's copy */
+        ferry_status st = ferry__remote_cache_acquire(j->h->remote, i, UINT64_MAX);
+        if (st == FERRY_OK)
+            st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
+        ferry__remote_cache_release(j->h->remote, i);
+        return st;
+    }
     bool cache = j->h->cfg.shard_index_cache, found = false;
     ferry_status st = cache ? ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i], &found)
                             : FERRY_OK;
@@ -490,6 +550,16 @@ static ferry_status order_stored(shards *h)
     return FERRY_OK;
 }
 
+static ferry_status pin_remote(void *arg, size_t k, bool on)
+{
+    shards *h = arg;
+    if (!on) {
+        ferry__remote_cache_release(h->remote, k);
+        return FERRY_OK;
+    }
+    return ferry__remote_cache_acquire(h->remote, k, UINT64_MAX);
+}
+
 static ferry_status setup_reading(shards *h)
 {
     ferry_status st = order_stored(h);
@@ -521,7 +591,8 @@ static ferry_status setup_reading(shards *h)
     ferry_gz_cache_setup su = {.samples = h->samples, .n = h->n, .nshards = h->nshards,
                                .fds = h->fds, .gzip = h->gzip, .paths = h->paths,
                                .by_off = h->by_off, .by_off_ends = h->by_off_ends,
-                               .cap_bytes = cap};
+                               .cap_bytes = cap, .pin = h->remote ? pin_remote : NULL,
+                               .pin_arg = h};
     return ferry__gz_cache_create(&su, &h->gz);
 }
 

@@ -84,6 +84,11 @@ typedef struct ferry_gz_cache_setup {
      * shard: shard k's are by_off[by_off_ends[k - 1] .. by_off_ends[k]). */
     const size_t *by_off, *by_off_ends;
     size_t cap_bytes;                  /* the ring: ferry_image_config.shard_cache_bytes */
+    /* Optional: makes shard k's bytes readable (on) until called again (off),
+     * around create's first read of a stream; NULL when fds are always readable
+     * (remote shards: their cache's acquire and release). */
+    ferry_status (*pin)(void *arg, size_t k, bool on);
+    void *pin_arg;
 } ferry_gz_cache_setup;
 
 /* What the cache did, for tests and `ferry bench`. */

@@ -207,8 +207,12 @@ static ferry_status stream_open(ferry_gz_cache *c, size_t k)
     size_t got;
     if (st == FERRY_OK && !(s->skip = ferry_host_malloc(SKIP_BUF)))
         st = FERRY_ERR_NO_MEMORY;
+    if (st == FERRY_OK && c->su.pin)
+        st = c->su.pin(c->su.pin_arg, k, true);
     if (st == FERRY_OK)
         st = ferry__gz_read(&s->gz, s->skip, 1, &got);
+    if (c->su.pin)
+        (void)c->su.pin(c->su.pin_arg, k, false);
     if (st != FERRY_OK) {
         ferry__gz_close(&s->gz);
         ferry_host_free(s->skip);

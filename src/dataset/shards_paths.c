@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "dataset/internal.h"
+#include "dataset/remote.h"
 #include "dataset/shards.h"
 
 /* dir "/" name; dir of length dn (a prefix of a longer string is fine). */
@@ -66,6 +67,13 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     return FERRY_OK;
 }
 
+static bool is_url_line(const char *line, size_t len)
+{
+    char head[9] = "";
+    memcpy(head, line, len < 8 ? len : 8);
+    return ferry__is_url(head);
+}
+
 /* One shard path a line, relative to the list file's folder; blank lines and
  * '#' comments skipped. */
 static ferry_status add_list_file(const char *path, ferry_str_list *l)
@@ -93,8 +101,9 @@ static ferry_status add_list_file(const char *path, ferry_str_list *l)
         if (memchr(line, '\0', len))
             st = ferry_fail(FERRY_ERR_FORMAT, "%s: a line holds a NUL byte (not a list of "
                             "shard paths)", path);
-        else
-            st = ferry__str_list_push(l, line[0] == '/' ? join("", 0, line, len) : join(path, dn, line, len));
+        else /* an absolute path or a URL as it is; a relative path from the list's folder */
+            st = ferry__str_list_push(l, line[0] == '/' || is_url_line(line, len) ?
+                                      join("", 0, line, len) : join(path, dn, line, len));
     }
     ferry_scratch_destroy(s);
     if (st == FERRY_OK && l->n == first)
@@ -104,6 +113,8 @@ static ferry_status add_list_file(const char *path, ferry_str_list *l)
 
 static ferry_status add_path(const char *p, ferry_str_list *l)
 {
+    if (ferry__is_url(p)) /* a remote shard: its cache asks the server about it */
+        return ferry__str_list_push(l, ferry_host_strdup(p));
     struct stat sb;
     if (stat(p, &sb) != 0)
         return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,

@@ -24,6 +24,44 @@ ferry_image_config ferry_image_config_default(void)
     return c;
 }
 
+/* The recipe's settings, defaults filled in (into out). */
+static ferry_status crop_config_check(const ferry_image_config *cfg, ferry_image_config *out)
+{
+    if (cfg->crop != FERRY_CROP_RANDOM_RESIZED && cfg->crop != FERRY_CROP_CENTER)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: unknown crop mode %d", (int)cfg->crop);
+    if (!cfg->height || !cfg->width)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: crop needs the output height and width (%zux%zu)",
+                          cfg->height, cfg->width);
+    if (cfg->crop_scale[0] == 0 && cfg->crop_scale[1] == 0) {
+        out->crop_scale[0] = 0.08;
+        out->crop_scale[1] = 1.0;
+    } else if (!(cfg->crop_scale[0] > 0 && cfg->crop_scale[0] <= cfg->crop_scale[1] &&
+                 cfg->crop_scale[1] <= 1)) {
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: crop_scale (%g, %g) must satisfy 0 < min <= max <= 1",
+                          cfg->crop_scale[0], cfg->crop_scale[1]);
+    }
+    if (cfg->crop_ratio[0] == 0 && cfg->crop_ratio[1] == 0) {
+        out->crop_ratio[0] = 3.0 / 4.0;
+        out->crop_ratio[1] = 4.0 / 3.0;
+    } else if (!(cfg->crop_ratio[0] > 0 && cfg->crop_ratio[0] <= cfg->crop_ratio[1] &&
+                 cfg->crop_ratio[1] < 1e6)) {
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: crop_ratio (%g, %g) must satisfy 0 < min <= max < 1e6",
+                          cfg->crop_ratio[0], cfg->crop_ratio[1]);
+    }
+    size_t big = cfg->height > cfg->width ? cfg->height : cfg->width;
+    if (!cfg->resize_shorter)
+        out->resize_shorter = (size_t)lrint((double)big * 256.0 / 224.0);
+    else if (cfg->resize_shorter < big || cfg->resize_shorter > 65536)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: resize_shorter %zu must be from %zu (the larger output "
+                          "side) to 65536",
+                          cfg->resize_shorter, big);
+    return FERRY_OK;
+}
+
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out)
 {
     ferry_image_config d = ferry_image_config_default();
@@ -48,6 +86,11 @@ ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_imag
     if (cfg->random_crop_pad > 4096)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: random_crop_pad %zu is too large",
                           cfg->random_crop_pad);
+    if (cfg->crop != FERRY_CROP_NONE) {
+        ferry_status st = crop_config_check(cfg, out);
+        if (st != FERRY_OK)
+            return st;
+    }
     /* 0 limits mean "the default", so a zeroed config is usable. */
     if (!out->limits.max_width) out->limits.max_width = d.limits.max_width;
     if (!out->limits.max_height) out->limits.max_height = d.limits.max_height;
@@ -150,98 +193,6 @@ void ferry__sink_row(const ferry_row_sink *k, size_t y, const uint8_t *row)
     }
 }
 
-/* Computes PIL-style triangle-filter taps for one axis: bounds[2i], bounds[2i+1]
- * are the first source index and the tap count of output i; weights has ksize per
- * output. Returns ksize. */
-static size_t filter_taps(size_t in, size_t out, float *weights, int32_t *bounds, int fill)
-{
-    double scale = (double)in / (double)out;
-    double fs = scale < 1.0 ? 1.0 : scale; /* widen the filter when shrinking */
-    double support = 1.0 * fs;
-    size_t ksize = (size_t)ceil(support) * 2 + 1;
-    if (!fill)
-        return ksize;
-    for (size_t i = 0; i < out; i++) {
-        double center = ((double)i + 0.5) * scale;
-        double lo = center - support + 0.5, hi = center + support + 0.5;
-        ptrdiff_t xmin = lo < 0 ? 0 : (ptrdiff_t)lo;
-        ptrdiff_t xmax = hi > (double)in ? (ptrdiff_t)in : (ptrdiff_t)hi;
-        if (xmax - xmin > (ptrdiff_t)ksize)
-            xmax = xmin + (ptrdiff_t)ksize;
-        float *w = weights + i * ksize;
-        double sum = 0;
-        for (ptrdiff_t x = xmin; x < xmax; x++) {
-            double t = fabs(((double)x - center + 0.5) / fs);
-            double v = t < 1.0 ? 1.0 - t : 0.0;
-            w[x - xmin] = (float)v;
-            sum += v;
-        }
-        for (ptrdiff_t x = xmin; x < xmax; x++)
-            w[x - xmin] = sum != 0 ? (float)(w[x - xmin] / sum) : 0.0f;
-        bounds[2 * i] = (int32_t)xmin;
-        bounds[2 * i + 1] = (int32_t)(xmax - xmin);
-    }
-    return ksize;
-}
-
-ferry_status ferry__resize_bilinear(const uint8_t *src, size_t sw, size_t sh, size_t C,
-                                    uint8_t *dst, size_t dw, size_t dh, ferry_layout layout,
-                                    ferry_scratch *scratch)
-{
-    size_t kx = filter_taps(sw, dw, NULL, NULL, 0), ky = filter_taps(sh, dh, NULL, NULL, 0);
-    /* work: x weights, y weights, x bounds, y bounds, then the horizontal pass. */
-    size_t nwx = kx * dw, nwy = ky * dh, nbx = 2 * dw, nby = 2 * dh, ntmp;
-    size_t total;
-    if (!ferry_mul_size(sh, dw, &ntmp) || !ferry_mul_size(ntmp, C, &ntmp) ||
-        __builtin_add_overflow(nwx + nwy + nbx + nby, ntmp, &total) ||
-        !ferry_mul_size(total, sizeof(float), &total))
-        return ferry_fail(FERRY_ERR_LIMIT, "resize %zux%zu -> %zux%zu is too large", sw, sh, dw, dh);
-    uint8_t *wb = (uint8_t *)scratch->work;
-    ferry_status st = ferry__scratch_grow(&wb, &scratch->work_cap, total);
-    scratch->work = (float *)wb;
-    if (st != FERRY_OK)
-        return st;
-    float *wx = scratch->work, *wy = wx + nwx;
-    int32_t *bx = (int32_t *)(wy + nwy), *by = bx + nbx;
-    float *tmp = (float *)(by + nby);
-    filter_taps(sw, dw, wx, bx, 1);
-    filter_taps(sh, dh, wy, by, 1);
-
-    for (size_t y = 0; y < sh; y++) {
-        const uint8_t *srow = src + y * sw * C;
-        float *trow = tmp + y * dw * C;
-        for (size_t x = 0; x < dw; x++) {
-            const float *w = wx + x * kx;
-            size_t x0 = (size_t)bx[2 * x], n = (size_t)bx[2 * x + 1];
-            for (size_t c = 0; c < C; c++) {
-                float acc = 0;
-                for (size_t k = 0; k < n; k++)
-                    acc += w[k] * (float)srow[(x0 + k) * C + c];
-                trow[x * C + c] = acc;
-            }
-        }
-    }
-    size_t plane = dw * dh;
-    for (size_t y = 0; y < dh; y++) {
-        const float *w = wy + y * ky;
-        size_t y0 = (size_t)by[2 * y], n = (size_t)by[2 * y + 1];
-        for (size_t x = 0; x < dw; x++) {
-            for (size_t c = 0; c < C; c++) {
-                float acc = 0;
-                for (size_t k = 0; k < n; k++)
-                    acc += w[k] * tmp[((y0 + k) * dw + x) * C + c];
-                long v = lrintf(acc);
-                uint8_t u = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-                if (layout == FERRY_LAYOUT_HWC)
-                    dst[(y * dw + x) * C + c] = u;
-                else
-                    dst[c * plane + y * dw + x] = u;
-            }
-        }
-    }
-    return FERRY_OK;
-}
-
 ferry_status ferry__image_place(const uint8_t *src, size_t sw, size_t sh, size_t sc,
                                 const ferry_image_config *cfg, const ferry_sample_format *fmt,
                                 uint8_t *dst, ferry_scratch *scratch, const char *name)
@@ -324,26 +275,32 @@ static void flip_plane(uint8_t *p, size_t h, size_t w, size_t e)
     }
 }
 
-void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
-                    size_t index, const ferry_sample_ctx *ctx)
+void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                        uint8_t *img, ferry_rng *r)
 {
-    if (!ctx || !ctx->train || (!cfg->random_crop_pad && !cfg->random_hflip))
+    if ((!cfg->random_crop_pad && !cfg->random_hflip) || !fmt->width || !fmt->height)
         return;
-    if (!fmt->width || !fmt->height)
-        return;
-    ferry_rng r;
-    ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
     size_t C = fmt->channels, H = fmt->height, W = fmt->width;
     size_t planes = fmt->layout == FERRY_LAYOUT_HWC ? 1 : C;
     size_t e = fmt->layout == FERRY_LAYOUT_HWC ? C : 1;
     if (cfg->random_crop_pad) {
         size_t p = cfg->random_crop_pad;
-        ptrdiff_t sy = (ptrdiff_t)ferry_rng_below(&r, 2 * p + 1) - (ptrdiff_t)p;
-        ptrdiff_t sx = (ptrdiff_t)ferry_rng_below(&r, 2 * p + 1) - (ptrdiff_t)p;
+        ptrdiff_t sy = (ptrdiff_t)ferry_rng_below(r, 2 * p + 1) - (ptrdiff_t)p;
+        ptrdiff_t sx = (ptrdiff_t)ferry_rng_below(r, 2 * p + 1) - (ptrdiff_t)p;
         for (size_t c = 0; c < planes; c++)
             shift_plane(img + c * H * W, H, W, e, sy, sx);
     }
-    if (cfg->random_hflip && (ferry_rng_u32(&r) & 1))
+    if (cfg->random_hflip && (ferry_rng_u32(r) & 1))
         for (size_t c = 0; c < planes; c++)
             flip_plane(img + c * H * W, H, W, e);
+}
+
+void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
+                    size_t index, const ferry_sample_ctx *ctx)
+{
+    if (!ctx || !ctx->train || (!cfg->random_crop_pad && !cfg->random_hflip))
+        return;
+    ferry_rng r;
+    ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
+    ferry__augment_rng(cfg, fmt, img, &r);
 }

@@ -80,6 +80,7 @@ struct ferry_loader {
     ferry_sampler_plan plan;
     size_t *own_indices;
     size_t *order;             /* the epoch's sample order */
+    _Atomic unsigned char *known_bad; /* on_error = SKIP: per dataset sample, it failed once */
     size_t *order_scratch;     /* dataset_len entries, for the distributed sampler */
     size_t *stream_perm;       /* streaming mode: one entry per shard, for the sampler */
     size_t gzip_shards;        /* of the dataset's shards, the gzip ones: plan_reads each epoch */

@@ -381,6 +381,45 @@ static void warn_gzip_order(ferry_loader *l)
                   "back", l->gzip_shards, k);
 }
 
+/* A stream reads shards front to back: a shuffle buffer of B samples mixes
+ * only neighbours within B, so shards stored class after class (a folder
+ * packed unshuffled) give batches of mostly one class. Class-sorted shows as
+ * neighbours sharing a label far more often than chance (the sum of the
+ * squared class shares); the first million stored samples are enough. */
+static void warn_sorted_stream(ferry_loader *l, const size_t *ends, const size_t *seq, size_t k)
+{
+    size_t n = ends[k - 1] < 1000000 ? ends[k - 1] : 1000000, same = 0, pairs = 0;
+    size_t nc = ferry_dataset_num_classes(l->ds);
+    if (n < 64 || nc < 2 || nc > 100000)
+        return;
+    size_t *count = ferry_host_calloc(nc, sizeof *count);
+    if (!count)
+        return;
+    int64_t prev = -1, lab;
+    for (size_t i = 0; i < n; i++) {
+        if (ferry_dataset_label(l->ds, seq ? seq[i] : i, &lab) != FERRY_OK || lab < 0 ||
+            (size_t)lab >= nc) {
+            prev = -1;
+            continue;
+        }
+        count[lab]++;
+        same += lab == prev;
+        pairs += prev >= 0;
+        prev = lab;
+    }
+    double chance = 0;
+    for (size_t c = 0; c < nc; c++)
+        chance += ((double)count[c] / (double)n) * ((double)count[c] / (double)n);
+    ferry_host_free(count);
+    double frac = pairs ? (double)same / (double)pairs : 0;
+    if (frac > 0.5 && frac > chance + 0.25)
+        ferry_log(FERRY_LOG_WARN, "loader: the shards are stored sorted by class (%.0f%% of "
+                  "neighbouring samples share a label, %.0f%% by chance): streaming reads them "
+                  "in stored order and a shuffle buffer of %zu mixes only that far, so batches "
+                  "will be mostly one class; pack them shuffled (ferry pack shuffles by default) "
+                  "or use a full shuffle", 100 * frac, 100 * chance, l->cfg.stream_shuffle_buffer);
+}
+
 /* Streaming mode: the shard boundaries for the sampler. */
 static ferry_status plan_stream(ferry_loader *l)
 {
@@ -393,6 +432,7 @@ static ferry_status plan_stream(ferry_loader *l)
     if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
         return FERRY_ERR_NO_MEMORY;
     ferry_sampler_plan_stream(&l->plan, ends, seq, k, l->stream_perm);
+    warn_sorted_stream(l, ends, seq, k);
     return FERRY_OK; /* read-ahead goes on at each epoch's start */
 }
 
@@ -469,7 +509,10 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     l->order = ferry_host_malloc(l->epoch_len * sizeof(size_t));
     l->order_scratch = ferry_host_malloc(len * sizeof(size_t));
     l->slots = ferry_host_calloc(l->nslots, sizeof *l->slots);
-    if (!l->order || !l->order_scratch || !l->slots) {
+    if (cfg->on_error == FERRY_ON_ERROR_SKIP)
+        l->known_bad = ferry_host_calloc(len ? len : 1, sizeof *l->known_bad);
+    if (!l->order || !l->order_scratch || !l->slots ||
+        (cfg->on_error == FERRY_ON_ERROR_SKIP && !l->known_bad)) {
         st = FERRY_ERR_NO_MEMORY;
         goto fail;
     }
@@ -537,6 +580,7 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_host_free(l->workers);
     ferry_host_free(l->slots);
     ferry_host_free(l->order);
+    ferry_host_free((void *)l->known_bad);
     ferry_host_free(l->order_scratch);
     if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
         ferry__dataset_set_readahead(l->ds, 0);

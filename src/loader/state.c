@@ -117,30 +117,48 @@ ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out)
 }
 
 /* FERRY_OK when the state's fingerprint is this loader's; otherwise the first
- * field that differs, with both values. */
+ * field that differs, in words: numbers where they mean something to the
+ * user, never the fingerprints' raw hashes. The seed comes first: a split or
+ * shuffle made with another seed changes the dataset's fingerprint too, and
+ * "dataset" would then blame the wrong thing. */
 static ferry_status check_identity(const ferry_loader *l, const ferry_loader_state *st)
 {
     ferry_loader_state me;
     memset(&me, 0, sizeof me);
     fill_identity(l, &me);
-    struct { const char *name; uint64_t saved, here; } f[] = {
-        {"dataset length", st->dataset_len, me.dataset_len},
-        {"dataset contents (format, classes or file names)", st->dataset_id, me.dataset_id},
+    static const char *const samplers[] = {"default", "sequential", "random", "indices", "distributed"};
+    static const char *const yes_no[] = {"off", "on"};
+    struct { const char *name; uint64_t saved, here; const char *const *words; size_t nwords;
+             const char *hash_why; } f[] = {
+        {"the seed", st->seed, me.seed, NULL, 0, NULL},
+        {"the dataset's length", st->dataset_len, me.dataset_len, NULL, 0, NULL},
+        {"the dataset", st->dataset_id, me.dataset_id, NULL, 0,
+         "its format, classes, file names, or the split or subset taken of it"},
         /* Another world size resumes by sample position: each rank's batch may
          * change with it (the same global batch over fewer or more ranks). */
-        {"batch_size", st->batch_size, st->world_size == me.world_size ? me.batch_size : st->batch_size},
-        {"sampler", st->sampler, me.sampler},
-        {"shuffle", st->shuffle, me.shuffle},
-        {"drop_last", st->drop_last, me.drop_last},
-        {"seed", st->seed, me.seed},
-        {"indices (or stream_shuffle_buffer)", st->indices_id, me.indices_id},
+        {"the batch size", st->batch_size, st->world_size == me.world_size ? me.batch_size : st->batch_size,
+         NULL, 0, NULL},
+        {"the sampler", st->sampler, me.sampler, samplers, 5, NULL},
+        {"shuffle", st->shuffle, me.shuffle, yes_no, 2, NULL},
+        {"drop_last", st->drop_last, me.drop_last, yes_no, 2, NULL},
+        {"the index list or the streaming shuffle buffer (stream_shuffle_buffer)", st->indices_id,
+         me.indices_id, NULL, 0, "another list of indices, or another buffer size"},
     };
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-        if (f[i].saved != f[i].here)
-            return ferry_fail(FERRY_ERR_INVALID_ARG,
-                              "loader state does not fit this loader: %s is %" PRIu64
-                              " in the state, %" PRIu64 " here",
-                              f[i].name, f[i].saved, f[i].here);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        if (f[i].saved == f[i].here)
+            continue;
+        if (f[i].hash_why)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state does not fit this loader: %s "
+                              "differs from the one it was saved with (%s)", f[i].name, f[i].hash_why);
+        if (f[i].words && f[i].saved < f[i].nwords && f[i].here < f[i].nwords)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state does not fit this loader: %s is %s "
+                              "in the state, %s here", f[i].name, f[i].words[f[i].saved],
+                              f[i].words[f[i].here]);
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "loader state does not fit this loader: %s is %" PRIu64
+                          " in the state, %" PRIu64 " here",
+                          f[i].name, f[i].saved, f[i].here);
+    }
     if (st->world_size == 0)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state: world_size is 0");
     return FERRY_OK;

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "ferry/rng.h"
 #include "loader/internal.h"
 
 /* One sample claimed by a worker: claimed under the lock, decoded without it,
@@ -16,6 +17,7 @@ typedef struct task {
     size_t pos;               /* place in the slot */
     size_t order_pos;         /* place in the epoch's order */
     size_t index;             /* the dataset sample that landed there (after skips) */
+    uint64_t epoch;           /* l->epoch when claimed: names the replacement draws */
     int64_t label;
     ferry_status st;
     char msg[512];            /* when st != OK: the error, naming the sample */
@@ -215,6 +217,7 @@ static void claim_sample(ferry_loader *l, ferry_worker *w, ferry_slot *s, task *
     t->order_pos = s->batch * l->batch + pos;
     FERRY_ASSERT(t->order_pos < l->epoch_len);
     t->index = l->order[t->order_pos];
+    t->epoch = l->epoch;
     w->busy = true;
     w->slot = (size_t)(s - l->slots);
     w->pos = t->pos;
@@ -235,20 +238,44 @@ static ferry_status check_sample_time(ferry_loader *l, const ferry_worker *w, si
                       l->cfg.sample_timeout_s);
 }
 
-/* Policy skip: the next good sample in sampler order takes this place, so
- * batches stay full and the result does not depend on thread timing. Lock not held. */
+/* Decodes candidate index into dst unless it is known to fail; a failure is
+ * remembered (l->known_bad), so a run of bad samples is decoded once each. */
+static ferry_status try_candidate(ferry_loader *l, ferry_worker *w, task *t, size_t index,
+                                  void *dst)
+{
+    if (atomic_load_explicit(&l->known_bad[index], memory_order_relaxed))
+        return FERRY_ERR_FORMAT;
+    ferry_status st = decode_one(l, w, index, dst, &t->label);
+    if (st != FERRY_OK)
+        atomic_store_explicit(&l->known_bad[index], 1, memory_order_relaxed);
+    else
+        t->index = index;
+    return st;
+}
+
+/* Policy skip: this place's own sample failed; it is counted and named once,
+ * here, and a replacement drawn at random from the epoch's order, named by
+ * (seed, epoch, place), takes the place. Random, not the next in order: a run
+ * of N bad samples would otherwise deliver the good one after it N + 1 times
+ * and decode the run N^2 / 2 times. The draw does not depend on thread timing
+ * (known_bad only spares decoding a sample that fails again). After 64 bad
+ * draws (a dataset mostly bad) the places after this one are tried in order.
+ * Lock not held. */
 static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void *dst)
 {
-    const size_t keep = sizeof t->skipped / sizeof t->skipped[0];
-    for (size_t k = 1; k < l->epoch_len && t->st != FERRY_OK; k++) {
-        if (t->nskipped < keep)
-            t->skipped[t->nskipped++] = t->index;
-        t->total_skipped++;
-        t->index = l->order[(t->order_pos + k) % l->epoch_len];
-        t->st = decode_one(l, w, t->index, dst, &t->label);
-    }
+    atomic_store_explicit(&l->known_bad[t->index], 1, memory_order_relaxed);
+    t->skipped[t->nskipped++] = t->index;
+    t->total_skipped++;
+    const ferry_status first = t->st;
+    ferry_rng r;
+    ferry_rng_init(&r, l->cfg.seed, FERRY_RNG_SKIP | t->epoch, t->order_pos);
+    for (int k = 0; k < 64 && t->st != FERRY_OK; k++)
+        t->st = try_candidate(l, w, t, l->order[ferry_rng_below(&r, l->epoch_len)], dst);
+    for (size_t k = 1; k < l->epoch_len && t->st != FERRY_OK; k++)
+        t->st = try_candidate(l, w, t, l->order[(t->order_pos + k) % l->epoch_len], dst);
     if (t->st != FERRY_OK)
-        ferry_fail_prefix(t->st, "every sample failed to decode; the last: ");
+        t->st = ferry_fail(first, "it failed, and so did every other sample of the epoch: "
+                           "nothing to replace it with");
 }
 
 /* t->msg from the thread's last error: "sample N (name): reason". The image
@@ -278,7 +305,12 @@ static void run_task(ferry_loader *l, ferry_worker *w, task *t)
     FERRY_ASSERT_NOT_HELD(&l->lock);
     int64_t allocs0 = ferry_debug_thread_alloc_count();
     uint8_t *dst = t->slot->host + t->pos * l->wire_sample_bytes;
-    t->st = decode_one(l, w, t->index, dst, &t->label);
+    /* Under SKIP a sample that failed before (met as another place's
+     * replacement candidate) is not decoded again: it is skipped as failed. */
+    if (l->known_bad && atomic_load_explicit(&l->known_bad[t->index], memory_order_relaxed))
+        t->st = ferry_fail(FERRY_ERR_IO, "failed to decode earlier in this loader's life");
+    else
+        t->st = decode_one(l, w, t->index, dst, &t->label);
     if (t->st == FERRY_OK)
         t->st = check_sample_time(l, w, t->index);
     if (t->st != FERRY_OK && t->st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP)

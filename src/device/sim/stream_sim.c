@@ -33,6 +33,8 @@ static atomic_ullong next_stream_id;
 static size_t parse_bytes(const char *s)
 {
     char *end = NULL;
+    if (*s < '0' || *s > '9') /* strtoull takes "-5" as 2^64 - 5: 16 EiB */
+        return 0;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s)
@@ -76,7 +78,17 @@ static void read_config(void)
                       "using 512 MiB", m);
     }
     const char *sd = getenv("FERRY_SIM_SEED");
-    sim_seed = sd && *sd ? strtoull(sd, NULL, 0) : 0x5eed;
+    sim_seed = 0x5eed;
+    if (sd && *sd) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(sd, &end, 0);
+        if (*sd < '0' || *sd > '9' || errno || *end)
+            ferry_log(FERRY_LOG_WARN, "FERRY_SIM_SEED=%s: expected an unsigned integer (decimal, "
+                      "or hex with 0x); using the default seed 0x5eed", sd);
+        else
+            sim_seed = v;
+    }
     for (int i = 0; i < FERRY_SIM_MAX_DEVICES; i++) {
         sim_device *d = &ferry_sim_devices[i];
         pthread_mutex_init(&d->lock, NULL);

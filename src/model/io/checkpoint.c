@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "ferry/loader.h"
 #include "model/nn/internal.h"
@@ -204,10 +205,14 @@ static ferry_status check_tensors(const char *path, ferry_safetensors *f, const 
         int64_t shape[FERRY_MAX_DIMS];
         size_t nd = 0;
         if (ferry_safetensors_info(f, it[i].name, &dt, shape, &nd) != FERRY_OK)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: the checkpoint has no tensor \"%s\"", path, it[i].name);
+            return ferry_fail(FERRY_ERR_FORMAT, "%s: the checkpoint was saved from another model "
+                              "(another kind, such as --model, or size): it has no tensor \"%s\", "
+                              "which this model has", path, it[i].name);
         char a[128], b[128];
         if (nd != ferry_tensor_ndim(it[i].t) || memcmp(shape, ferry_tensor_shape(it[i].t), nd * sizeof(int64_t)) != 0)
-            return ferry_fail(FERRY_ERR_SHAPE, "%s: tensor \"%s\" has shape %s in the checkpoint but %s in the model", path,
+            return ferry_fail(FERRY_ERR_SHAPE, "%s: tensor \"%s\" has shape %s in the checkpoint but %s "
+                              "in the model: it was saved from another model (another size or class "
+                              "count)", path,
                               it[i].name, fm_dims_str(shape, nd, a, sizeof a), fm_shape_str(it[i].t, b, sizeof b));
         if (dt != ferry_tensor_dtype(it[i].t))
             return ferry_fail(FERRY_ERR_DTYPE, "%s: tensor \"%s\" is %s in the checkpoint but %s in the model", path,
@@ -280,6 +285,7 @@ ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c)
     ferry_status st = ferry_safetensors_open(path, &f);
     if (st != FERRY_OK)
         return st;
+    ferry_atomic_clean_stale(path); /* a resume after a kill mid-save */
     ck_item *it = NULL;
     size_t n = 0;
     ck_read r;

@@ -374,12 +374,12 @@ static ferry_status check_layout(const ferry_safetensors *f, uint64_t data_size)
                               : ferry_fail(FERRY_ERR_FORMAT,
                                            "safetensors: %llu bytes of data but no tensor to hold them",
                                            (unsigned long long)data_size);
-    const st_entry **by = ferry_host_malloc(f->n * sizeof *by);
+    const st_entry **by = ferry_host_malloc(f->n * sizeof(const st_entry *));
     if (!by)
         return FERRY_ERR_NO_MEMORY;
     for (size_t i = 0; i < f->n; i++)
         by[i] = &f->e[i];
-    qsort(by, f->n, sizeof *by, cmp_by_offset);
+    qsort(by, f->n, sizeof(const st_entry *), cmp_by_offset);
     ferry_status st = FERRY_OK;
     uint64_t at = 0;
     const st_entry *prev = NULL;

@@ -1,0 +1,106 @@
+/* Internal to src/dataset: shards named by URL (http://, https://, s3://).
+ * remote_url.c turns a URL into what to request (s3:// through the AWS_*
+ * variables); remote_fetch.c (libcurl) or remote_nocurl.c (builds without it)
+ * fetches; remote_cache.c keeps whole shards in a bounded local cache that
+ * the shard dataset reads with pread, as it reads a local shard. */
+#ifndef FERRY_DATASET_REMOTE_H
+#define FERRY_DATASET_REMOTE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ferry/dataset.h"
+
+/* Whether path names a remote object: http://, https:// or s3:// (any case). */
+bool ferry__is_url(const char *path);
+
+/* ---- what to request (remote_url.c) ---- */
+typedef struct ferry_remote_target {
+    char url[2048];      /* the http(s) URL to request */
+    bool s3;             /* sign with AWS Signature Version 4 */
+    char sigv4[160];     /* "aws:amz:REGION:s3" */
+    char userpwd[512];   /* "KEY:SECRET" */
+    char token[1200];    /* "x-amz-security-token: ..." or empty */
+} ferry_remote_target;
+
+/* The request for url (as the user gave it: named in every message). An s3://
+ * URL without AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or a URL too long,
+ * is FERRY_ERR_INVALID_ARG naming it. */
+ferry_status ferry__remote_target(const char *url, ferry_remote_target *out);
+
+/* ---- fetching (remote_fetch.c) ---- */
+typedef struct ferry_remote_opts {
+    double timeout_s;    /* connect timeout, and the longest stall in a body */
+    unsigned retries;    /* tries after the first, per fetch, for transient failures */
+    double backoff_s;    /* the first retry's wait; doubles, capped, with jitter */
+} ferry_remote_opts;
+
+/* The object as first seen: each later response must match it. */
+typedef struct ferry_remote_obj {
+    uint64_t size;
+    char etag[128];      /* empty when the server sends none */
+} ferry_remote_obj;
+
+/* Counters, added to atomically by the fetcher (one struct per cache). */
+typedef struct ferry_remote_counters {
+    _Atomic uint64_t bytes, requests, retries;
+} ferry_remote_counters;
+
+/* Where fetched bytes go, in order from the first one asked for. Nonzero
+ * return: stop (the fetch then fails with the sink's own error set). */
+typedef int (*ferry_remote_sink)(void *arg, const uint8_t *b, size_t n);
+/* Stop a fetch in progress: checked while it runs and between retries. */
+typedef bool (*ferry_remote_cancelled)(void *arg);
+
+/* The size and ETag of url (HEAD, with retries). */
+ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
+                                ferry_remote_counters *cnt, ferry_remote_obj *out);
+
+/* Bytes [from, obj->size) of url into sink, retried from the last good byte
+ * with a Range request. A 4xx, a wrong Content-Length or Content-Range, or an
+ * object whose size or ETag is no longer obj's is an error naming url and the
+ * byte offset; so is a transient failure that outlasts the retries. */
+ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
+                               const ferry_remote_obj *obj, uint64_t from, ferry_remote_sink sink,
+                               ferry_remote_cancelled cancelled, void *arg,
+                               ferry_remote_counters *cnt);
+
+/* ---- the cache (remote_cache.c) ---- */
+typedef struct ferry_remote_cache ferry_remote_cache;
+
+typedef struct ferry_remote_setup {
+    char *const *paths;  /* the dataset's shards; only the URLs among them are the cache's */
+    size_t n;
+    const char *dir;     /* NULL: $FERRY_CACHE_DIR, else $TMPDIR (or /tmp)/ferry-cache-UID */
+    size_t budget;       /* bytes of shards kept at once */
+    ferry_remote_opts opts;
+} ferry_remote_setup;
+
+typedef struct ferry_remote_stats {
+    uint64_t bytes_fetched, requests, retries;
+    uint64_t hits;       /* reads whose bytes were already there */
+    uint64_t misses;     /* reads that waited for the network */
+    uint64_t downloads, evictions, failures;
+    double wait_s;       /* time reads spent waiting for bytes or room */
+    size_t held_bytes, held_peak;
+} ferry_remote_stats;
+
+/* Asks each URL's size and ETag; a budget below the largest shard is
+ * FERRY_ERR_INVALID_ARG naming it. Stale partial downloads of dead processes
+ * in the folder are removed (only files named as this cache names its own). */
+ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remote_cache **out);
+void ferry__remote_cache_destroy(ferry_remote_cache *c);
+/* Shard k's descriptor (stable for the cache's life; read it only between
+ * acquire and release), or -1 for a local shard. */
+int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
+/* Pins shard k and waits until its bytes [0, end) are in the cache (end past
+ * the shard: all of it). Fetches it when absent, first making room by evicting
+ * the least recently used shards no one is reading. Pair with release, also
+ * after an error. A no-op for a local shard. */
+ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end);
+void ferry__remote_cache_release(ferry_remote_cache *c, size_t k);
+void ferry__remote_cache_stats(ferry_remote_cache *c, ferry_remote_stats *out);
+
+#endif

@@ -1,0 +1,500 @@
+/* The local cache of remote shards: whole shards in files of one folder, at
+ * most a byte budget of them at once. A shard is fetched front to back by a
+ * thread of its own, over one connection, into NAME.PID-SEQ.part, and readers
+ * take its bytes as they arrive (streaming reads overlap the download: the
+ * read-ahead); once whole and synced it is renamed to NAME.shard, so a crash
+ * leaves a .part file, never one taken for whole. Shards no one is reading are
+ * evicted least recently used first; a shard being read or fetched never is:
+ * a reader that needs room waits for it instead, and a budget below the
+ * largest shard is refused at create, so the wait always ends.
+ *
+ * Each shard has a descriptor that stays the same for the cache's life (the
+ * dataset and its gzip streams keep it): the file is dup3'd onto it when
+ * fetched and /dev/null when evicted. Only files named as this cache names
+ * them (ferry-HEX.shard, ferry-HEX.PID-SEQ.part) are ever deleted.
+ *
+ * Locking: one mutex for every entry's state, the held bytes and the stats;
+ * a fetch thread writes its file outside it and then advances `have` under it.
+ * Every wait is bounded: a reader gives up when nothing has moved for longer
+ * than a fetch can take to fail on its own. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "dataset/remote.h"
+
+/* A file name in the folder: the folder, "/", and a name of ours (or a readdir one). */
+#define PATH_CAP (PATH_MAX + 320)
+
+enum { ABSENT = 0, FETCHING, DONE, FAILED };
+
+typedef struct rentry {
+    struct ferry_remote_cache *c;
+    const char *url;            /* the dataset's string; NULL for a local shard */
+    ferry_remote_obj obj;
+    uint64_t id;                /* names its files: the URL, ETag and size hashed */
+    int fd;                     /* stable: the file while held, else /dev/null */
+    /* guarded by c->lock */
+    int state;
+    uint64_t have;              /* bytes in the file (all of them when DONE) */
+    unsigned pins;              /* readers between acquire and release */
+    uint64_t used;              /* c->tick at the last release: LRU order */
+    unsigned seq;               /* its .part file's number */
+    bool renamed;               /* the file is NAME.shard (else still the .part) */
+    bool thread;                /* a fetch thread to join */
+    pthread_t th;
+    ferry_status err_st;
+    char err[1024];
+} rentry;
+
+struct ferry_remote_cache {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;          /* any entry's state or have changed, or a release */
+    rentry *e;
+    size_t n;
+    char dir[PATH_MAX];
+    size_t budget;
+    ferry_remote_opts opts;
+    ferry_remote_counters cnt;
+    atomic_bool closing;
+    int devnull;
+    /* guarded by lock */
+    uint64_t tick;
+    unsigned next_seq;
+    size_t held, held_peak;
+    uint64_t hits, misses, downloads, evictions, failures;
+    double wait_s;
+};
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static void file_name(const rentry *e, bool part, char *out, size_t cap)
+{
+    const struct ferry_remote_cache *c = e->c;
+    if (part)
+        snprintf(out, cap, "%s/ferry-%016llx.%ld-%u.part", c->dir, (unsigned long long)e->id,
+                 (long)getpid(), e->seq);
+    else
+        snprintf(out, cap, "%s/ferry-%016llx.shard", c->dir, (unsigned long long)e->id);
+}
+
+/* The descriptor now refers to nothing (/dev/null): the file may go. */
+static void detach(rentry *e)
+{
+    (void)dup3(e->c->devnull, e->fd, O_CLOEXEC);
+}
+
+/* ---- the fetch thread ---- */
+
+static int sink(void *arg, const uint8_t *b, size_t n)
+{
+    rentry *e = arg;
+    uint64_t at = e->have; /* only this thread advances it */
+    for (size_t done = 0; done < n;) {
+        ssize_t w = pwrite(e->fd, b + done, n - done, (off_t)(at + done));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            ferry_fail(FERRY_ERR_IO, "%s: at byte %llu: writing the cache folder %s: %s", e->url,
+                       (unsigned long long)at + done, e->c->dir, strerror(errno));
+            return 1;
+        }
+        done += (size_t)w;
+    }
+    pthread_mutex_lock(&e->c->lock);
+    e->have = at + n;
+    pthread_cond_broadcast(&e->c->cv);
+    pthread_mutex_unlock(&e->c->lock);
+    return 0;
+}
+
+static bool cancelled(void *arg)
+{
+    const rentry *e = arg;
+    return atomic_load(&e->c->closing);
+}
+
+static void *fetch_main(void *arg)
+{
+    rentry *e = arg;
+    struct ferry_remote_cache *c = e->c;
+    char part[PATH_CAP], whole[PATH_CAP];
+    file_name(e, true, part, sizeof part);
+    file_name(e, false, whole, sizeof whole);
+    ferry_status st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, sink, cancelled, e, &c->cnt);
+    /* Synced before it is named whole: after a crash a .shard file is whole. */
+    bool named = st == FERRY_OK && fsync(e->fd) == 0 && rename(part, whole) == 0;
+    pthread_mutex_lock(&c->lock);
+    if (st == FERRY_OK) {
+        e->state = DONE;
+        e->renamed = named;
+    } else {
+        e->state = FAILED;
+        e->err_st = st;
+        snprintf(e->err, sizeof e->err, "%s", ferry_last_error());
+        c->failures++;
+        c->held -= (size_t)e->obj.size;
+        (void)unlink(part);
+        detach(e);
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+    return NULL;
+}
+
+/* ---- making room and starting fetches (lock held) ---- */
+
+static void join_fetch(rentry *e)
+{
+    if (e->thread) {
+        pthread_join(e->th, NULL); /* it has ended: its entry is no longer FETCHING */
+        e->thread = false;
+    }
+}
+
+static void evict(struct ferry_remote_cache *c, rentry *e)
+{
+    char p[PATH_CAP];
+    file_name(e, !e->renamed, p, sizeof p);
+    join_fetch(e);
+    (void)unlink(p);
+    detach(e);
+    e->state = ABSENT;
+    e->have = 0;
+    c->held -= (size_t)e->obj.size;
+    c->evictions++;
+}
+
+/* Evicts until `need` more bytes fit; false when what is held is all in use. */
+static bool make_room(struct ferry_remote_cache *c, uint64_t need)
+{
+    while (c->held + need > c->budget) {
+        rentry *lru = NULL;
+        for (size_t i = 0; i < c->n; i++) {
+            rentry *e = &c->e[i];
+            if (e->state == DONE && !e->pins && (!lru || e->used < lru->used))
+                lru = e;
+        }
+        if (!lru)
+            return false;
+        evict(c, lru);
+    }
+    return true;
+}
+
+static void hold(struct ferry_remote_cache *c, rentry *e)
+{
+    c->held += (size_t)e->obj.size;
+    if (c->held > c->held_peak)
+        c->held_peak = c->held;
+}
+
+/* A whole file from an earlier run (or another process) of the same object. */
+static bool adopt(struct ferry_remote_cache *c, rentry *e)
+{
+    char p[PATH_CAP];
+    file_name(e, false, p, sizeof p);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    bool ok = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+              (uint64_t)sb.st_size == e->obj.size && dup3(fd, e->fd, O_CLOEXEC) >= 0;
+    if (fd >= 0)
+        close(fd);
+    if (ok) {
+        e->state = DONE;
+        e->have = e->obj.size;
+        e->renamed = true;
+        hold(c, e);
+    }
+    return ok;
+}
+
+static ferry_status start_fetch(struct ferry_remote_cache *c, rentry *e)
+{
+    join_fetch(e);
+    if (adopt(c, e))
+        return FERRY_OK;
+    char p[PATH_CAP];
+    e->seq = c->next_seq++;
+    file_name(e, true, p, sizeof p);
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0 || dup3(fd, e->fd, O_CLOEXEC) < 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        return ferry_fail(FERRY_ERR_IO, "%s: cannot write the cache folder: %s: %s", e->url, p,
+                          strerror(err));
+    }
+    close(fd);
+    e->state = FETCHING;
+    e->have = 0;
+    e->renamed = false;
+    hold(c, e);
+    if (pthread_create(&e->th, NULL, fetch_main, e) != 0) {
+        c->held -= (size_t)e->obj.size;
+        (void)unlink(p);
+        detach(e);
+        e->state = ABSENT;
+        return ferry_fail(FERRY_ERR_IO, "%s: cannot start a thread to fetch it", e->url);
+    }
+    e->thread = true;
+    c->downloads++;
+    return FERRY_OK;
+}
+
+/* ---- acquire / release ---- */
+
+/* How long a reader waits with nothing moving: longer than a fetch takes to
+ * fail by itself (every try timed out, every backoff at its cap). */
+static double stall_limit(const struct ferry_remote_cache *c)
+{
+    return (c->opts.retries + 1.0) * (2 * c->opts.timeout_s + 30.0) + 10.0;
+}
+
+/* One step of a wait: false when nothing has moved for too long. */
+static bool wait_step(struct ferry_remote_cache *c, double *last, uint64_t *seen)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 1;
+    pthread_cond_timedwait(&c->cv, &c->lock, &ts);
+    uint64_t now_seen = c->held ^ (c->tick << 20) ^ c->downloads ^ (c->evictions << 40);
+    for (size_t i = 0; i < c->n; i++)
+        now_seen += c->e[i].have;
+    double now = ferry_now();
+    if (now_seen != *seen) {
+        *seen = now_seen;
+        *last = now;
+    }
+    return now - *last < stall_limit(c);
+}
+
+static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint64_t end,
+                                   bool *waited)
+{
+    double last = ferry_now();
+    uint64_t seen = 0;
+    for (;;) {
+        if (atomic_load(&c->closing))
+            return ferry_fail(FERRY_ERR_BAD_STATE, "%s: the dataset is being destroyed", e->url);
+        if (e->state == FAILED)
+            return ferry_fail(e->err_st, "%s", e->err);
+        if (e->state == DONE || (e->state == FETCHING && e->have >= end))
+            return FERRY_OK;
+        if (e->state == ABSENT && make_room(c, e->obj.size)) {
+            ferry_status st = start_fetch(c, e);
+            if (st != FERRY_OK)
+                return st;
+            continue;
+        }
+        *waited = true;
+        if (!wait_step(c, &last, &seen))
+            return ferry_fail(FERRY_ERR_TIMEOUT, "%s: waited %.0f s for %s with nothing moving",
+                              e->url, stall_limit(c), e->state == ABSENT ?
+                              "room in the cache (every shard held is being read)" :
+                              "its bytes to arrive");
+    }
+}
+
+ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end)
+{
+    if (!c || !c->e[k].url)
+        return FERRY_OK;
+    rentry *e = &c->e[k];
+    if (end > e->obj.size)
+        end = e->obj.size;
+    double t0 = ferry_now();
+    bool waited = false;
+    pthread_mutex_lock(&c->lock);
+    e->pins++;
+    ferry_status st = acquire_locked(c, e, end, &waited);
+    if (waited) {
+        c->misses++;
+        c->wait_s += ferry_now() - t0;
+    } else {
+        c->hits++;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return st;
+}
+
+void ferry__remote_cache_release(ferry_remote_cache *c, size_t k)
+{
+    if (!c || !c->e[k].url)
+        return;
+    pthread_mutex_lock(&c->lock);
+    c->e[k].pins--;
+    c->e[k].used = ++c->tick;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k)
+{
+    return c && c->e[k].url ? c->e[k].fd : -1;
+}
+
+void ferry__remote_cache_stats(ferry_remote_cache *c, ferry_remote_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->lock);
+    out->hits = c->hits;
+    out->misses = c->misses;
+    out->downloads = c->downloads;
+    out->evictions = c->evictions;
+    out->failures = c->failures;
+    out->wait_s = c->wait_s;
+    out->held_bytes = c->held;
+    out->held_peak = c->held_peak;
+    pthread_mutex_unlock(&c->lock);
+    out->bytes_fetched = atomic_load(&c->cnt.bytes);
+    out->requests = atomic_load(&c->cnt.requests);
+    out->retries = atomic_load(&c->cnt.retries);
+}
+
+/* ---- create / destroy ---- */
+
+/* Partial downloads left by processes that died: ours by name, their pid gone. */
+static void remove_stale(const struct ferry_remote_cache *c)
+{
+    DIR *d = opendir(c->dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        unsigned long long id;
+        long pid;
+        unsigned seq;
+        char tail[8] = "", p[PATH_CAP];
+        if (sscanf(de->d_name, "ferry-%16llx.%ld-%u.%5s", &id, &pid, &seq, tail) != 4 ||
+            strcmp(tail, "part") != 0 || pid <= 0 || pid == (long)getpid() ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        snprintf(p, sizeof p, "%s/%s", c->dir, de->d_name);
+        (void)unlink(p);
+    }
+    if (d)
+        closedir(d);
+}
+
+static ferry_status open_dir(struct ferry_remote_cache *c, const char *dir)
+{
+    const char *env = getenv("FERRY_CACHE_DIR"), *tmp = getenv("TMPDIR");
+    int w = dir && *dir ? snprintf(c->dir, sizeof c->dir, "%s", dir)
+            : env && *env ? snprintf(c->dir, sizeof c->dir, "%s", env)
+            : snprintf(c->dir, sizeof c->dir, "%s/ferry-cache-%ld", tmp && *tmp ? tmp : "/tmp",
+                       (long)getuid());
+    if (w < 0 || (size_t)w >= sizeof c->dir)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "remote shard cache: the folder name is too long");
+    if (mkdir(c->dir, 0700) != 0 && errno != EEXIST)
+        return ferry_fail(FERRY_ERR_IO, "remote shard cache %s: %s", c->dir, strerror(errno));
+    if (access(c->dir, W_OK | X_OK) != 0)
+        return ferry_fail(FERRY_ERR_IO, "remote shard cache %s: cannot write there: %s", c->dir,
+                          strerror(errno));
+    return FERRY_OK;
+}
+
+static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_setup *su)
+{
+    uint64_t biggest = 0;
+    size_t big = 0;
+    for (size_t i = 0; i < su->n; i++) {
+        rentry *e = &c->e[i];
+        e->c = c;
+        e->fd = -1;
+        if (!ferry__is_url(su->paths[i]))
+            continue;
+        e->url = su->paths[i];
+        ferry_status st = ferry__remote_stat(e->url, &c->opts, &c->cnt, &e->obj);
+        if (st != FERRY_OK)
+            return st;
+        e->id = fnv(fnv(fnv(1469598103934665603ull, e->url, strlen(e->url) + 1), e->obj.etag,
+                        strlen(e->obj.etag) + 1), &e->obj.size, sizeof e->obj.size);
+        if ((e->fd = fcntl(c->devnull, F_DUPFD_CLOEXEC, 0)) < 0)
+            return ferry_fail(FERRY_ERR_IO, "%s: no descriptor for it: %s", e->url, strerror(errno));
+        if (e->obj.size > biggest) {
+            biggest = e->obj.size;
+            big = i;
+        }
+    }
+    if (biggest > c->budget)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is %llu bytes, more than the remote shard "
+                          "cache's budget of %zu bytes (remote_cache_bytes): it could never be "
+                          "held; raise the budget to at least the largest shard", su->paths[big],
+                          (unsigned long long)biggest, c->budget);
+    return FERRY_OK;
+}
+
+ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remote_cache **out)
+{
+    *out = NULL;
+    size_t urls = 0;
+    for (size_t i = 0; i < su->n; i++)
+        urls += ferry__is_url(su->paths[i]);
+    if (!urls)
+        return FERRY_OK;
+    ferry_remote_cache *c = ferry_host_calloc(1, sizeof *c);
+    if (!c || !(c->e = ferry_host_calloc(su->n, sizeof *c->e))) {
+        ferry_host_free(c);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    atomic_init(&c->closing, false);
+    c->n = su->n;
+    c->budget = su->budget;
+    c->opts = su->opts;
+    c->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    ferry_status st = c->devnull < 0 ? ferry_fail(FERRY_ERR_IO, "/dev/null: %s", strerror(errno))
+                                     : open_dir(c, su->dir);
+    if (st == FERRY_OK)
+        st = stat_all(c, su);
+    if (st != FERRY_OK) {
+        ferry__remote_cache_destroy(c);
+        return st;
+    }
+    remove_stale(c);
+    *out = c;
+    return FERRY_OK;
+}
+
+void ferry__remote_cache_destroy(ferry_remote_cache *c)
+{
+    if (!c)
+        return;
+    atomic_store(&c->closing, true); /* fetches stop within a progress callback */
+    for (size_t i = 0; i < c->n; i++) {
+        rentry *e = &c->e[i];
+        join_fetch(e);
+        if (e->state == FETCHING) { /* cannot be: its thread has ended; for clarity */
+            char p[PATH_CAP];
+            file_name(e, true, p, sizeof p);
+            (void)unlink(p);
+        }
+        if (e->fd >= 0)
+            close(e->fd);
+    }
+    if (c->devnull >= 0)
+        close(c->devnull);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->lock);
+    ferry_host_free(c->e);
+    ferry_host_free(c);
+}

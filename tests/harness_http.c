@@ -1,0 +1,242 @@
+/* The tests' fault-injecting HTTP server (harness_http.h). One thread accepts;
+ * each connection gets a thread that answers one request and closes. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "harness_http.h"
+
+struct ft_http {
+    char root[512];
+    char base[64];
+    int lfd;
+    pthread_t th;
+    pthread_mutex_t lock;
+    ft_http_faults f;         /* guarded by lock */
+    unsigned since_faults;    /* requests since the faults were set; guarded by lock */
+    atomic_uint requests;
+    atomic_int live;          /* connection threads running */
+    atomic_bool stop;
+};
+
+typedef struct conn {
+    ft_http *s;
+    int fd;
+} conn;
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+static bool send_all(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        if (w <= 0)
+            return false;
+        b += w;
+        n -= (size_t)w;
+    }
+    return true;
+}
+
+static bool read_request(int fd, char *req, size_t cap)
+{
+    size_t n = 0;
+    while (n + 1 < cap) {
+        ssize_t r = recv(fd, req + n, cap - 1 - n, 0);
+        if (r <= 0)
+            return false;
+        n += (size_t)r;
+        req[n] = '\0';
+        if (strstr(req, "\r\n\r\n"))
+            return true;
+    }
+    return false;
+}
+
+static void reply_status(int fd, int status, unsigned retry_after)
+{
+    char h[256];
+    int n = snprintf(h, sizeof h, "HTTP/1.1 %d Oops\r\nContent-Length: 5\r\n%s%.0u%sConnection: "
+                     "close\r\n\r\noops!", status, retry_after ? "Retry-After: " : "",
+                     retry_after, retry_after ? "\r\n" : "");
+    send_all(fd, h, (size_t)n);
+}
+
+/* The body [a, b) of file f, with this request's faults. */
+static void send_body(int fd, FILE *f, long a, long b, const ft_http_faults *x, unsigned nth)
+{
+    char buf[16384];
+    long at = a, cut = -1;
+    if (x->drop_every && nth % x->drop_every == x->drop_every - 1)
+        cut = a + (long)x->drop_after;
+    bool stall = x->stall_every && nth % x->stall_every == x->stall_every - 1;
+    fseek(f, at, SEEK_SET);
+    while (at < b) {
+        long want = b - at < (long)sizeof buf ? b - at : (long)sizeof buf;
+        if (cut >= 0 && at + want > cut)
+            want = cut - at;
+        if (stall && at < a + (b - a) / 2 && at + want > a + (b - a) / 2)
+            want = a + (b - a) / 2 - at; /* the stall comes before the body's end */
+        if (want <= 0)
+            return; /* dropped mid-body */
+        size_t got = fread(buf, 1, (size_t)want, f);
+        if (!got || !send_all(fd, buf, got))
+            return;
+        at += (long)got;
+        if (stall && at - a >= (b - a) / 2) {
+            sleep_s(x->stall_s);
+            stall = false;
+        }
+    }
+}
+
+static void answer(ft_http *s, int fd)
+{
+    char req[4096], path[1600], method[16], target[900];
+    if (!read_request(fd, req, sizeof req) || sscanf(req, "%15s %899s", method, target) != 2)
+        return;
+    pthread_mutex_lock(&s->lock);
+    ft_http_faults x = s->f;
+    unsigned nth = s->since_faults++;
+    pthread_mutex_unlock(&s->lock);
+    if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS)
+        return;
+    if (x.delay_s > 0)
+        sleep_s(x.delay_s);
+    if (nth < x.fail_first && (!x.fail_path || strstr(target, x.fail_path))) {
+        reply_status(fd, x.fail_status, x.retry_after);
+        return;
+    }
+    snprintf(path, sizeof path, "%s%s", s->root, target);
+    struct stat sb;
+    FILE *f = strstr(target, "..") ? NULL : fopen(path, "rb");
+    if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        if (f)
+            fclose(f);
+        reply_status(fd, 404, 0);
+        return;
+    }
+    long size = (long)sb.st_size, a = 0, b = size;
+    const char *r = strcasestr(req, "\r\nRange: bytes=");
+    bool ranged = r && !x.no_range && sscanf(r + 15, "%ld-", &a) == 1 && a < size;
+    if (!ranged)
+        a = 0;
+    bool get = strcmp(method, "GET") == 0;
+    bool changed = x.etag_change_after && nth >= x.etag_change_after;
+    char h[512];
+    int n = snprintf(h, sizeof h, "HTTP/1.1 %s\r\nContent-Length: %ld\r\nETag: \"%lx-%lx%s\"\r\n"
+                     "Accept-Ranges: bytes\r\n", ranged ? "206 Partial Content" : "200 OK",
+                     b - a + (get ? x.clen_lie : 0), (unsigned long)size, (unsigned long)sb.st_mtime,
+                     changed ? "-new" : "");
+    if (ranged)
+        n += snprintf(h + n, sizeof h - (size_t)n, "Content-Range: bytes %ld-%ld/%ld\r\n", a,
+                      b - 1, size);
+    n += snprintf(h + n, sizeof h - (size_t)n, "Connection: close\r\n\r\n");
+    if (send_all(fd, h, (size_t)n) && get)
+        send_body(fd, f, a, x.clen_lie < 0 ? b + x.clen_lie : b, &x, nth);
+    fclose(f);
+}
+
+static void *conn_main(void *arg)
+{
+    conn *c = arg;
+    answer(c->s, c->fd);
+    shutdown(c->fd, SHUT_RDWR);
+    close(c->fd);
+    atomic_fetch_sub(&c->s->live, 1);
+    free(c);
+    return NULL;
+}
+
+static void *accept_main(void *arg)
+{
+    ft_http *s = arg;
+    while (!atomic_load(&s->stop)) {
+        struct pollfd p = {.fd = s->lfd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        struct timeval tv = {5, 0}; /* a stuck peer cannot hold a thread longer */
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        conn *c = malloc(sizeof *c);
+        pthread_t th;
+        atomic_fetch_add(&s->live, 1);
+        if (!c || (c->s = s, c->fd = fd, pthread_create(&th, NULL, conn_main, c) != 0)) {
+            atomic_fetch_sub(&s->live, 1);
+            close(fd);
+            free(c);
+            continue;
+        }
+        pthread_detach(th);
+    }
+    return NULL;
+}
+
+ft_http *ft_http_start(const char *root, const ft_http_faults *f)
+{
+    ft_http *s = calloc(1, sizeof *s);
+    ASSERT(s);
+    snprintf(s->root, sizeof s->root, "%s", root);
+    if (f)
+        s->f = *f;
+    pthread_mutex_init(&s->lock, NULL);
+    s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ASSERT_MSG(s->lfd >= 0 && bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+               listen(s->lfd, 64) == 0 && getsockname(s->lfd, (struct sockaddr *)&a, &len) == 0,
+               "test HTTP server: %s", strerror(errno));
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%u", (unsigned)ntohs(a.sin_port));
+    ASSERT(pthread_create(&s->th, NULL, accept_main, s) == 0);
+    return s;
+}
+
+const char *ft_http_base(const ft_http *s) { return s->base; }
+
+void ft_http_set_faults(ft_http *s, const ft_http_faults *f)
+{
+    pthread_mutex_lock(&s->lock);
+    s->f = *f;
+    s->since_faults = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
+unsigned ft_http_requests(const ft_http *s) { return atomic_load(&s->requests); }
+
+void ft_http_stop(ft_http *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stop, true);
+    pthread_join(s->th, NULL);
+    close(s->lfd);
+    /* Connection threads end within their socket timeouts and stalls. */
+    for (int i = 0; i < 400 && atomic_load(&s->live) > 0; i++)
+        sleep_s(0.025);
+    if (atomic_load(&s->live) == 0) {
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+    } /* else leaked on purpose: a thread still uses it (the test then fails elsewhere) */
+}

@@ -1,0 +1,40 @@
+/* A small HTTP/1.1 file server for the tests (harness_http.c), on 127.0.0.1
+ * only, that serves a folder with Range and ETag and misbehaves on request:
+ * error bursts, connections dropped mid-body, stalls, lying Content-Length,
+ * delays. Bounded: each connection has socket timeouts, stop() waits a few
+ * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
+#ifndef FERRY_TEST_HARNESS_HTTP_H
+#define FERRY_TEST_HARNESS_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define FT_HTTP_MAX_REQUESTS 20000
+
+typedef struct ft_http_faults {
+    unsigned fail_first;    /* the first N requests get fail_status (503, 429, 404, ...) */
+    int fail_status;
+    unsigned retry_after;   /* seconds, in a Retry-After header with fail_status */
+    const char *fail_path;  /* non-NULL: only requests for paths containing it fail */
+    unsigned drop_every;    /* every Nth GET with a body is cut after drop_after bytes */
+    size_t drop_after;
+    unsigned stall_every;   /* every Nth GET stops sending for stall_s mid-body */
+    double stall_s;
+    long clen_lie;          /* added to every Content-Length (and no more bytes sent) */
+    double delay_s;         /* before every response */
+    bool no_range;          /* answer Range requests with 200 and the whole file */
+    unsigned etag_change_after; /* from this request on, another ETag (0: never) */
+} ft_http_faults;
+
+typedef struct ft_http ft_http;
+
+/* Serves root on an ephemeral port of 127.0.0.1; fails the test on error. */
+ft_http *ft_http_start(const char *root, const ft_http_faults *f);
+/* "http://127.0.0.1:PORT" */
+const char *ft_http_base(const ft_http *s);
+/* New faults from the next request on; counts restart at zero. */
+void ft_http_set_faults(ft_http *s, const ft_http_faults *f);
+unsigned ft_http_requests(const ft_http *s);
+void ft_http_stop(ft_http *s);
+
+#endif
