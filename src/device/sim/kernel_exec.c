@@ -69,14 +69,17 @@ typedef ucontext_t fk_ctx_sw;
 
 static void ctx_make(fk_ctx_sw *c, void *stack, size_t size, void (*entry)(void))
 {
-    getcontext(c);
+    getcontext(c); /* cppcheck-suppress getcontextCalled ; the portable fallback */
     c->uc_stack.ss_sp = stack;
     c->uc_stack.ss_size = size;
     c->uc_link = NULL;
-    makecontext(c, entry, 0);
+    makecontext(c, entry, 0); /* cppcheck-suppress makecontextCalled */
 }
 
-static void ctx_swap(fk_ctx_sw *from, fk_ctx_sw *to) { swapcontext(from, to); }
+static void ctx_swap(fk_ctx_sw *from, fk_ctx_sw *to)
+{
+    swapcontext(from, to); /* cppcheck-suppress swapcontextCalled */
+}
 #endif
 
 /* ---- the launching side ---- */
@@ -167,10 +170,10 @@ void ferry_simk_launch(const fksim_kernel *k, void *stream)
     ferry_status st = check_config(k);
     if (st == FERRY_OK)
         st = ferry_sim_launch_stream(dev, stream, what, &s);
-    exec_op *e = st == FERRY_OK ? calloc(1, sizeof *e) : NULL;
-    if (st == FERRY_OK && !e)
+    exec_op *e = NULL;
+    if (st == FERRY_OK && !(e = calloc(1, sizeof *e)))
         st = ferry_fail(FERRY_ERR_NO_MEMORY, "%s: no memory to launch", what);
-    if (st != FERRY_OK) {
+    if (st != FERRY_OK || !e) {
         k->free_closure(k->closure);
         launch_failed(st);
         return;
@@ -339,8 +342,9 @@ static bool sched_reserve(sched *s, unsigned n)
         return false;
     s->ready = r;
     for (unsigned i = s->cap; i < n; i++) {
-        void *st = mmap(NULL, FIBER_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                        -1, 0);
+        const int rw = PROT_READ | PROT_WRITE, anon = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+        /* cppcheck-suppress invalidFunctionArg ; MAP_ANONYMOUS takes fd -1 */
+        void *st = mmap(NULL, FIBER_STACK, rw, anon, -1, 0);
         if (st == MAP_FAILED)
             return false;
         (void)mprotect(st, 4096, PROT_NONE); /* an overflow faults instead of corrupting */
