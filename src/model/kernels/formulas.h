@@ -166,11 +166,14 @@ FERRY_HD float fk_sgd_momentum(float p, float g, float *buf, float lr, float mom
 }
 
 /* Adam's per-step constants, computed once per thread from the step count: lr / (1 - b1^t), sqrt(1 - b2^t). */
+/* In double, as PyTorch computes them (Python floats): 1 - b1^t cancels, and
+ * CUDA's powf may be 4 ulp off, which at b1 = 0.9, t = 1 is 2.4e-6 of
+ * step_size (the simulated GPU's device math found it). */
 FERRY_HD void fk_adam_consts(float lr, float b1, float b2, int64_t step, float *step_size, float *sbc2)
 {
-    float bc1 = 1.0f - powf(b1, (float)step), bc2 = 1.0f - powf(b2, (float)step);
-    *step_size = lr / bc1;
-    *sbc2 = sqrtf(bc2);
+    double bc1 = 1.0 - pow((double)b1, (double)step), bc2 = 1.0 - pow((double)b2, (double)step);
+    *step_size = (float)((double)lr / bc1);
+    *sbc2 = (float)sqrt(bc2);
 }
 
 /* The dynamic loss scale after one step (torch.cuda.amp.GradScaler's policy): a
