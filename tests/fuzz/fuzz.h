@@ -78,4 +78,48 @@ static inline void ferry_fuzz_quiet(void)
     ferry_set_log(ferry_fuzz_quiet_log_, NULL);
 }
 
+/* One image through its info call, ferry_image_format and its decode (the
+ * file named `file`), under cfg, with or without a scratch: every output byte is
+ * touched (uninitialised output shows under MSan/valgrind), any status but OK
+ * must carry a message, and a too-small output buffer is always refused. The
+ * image targets (fuzz_png, fuzz_jpeg) share it. */
+typedef ferry_status (*ferry_fuzz_info_fn)(const void *data, size_t n, ferry_image_info *out);
+typedef ferry_status (*ferry_fuzz_decode_fn)(const void *data, size_t n, const ferry_image_config *cfg,
+                                             ferry_scratch *scratch, const char *name, void *dst,
+                                             size_t dst_bytes);
+
+static inline void ferry_fuzz_image_one(const char *target, ferry_fuzz_info_fn info_fn,
+                                        ferry_fuzz_decode_fn decode, const char *file, const uint8_t *data,
+                                        size_t n, const ferry_image_config *cfg, ferry_scratch *scratch)
+{
+    ferry_image_info info;
+    if (info_fn(data, n, &info) != FERRY_OK)
+        return;
+    ferry_sample_format fmt;
+    if (ferry_image_format(cfg, &info, &fmt) != FERRY_OK)
+        return;
+    size_t bytes = ferry_sample_format_bytes(&fmt);
+    if (bytes == 0 || bytes > ((size_t)4 << 20))
+        return; /* the decode would refuse it by its limits anyway */
+    uint8_t *dst = malloc(bytes);
+    if (!dst)
+        return;
+    ferry_status st = decode(data, n, cfg, scratch, file, dst, bytes);
+    if (st == FERRY_OK) {
+        unsigned sum = 0;
+        for (size_t i = 0; i < bytes; i++)
+            sum += dst[i];
+        if (sum == 0xffffffffu)
+            fputc('\0', stderr);
+    } else if (!ferry_last_error()[0]) {
+        fprintf(stderr, "%s: %s without a message\n", target, ferry_status_str(st));
+        abort();
+    }
+    if (bytes > 1 && decode(data, n, cfg, scratch, NULL, dst, bytes - 1) == FERRY_OK) {
+        fprintf(stderr, "%s: decode into %zu of %zu bytes succeeded\n", target, bytes - 1, bytes);
+        abort();
+    }
+    free(dst);
+}
+
 #endif

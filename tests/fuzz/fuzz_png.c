@@ -8,36 +8,7 @@ static ferry_scratch *png_fuzz_scratch;
 static void png_fuzz_one(const uint8_t *data, size_t n, const ferry_image_config *cfg,
                          ferry_scratch *scratch)
 {
-    ferry_image_info info;
-    if (ferry_png_info(data, n, &info) != FERRY_OK)
-        return;
-    ferry_sample_format fmt;
-    if (ferry_image_format(cfg, &info, &fmt) != FERRY_OK)
-        return;
-    size_t bytes = ferry_sample_format_bytes(&fmt);
-    if (bytes == 0 || bytes > ((size_t)4 << 20))
-        return; /* the decode would refuse it by its limits anyway */
-    uint8_t *dst = malloc(bytes);
-    if (!dst)
-        return;
-    ferry_status st = ferry_png_decode(data, n, cfg, scratch, "fuzz.png", dst, bytes);
-    if (st == FERRY_OK) {
-        /* Touch every output byte: MSan/valgrind-style use of uninitialised output. */
-        unsigned sum = 0;
-        for (size_t i = 0; i < bytes; i++)
-            sum += dst[i];
-        if (sum == 0xffffffffu)
-            fputc('\0', stderr);
-    } else if (!ferry_last_error()[0]) {
-        fprintf(stderr, "fuzz_png: %s without a message\n", ferry_status_str(st));
-        abort();
-    }
-    /* A too-small output buffer is always refused. */
-    if (bytes > 1 && ferry_png_decode(data, n, cfg, scratch, NULL, dst, bytes - 1) == FERRY_OK) {
-        fprintf(stderr, "fuzz_png: decode into %zu of %zu bytes succeeded\n", bytes - 1, bytes);
-        abort();
-    }
-    free(dst);
+    ferry_fuzz_image_one("fuzz_png", ferry_png_info, ferry_png_decode, "fuzz.png", data, n, cfg, scratch);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
