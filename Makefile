@@ -382,7 +382,7 @@ FUZZ_TARGETS := png idx list device tar jpeg
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 10
 fuzz:
-	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) CUDA=0 DIST=0 \
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/fuzz CC=$(FUZZ_CC) CUDA=0 DIST=0 SIM_KERNELS=0 \
 		SAN=fuzzer-no-link,address,undefined $(FUZZ_BINS)
 
 # Used by the sub-make above (BUILD is then the fuzz folder).

@@ -780,7 +780,7 @@ static void cases_gemm(void)
         add_gemm(dt, false, false, 0, 5, 3, 2, 1, 1.0, 0.0, false); /* empty: C untouched */
         add_gemm(dt, false, false, 4, 0, 3, 2, 1, 1.0, 0.0, false);
         add_gemm(dt, false, false, 4, 5, 3, 0, 1, 1.0, 0.0, false);
-        /* past 2^24 multiply-adds: the simulated cuBLAS's CBLAS path */
+        /* past 2^16 multiply-adds: the simulated cuBLAS's CBLAS path */
         add_gemm(dt, true, true, 130, 260, 520, 2, 1, 0.7, 0.5, false);
     }
 }

@@ -182,10 +182,12 @@ static float *widen(cudaDataType_t t, const void *p, long long ld, long long col
     return w;
 }
 
-/* Products past the reference's reach (2^24 multiply-adds: a 2048^3 gemm takes
- * minutes there, under ASan more) go to the host's CBLAS on f32 copies, then
- * alpha, beta and the output rounding as above: one more order cuBLAS may take,
- * the same for every seed. */
+/* Products past the reference's reach (2^16 multiply-adds: the samples' many
+ * convolution gemms, or one of 2048^3, take minutes there, under ASan more) go
+ * to the host's CBLAS on f32 copies, then alpha, beta and the output rounding as
+ * above: one more order cuBLAS may take, the same for every seed. The argument
+ * checks are the same for both. */
+#define FK_SIMBLAS_REFERENCE_MAX (1 << 16)
 static ferry_status gemm_run_blas(const gemm_op *g)
 {
     size_t as = g->at == CUDA_R_32F ? 4 : 2, cs = g->ct == CUDA_R_32F ? 4 : 2;
@@ -230,7 +232,7 @@ static ferry_status gemm_run(sim_op *op)
     gemm_op *g = (gemm_op *)op;
     if (g->fault)
         return ferry_fail(FERRY_ERR_CUDA, "%s: injected fault (an illegal memory access)", GEMM);
-    if ((double)g->m * g->n * g->k * g->batch > (double)(1 << 24))
+    if ((double)g->m * g->n * g->k * g->batch > (double)FK_SIMBLAS_REFERENCE_MAX)
         return gemm_run_blas(g);
     size_t as = g->at == CUDA_R_32F ? 4 : 2, cs = g->ct == CUDA_R_32F ? 4 : 2;
     uint64_t r = mix(g->seed);

@@ -18,13 +18,26 @@
 #include "device/sim/sim.h"
 #include "device/sim/sim_internal.h"
 
+/* gcc says which sanitizer with a macro, clang with __has_feature. */
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/common_interface_defs.h>
+#define FKSIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
 #define FKSIM_ASAN 1
 #endif
+#endif
 #if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
 #define FKSIM_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define FKSIM_TSAN 1
+#endif
+#endif
+#if FKSIM_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+#if FKSIM_TSAN
+#include <sanitizer/tsan_interface.h>
 #endif
 
 __thread fksim_thread *ferry_simk_self;
@@ -289,7 +302,7 @@ static _Thread_local sched *self_sched;
 static pthread_key_t sched_key;
 static pthread_once_t sched_once = PTHREAD_ONCE_INIT;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if FKSIM_ASAN || FKSIM_TSAN
 #define FIBER_STACK ((size_t)256 << 10)
 #else
 #define FIBER_STACK ((size_t)64 << 10)
