@@ -65,25 +65,27 @@ static ferry_status injected_fault(const char *kernel)
     return ferry_fail(FERRY_ERR_CUDA, "kernel %s: injected fault (an illegal memory access)", kernel);
 }
 
+#if FERRY_SIM_KERNELS
 static bool cuda_sources;
 static pthread_once_t cuda_sources_once = PTHREAD_ONCE_INIT;
 
 static void read_kernels_choice(void)
 {
-#if FERRY_SIM_KERNELS
     const char *v = getenv("FERRY_SIM_KERNELS");
     cuda_sources = !(v && strcmp(v, "cpu") == 0);
     if (v && *v && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
         ferry_log(FERRY_LOG_WARN, "FERRY_SIM_KERNELS=%s: expected cuda or cpu; running the CUDA sources", v);
-#endif
 }
 
-/* True when the simulated GPU runs the CUDA sources (the default). */
+/* True when the simulated GPU runs the CUDA sources (the default). A build
+ * without them (SIM_KERNELS=0: no CUDA headers, or the fuzz build) has only
+ * the CPU kernels. */
 static bool sim_cuda_sources(void)
 {
     pthread_once(&cuda_sources_once, read_kernels_choice);
     return cuda_sources;
 }
+#endif
 
 #if FERRY_SIM_KERNELS
 #define SIM_CUDA_CALL(name, ...)                                                                   \
