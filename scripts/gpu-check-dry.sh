@@ -29,6 +29,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/ferry-gpu-check-dry-XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
 start=$(date +%s)
+# The script is under test here, not the kernels: the simulated GPU runs the
+# CPU kernels (FERRY_SIM_KERNELS=cpu), whose training steps take seconds, not
+# the CUDA sources, whose CNN steps take minutes (scripts/sim-samples.sh).
+FERRY_SIM_KERNELS=${FERRY_SIM_KERNELS:-cpu} \
 FERRY_SIM_GPUS=${FERRY_SIM_GPUS:-1} bash "$dir/gpu-check.sh" run "$tmp/out" "$build" --dry-run \
     > "$tmp/run.log" 2>&1
 rc=$?
