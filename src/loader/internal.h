@@ -110,7 +110,6 @@ struct ferry_loader {
     ferry_mutex lock;
     pthread_cond_t work_cv;    /* workers: tasks appeared, or stop */
     pthread_cond_t ready_cv;   /* caller: a slot became ready or failed; reset: idle */
-    ferry_mutex copy_lock;     /* keeps each slot's record-copy-record together */
 
     /* Guarded by lock. */
     uint64_t epoch;

@@ -357,7 +357,6 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     l->nworkers = cfg->num_workers;
     l->t0 = ferry_now();
     ferry_mutex_init(&l->lock);
-    ferry_mutex_init(&l->copy_lock);
     ferry_mutex_init(&l->trace_lock);
     pthread_cond_init(&l->work_cv, NULL);
     pthread_cond_init(&l->ready_cv, NULL);
@@ -592,7 +591,6 @@ void ferry_loader_destroy(ferry_loader *l)
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->ready_cv);
     ferry_mutex_destroy(&l->trace_lock);
-    ferry_mutex_destroy(&l->copy_lock);
     ferry_mutex_destroy(&l->lock);
     ferry_host_free(l);
 }

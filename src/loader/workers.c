@@ -1,7 +1,8 @@
 /* The workers' side of the loader: claim one sample of the oldest batch in
  * flight, decode it straight into its place in the slot, and when a slot's last
- * sample lands, queue the slot's one H2D copy on the copy stream. The caller's
- * thread runs the same code when num_workers is 0. */
+ * sample lands, queue the slot's one H2D copy on that slot's own copy stream
+ * (one copy stream per slot). The caller's thread runs the same code when
+ * num_workers is 0. */
 #include <string.h>
 #include <time.h>
 
@@ -87,13 +88,19 @@ static ferry_slot *pick_slot(ferry_loader *l, ferry_slot *only, bool *must_sync)
     return best;
 }
 
-/* Queues the slot's single H2D copy (images and labels together) after the
- * caller's stream has released the slot's device memory. Lock not held. */
+/* Queues the slot's single H2D copy (images and labels together) on the slot's
+ * own copy stream, after the caller's stream has released the slot's device
+ * memory. Lock not held, and no other lock: the stream and the three events are
+ * the slot's alone, and only the worker that landed the slot's last sample
+ * calls this, while the slot is still FILLING and counted in inflight (so no
+ * other worker picks it, deliver cannot hand it out and reset waits for it).
+ * Copies of two slots may be queued at once from two threads: each sequence
+ * is ordered on its own stream, and nothing orders one slot's copy after
+ * another's. */
 static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_released)
 {
     FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_status st = FERRY_OK;
-    ferry_mutex_lock(&l->copy_lock);
     if (wait_released)
         st = ferry_stream_wait_event(s->copy_stream, s->released);
     if (st == FERRY_OK)
@@ -102,7 +109,6 @@ static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_release
         st = ferry_memcpy(s->dev, s->host, l->slot_bytes, FERRY_COPY_H2D, l->dev, s->copy_stream);
     if (st == FERRY_OK)
         st = ferry_event_record(s->copy_done, s->copy_stream);
-    ferry_mutex_unlock(&l->copy_lock);
     return st;
 }
 
