@@ -88,11 +88,11 @@ const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls)
 ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label)
 {
     if (!ds || !label)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_label: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", !ds ? "ds" : "label");
     if (index >= ds->len)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu is out of range (dataset has %zu)",
-                          index, ds->len);
-    return ds->vt->label(ds, index, label);
+        return FERRY_ARG_ERROR("sample %zu is out of range (dataset has %zu)", index, ds->len);
+    ferry_status st = ds->vt->label(ds, index, label);
+    return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
 }
 
 const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index)
@@ -106,15 +106,25 @@ ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
                                size_t dst_bytes, const ferry_sample_ctx *ctx, int64_t *label)
 {
     if (!ds || !dst)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_get: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", !ds ? "ds" : "dst");
     if (index >= ds->len)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu is out of range (dataset has %zu)",
-                          index, ds->len);
+        return FERRY_ARG_ERROR("sample %zu is out of range (dataset has %zu)", index, ds->len);
     if (dst_bytes < ds->sample_bytes)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu needs %zu bytes, dst has %zu", index,
-                          ds->sample_bytes, dst_bytes);
+        return FERRY_ARG_ERROR("sample %zu needs %zu bytes, dst has %zu", index, ds->sample_bytes,
+                               dst_bytes);
     int64_t ignored;
-    return ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
+    ferry_status st = ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
+    return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
+}
+
+ferry_status ferry__name_sample(const ferry_dataset *ds, size_t index, ferry_status st)
+{
+    const char *name = ds->vt->name ? ds->vt->name(ds, index) : NULL;
+    if (name)
+        return ferry_fail_named(st, name);
+    char nr[40];
+    snprintf(nr, sizeof nr, "sample %zu", index);
+    return ferry_fail_named(st, nr);
 }
 
 /* ---- views ---- */
@@ -459,17 +469,10 @@ static ferry_status custom_get(const ferry_dataset *ds, size_t index, void *dst,
     ferry_clear_error();
     ferry_status st = c->cb.get(c->user, index, dst, ds->sample_bytes, ctx, label);
     if (st != FERRY_OK) {
-        const char *nm = c->cb.name ? c->cb.name(c->user, index) : NULL;
+        /* The callback says why; ferry_dataset_get and ferry_dataset_label
+         * put the sample's name in front. */
         if (!ferry_last_error()[0])
             ferry_fail(st, "the get callback failed (%s)", ferry_status_str(st));
-        size_t n = nm ? strlen(nm) : 0;
-        const char *err = ferry_last_error();
-        if (nm && strncmp(err, nm, n) == 0 && strncmp(err + n, ": ", 2) == 0)
-            ; /* the callback named the sample itself */
-        else if (nm)
-            ferry_fail_prefix(st, "%s: ", nm);
-        else
-            ferry_fail_prefix(st, "sample %zu: ", index);
     }
     return st;
 }

@@ -151,7 +151,7 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
     }
     ferry_scratch_destroy(buf);
     if (st == FERRY_OK && en.n == 0)
-        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the list has no entries", list_path);
+        st = ferry_fail_at(FERRY_ERR_INVALID_ARG, list_path, "the list has no entries");
     if (st != FERRY_OK) {
         entries_free(&en);
         return st;

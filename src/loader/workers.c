@@ -21,7 +21,7 @@ typedef struct task {
     uint64_t epoch;           /* l->epoch when claimed: names the replacement draws */
     int64_t label;
     ferry_status st;
-    char msg[512];            /* when st != OK: the error, naming the sample */
+    char msg[FERRY_ERROR_MAX]; /* when st != OK: the error, naming the sample */
     size_t skipped[8];        /* the first samples skipped for this place, named in the stats */
     size_t nskipped, total_skipped;
     int64_t allocs;           /* host allocations made while decoding */
@@ -207,7 +207,8 @@ static void wait_host_free(ferry_loader *l, ferry_slot *s)
         ferry_slot_collect_timing(l, s, false);
     } else if (l->failed == FERRY_OK) {
         l->failed = st;
-        snprintf(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s", ferry_last_error());
+        ferry_format_cut(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s",
+                         ferry_last_error());
         pthread_cond_broadcast(&l->ready_cv);
     }
     pthread_cond_broadcast(&l->work_cv);
@@ -284,25 +285,20 @@ static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void 
                            "nothing to replace it with");
 }
 
-/* t->msg from the thread's last error: "sample N (name): reason". The image
- * datasets start their messages with the file name; that prefix is dropped so
- * the name appears once, whoever wrote the message. */
-static const char *skip_prefix(const char *err, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    return strncmp(err, prefix, n) == 0 && strncmp(err + n, ": ", 2) == 0 ? err + n + 2 : err;
-}
-
+/* t->msg from the thread's last error: "sample N (name): reason". A failed
+ * ferry_dataset_get names the sample in front (its subject, see
+ * common/error.h); the loader writes the index and the name its own way, so it
+ * takes the reason without that subject and the name appears once. */
 static void describe_failure(ferry_loader *l, task *t)
 {
     const char *name = ferry_dataset_sample_name(l->ds, t->index);
     char index[32];
     snprintf(index, sizeof index, "sample %zu", t->index);
-    const char *err = skip_prefix(ferry_last_error(), name ? name : index);
+    const char *err = ferry_error_reason(name ? name : index);
     if (name)
-        snprintf(t->msg, sizeof t->msg, "%s (%s): %s", index, name, err);
+        ferry_format_cut(t->msg, sizeof t->msg, "%s (%s): %s", index, name, err);
     else
-        snprintf(t->msg, sizeof t->msg, "%s: %s", index, err);
+        ferry_format_cut(t->msg, sizeof t->msg, "%s: %s", index, err);
 }
 
 /* Decodes the claimed sample into its place in the slot. Lock not held. */
@@ -353,7 +349,7 @@ static bool record_task(ferry_loader *l, ferry_worker *w, const task *t)
     if (t->st != FERRY_OK) {
         if (s->err == FERRY_OK) {
             s->err = t->st;
-            snprintf(s->errmsg, sizeof s->errmsg, "%s", t->msg);
+            ferry_format_cut(s->errmsg, sizeof s->errmsg, "%s", t->msg);
         }
     } else {
         s->indices[t->pos] = t->index;
@@ -381,8 +377,8 @@ static void queue_slot_copy(ferry_loader *l, ferry_slot *s)
     s->timing_pending = st == FERRY_OK;
     if (st != FERRY_OK) {
         s->err = st;
-        snprintf(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
-                 ferry_last_error());
+        ferry_format_cut(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
+                         ferry_last_error());
     } else {
         l->stats.h2d_bytes += l->slot_bytes;
     }
