@@ -87,7 +87,7 @@ static ferry_status plan_conversion(ferry_loader *l)
                           ferry_dtype_name(f->dtype));
     if (f->dtype == FERRY_DTYPE_F32 && c->wire_dtype == FERRY_DTYPE_U8)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "loader: the dataset holds f32 samples; set wire_dtype to f32");
+                          "the dataset holds f32 samples; set wire_dtype to f32");
     if (is_float(c->out_dtype) && f->channels > FERRY_CONVERT_MAX_CHANNELS)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: normalising %zu channels (at most %d)",
                           f->channels, FERRY_CONVERT_MAX_CHANNELS);
@@ -427,7 +427,7 @@ static ferry_status plan_stream(ferry_loader *l)
     const size_t *ends, *seq;
     size_t k = ferry__dataset_shard_ends(l->ds, &ends, &seq);
     if (!k)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset with "
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "stream_shuffle_buffer needs a dataset with "
                           "shards (tar shards, a subset or split of them, or a custom dataset that sets "
                           "shard_ends)");
     if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
@@ -464,7 +464,7 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
         l->batch = l->epoch_len;
     if (l->num_batches == 0)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "loader: drop_last with batch_size %zu leaves no batch of %zu samples",
+                          "drop_last with batch_size %zu leaves no batch of %zu samples",
                           l->batch, l->epoch_len);
     if (l->nslots > l->num_batches + 1)
         l->nslots = l->num_batches + 1;
@@ -534,6 +534,10 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
 
 fail:
     {
+        /* A refused configuration is an argument error: the helpers above
+         * (plan_epochs, plan_conversion) give bare reasons. */
+        if (st == FERRY_ERR_INVALID_ARG)
+            FERRY_ARG_CONTEXT(st);
         /* Keep the message of the first failure across the cleanup. */
         char msg[FERRY_ERROR_MAX];
         snprintf(msg, sizeof msg, "%s", ferry_last_error());
