@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/error.h"
 #include "common/mutex.h"
 #include "device/sim/sim.h"
 
@@ -16,7 +17,7 @@ typedef struct sim_device {
     sim_stream *dflt;         /* the legacy default (NULL) stream, made on first use */
     pthread_mutex_t err_lock; /* guards sticky_msg and writes of sticky */
     _Atomic int sticky;       /* FERRY_OK until a fault; then every call fails */
-    char sticky_msg[512];
+    char sticky_msg[FERRY_ERROR_MAX];
     atomic_llong fault_countdown;
 } sim_device;
 

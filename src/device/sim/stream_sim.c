@@ -181,9 +181,9 @@ static void set_sticky(int dev, ferry_status st, const char *what, const char *w
     sim_device *d = &ferry_sim_devices[dev];
     pthread_mutex_lock(&d->err_lock);
     if (atomic_load(&d->sticky) == FERRY_OK) {
-        snprintf(d->sticky_msg, sizeof d->sticky_msg,
-                 "cuda:%d (simulated): %s failed on the device: %s (errors on a device are sticky, "
-                 "as on CUDA: every later call on it fails)", dev, what, why);
+        ferry_format_cut(d->sticky_msg, sizeof d->sticky_msg,
+                         "cuda:%d (simulated): %s failed on the device: %s (errors on a device "
+                         "are sticky, as on CUDA: every later call on it fails)", dev, what, why);
         atomic_store(&d->sticky, st);
     }
     pthread_mutex_unlock(&d->err_lock);
