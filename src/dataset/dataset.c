@@ -111,7 +111,7 @@ ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
         return FERRY_ARG_ERROR("sample %zu is out of range (dataset has %zu)", index, ds->len);
     if (dst_bytes < ds->sample_bytes)
         return FERRY_ARG_ERROR("sample %zu needs %zu bytes, dst has %zu", index, ds->sample_bytes,
-                               dst_bytes);
+                                    dst_bytes);
     int64_t ignored;
     ferry_status st = ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
     return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
@@ -332,7 +332,7 @@ ferry_status ferry_dataset_subset(ferry_dataset *base, size_t begin, size_t end,
                                   ferry_dataset **out)
 {
     if (!base || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_subset: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (begin > end || end > base->len)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "subset [%zu, %zu) does not fit a dataset of %zu samples", begin, end,
@@ -344,7 +344,7 @@ ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *indices, s
                                    ferry_dataset **out)
 {
     if (!base || !out || (!indices && n))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_indices: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     for (size_t i = 0; i < n; i++)
         if (indices[i] >= base->len)
             return ferry_fail(FERRY_ERR_INVALID_ARG,
@@ -362,7 +362,7 @@ ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint6
                                  ferry_dataset **train, ferry_dataset **val)
 {
     if (!base || !train || !val)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_split: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (!(val_fraction >= 0.0 && val_fraction <= 1.0))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "split: val_fraction %g is not in [0, 1]",
                           val_fraction);
@@ -430,7 +430,7 @@ ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *f
                                   const int64_t *labels, ferry_dataset **out)
 {
     if (!fmt || !out || (!data && n))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_memory: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (fmt->dtype != FERRY_DTYPE_U8 && fmt->dtype != FERRY_DTYPE_F32)
         return ferry_fail(FERRY_ERR_DTYPE, "memory dataset: dtype %s is not u8 or f32",
                           ferry_dtype_name(fmt->dtype));
@@ -521,7 +521,7 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                   ferry_dataset **out)
 {
     if (!cb || !out || !cb->get)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_custom: NULL callbacks or get");
+        return FERRY_ARG_ERROR("NULL callbacks or get");
     if (!ferry_sample_format_bytes(&cb->format) ||
         (cb->format.layout != FERRY_LAYOUT_CHW && cb->format.layout != FERRY_LAYOUT_HWC))
         return ferry_fail(FERRY_ERR_INVALID_ARG,

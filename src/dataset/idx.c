@@ -245,7 +245,7 @@ ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
                                const ferry_image_config *cfg, ferry_dataset **out)
 {
     if (!images_path || !labels_path || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_idx: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     idx_ds *d = ferry_host_calloc(1, sizeof *d);
     if (!d)
         return FERRY_ERR_NO_MEMORY;

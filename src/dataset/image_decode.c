@@ -42,7 +42,7 @@ ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, f
 ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_image_probe: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__image_header(data, n, NULL, out);
 }
 

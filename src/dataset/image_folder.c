@@ -210,7 +210,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
                                         ferry_dataset **out)
 {
     if (!root || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_image_folder: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)

@@ -135,6 +135,6 @@ ferry_status ferry__jpeg_header(const uint8_t *p, size_t n, const char *name, fe
 ferry_status ferry_jpeg_info(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_jpeg_info: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__jpeg_header(data, n, NULL, out);
 }

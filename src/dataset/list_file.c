@@ -105,7 +105,7 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
                                      ferry_dataset **out)
 {
     if (!list_path || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_list_file: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)

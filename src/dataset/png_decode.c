@@ -75,7 +75,7 @@ ferry_status ferry__png_header(const uint8_t *p, size_t n, const char *name, fer
 ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_info: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__png_header(data, n, NULL, out);
 }
 
@@ -297,7 +297,7 @@ ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_conf
                               size_t dst_bytes)
 {
     if ((!data && n) || !dst)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_decode: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)

@@ -68,7 +68,7 @@ ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t w
                                   size_t height, size_t channels)
 {
     if (!path || !pixels)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_write_file: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (channels < 1 || channels > 4 || width == 0 || height == 0 || width > 0x7fffffff ||
         height > 0x7fffffff)
         return ferry_fail_at(FERRY_ERR_INVALID_ARG, path,

@@ -31,7 +31,7 @@ struct ferry_arena_block {
 ferry_status ferry_scratch_create(ferry_scratch **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_scratch_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = ferry_host_calloc(1, sizeof **out);
     return *out ? FERRY_OK : FERRY_ERR_NO_MEMORY;
 }

@@ -667,8 +667,8 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
                                   ferry_dataset **out)
 {
     if (!paths || !n || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: %s", !out ? "out is NULL" :
-                          !paths ? "paths is NULL" : "no paths (n is 0)");
+        return FERRY_ARG_ERROR("%s", !out ? "out is NULL" :
+                               !paths ? "paths is NULL" : "no paths (n is 0)");
     shards *h = ferry_host_calloc(1, sizeof *h);
     if (!h)
         return FERRY_ERR_NO_MEMORY;

@@ -115,7 +115,7 @@ ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image
                                 ferry_sample_format *out)
 {
     if (!info || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_image_format: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (info->width == 0 || info->height == 0 || info->channels == 0 || info->channels > 4)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "ferry_image_format: an image of %zux%zu with %zu channels is not valid",
