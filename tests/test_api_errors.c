@@ -1823,3 +1823,145 @@ TEST(dist_without_a_dist)
     CHK_TRUE(ferry_ddp_bucket_count(NULL) == 0);
     CHK(ferry_ddp_sync_buffers(NULL, NULL), arg);
 }
+
+/* ================= messages (docs/API_ERRORS.md, "Messages") ================= */
+static size_t occurrences(const char *s, const char *sub)
+{
+    size_t n = 0;
+    for (const char *p = strstr(s, sub); p; p = strstr(p + 1, sub))
+        n++;
+    return n;
+}
+
+static ferry_status long_reason_get(void *user, size_t index, void *dst, size_t dst_bytes,
+                                    const ferry_sample_ctx *ctx, int64_t *label)
+{
+    (void)user, (void)index, (void)dst, (void)dst_bytes, (void)ctx, (void)label;
+    char reason[3000];
+    memset(reason, 'r', sizeof reason - 1);
+    reason[sizeof reason - 1] = '\0';
+    return ferry_set_error(FERRY_ERR_FORMAT, "%s", reason);
+}
+
+static const char *long_reason_name(void *user, size_t index)
+{
+    (void)user, (void)index;
+    return "long.png";
+}
+
+TEST(message_cut_shows_dots)
+{
+    char big[3000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ASSERT_STATUS(ferry_set_error(FERRY_ERR_IO, "%s", big), FERRY_ERR_IO);
+    const char *e = ferry_last_error();
+    size_t n = strlen(e);
+    ASSERT_MSG(n >= 512 && n < sizeof big - 1, "a cut message of %zu bytes", n);
+    ASSERT_STR_EQ(e + n - 3, "...");
+    /* The cut never leaves half a UTF-8 character before the dots. */
+    char wide[3001];
+    for (size_t i = 0; i + 1 < sizeof wide; i += 2) {
+        wide[i] = (char)0xC3; /* é */
+        wide[i + 1] = (char)0xA9;
+    }
+    wide[sizeof wide - 1] = '\0';
+    ferry_set_error(FERRY_ERR_IO, "%s", wide);
+    n = strlen(ferry_last_error());
+    ASSERT_STR_EQ(ferry_last_error() + n - 3, "...");
+    ASSERT_EQ_SIZE((n - 3) % 2, 0);
+    /* A message that fits is not touched. */
+    ferry_set_error(FERRY_ERR_IO, "%s", "short");
+    ASSERT_STR_EQ(ferry_last_error(), "short");
+    /* Through a dataset and the loader's buffers: cut once, at the end, the
+     * sample's name still in front. */
+    ferry_dataset_callbacks cb = {.len = 2, .format = {1, 2, 3, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8},
+                                  .num_classes = 2, .get = long_reason_get, .name = long_reason_name};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
+    ferry_loader_config c = loader_cfg(ds);
+    c.batch_size = 1;
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    ASSERT_STATUS(ferry_loader_next(l, NULL, &b), FERRY_ERR_FORMAT);
+    e = ferry_last_error();
+    n = strlen(e);
+    ASSERT(strncmp(e, "sample 0 (long.png): rrr", 24) == 0);
+    ASSERT_STR_EQ(e + n - 3, "...");
+    ASSERT_EQ_SIZE(occurrences(e, "..."), 1);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
+}
+
+TEST(sample_error_names_the_file_once)
+{
+    size_t n;
+    uint8_t *png = tiny_png(&n);
+    const char *good = ft_tmp("names_once/a/0good.png"), *bad = ft_tmp("names_once/a/1bad.png");
+    ft_write_file(good, png, n);
+    ft_write_file(bad, png, 40); /* the header, then cut */
+    free(png);
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("names_once"), NULL, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
+    const char *name = ferry_dataset_sample_name(ds, 1);
+    ASSERT(name != NULL && strstr(name, "1bad.png") != NULL);
+    uint8_t dst[64];
+    ASSERT_STATUS(ferry_dataset_get(ds, 1, dst, sizeof dst, NULL, NULL), FERRY_ERR_FORMAT);
+    const char *e = ferry_last_error();
+    ASSERT(strncmp(e, name, strlen(name)) == 0 && strncmp(e + strlen(name), ": ", 2) == 0);
+    ASSERT_MSG(occurrences(e, "1bad.png") == 1, "%s", e);
+    /* The loader writes the index and the name its own way, still once. */
+    ferry_loader_config c = loader_cfg(ds);
+    c.batch_size = 1;
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    ASSERT_OK(ferry_loader_next(l, NULL, &b));
+    ASSERT_STATUS(ferry_loader_next(l, NULL, &b), FERRY_ERR_FORMAT);
+    e = ferry_last_error();
+    char head[1200];
+    snprintf(head, sizeof head, "sample 1 (%s): ", name);
+    ASSERT(strncmp(e, head, strlen(head)) == 0);
+    ASSERT_MSG(occurrences(e, "1bad.png") == 1, "%s", e);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
+    /* A dataset without names: "sample N", once. */
+    ferry_dataset_callbacks cb = {.len = 2, .format = {1, 2, 3, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8},
+                                  .num_classes = 2, .get = long_reason_get};
+    ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
+    ASSERT_STATUS(ferry_dataset_get(ds, 1, dst, sizeof dst, NULL, NULL), FERRY_ERR_FORMAT);
+    ASSERT(strncmp(ferry_last_error(), "sample 1: rrr", 13) == 0);
+    ASSERT_EQ_SIZE(occurrences(ferry_last_error(), "sample 1"), 1);
+    ferry_dataset_destroy(ds);
+}
+
+TEST(argument_errors_name_the_function)
+{
+    ferry_dataset *ds = mem_ds();
+    ferry_loader_config c = loader_cfg(ds);
+    ferry_loader *l;
+    ASSERT_STATUS(ferry_loader_create(NULL, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: config is NULL");
+    ASSERT_STATUS(ferry_loader_create(&c, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: out is NULL");
+    /* A field of the configuration: the same function named in front. */
+    c.batch_size = 0;
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: batch_size must be at least 1 (got 0)");
+    c = loader_cfg(NULL);
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: config.dataset is NULL");
+    ASSERT_STATUS(ferry_loader_next(NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_next: loader is NULL");
+    uint8_t dst[8];
+    ASSERT_STATUS(ferry_dataset_get(NULL, 0, dst, sizeof dst, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_dataset_get: ds is NULL");
+    ASSERT_STATUS(ferry_dataset_get(ds, 1000, dst, sizeof dst, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "ferry_dataset_get: sample 1000 is out of range");
+    int64_t label;
+    ASSERT_STATUS(ferry_dataset_label(ds, 1000, &label), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "ferry_dataset_label: sample 1000 is out of range");
+    ferry_dataset_destroy(ds);
+}

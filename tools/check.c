@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli_args.h"
+#include "common/error.h"
 #include "commands.h"
 #include "ferry.h"
 #include "files.h"
@@ -77,12 +78,11 @@ static void *check_worker(void *arg)
             /* A bad header is reported by the decoder too, with the path in it. */
             if (st == FERRY_OK || st == FERRY_ERR_FORMAT || st == FERRY_ERR_UNSUPPORTED)
                 st = ferry_image_decode(file, n, &cfg, s, path, pix ? pix : file, pix ? pix_cap : 0);
+            /* Named by the decoder when it got as far (its subject), here
+             * otherwise: the path appears once. */
             if (st != FERRY_OK) {
-                const char *e = ferry_last_error();
-                if (!strncmp(e, path, strlen(path)))
-                    snprintf(msg, sizeof msg, "%s", e);
-                else
-                    snprintf(msg, sizeof msg, "%s: %s", path, e);
+                ferry_fail_named(st, path);
+                snprintf(msg, sizeof msg, "%s", ferry_last_error());
             }
         }
         if (msg[0])
@@ -146,8 +146,10 @@ static int collect_image_folder(const char *dir, tool_paths *files)
     ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
     ferry_set_log(NULL, NULL);
     if (st != FERRY_OK) { /* it will not load (an empty class folder): say so, check the rest */
+        /* A message that names a file (the folder, a class folder) says which;
+         * one that names none gets the folder. */
         const char *e = ferry_last_error();
-        if (tool_paths_push(files, strncmp(e, dir, strlen(dir)) ? dir : "", e) != 0)
+        if (tool_paths_push(files, ferry_error_subject() ? "" : dir, e) != 0)
             return -1;
         return tool_collect_png(dir, 1, files);
     }

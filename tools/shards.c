@@ -83,12 +83,9 @@ static void *check_worker(void *arg)
     for (size_t i; buf && (i = atomic_fetch_add(&j->next, 1)) < len;) {
         if (ferry_dataset_get(j->ds, i, buf, bytes, &ctx, NULL) == FERRY_OK)
             continue;
-        /* The dataset's messages start with the sample's name. */
-        const char *name = ferry_dataset_sample_name(j->ds, i), *e = ferry_last_error();
-        size_t n = strlen(e) + strlen(name) + 3;
-        if ((j->reasons[i] = malloc(n)) != NULL)
-            snprintf(j->reasons[i], n, "%s%s%s", strncmp(e, name, strlen(name)) ? name : "",
-                     strncmp(e, name, strlen(name)) ? ": " : "", e);
+        /* A failed get's message starts with the sample's name, once
+         * (docs/API_ERRORS.md, "Messages"): it is the reason as it stands. */
+        j->reasons[i] = strdup(ferry_last_error());
     }
     free(buf);
     ferry_scratch_destroy(s);

@@ -273,7 +273,10 @@ FERRY_API ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *
 FERRY_API ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint64_t seed,
                                            ferry_dataset **train, ferry_dataset **val);
 
-/* A dataset of your own: fill in the callbacks. get() must be thread-safe. */
+/* A dataset of your own: fill in the callbacks. get() must be thread-safe.
+ * A failing get() says why with ferry_set_error ("IDAT: CRC error"); the
+ * library puts the sample's name in front (name(), or "sample N"), so the
+ * message should not start with it. */
 typedef struct ferry_dataset_callbacks {
     size_t len;
     ferry_sample_format format;

@@ -33,14 +33,16 @@ typedef enum ferry_status {
 FERRY_API const char *ferry_status_str(ferry_status s);
 
 /* The message of the last failed call on this thread, in words a user can act on
- * ("train/3/17.png: IDAT: CRC error"). Empty string when none. */
+ * ("train/3/17.png: IDAT: CRC error"). Empty string when none. At most 1023
+ * characters; a longer message is cut and ends in "...". */
 FERRY_API const char *ferry_last_error(void);
 
 /* Forget the last error on this thread. */
 FERRY_API void ferry_clear_error(void);
 
 /* Sets this thread's error message and returns s: for callbacks of your own (a
- * user dataset's get) to say what went wrong in the same words the library uses. */
+ * user dataset's get) to say what went wrong in the same words the library uses.
+ * Say why only: the library puts the sample's name in front. */
 FERRY_API ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

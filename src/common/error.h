@@ -18,12 +18,59 @@ extern "C" {
 #define FERRY_PRINTF(a, b)
 #endif
 
-/* Sets the thread-local message and returns s, so callers write
- * `return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));` */
-ferry_status ferry_fail(ferry_status s, const char *fmt, ...) FERRY_PRINTF(2, 3);
+/* The thread's error message; the rules are in docs/API_ERRORS.md ("Messages").
+ *
+ * FERRY_ERROR_MAX is the one limit on a message, its NUL included. Every
+ * buffer that carries one (a loader slot's, a worker's) is this size, and a
+ * message cut to fit ends in "..." so the cut shows.
+ *
+ * The name of the file or sample a message is about is a field of the error,
+ * not something to find by reading the text: ferry_fail_at and ferry_fail_named
+ * put "name: " in front and record the name; ferry_error_subject returns it. */
+#define FERRY_ERROR_MAX 1024
 
-/* Prefixes the current message with more context ("sample 17: " + old). */
+/* Sets the thread-local message (no name in front) and returns s, so callers
+ * write `return ferry_fail(FERRY_ERR_FORMAT, "bad header");`. The public
+ * ferry_set_error is the same function; this is its name inside the library. */
+#define ferry_fail ferry_set_error
+
+/* An argument error naming the function it comes from:
+ * `return FERRY_ARG_ERROR("out is NULL");` in ferry_loader_create sets
+ * "ferry_loader_create: out is NULL" and returns FERRY_ERR_INVALID_ARG. For the
+ * public entry points, where the caller's argument is checked. */
+#define FERRY_ARG_ERROR(...) ferry_arg_error_(__func__, __VA_ARGS__)
+ferry_status ferry_arg_error_(const char *func, const char *fmt, ...) FERRY_PRINTF(2, 3);
+/* The same name in front of an argument error a helper returned as a bare
+ * reason: `if (st != FERRY_OK) return FERRY_ARG_CONTEXT(st);`. */
+#define FERRY_ARG_CONTEXT(st) ferry_fail_prefix((st), "%s: ", __func__)
+
+/* "name: " + the formatted reason, with name recorded as the message's
+ * subject: the file or sample the message is about. */
+ferry_status ferry_fail_at(ferry_status s, const char *name, const char *fmt, ...)
+    FERRY_PRINTF(3, 4);
+
+/* Names the file or sample the current message is about: puts "name: " in
+ * front and records it, unless name is already the subject (added closer to
+ * the file), so a name appears once. An empty message becomes the status's
+ * name. Another subject (a shard named under its sample) stays in the text
+ * after the new one. Returns s. */
+ferry_status ferry_fail_named(ferry_status s, const char *name);
+
+/* The current message's subject, or NULL when it names none. */
+const char *ferry_error_subject(void);
+
+/* The message without "name: " in front when name is its subject; otherwise
+ * the whole message. For a caller that writes the name its own way ("sample
+ * 17 (a.png): " + reason). */
+const char *ferry_error_reason(const char *name);
+
+/* Adds context to the current message, after its subject if it has one
+ * ("a.png: " + "IDAT: " + old reason), before it otherwise. */
 ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...) FERRY_PRINTF(2, 3);
+
+/* vsnprintf that shows a cut: when the text does not fit in size bytes it ends
+ * in "..." (cut at a UTF-8 character boundary). size >= 4. */
+void ferry_format_cut(char *buf, size_t size, const char *fmt, ...) FERRY_PRINTF(3, 4);
 
 void ferry_log(ferry_log_level level, const char *fmt, ...) FERRY_PRINTF(2, 3);
 

@@ -7,7 +7,16 @@
 
 #include "common/error.h"
 
-static _Thread_local char last_error[1024];
+/* The thread's error: the message, and the subject (the file or sample it is
+ * about) when "subject: " leads the message. lead is that prefix's length
+ * (0: no subject). */
+typedef struct error_state {
+    char msg[FERRY_ERROR_MAX];
+    char subject[FERRY_ERROR_MAX];
+    size_t lead;
+} error_state;
+
+static _Thread_local error_state err;
 
 /* The log hook is the one piece of process-wide mutable state besides the
  * allocators: set once at start-up by the application. */
@@ -41,7 +50,7 @@ const char *ferry_status_str(ferry_status s)
     return names[s];
 }
 
-const char *ferry_last_error(void) { return last_error; }
+const char *ferry_last_error(void) { return err.msg; }
 
 double ferry_now(void)
 {
@@ -50,40 +59,123 @@ double ferry_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-void ferry_clear_error(void) { last_error[0] = '\0'; }
+void ferry_clear_error(void)
+{
+    err.msg[0] = '\0';
+    err.subject[0] = '\0';
+    err.lead = 0;
+}
 
-ferry_status ferry_fail(ferry_status s, const char *fmt, ...)
+/* A text cut to fit size bytes ends in "...": the cut is at a UTF-8 character
+ * boundary, so no half character sits before the dots. */
+static void mark_cut(char *buf, size_t size)
+{
+    size_t end = size - 4;
+    while (end > 0 && ((unsigned char)buf[end] & 0xC0) == 0x80)
+        end--;
+    memcpy(buf + end, "...", 4);
+}
+
+static void vformat_cut(char *buf, size_t size, const char *fmt, va_list ap)
+{
+    int n = vsnprintf(buf, size, fmt, ap);
+    if (n < 0)
+        snprintf(buf, size, "(a message that could not be formatted: \"%.64s\")", fmt);
+    else if ((size_t)n >= size)
+        mark_cut(buf, size);
+}
+
+void ferry_format_cut(char *buf, size_t size, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vformat_cut(buf, size, fmt, ap);
     va_end(ap);
+}
+
+/* err.msg = head (n bytes) + mid + tail, cut to fit. The parts may point into
+ * err.msg: they are joined in a copy first. */
+static void set_joined(const char *head, size_t n, const char *mid, const char *tail)
+{
+    char tmp[FERRY_ERROR_MAX];
+    ferry_format_cut(tmp, sizeof tmp, "%.*s%s%s", (int)n, head, mid, tail);
+    memcpy(err.msg, tmp, sizeof tmp);
+}
+
+/* Formats into a copy first: an argument may be ferry_last_error() itself. */
+static ferry_status vset(ferry_status s, const char *fmt, va_list ap)
+{
+    char tmp[FERRY_ERROR_MAX];
+    if (fmt)
+        vformat_cut(tmp, sizeof tmp, fmt, ap);
+    else
+        snprintf(tmp, sizeof tmp, "%s", ferry_status_str(s));
+    memcpy(err.msg, tmp, sizeof tmp);
+    err.subject[0] = '\0';
+    err.lead = 0;
     return s;
 }
 
 ferry_status ferry_set_error(ferry_status s, const char *fmt, ...)
 {
-    if (!fmt) {
-        snprintf(last_error, sizeof last_error, "%s", ferry_status_str(s));
-        return s;
-    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vset(s, fmt, ap);
     va_end(ap);
     return s;
 }
 
-ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...)
+ferry_status ferry_arg_error_(const char *func, const char *fmt, ...)
 {
-    char old[sizeof last_error];
-    memcpy(old, last_error, sizeof old);
+    char reason[FERRY_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vformat_cut(reason, sizeof reason, fmt, ap);
     va_end(ap);
-    if (n >= 0 && (size_t)n < sizeof last_error)
-        snprintf(last_error + n, sizeof last_error - (size_t)n, "%s", old);
+    return ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: %s", func, reason);
+}
+
+ferry_status ferry_fail_named(ferry_status s, const char *name)
+{
+    if (!name || (err.subject[0] && strcmp(err.subject, name) == 0))
+        return s;
+    char tmp[FERRY_ERROR_MAX];
+    snprintf(tmp, sizeof tmp, "%s", err.msg[0] ? err.msg : ferry_status_str(s));
+    set_joined(name, strlen(name), ": ", tmp);
+    snprintf(err.subject, sizeof err.subject, "%s", name);
+    size_t lead = strlen(name) + 2, len = strlen(err.msg);
+    err.lead = lead < len ? lead : len;
+    return s;
+}
+
+ferry_status ferry_fail_at(ferry_status s, const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vset(s, fmt, ap);
+    va_end(ap);
+    return ferry_fail_named(s, name);
+}
+
+const char *ferry_error_subject(void) { return err.subject[0] ? err.subject : NULL; }
+
+const char *ferry_error_reason(const char *name)
+{
+    if (name && err.subject[0] && strcmp(err.subject, name) == 0)
+        return err.msg + err.lead;
+    return err.msg;
+}
+
+ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...)
+{
+    char ctx[FERRY_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vformat_cut(ctx, sizeof ctx, fmt, ap);
+    va_end(ap);
+    char old[FERRY_ERROR_MAX];
+    memcpy(old, err.msg, sizeof old);
+    set_joined(old, err.lead, ctx, old + err.lead);
     return s;
 }
 
@@ -97,10 +189,10 @@ void ferry_set_log(ferry_log_fn fn, void *user)
 
 void ferry_log(ferry_log_level level, const char *fmt, ...)
 {
-    char msg[1024];
+    char msg[FERRY_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vformat_cut(msg, sizeof msg, fmt, ap);
     va_end(ap);
 
     pthread_mutex_lock(&log_lock);

@@ -108,10 +108,10 @@ ferry_status ferry__image_decode_box(const void *data, size_t n, const ferry_ima
     size_t work = ferry__resize_work_bytes(h, C, &whole, fmt->width, fmt->height);
     uint8_t *wb = (uint8_t *)scratch->work;
     if (!work)
-        st = ferry_fail(FERRY_ERR_LIMIT, "%s: resize %zux%zu -> %zux%zu is too large", who, w, h,
-                        fmt->width, fmt->height);
+        st = ferry_fail_at(FERRY_ERR_LIMIT, who, "resize %zux%zu -> %zux%zu is too large", w, h,
+                           fmt->width, fmt->height);
     else if ((st = ferry__scratch_grow(&wb, &scratch->work_cap, work)) != FERRY_OK)
-        st = ferry_fail(st, "%s: out of memory for the resize", who);
+        st = ferry_fail_at(st, who, "out of memory for the resize");
     scratch->work = (float *)wb;
 
     const uint8_t *px = NULL;
@@ -130,7 +130,7 @@ ferry_status ferry__image_decode_box(const void *data, size_t n, const ferry_ima
                                  .layout = FERRY_LAYOUT_HWC, .dtype = FERRY_DTYPE_U8};
         st = ferry__scratch_grow(&scratch->crop, &scratch->crop_cap, w * h * C);
         if (st != FERRY_OK)
-            st = ferry_fail(st, "%s: out of memory for the decoded image", who);
+            st = ferry_fail_at(st, who, "out of memory for the decoded image");
         else
             st = ferry__image_decode(data, n, &whole_cfg, &f, scratch, name, scratch->crop);
         px = scratch->crop;

@@ -88,11 +88,11 @@ const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls)
 ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index, int64_t *label)
 {
     if (!ds || !label)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_label: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", !ds ? "ds" : "label");
     if (index >= ds->len)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu is out of range (dataset has %zu)",
-                          index, ds->len);
-    return ds->vt->label(ds, index, label);
+        return FERRY_ARG_ERROR("sample %zu is out of range (dataset has %zu)", index, ds->len);
+    ferry_status st = ds->vt->label(ds, index, label);
+    return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
 }
 
 const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index)
@@ -106,15 +106,25 @@ ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
                                size_t dst_bytes, const ferry_sample_ctx *ctx, int64_t *label)
 {
     if (!ds || !dst)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_get: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", !ds ? "ds" : "dst");
     if (index >= ds->len)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu is out of range (dataset has %zu)",
-                          index, ds->len);
+        return FERRY_ARG_ERROR("sample %zu is out of range (dataset has %zu)", index, ds->len);
     if (dst_bytes < ds->sample_bytes)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample %zu needs %zu bytes, dst has %zu", index,
-                          ds->sample_bytes, dst_bytes);
+        return FERRY_ARG_ERROR("sample %zu needs %zu bytes, dst has %zu", index, ds->sample_bytes,
+                                    dst_bytes);
     int64_t ignored;
-    return ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
+    ferry_status st = ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
+    return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
+}
+
+ferry_status ferry__name_sample(const ferry_dataset *ds, size_t index, ferry_status st)
+{
+    const char *name = ds->vt->name ? ds->vt->name(ds, index) : NULL;
+    if (name)
+        return ferry_fail_named(st, name);
+    char nr[40];
+    snprintf(nr, sizeof nr, "sample %zu", index);
+    return ferry_fail_named(st, nr);
 }
 
 /* ---- views ---- */
@@ -322,7 +332,7 @@ ferry_status ferry_dataset_subset(ferry_dataset *base, size_t begin, size_t end,
                                   ferry_dataset **out)
 {
     if (!base || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_subset: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (begin > end || end > base->len)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "subset [%zu, %zu) does not fit a dataset of %zu samples", begin, end,
@@ -334,7 +344,7 @@ ferry_status ferry_dataset_indices(ferry_dataset *base, const size_t *indices, s
                                    ferry_dataset **out)
 {
     if (!base || !out || (!indices && n))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_indices: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     for (size_t i = 0; i < n; i++)
         if (indices[i] >= base->len)
             return ferry_fail(FERRY_ERR_INVALID_ARG,
@@ -352,7 +362,7 @@ ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint6
                                  ferry_dataset **train, ferry_dataset **val)
 {
     if (!base || !train || !val)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_split: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (!(val_fraction >= 0.0 && val_fraction <= 1.0))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "split: val_fraction %g is not in [0, 1]",
                           val_fraction);
@@ -420,7 +430,7 @@ ferry_status ferry_dataset_memory(const void *data, const ferry_sample_format *f
                                   const int64_t *labels, ferry_dataset **out)
 {
     if (!fmt || !out || (!data && n))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_memory: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (fmt->dtype != FERRY_DTYPE_U8 && fmt->dtype != FERRY_DTYPE_F32)
         return ferry_fail(FERRY_ERR_DTYPE, "memory dataset: dtype %s is not u8 or f32",
                           ferry_dtype_name(fmt->dtype));
@@ -459,17 +469,10 @@ static ferry_status custom_get(const ferry_dataset *ds, size_t index, void *dst,
     ferry_clear_error();
     ferry_status st = c->cb.get(c->user, index, dst, ds->sample_bytes, ctx, label);
     if (st != FERRY_OK) {
-        const char *nm = c->cb.name ? c->cb.name(c->user, index) : NULL;
+        /* The callback says why; ferry_dataset_get and ferry_dataset_label
+         * put the sample's name in front. */
         if (!ferry_last_error()[0])
             ferry_fail(st, "the get callback failed (%s)", ferry_status_str(st));
-        size_t n = nm ? strlen(nm) : 0;
-        const char *err = ferry_last_error();
-        if (nm && strncmp(err, nm, n) == 0 && strncmp(err + n, ": ", 2) == 0)
-            ; /* the callback named the sample itself */
-        else if (nm)
-            ferry_fail_prefix(st, "%s: ", nm);
-        else
-            ferry_fail_prefix(st, "sample %zu: ", index);
     }
     return st;
 }
@@ -518,7 +521,7 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                   ferry_dataset **out)
 {
     if (!cb || !out || !cb->get)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_custom: NULL callbacks or get");
+        return FERRY_ARG_ERROR("NULL callbacks or get");
     if (!ferry_sample_format_bytes(&cb->format) ||
         (cb->format.layout != FERRY_LAYOUT_CHW && cb->format.layout != FERRY_LAYOUT_HWC))
         return ferry_fail(FERRY_ERR_INVALID_ARG,

@@ -41,7 +41,7 @@ ferry_status ferry__gz_open(ferry_gz *g, int fd, const char *name)
         ferry_host_free(g->in);
         g->in = NULL;
         return r == Z_MEM_ERROR ? FERRY_ERR_NO_MEMORY :
-               ferry_fail(FERRY_ERR_BAD_STATE, "%s: zlib inflateInit2 failed (%d)", name, r);
+               ferry_fail_at(FERRY_ERR_BAD_STATE, name, "zlib inflateInit2 failed (%d)", r);
     }
     g->z_ready = true;
     return FERRY_OK;
@@ -59,7 +59,7 @@ void ferry__gz_close(ferry_gz *g)
 ferry_status ferry__gz_rewind(ferry_gz *g)
 {
     if (inflateReset(&g->z) != Z_OK)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: zlib inflateReset failed", g->name);
+        return ferry_fail_at(FERRY_ERR_BAD_STATE, g->name, "zlib inflateReset failed");
     g->z.next_in = g->in;
     g->z.avail_in = 0;
     g->in_off = 0;
@@ -81,8 +81,8 @@ static ferry_status fill(ferry_gz *g, bool *eof)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: read at compressed byte %llu: %s", g->name,
-                              (unsigned long long)g->in_off, strerror(errno));
+            return ferry_fail_at(FERRY_ERR_IO, g->name, "read at compressed byte %llu: %s",
+                                 (unsigned long long)g->in_off, strerror(errno));
         g->z.next_in = g->in;
         g->z.avail_in = (uInt)(left + (size_t)r);
         g->in_off += (uint64_t)r;
@@ -111,7 +111,7 @@ static ferry_status next_member(ferry_gz *g)
         return FERRY_OK;
     }
     return inflateReset(&g->z) == Z_OK ? FERRY_OK :
-           ferry_fail(FERRY_ERR_BAD_STATE, "%s: zlib inflateReset failed", g->name);
+           ferry_fail_at(FERRY_ERR_BAD_STATE, g->name, "zlib inflateReset failed");
 }
 
 ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
@@ -124,9 +124,9 @@ ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
             if (st != FERRY_OK)
                 return st;
             if (eof)
-                return ferry_fail(FERRY_ERR_FORMAT, "%s: gzip: the file ends inside compressed "
-                                  "data at byte %llu (after %llu bytes decompressed): truncated",
-                                  g->name, at_in(g), (unsigned long long)g->out);
+                return ferry_fail_at(FERRY_ERR_FORMAT, g->name, "gzip: the file ends inside compressed "
+                                     "data at byte %llu (after %llu bytes decompressed): truncated",
+                                     at_in(g), (unsigned long long)g->out);
         }
         size_t want = n - *got;
         g->z.next_out = dst + *got;
@@ -144,10 +144,10 @@ ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
             if (st != FERRY_OK)
                 return st;
         } else if (r != Z_OK && r != Z_BUF_ERROR) {
-            return ferry_fail(r == Z_MEM_ERROR ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT,
-                              "%s: gzip: %s near compressed byte %llu (after %llu bytes "
-                              "decompressed)", g->name, g->z.msg ? g->z.msg : "corrupt data",
-                              at_in(g), (unsigned long long)g->out);
+            return ferry_fail_at(r == Z_MEM_ERROR ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT, g->name,
+                                 "gzip: %s near compressed byte %llu (after %llu bytes "
+                                 "decompressed)", g->z.msg ? g->z.msg : "corrupt data",
+                                 at_in(g), (unsigned long long)g->out);
         }
     }
     return FERRY_OK;
@@ -156,7 +156,7 @@ ferry_status ferry__gz_read(ferry_gz *g, uint8_t *dst, size_t n, size_t *got)
 ferry_status ferry__gz_take(ferry_gz *g, uint8_t *dst, uint64_t n, uint8_t *tmp, size_t tmp_n)
 {
     if (!dst && !tmp_n)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: nowhere to put skipped bytes", g->name);
+        return ferry_fail_at(FERRY_ERR_BAD_STATE, g->name, "nowhere to put skipped bytes");
     uint64_t done = 0, want_end = g->out + n;
     while (done < n) {
         uint64_t left = n - done;
@@ -166,9 +166,9 @@ ferry_status ferry__gz_take(ferry_gz *g, uint8_t *dst, uint64_t n, uint8_t *tmp,
         if (st != FERRY_OK)
             return st;
         if (got < step)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: the decompressed tar ends at byte %llu, "
-                              "before byte %llu: truncated", g->name,
-                              (unsigned long long)g->out, (unsigned long long)want_end);
+            return ferry_fail_at(FERRY_ERR_FORMAT, g->name, "the decompressed tar ends at byte %llu, "
+                                 "before byte %llu: truncated",
+                                 (unsigned long long)g->out, (unsigned long long)want_end);
         done += got;
     }
     return FERRY_OK;

@@ -39,10 +39,10 @@ static ferry_status src_read(idx_source *s, uint8_t *buf, size_t n, size_t *got)
             s->gz_end = 1;
         } else if (r == Z_BUF_ERROR || (r == Z_OK && s->z.avail_in == 0 && s->z.avail_out)) {
             if (s->z.avail_in == 0)
-                return ferry_fail(FERRY_ERR_FORMAT, "%s: gzip stream is truncated", s->path);
+                return ferry_fail_at(FERRY_ERR_FORMAT, s->path, "gzip stream is truncated");
         } else if (r != Z_OK) {
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: gzip: %s", s->path,
-                              s->z.msg ? s->z.msg : "corrupt data");
+            return ferry_fail_at(FERRY_ERR_FORMAT, s->path, "gzip: %s",
+                                 s->z.msg ? s->z.msg : "corrupt data");
         }
     }
     return FERRY_OK;
@@ -78,31 +78,31 @@ static ferry_status idx_parse(idx_source *s, idx_array *out)
     if (st != FERRY_OK)
         return st;
     if (got < 4)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated IDX header (%zu of 4 bytes)", path, got);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path, "truncated IDX header (%zu of 4 bytes)", got);
     if (hdr[0] != 0 || hdr[1] != 0)
-        return ferry_fail(FERRY_ERR_FORMAT,
-                          "%s: not an IDX file (magic %02x%02x%02x%02x, want 000008NN)", path,
-                          hdr[0], hdr[1], hdr[2], hdr[3]);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path,
+                             "not an IDX file (magic %02x%02x%02x%02x, want 000008NN)",
+                             hdr[0], hdr[1], hdr[2], hdr[3]);
     if (hdr[2] != 0x08)
-        return ferry_fail(FERRY_ERR_UNSUPPORTED,
-                          "%s: IDX element type 0x%02x (%s) is not supported; only u8 (0x08)", path,
-                          hdr[2], type_name(hdr[2]));
+        return ferry_fail_at(FERRY_ERR_UNSUPPORTED, path,
+                             "IDX element type 0x%02x (%s) is not supported; only u8 (0x08)",
+                             hdr[2], type_name(hdr[2]));
     size_t nd = hdr[3];
     if (nd < 1 || nd > 8)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IDX header has %zu dimensions (1 to 8 allowed)",
-                          path, nd);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path, "IDX header has %zu dimensions (1 to 8 allowed)",
+                             nd);
     if ((st = src_read(s, hdr + 4, 4 * nd, &got)) != FERRY_OK)
         return st;
     if (got < 4 * nd)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated IDX header (%zu of %zu bytes)", path,
-                          4 + got, 4 + 4 * nd);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path, "truncated IDX header (%zu of %zu bytes)",
+                             4 + got, 4 + 4 * nd);
     size_t total = 1;
     out->ndims = nd;
     for (size_t i = 0; i < nd; i++) {
         const uint8_t *p = hdr + 4 + 4 * i;
         out->dims[i] = (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
         if (!ferry_mul_size(total, out->dims[i], &total))
-            return ferry_fail(FERRY_ERR_LIMIT, "%s: IDX dimensions overflow", path);
+            return ferry_fail_at(FERRY_ERR_LIMIT, path, "IDX dimensions overflow");
     }
     size_t hdr_bytes = 4 + 4 * nd;
     /* Grow while reading: a tiny file claiming a huge size never gets the huge buffer. */
@@ -126,10 +126,10 @@ static ferry_status idx_parse(idx_source *s, idx_array *out)
             break;
     }
     if (have < total)
-        return ferry_fail(FERRY_ERR_FORMAT,
-                          "%s: truncated: the header promises %zu data bytes, the file has %zu "
-                          "(%zu of %zu bytes in all)", path, total, have, hdr_bytes + have,
-                          hdr_bytes + total);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path,
+                             "truncated: the header promises %zu data bytes, the file has %zu "
+                             "(%zu of %zu bytes in all)", total, have, hdr_bytes + have,
+                             hdr_bytes + total);
     size_t extra = 0;
     for (;;) {
         uint8_t tmp[4096];
@@ -140,10 +140,10 @@ static ferry_status idx_parse(idx_source *s, idx_array *out)
         extra += got;
     }
     if (extra)
-        return ferry_fail(FERRY_ERR_FORMAT,
-                          "%s: %zu bytes of trailing garbage: the header promises %zu data bytes, "
-                          "the file has %zu (%zu expected in all, %zu found)", path, extra, total,
-                          total + extra, hdr_bytes + total, hdr_bytes + total + extra);
+        return ferry_fail_at(FERRY_ERR_FORMAT, path,
+                             "%zu bytes of trailing garbage: the header promises %zu data bytes, "
+                             "the file has %zu (%zu expected in all, %zu found)", extra, total,
+                             total + extra, hdr_bytes + total, hdr_bytes + total + extra);
     out->bytes = total;
     return FERRY_OK;
 }
@@ -167,7 +167,7 @@ static ferry_status idx_load(const char *path, idx_array *out)
             s.z.next_in = file->file;
             s.z.avail_in = n > UINT32_MAX ? UINT32_MAX : (uInt)n;
             if (inflateInit2(&s.z, 15 + 16) != Z_OK) {
-                st = ferry_fail(FERRY_ERR_NO_MEMORY, "%s: cannot start zlib", path);
+                st = ferry_fail_at(FERRY_ERR_NO_MEMORY, path, "cannot start zlib");
                 s.gz = 0;
             }
         }
@@ -210,7 +210,7 @@ static ferry_status idx_get(const ferry_dataset *ds, size_t index, void *dst,
         st = ferry__image_place(src, d->w, d->h, d->c, &d->cfg, &ds->format, dst, s, NULL);
         ferry_scratch_destroy(own);
         if (st != FERRY_OK)
-            return ferry_fail_prefix(st, "sample %zu: ", index);
+            return st; /* ferry_dataset_get names the sample */
     }
     double t1 = ferry__clock(ctx);
     ferry__augment(&d->cfg, &ds->format, dst, index, ctx);
@@ -245,7 +245,7 @@ ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
                                const ferry_image_config *cfg, ferry_dataset **out)
 {
     if (!images_path || !labels_path || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_idx: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     idx_ds *d = ferry_host_calloc(1, sizeof *d);
     if (!d)
         return FERRY_ERR_NO_MEMORY;
@@ -255,20 +255,21 @@ ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
     if (st == FERRY_OK)
         st = idx_load(labels_path, &d->labels);
     if (st == FERRY_OK && d->images.ndims != 3 && d->images.ndims != 4)
-        st = ferry_fail(FERRY_ERR_FORMAT, "%s: images have %zu dimensions, want 3 [N,H,W] or 4 [N,H,W,C]",
-                        images_path, d->images.ndims);
+        st = ferry_fail_at(FERRY_ERR_FORMAT, images_path,
+                           "images have %zu dimensions, want 3 [N,H,W] or 4 [N,H,W,C]",
+                           d->images.ndims);
     if (st == FERRY_OK && d->images.ndims == 4 && (d->images.dims[3] < 1 || d->images.dims[3] > 4))
-        st = ferry_fail(FERRY_ERR_FORMAT, "%s: %zu channels; 1 to 4 supported", images_path,
-                        d->images.dims[3]);
+        st = ferry_fail_at(FERRY_ERR_FORMAT, images_path, "%zu channels; 1 to 4 supported",
+                           d->images.dims[3]);
     if (st == FERRY_OK && d->labels.ndims != 1)
-        st = ferry_fail(FERRY_ERR_FORMAT, "%s: labels have %zu dimensions, want 1 [N]", labels_path,
-                        d->labels.ndims);
+        st = ferry_fail_at(FERRY_ERR_FORMAT, labels_path, "labels have %zu dimensions, want 1 [N]",
+                           d->labels.ndims);
     if (st == FERRY_OK && d->labels.dims[0] != d->images.dims[0])
         st = ferry_fail(FERRY_ERR_FORMAT, "%s has %zu images but %s has %zu labels", images_path,
                         d->images.dims[0], labels_path, d->labels.dims[0]);
     if (st == FERRY_OK && (d->images.dims[1] == 0 || d->images.dims[2] == 0))
-        st = ferry_fail(FERRY_ERR_FORMAT, "%s: empty images (%zux%zu)", images_path,
-                        d->images.dims[1], d->images.dims[2]);
+        st = ferry_fail_at(FERRY_ERR_FORMAT, images_path, "empty images (%zux%zu)",
+                           d->images.dims[1], d->images.dims[2]);
     if (st != FERRY_OK) {
         ferry_dataset tmp = {.impl = d};
         idx_destroy(&tmp);

@@ -42,7 +42,7 @@ ferry_status ferry__image_header(const uint8_t *p, size_t n, const char *name, f
 ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_image_probe: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__image_header(data, n, NULL, out);
 }
 
@@ -52,13 +52,12 @@ ferry_status ferry__image_check_limits(const ferry_image_info *info, size_t file
     size_t px = 0;
     if (info->width > lim->max_width || info->height > lim->max_height ||
         !ferry_mul_size(info->width, info->height, &px) || px > lim->max_pixels)
-        return ferry_fail(FERRY_ERR_LIMIT,
-                          "%s: image is %zux%zu, over the limits (%zux%zu, %zu pixels)", name,
-                          info->width, info->height, lim->max_width, lim->max_height,
-                          lim->max_pixels);
+        return ferry_fail_at(FERRY_ERR_LIMIT, name, "image is %zux%zu, over the limits (%zux%zu, %zu pixels)",
+                             info->width, info->height, lim->max_width, lim->max_height,
+                             lim->max_pixels);
     if (lim->max_file_bytes && file_bytes > lim->max_file_bytes)
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: file is %zu bytes, over the limit of %zu", name,
-                          file_bytes, lim->max_file_bytes);
+        return ferry_fail_at(FERRY_ERR_LIMIT, name, "file is %zu bytes, over the limit of %zu",
+                             file_bytes, lim->max_file_bytes);
     return FERRY_OK;
 }
 
@@ -80,7 +79,7 @@ static ferry_status decode_public(int kind, const char *fn, const void *data, si
                                   const char *name, void *dst, size_t dst_bytes)
 {
     if ((!data && n) || !dst)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: NULL argument", fn);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, fn, "NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
@@ -101,9 +100,9 @@ static ferry_status decode_public(int kind, const char *fn, const void *data, si
     ferry__image_resolve(&c, w, h, info.channels, &fmt);
     size_t need = ferry_sample_format_bytes(&fmt);
     if (!need || dst_bytes < need)
-        return ferry_fail(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT,
-                          "%s: the output (%zux%zux%zu) needs %zu bytes, dst has %zu", who,
-                          fmt.channels, fmt.height, fmt.width, need, dst_bytes);
+        return ferry_fail_at(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT, who,
+                             "the output (%zux%zux%zu) needs %zu bytes, dst has %zu",
+                             fmt.channels, fmt.height, fmt.width, need, dst_bytes);
     return ferry__image_decode(data, n, &c, &fmt, scratch, name, dst);
 }
 

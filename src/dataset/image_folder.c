@@ -113,7 +113,7 @@ static ferry_status walk_sub(const char *dir, const char *rel, const char *name,
     ferry_status st = p && r ? FERRY_OK : FERRY_ERR_NO_MEMORY;
     struct stat sb;
     if (st == FERRY_OK && stat(p, &sb) != 0)
-        st = ferry_fail(FERRY_ERR_IO, "%s: %s", p, strerror(errno));
+        st = ferry_fail_at(FERRY_ERR_IO, p, "%s", strerror(errno));
     const folder_up *a = up;
     while (st == FERRY_OK && a && !(a->dev == sb.st_dev && a->ino == sb.st_ino))
         a = a->up;
@@ -136,8 +136,8 @@ static ferry_status walk_class(const char *dir, const char *rel, const folder_up
     ferry_str_list subs = {0};
     DIR *d = opendir(dir);
     if (!d)
-        return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
-                          "%s: %s", dir, strerror(errno));
+        return ferry_fail_at(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, dir,
+                             "%s", strerror(errno));
     ferry_status st = FERRY_OK;
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL) {
@@ -174,7 +174,7 @@ static ferry_status list_class(const char *root, const char *dir, ferry_str_list
 {
     struct stat a, b;
     if (stat(root, &a) != 0 || stat(dir, &b) != 0)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", dir, strerror(errno));
+        return ferry_fail_at(FERRY_ERR_IO, dir, "%s", strerror(errno));
     folder_up top = {a.st_dev, a.st_ino, NULL}, cls = {b.st_dev, b.st_ino, &top};
     ferry_status st = walk_class(dir, "", &cls, out, bad);
     if (st != FERRY_OK)
@@ -189,8 +189,8 @@ static ferry_status list_classes(const char *root, ferry_str_list *out)
 {
     DIR *d = opendir(root);
     if (!d)
-        return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
-                          "%s: %s", root, strerror(errno));
+        return ferry_fail_at(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, root,
+                             "%s", strerror(errno));
     ferry_status st = FERRY_OK;
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL) {
@@ -210,7 +210,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
                                         ferry_dataset **out)
 {
     if (!root || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_image_folder: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
@@ -223,7 +223,7 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
         return st;
     if (classes.n == 0) {
         ferry__str_list_free(&classes);
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no class folders in the image folder", root);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, root, "no class folders in the image folder");
     }
     for (size_t k = 0; k < classes.n && st == FERRY_OK; k++) {
         char *dir = join(root, classes.v[k]);
@@ -234,7 +234,8 @@ ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_conf
         }
         st = list_class(root, dir, &files, &bad);
         if (st == FERRY_OK && files.n == 0)
-            st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: class folder has no image files (.png, .jpg, .jpeg)", dir);
+            st = ferry_fail_at(FERRY_ERR_INVALID_ARG, dir,
+                               "class folder has no image files (.png, .jpg, .jpeg)");
         if (st == FERRY_OK && paths.n + files.n > labels_cap) {
             size_t cap = (paths.n + files.n) * 2;
             int64_t *l = ferry_host_realloc(labels, cap * sizeof *l);

@@ -247,6 +247,12 @@ struct ferry_dataset {
 
 /* A new dataset with one reference; impl is owned from here on (vt->destroy is
  * called on it even when this fails). */
+/* Puts the sample's name (vt->name, or "sample N" without one) in front of
+ * the current message unless it is already its subject (ferry_fail_named);
+ * returns st. ferry_dataset_get calls it on every failure, so its message
+ * names the sample exactly once (docs/API_ERRORS.md, "Messages"). */
+ferry_status ferry__name_sample(const ferry_dataset *ds, size_t index, ferry_status st);
+
 ferry_status ferry__dataset_new(const ferry_dataset_vtable *vt, void *impl, size_t len,
                                 const ferry_sample_format *fmt, size_t num_classes,
                                 ferry_dataset **out);

@@ -131,7 +131,7 @@ ferry_status ferry__jpeg_decode_region(const void *data, size_t n, const ferry_i
     size_t px_n = info.width * info.height; /* within max_pixels: no overflow */
     if ((st = ferry__scratch_grow(&s->decoded, &s->decoded_cap, px_n * 4)) != FERRY_OK ||
         (st = ferry__scratch_grow(&s->crop, &s->crop_cap, px_n * fmt->channels)) != FERRY_OK)
-        return ferry_fail(st, "%s: out of memory for the decoded crop", who);
+        return ferry_fail_at(st, who, "out of memory for the decoded crop");
     region_job j = {.data = data, .n = n, .cfg = cfg, .fmt = fmt, .info = &info, .box = box};
     if ((st = ferry__jpeg_run(s, true, who, region_body, &j)) != FERRY_OK)
         return st;

@@ -309,8 +309,8 @@ ferry_status ferry__jpeg_decode(const void *data, size_t n, const ferry_image_co
     size_t tw, th;
     ferry__image_oriented_size(cfg, &info, &tw, &th);
     if ((tw != fmt->width || th != fmt->height) && cfg->resize == FERRY_RESIZE_ERROR)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: image is %zux%zu, samples are %zux%zu", who, tw,
-                          th, fmt->width, fmt->height);
+        return ferry_fail_at(FERRY_ERR_FORMAT, who, "image is %zux%zu, samples are %zux%zu", tw,
+                             th, fmt->width, fmt->height);
 
     job j = {.data = data, .n = n, .cfg = cfg, .fmt = fmt, .info = &info, .name = name,
              .dst = dst};
@@ -329,7 +329,7 @@ ferry_status ferry__jpeg_run(ferry_scratch *scratch, bool kept, const char *who,
                              ferry_status (*body)(struct ferry_jpeg_state *, void *), void *arg)
 {
     if (!scratch)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no scratch for the JPEG decoder", who);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, who, "no scratch for the JPEG decoder");
     ferry__arena_reset(scratch);
     struct ferry_jpeg_state *js = NULL;
     ferry_status st = state_get(scratch, &js);
@@ -342,11 +342,11 @@ ferry_status ferry__jpeg_run(ferry_scratch *scratch, bool kept, const char *who,
              * the error left it in (the documented way after a longjmp). */
             jpeg_abort_decompress(&js->cinfo);
             if (js->msg[0])
-                st = ferry_fail(st, "%s: %s", who, js->msg);
+                st = ferry_fail_at(st, who, "%s", js->msg);
         }
         ferry__jpeg_mem_reset(js);
     } else {
-        st = ferry_fail_prefix(st, "%s: ", who);
+        st = ferry_fail_named(st, who);
     }
     /* Grows the arena to this decode's peak now (see png_decode.c). */
     if (kept)

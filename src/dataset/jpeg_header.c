@@ -54,20 +54,20 @@ static ferry_status frame(const uint8_t *seg, size_t len, unsigned marker, const
                           ferry_image_info *out)
 {
     if (len < 6)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: frame header (SOF%u) too short", name,
-                          marker - 0xc0);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "frame header (SOF%u) too short",
+                             marker - 0xc0);
     unsigned prec = seg[0], h = be16(seg + 1), w = be16(seg + 3), nc = seg[5];
     if (prec != 8)
-        return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: %u-bit JPEG samples are not supported "
-                          "(8-bit only)", name, prec);
+        return ferry_fail_at(FERRY_ERR_UNSUPPORTED, name, "%u-bit JPEG samples are not supported "
+                             "(8-bit only)", prec);
     if (w == 0 || h == 0)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: invalid JPEG size %ux%u", name, w, h);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "invalid JPEG size %ux%u", w, h);
     if (nc != 1 && nc != 3 && nc != 4)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG with %u components (1, 3 or 4 expected)",
-                          name, nc);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG with %u components (1, 3 or 4 expected)",
+                             nc);
     if (len != 6 + 3 * (size_t)nc)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: frame header (SOF%u) has the wrong length", name,
-                          marker - 0xc0);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "frame header (SOF%u) has the wrong length",
+                             marker - 0xc0);
     out->width = w;
     out->height = h;
     out->channels = nc;
@@ -80,8 +80,8 @@ ferry_status ferry__jpeg_header(const uint8_t *p, size_t n, const char *name, fe
     if (!name)
         name = "JPEG";
     if (n < 3 || p[0] != 0xff || p[1] != 0xd8 || p[2] != 0xff)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: not a JPEG file (%s)", name,
-                          n == 0 ? "empty" : n < 3 ? "too short" : "no start-of-image marker");
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "not a JPEG file (%s)",
+                             n == 0 ? "empty" : n < 3 ? "too short" : "no start-of-image marker");
     memset(out, 0, sizeof *out);
     out->kind = FERRY_IMAGE_JPEG;
     out->bit_depth = 8;
@@ -101,41 +101,40 @@ ferry_status ferry__jpeg_header(const uint8_t *p, size_t n, const char *name, fe
         if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7) || m == 0x00)
             continue; /* no length; 0x00 is a stuffed byte libjpeg would skip */
         if (m == 0xd9)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG ends (EOI) before any scan", name);
+            return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG ends (EOI) before any scan");
         if (n - pos < 2 || be16(p + pos) < 2 || be16(p + pos) > n - pos)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG truncated in marker 0x%02X at byte %zu",
-                              name, m, pos - 2);
+            return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG truncated in marker 0x%02X at byte %zu",
+                                 m, pos - 2);
         const uint8_t *seg = p + pos + 2;
         size_t len = be16(p + pos) - 2;
         pos += 2 + len;
         if (m == 0xda) {
             if (!have_frame)
-                return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG scan (SOS) before the frame header",
-                                  name);
+                return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG scan (SOS) before the frame header");
             return FERRY_OK;
         }
         if (m == 0xc0 || m == 0xc1 || m == 0xc2 || m == 0xc9 || m == 0xca) {
             if (have_frame)
-                return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG has two frame headers", name);
+                return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG has two frame headers");
             ferry_status st = frame(seg, len, m, name, out);
             if (st != FERRY_OK)
                 return st;
             have_frame = true;
         } else if ((m >= 0xc3 && m <= 0xcf) && m != 0xc4 && m != 0xc8 && m != 0xcc) {
-            return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: %s JPEG (SOF%u) is not supported", name,
-                              (m & 3) == 3 ? "lossless" : "hierarchical", m - 0xc0);
+            return ferry_fail_at(FERRY_ERR_UNSUPPORTED, name, "%s JPEG (SOF%u) is not supported",
+                                 (m & 3) == 3 ? "lossless" : "hierarchical", m - 0xc0);
         } else if (m == 0xe1 && !have_exif && len >= 6 && !memcmp(seg, "Exif\0\0", 6)) {
             have_exif = true;
             out->orientation = exif_orientation(seg + 6, len - 6);
         }
     }
-    return ferry_fail(FERRY_ERR_FORMAT, "%s: JPEG truncated before its first scan (%zu bytes)",
-                      name, n);
+    return ferry_fail_at(FERRY_ERR_FORMAT, name, "JPEG truncated before its first scan (%zu bytes)",
+                         n);
 }
 
 ferry_status ferry_jpeg_info(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_jpeg_info: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__jpeg_header(data, n, NULL, out);
 }

@@ -105,7 +105,7 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
                                      ferry_dataset **out)
 {
     if (!list_path || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_list_file: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
@@ -151,7 +151,7 @@ ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_co
     }
     ferry_scratch_destroy(buf);
     if (st == FERRY_OK && en.n == 0)
-        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the list has no entries", list_path);
+        st = ferry_fail_at(FERRY_ERR_INVALID_ARG, list_path, "the list has no entries");
     if (st != FERRY_OK) {
         entries_free(&en);
         return st;

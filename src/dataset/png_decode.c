@@ -23,29 +23,29 @@ ferry_status ferry__png_header(const uint8_t *p, size_t n, const char *name, fer
     if (!name)
         name = "PNG";
     if (n < 8 || memcmp(p, png_signature, 8) != 0)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: not a PNG file (%s)", name,
-                          n == 0 ? "empty" : n < 8 ? "too short" : "bad signature");
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "not a PNG file (%s)",
+                             n == 0 ? "empty" : n < 8 ? "too short" : "bad signature");
     if (n < 33)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated IHDR (%zu bytes)", name, n);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "truncated IHDR (%zu bytes)", n);
     if (be32(p + 8) != 13 || memcmp(p + 12, "IHDR", 4) != 0)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IHDR: missing or wrong length", name);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "IHDR: missing or wrong length");
     uint32_t w = be32(p + 16), h = be32(p + 20);
     int bd = p[24], ct = p[25], il = p[28];
     if (w == 0 || h == 0 || w > 0x7fffffffu || h > 0x7fffffffu)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IHDR: invalid size %ux%u", name, w, h);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "IHDR: invalid size %ux%u", w, h);
     int ok_depth;
     switch (ct) {
     case 0: ok_depth = bd == 1 || bd == 2 || bd == 4 || bd == 8 || bd == 16; break;
     case 3: ok_depth = bd == 1 || bd == 2 || bd == 4 || bd == 8; break;
     case 2: case 4: case 6: ok_depth = bd == 8 || bd == 16; break;
     default:
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IHDR: invalid color type %d", name, ct);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "IHDR: invalid color type %d", ct);
     }
     if (!ok_depth)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IHDR: invalid bit depth %d for color type %d",
-                          name, bd, ct);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "IHDR: invalid bit depth %d for color type %d",
+                             bd, ct);
     if (il > 1)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: IHDR: invalid interlace method %d", name, il);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "IHDR: invalid interlace method %d", il);
     memset(out, 0, sizeof *out);
     out->width = w;
     out->height = h;
@@ -75,7 +75,7 @@ ferry_status ferry__png_header(const uint8_t *p, size_t n, const char *name, fer
 ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out)
 {
     if ((!data && n) || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_info: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return ferry__png_header(data, n, NULL, out);
 }
 
@@ -85,10 +85,10 @@ static ferry_status check_limits(const ferry_image_info *info, const ferry_png_l
     size_t px = 0;
     if (info->width > lim->max_width || info->height > lim->max_height ||
         !ferry_mul_size(info->width, info->height, &px) || px > lim->max_pixels)
-        return ferry_fail(FERRY_ERR_LIMIT,
-                          "%s: image is %zux%zu, over the limits (%zux%zu, %zu pixels)",
-                          name ? name : "PNG", info->width, info->height, lim->max_width,
-                          lim->max_height, lim->max_pixels);
+        return ferry_fail_at(FERRY_ERR_LIMIT, name ? name : "PNG",
+                             "image is %zux%zu, over the limits (%zux%zu, %zu pixels)",
+                             info->width, info->height, lim->max_width, lim->max_height,
+                             lim->max_pixels);
     return FERRY_OK;
 }
 
@@ -256,8 +256,9 @@ ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_con
         return st;
     if ((info.width != fmt->width || info.height != fmt->height) &&
         cfg->resize == FERRY_RESIZE_ERROR)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: image is %zux%zu, samples are %zux%zu",
-                          name ? name : "PNG", info.width, info.height, fmt->width, fmt->height);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name ? name : "PNG",
+                             "image is %zux%zu, samples are %zux%zu", info.width, info.height,
+                             fmt->width, fmt->height);
 
     ferry_scratch *own = NULL;
     if (!scratch) {
@@ -275,12 +276,12 @@ ferry_status ferry__png_decode(const void *data, size_t n, const ferry_image_con
     if (d.png)
         d.pinfo = png_create_info_struct(d.png);
     if (!d.png || !d.pinfo) {
-        st = ferry_fail(FERRY_ERR_NO_MEMORY, "%s: cannot create the libpng reader",
-                        name ? name : "PNG");
+        st = ferry_fail_at(FERRY_ERR_NO_MEMORY, name ? name : "PNG",
+                           "cannot create the libpng reader");
     } else {
         st = decode_rows(&d);
         if (st != FERRY_OK && d.msg[0])
-            st = ferry_fail(d.oom ? FERRY_ERR_NO_MEMORY : st, "%s: %s", name ? name : "PNG", d.msg);
+            st = ferry_fail_at(d.oom ? FERRY_ERR_NO_MEMORY : st, name ? name : "PNG", "%s", d.msg);
     }
     png_destroy_read_struct(d.png ? &d.png : NULL, d.pinfo ? &d.pinfo : NULL, NULL);
     /* Grows the arena to this decode's peak now, not at the start of the next
@@ -296,7 +297,7 @@ ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_conf
                               size_t dst_bytes)
 {
     if ((!data && n) || !dst)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_decode: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)
@@ -310,8 +311,8 @@ ferry_status ferry_png_decode(const void *data, size_t n, const ferry_image_conf
     ferry__image_resolve(&c, info.width, info.height, info.channels, &fmt);
     size_t need = ferry_sample_format_bytes(&fmt);
     if (!need || dst_bytes < need)
-        return ferry_fail(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT,
-                          "%s: the output (%zux%zux%zu) needs %zu bytes, dst has %zu",
-                          name ? name : "PNG", fmt.channels, fmt.height, fmt.width, need, dst_bytes);
+        return ferry_fail_at(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT, name ? name : "PNG",
+                             "the output (%zux%zux%zu) needs %zu bytes, dst has %zu",
+                             fmt.channels, fmt.height, fmt.width, need, dst_bytes);
     return ferry__png_decode(data, n, &c, &fmt, scratch, name, dst);
 }

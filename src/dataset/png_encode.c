@@ -68,31 +68,31 @@ ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t w
                                   size_t height, size_t channels)
 {
     if (!path || !pixels)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_png_write_file: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (channels < 1 || channels > 4 || width == 0 || height == 0 || width > 0x7fffffff ||
         height > 0x7fffffff)
-        return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "%s: cannot write a %zux%z" "u image with %zu channels", path, width,
-                          height, channels);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, path,
+                             "cannot write a %zux%z" "u image with %zu channels", width,
+                             height, channels);
     encoder e = {.pixels = pixels, .width = width, .height = height, .channels = channels};
     e.f = fopen(path, "wb");
     if (!e.f)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(errno));
     ferry_status st;
     e.png = png_create_write_struct_2(PNG_LIBPNG_VER_STRING, &e, on_error, on_warning, NULL,
                                       on_malloc, on_free);
     if (e.png)
         e.info = png_create_info_struct(e.png);
     if (!e.png || !e.info) {
-        st = ferry_fail(FERRY_ERR_NO_MEMORY, "%s: cannot create the libpng writer", path);
+        st = ferry_fail_at(FERRY_ERR_NO_MEMORY, path, "cannot create the libpng writer");
     } else {
         st = write_rows(&e);
         if (st != FERRY_OK)
-            ferry_fail(st, "%s: %s", path, e.msg);
+            ferry_fail_at(st, path, "%s", e.msg);
     }
     png_destroy_write_struct(e.png ? &e.png : NULL, e.info ? &e.info : NULL);
     if (fclose(e.f) != 0 && st == FERRY_OK)
-        st = ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+        st = ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(errno));
     if (st != FERRY_OK)
         remove(path);
     return st;

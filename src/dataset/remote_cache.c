@@ -112,8 +112,8 @@ static int sink(void *arg, const uint8_t *b, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0) {
-            ferry_fail(FERRY_ERR_IO, "%s: at byte %llu: writing the cache folder %s: %s", e->url,
-                       (unsigned long long)at + done, e->c->dir, strerror(errno));
+            ferry_fail_at(FERRY_ERR_IO, e->url, "at byte %llu: writing the cache folder %s: %s",
+                          (unsigned long long)at + done, e->c->dir, strerror(errno));
             return 1;
         }
         done += (size_t)w;
@@ -239,8 +239,8 @@ static ferry_status start_fetch(struct ferry_remote_cache *c, rentry *e)
         int err = errno;
         if (fd >= 0)
             close(fd);
-        return ferry_fail(FERRY_ERR_IO, "%s: cannot write the cache folder: %s: %s", e->url, p,
-                          strerror(err));
+        return ferry_fail_at(FERRY_ERR_IO, e->url, "cannot write the cache folder: %s: %s", p,
+                             strerror(err));
     }
     close(fd);
     e->state = FETCHING;
@@ -252,7 +252,7 @@ static ferry_status start_fetch(struct ferry_remote_cache *c, rentry *e)
         (void)unlink(p);
         detach(e);
         e->state = ABSENT;
-        return ferry_fail(FERRY_ERR_IO, "%s: cannot start a thread to fetch it", e->url);
+        return ferry_fail_at(FERRY_ERR_IO, e->url, "cannot start a thread to fetch it");
     }
     e->thread = true;
     c->downloads++;
@@ -293,7 +293,7 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
     uint64_t seen = 0;
     for (;;) {
         if (atomic_load(&c->closing))
-            return ferry_fail(FERRY_ERR_BAD_STATE, "%s: the dataset is being destroyed", e->url);
+            return ferry_fail_at(FERRY_ERR_BAD_STATE, e->url, "the dataset is being destroyed");
         if (e->state == FAILED)
             return ferry_fail(e->err_st, "%s", e->err);
         if (e->state == DONE || (e->state == FETCHING && e->have >= end))
@@ -306,10 +306,10 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
         }
         *waited = true;
         if (!wait_step(c, &last, &seen))
-            return ferry_fail(FERRY_ERR_TIMEOUT, "%s: waited %.0f s for %s with nothing moving",
-                              e->url, stall_limit(c), e->state == ABSENT ?
-                              "room in the cache (every shard held is being read)" :
-                              "its bytes to arrive");
+            return ferry_fail_at(FERRY_ERR_TIMEOUT, e->url, "waited %.0f s for %s with nothing moving",
+                                 stall_limit(c), e->state == ABSENT ?
+                                 "room in the cache (every shard held is being read)" :
+                                 "its bytes to arrive");
     }
 }
 
@@ -428,7 +428,7 @@ static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_se
         e->id = fnv(fnv(fnv(1469598103934665603ull, e->url, strlen(e->url) + 1), e->obj.etag,
                         strlen(e->obj.etag) + 1), &e->obj.size, sizeof e->obj.size);
         if ((e->fd = fcntl(c->devnull, F_DUPFD_CLOEXEC, 0)) < 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: no descriptor for it: %s", e->url, strerror(errno));
+            return ferry_fail_at(FERRY_ERR_IO, e->url, "no descriptor for it: %s", strerror(errno));
         if (e->obj.size > biggest) {
             biggest = e->obj.size;
             big = i;

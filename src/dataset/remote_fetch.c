@@ -318,8 +318,8 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
 {
     pthread_once(&curl_once, init_curl);
     if (curl_init_rc != CURLE_OK)
-        return ferry_fail(FERRY_ERR_IO, "%s: libcurl failed to start: %s", url,
-                          curl_easy_strerror(curl_init_rc));
+        return ferry_fail_at(FERRY_ERR_IO, url, "libcurl failed to start: %s",
+                             curl_easy_strerror(curl_init_rc));
     ferry_remote_target t;
     ferry_status st = ferry__remote_target(url, &t);
     uint64_t rng = (uint64_t)(ferry_now() * 1e9) ^ (uint64_t)(uintptr_t)x ^ 0x9e3779b97f4a7c15ull;
@@ -331,7 +331,7 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         CURL *h = make_handle(&t, o, x, &hdrs, errbuf);
         if (!h) {
             curl_slist_free_all(hdrs);
-            return ferry_fail(FERRY_ERR_NO_MEMORY, "%s: curl_easy_init failed", url);
+            return ferry_fail_at(FERRY_ERR_NO_MEMORY, url, "curl_easy_init failed");
         }
         if (head)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
@@ -367,8 +367,7 @@ ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
     if (st != FERRY_OK)
         return st;
     if (!x.has_len)
-        return ferry_fail(FERRY_ERR_IO, "%s: the server gives no Content-Length for the object",
-                          url);
+        return ferry_fail_at(FERRY_ERR_IO, url, "the server gives no Content-Length for the object");
     out->size = x.len;
     memcpy(out->etag, x.etag, sizeof out->etag);
     return FERRY_OK;

@@ -5,9 +5,9 @@
 
 static ferry_status no_curl(const char *url)
 {
-    return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: this build of ferry has no libcurl, so it "
-                      "cannot read shards by URL (install libcurl4-openssl-dev and rebuild, or "
-                      "download the shard and give its path)", url);
+    return ferry_fail_at(FERRY_ERR_UNSUPPORTED, url, "this build of ferry has no libcurl, so it "
+                         "cannot read shards by URL (install libcurl4-openssl-dev and rebuild, or "
+                         "download the shard and give its path)");
 }
 
 ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,

@@ -26,19 +26,19 @@ static const char *env(const char *a, const char *b)
 
 static ferry_status too_long(const char *url)
 {
-    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the URL or its credentials are too long", url);
+    return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "the URL or its credentials are too long");
 }
 
 static ferry_status s3_target(const char *url, ferry_remote_target *t)
 {
     const char *bucket = url + 5, *slash = strchr(bucket, '/');
     if (!slash || slash == bucket || !slash[1])
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: not s3://BUCKET/KEY", url);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "not s3://BUCKET/KEY");
     const char *id = env("AWS_ACCESS_KEY_ID", NULL), *secret = env("AWS_SECRET_ACCESS_KEY", NULL);
     if (!id || !secret)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: s3:// needs AWS_ACCESS_KEY_ID and "
-                          "AWS_SECRET_ACCESS_KEY in the environment (and AWS_ENDPOINT_URL for "
-                          "a server other than AWS)", url);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "s3:// needs AWS_ACCESS_KEY_ID and "
+                             "AWS_SECRET_ACCESS_KEY in the environment (and AWS_ENDPOINT_URL for "
+                             "a server other than AWS)");
     const char *region = env("AWS_REGION", "AWS_DEFAULT_REGION");
     region = region ? region : "us-east-1";
     const char *ep = env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");

@@ -31,7 +31,7 @@ struct ferry_arena_block {
 ferry_status ferry_scratch_create(ferry_scratch **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_scratch_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = ferry_host_calloc(1, sizeof **out);
     return *out ? FERRY_OK : FERRY_ERR_NO_MEMORY;
 }
@@ -125,28 +125,28 @@ ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         int e = errno;
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, ferry__open_error_reason(path, e));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", ferry__open_error_reason(path, e));
     }
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(e));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, ferry__not_regular_reason(st.st_mode));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", ferry__not_regular_reason(st.st_mode));
     }
     size_t size = (size_t)st.st_size;
     if (max_bytes && size > max_bytes) {
         close(fd);
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: file is %zu bytes, over the limit of %zu", path,
-                          size, max_bytes);
+        return ferry_fail_at(FERRY_ERR_LIMIT, path, "file is %zu bytes, over the limit of %zu",
+                             size, max_bytes);
     }
     ferry_status st2 = ferry__scratch_grow(&s->file, &s->file_cap, size + 1);
     if (st2 != FERRY_OK) {
         close(fd);
-        return ferry_fail_prefix(st2, "%s: ", path);
+        return ferry_fail_named(st2, path);
     }
     size_t got = 0;
     while (got < size) {
@@ -156,7 +156,7 @@ ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t
                 continue;
             int e = errno;
             close(fd);
-            return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(e));
+            return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(e));
         }
         if (r == 0)
             break; /* shrank while reading: decode what is there */

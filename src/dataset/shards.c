@@ -49,19 +49,19 @@ ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t
 {
     ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, n + 1);
     if (st != FERRY_OK)
-        return ferry_fail_prefix(st, "%s: ", name);
+        return ferry_fail_named(st, name);
     size_t got = 0;
     while (got < n) {
         ssize_t r = pread(fd, s->file + got, n - got, (off_t)(off + got));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: read at byte %llu: %s", name,
-                              (unsigned long long)off + got, strerror(errno));
+            return ferry_fail_at(FERRY_ERR_IO, name, "read at byte %llu: %s",
+                                 (unsigned long long)off + got, strerror(errno));
         if (r == 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: the shard ends at byte %llu, inside this member "
-                              "(it shrank after the index was built)", name,
-                              (unsigned long long)off + got);
+            return ferry_fail_at(FERRY_ERR_IO, name, "the shard ends at byte %llu, inside this member "
+                                 "(it shrank after the index was built)",
+                                 (unsigned long long)off + got);
         got += (size_t)r;
     }
     return FERRY_OK;
@@ -73,18 +73,18 @@ static ferry_status sample_problem(const shards *h, const ferry_shard_sample *s)
     unsigned long long cls = s->cls_off, img = s->hdr_off;
     switch ((ferry_shard_problem)s->problem) {
     case FERRY_SHARD_NO_IMAGE:
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: the key has a .cls label (member at byte %llu) "
-                          "but no image (.png, .jpg or .jpeg)", name, cls);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "the key has a .cls label (member at byte %llu) "
+                             "but no image (.png, .jpg or .jpeg)", cls);
     case FERRY_SHARD_NO_LABEL:
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: the image (member at byte %llu) has no .cls "
-                          "label", name, img);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "the image (member at byte %llu) has no .cls "
+                             "label", img);
     case FERRY_SHARD_BAD_LABEL:
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: its .cls member at byte %llu is not a label "
-                          "(a decimal integer from 0 to 2147483647)", name, cls);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "its .cls member at byte %llu is not a label "
+                             "(a decimal integer from 0 to 2147483647)", cls);
     case FERRY_SHARD_LABEL_RANGE:
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: label %lld (.cls member at byte %llu) is not "
-                          "below the %zu class names of %s:%s", name, (long long)s->label, cls,
-                          h->nclasses, h->paths[h->classes_shard], h->classes_member);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "label %lld (.cls member at byte %llu) is not "
+                             "below the %zu class names of %s:%s", (long long)s->label, cls,
+                             h->nclasses, h->paths[h->classes_shard], h->classes_member);
     default:
         return FERRY_OK;
     }
@@ -120,9 +120,9 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
     const char *name = h->names + sp->name;
     size_t max = h->cfg.limits.max_file_bytes;
     if (max && sp->img_size > max)
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: member at byte %llu is %llu bytes, over the limit "
-                          "of %zu", name, (unsigned long long)sp->hdr_off,
-                          (unsigned long long)sp->img_size, max);
+        return ferry_fail_at(FERRY_ERR_LIMIT, name, "member at byte %llu is %llu bytes, over the limit "
+                             "of %zu", (unsigned long long)sp->hdr_off,
+                             (unsigned long long)sp->img_size, max);
     bool gz = h->gzip && h->gzip[sp->shard];
     /* A remote shard's bytes must be in the cache first: all of a gzip one
      * (its stream reads ahead), up to the member's end of a plain one. */
@@ -130,7 +130,7 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
                                                   gz ? UINT64_MAX : sp->img_off + sp->img_size);
     if (st == FERRY_OK && gz) {
         st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
-        st = st != FERRY_OK ? ferry_fail_prefix(st, "%s: ", name) :
+        st = st != FERRY_OK ? ferry_fail_named(st, name) :
              ferry__gz_cache_read(h->gz, (size_t)(sp - h->samples), s->file);
     } else if (st == FERRY_OK) {
         read_ahead(h, sp);
@@ -331,16 +331,16 @@ static ferry_status open_shards(shards *h)
         if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
             struct rlimit rl = {0};
             (void)getrlimit(RLIMIT_NOFILE, &rl);
-            st = ferry_fail(FERRY_ERR_IO, "%s: %s: the dataset keeps each of its %zu shards open, "
-                            "and the process may have %llu files open (ulimit -n): raise that, "
-                            "or pack into fewer, larger shards", p, strerror(errno), h->nshards,
-                            (unsigned long long)rl.rlim_cur);
+            st = ferry_fail_at(FERRY_ERR_IO, p, "%s: the dataset keeps each of its %zu shards open, "
+                               "and the process may have %llu files open (ulimit -n): raise that, "
+                               "or pack into fewer, larger shards", strerror(errno), h->nshards,
+                               (unsigned long long)rl.rlim_cur);
         } else if (fd < 0 || fstat(fd, &sb) != 0) {
             int e = errno;
-            st = ferry_fail(e == ENOENT ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, "%s: %s", p,
-                            ferry__open_error_reason(p, e));
+            st = ferry_fail_at(e == ENOENT ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, p, "%s",
+                               ferry__open_error_reason(p, e));
         } else if (!S_ISREG(sb.st_mode)) {
-            st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", p, ferry__not_regular_reason(sb.st_mode));
+            st = ferry_fail_at(FERRY_ERR_INVALID_ARG, p, "%s", ferry__not_regular_reason(sb.st_mode));
         } else {
             ids[i][0] = (uint64_t)sb.st_dev;
             ids[i][1] = (uint64_t)sb.st_ino;
@@ -433,7 +433,7 @@ typedef struct index_job {
     const shards *h;
     ferry_shard_part *parts;
     ferry_status *st;      /* per shard */
-    char (*msg)[1024];     /* per shard: the message of a failure */
+    char (*msg)[FERRY_ERROR_MAX];     /* per shard: the message of a failure */
     atomic_size_t next;
     atomic_bool warned;    /* an index could not be saved (said once) */
 } index_job;
@@ -667,8 +667,8 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
                                   ferry_dataset **out)
 {
     if (!paths || !n || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: %s", !out ? "out is NULL" :
-                          !paths ? "paths is NULL" : "no paths (n is 0)");
+        return FERRY_ARG_ERROR("%s", !out ? "out is NULL" :
+                               !paths ? "paths is NULL" : "no paths (n is 0)");
     shards *h = ferry_host_calloc(1, sizeof *h);
     if (!h)
         return FERRY_ERR_NO_MEMORY;

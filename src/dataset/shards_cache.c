@@ -84,8 +84,8 @@ ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat
         return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
     if (sb.st_size != before->st_size || sb.st_mtim.tv_sec != before->st_mtim.tv_sec ||
         sb.st_mtim.tv_nsec != before->st_mtim.tv_nsec)
-        return ferry_fail(FERRY_ERR_IO, "%s: changed while it was indexed; %s%s not written",
-                          path, path, SUFFIX);
+        return ferry_fail_at(FERRY_ERR_IO, path, "changed while it was indexed; %s%s not written",
+                             path, SUFFIX);
     size_t prefix = strlen(path) + 1; /* "SHARD:" */
     head h = head_of(&sb, p);
     for (size_t i = 0; i < p->n; i++)

@@ -261,9 +261,9 @@ static stream *stream_for(ferry_gz_cache *c, size_t k)
 static ferry_status skip_to(stream *s, uint64_t off)
 {
     if (off < s->gz.out) /* images overlap: not an index of this shard */
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: an image at byte %llu overlaps the one before "
-                          "it (the index does not fit the shard)", s->gz.name,
-                          (unsigned long long)off);
+        return ferry_fail_at(FERRY_ERR_FORMAT, s->gz.name, "an image at byte %llu overlaps the one before "
+                             "it (the index does not fit the shard)",
+                             (unsigned long long)off);
     return ferry__gz_take(&s->gz, NULL, off - s->gz.out, s->skip, SKIP_BUF);
 }
 

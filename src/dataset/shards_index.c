@@ -152,14 +152,14 @@ static ferry_status parse_classes(ferry_tar_walk *w, const ferry_tar_member *m, 
 {
     const uint8_t *d;
     if (out->classes)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: a second class-names "
-                          "member (the first is %s)", w->shard, name,
-                          (unsigned long long)m->header_off, out->classes_member);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu: a second class-names "
+                             "member (the first is %s)", name,
+                             (unsigned long long)m->header_off, out->classes_member);
     if (m->size > MAX_CLASSES_BYTES)
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: member %s at byte %llu is %llu bytes, over the "
-                          "%u-byte limit for class names", w->shard, name,
-                          (unsigned long long)m->header_off, (unsigned long long)m->size,
-                          (unsigned)MAX_CLASSES_BYTES);
+        return ferry_fail_at(FERRY_ERR_LIMIT, w->shard, "member %s at byte %llu is %llu bytes, over the "
+                             "%u-byte limit for class names", name,
+                             (unsigned long long)m->header_off, (unsigned long long)m->size,
+                             (unsigned)MAX_CLASSES_BYTES);
     ferry_status st = ferry__tar_read(w, m->data_off, (size_t)m->size, &d);
     if (st != FERRY_OK)
         return st;
@@ -168,8 +168,8 @@ static ferry_status parse_classes(ferry_tar_walk *w, const ferry_tar_member *m, 
         lines += d[i] == '\n';
     lines += n && d[n - 1] != '\n';
     if (!lines)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu holds no class names",
-                          w->shard, name, (unsigned long long)m->header_off);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu holds no class names",
+                             name, (unsigned long long)m->header_off);
     if (!(out->classes = ferry_host_calloc(lines, sizeof *out->classes)))
         return FERRY_ERR_NO_MEMORY;
     snprintf(out->classes_member, sizeof out->classes_member, "%s", name);
@@ -180,8 +180,8 @@ static ferry_status parse_classes(ferry_tar_walk *w, const ferry_tar_member *m, 
         if (len && d[at + len - 1] == '\r')
             len--;
         if (!len)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: line %zu is empty",
-                              w->shard, name, (unsigned long long)m->header_off, k + 1);
+            return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu: line %zu is empty",
+                                 name, (unsigned long long)m->header_off, k + 1);
         if (!(out->classes[k] = ferry_host_malloc(len + 1)))
             return FERRY_ERR_NO_MEMORY;
         out->nclasses = k + 1;
@@ -211,10 +211,10 @@ static ferry_status take_member(ferry_tar_walk *w, const ferry_tar_member *m, en
     if (m->kind == FERRY_TAR_DIR)
         return FERRY_OK; /* no bytes: GNU tar and Python write one per folder added */
     if (m->kind != FERRY_TAR_FILE)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu is %s (type '%c'); a "
-                          "shard must hold its files' bytes", w->shard, name,
-                          (unsigned long long)m->header_off, kind_words(m->kind),
-                          m->type >= 32 && m->type < 127 ? m->type : '?');
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu is %s (type '%c'); a "
+                             "shard must hold its files' bytes", name,
+                             (unsigned long long)m->header_off, kind_words(m->kind),
+                             m->type >= 32 && m->type < 127 ? m->type : '?');
     if (!strcmp(name, FERRY_SHARD_CLASSES_A) || !strcmp(name, FERRY_SHARD_CLASSES_B))
         return parse_classes(w, m, name, out);
     size_t key_len;
@@ -254,11 +254,11 @@ static ferry_status add_sample(const char *shard, uint32_t k, const entry *v, si
     for (size_t i = a; i < b; i++) {
         const entry **slot = v[i].is_label ? &cls : &img;
         if (*slot)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: duplicate key: member %s at byte %llu and "
-                              "member %s at byte %llu are both the %s of key %.*s", shard,
-                              (*slot)->name, (unsigned long long)(*slot)->hdr, v[i].name,
-                              (unsigned long long)v[i].hdr, v[i].is_label ? "label" : "image",
-                              (int)v[i].key_len, v[i].name);
+            return ferry_fail_at(FERRY_ERR_FORMAT, shard, "duplicate key: member %s at byte %llu and "
+                                 "member %s at byte %llu are both the %s of key %.*s",
+                                 (*slot)->name, (unsigned long long)(*slot)->hdr, v[i].name,
+                                 (unsigned long long)v[i].hdr, v[i].is_label ? "label" : "image",
+                                 (int)v[i].key_len, v[i].name);
         *slot = &v[i];
     }
     void *p = out->samples;
@@ -322,8 +322,8 @@ static ferry_status explain_first_header(ferry_tar_walk *w, ferry_status st)
                        d[0] == 0x28 && d[1] == 0xb5 && d[2] == 0x2f && d[3] == 0xfd ? "zstd" : NULL;
     if (!kind)
         return st;
-    return ferry_fail(FERRY_ERR_UNSUPPORTED, "%s: is %s-compressed; ferry reads tar shards "
-                      "uncompressed or gzip-compressed (.tar.gz)", w->shard, kind);
+    return ferry_fail_at(FERRY_ERR_UNSUPPORTED, w->shard, "is %s-compressed; ferry reads tar shards "
+                         "uncompressed or gzip-compressed (.tar.gz)", kind);
 }
 
 ferry_status ferry__shard_is_gzip(int fd, const char *path, bool *gz)
@@ -333,7 +333,7 @@ ferry_status ferry__shard_is_gzip(int fd, const char *path, bool *gz)
     while ((r = pread(fd, b, 2, 0)) < 0 && errno == EINTR)
         ;
     if (r < 0)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(errno));
     *gz = r == 2 && ferry__gz_magic(b);
     return FERRY_OK;
 }
@@ -366,7 +366,7 @@ ferry_status ferry__shard_index(const char *path, int fd, uint32_t k, ferry_shar
     struct stat sb;
     bool gz = false;
     if (fstat(fd, &sb) != 0)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
+        return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(errno));
     ferry_status st = ferry__shard_is_gzip(fd, path, &gz);
     if (st != FERRY_OK)
         return st;

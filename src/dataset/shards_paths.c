@@ -51,7 +51,7 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
 {
     DIR *d = opendir(dir);
     if (!d)
-        return ferry_fail(FERRY_ERR_IO, "%s: %s", dir, strerror(errno));
+        return ferry_fail_at(FERRY_ERR_IO, dir, "%s", strerror(errno));
     size_t first = l->n;
     ferry_status st = FERRY_OK;
     struct dirent *e;
@@ -62,7 +62,8 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     if (st != FERRY_OK)
         return st;
     if (l->n == first)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: no shards (.tar, .tar.gz or .tgz files) in the folder", dir);
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, dir,
+                             "no shards (.tar, .tar.gz or .tgz files) in the folder");
     qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
     return FERRY_OK;
 }
@@ -99,15 +100,15 @@ static ferry_status add_list_file(const char *path, ferry_str_list *l)
         if (!len || line[0] == '#')
             continue;
         if (memchr(line, '\0', len))
-            st = ferry_fail(FERRY_ERR_FORMAT, "%s: a line holds a NUL byte (not a list of "
-                            "shard paths)", path);
+            st = ferry_fail_at(FERRY_ERR_FORMAT, path, "a line holds a NUL byte (not a list of "
+                               "shard paths)");
         else /* an absolute path or a URL as it is; a relative path from the list's folder */
             st = ferry__str_list_push(l, line[0] == '/' || is_url_line(line, len) ?
                                       join("", 0, line, len) : join(path, dn, line, len));
     }
     ferry_scratch_destroy(s);
     if (st == FERRY_OK && l->n == first)
-        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the list file names no shards", path);
+        st = ferry_fail_at(FERRY_ERR_INVALID_ARG, path, "the list file names no shards");
     return st;
 }
 
@@ -117,15 +118,15 @@ static ferry_status add_path(const char *p, ferry_str_list *l)
         return ferry__str_list_push(l, ferry_host_strdup(p));
     struct stat sb;
     if (stat(p, &sb) != 0)
-        return ferry_fail(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO,
-                          "%s: %s", p, strerror(errno));
+        return ferry_fail_at(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, p,
+                             "%s", strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return add_folder(p, l);
     if (ferry_is_shard_path(p))
         return ferry__str_list_push(l, ferry_host_strdup(p));
     if (S_ISREG(sb.st_mode))
         return add_list_file(p, l);
-    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: %s", p, ferry__not_regular_reason(sb.st_mode));
+    return ferry_fail_at(FERRY_ERR_INVALID_ARG, p, "%s", ferry__not_regular_reason(sb.st_mode));
 }
 
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout)

@@ -73,8 +73,8 @@ static ferry_status refill_gz(ferry_tar_walk *w, uint64_t off)
     size_t keep = 0, got = 0;
     ferry_status st = FERRY_OK;
     if (off < w->start)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: read at byte %llu, behind the gzip stream",
-                          w->shard, (unsigned long long)off);
+        return ferry_fail_at(FERRY_ERR_BAD_STATE, w->shard, "read at byte %llu, behind the gzip stream",
+                             (unsigned long long)off);
     if (off < end) {
         keep = (size_t)(end - off);
         memmove(w->buf, w->buf + (off - w->start), keep);
@@ -112,11 +112,11 @@ static ferry_status refill(ferry_tar_walk *w, uint64_t off)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: read at byte %llu: %s", w->shard,
-                              (unsigned long long)off + got, strerror(errno));
+            return ferry_fail_at(FERRY_ERR_IO, w->shard, "read at byte %llu: %s",
+                                 (unsigned long long)off + got, strerror(errno));
         if (r == 0)
-            return ferry_fail(FERRY_ERR_IO, "%s: shrank to %llu bytes while being read",
-                              w->shard, (unsigned long long)off + got);
+            return ferry_fail_at(FERRY_ERR_IO, w->shard, "shrank to %llu bytes while being read",
+                                 (unsigned long long)off + got);
         got += (size_t)r;
     }
     w->start = off;
@@ -129,8 +129,8 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
     check_walk(w);
     *out = w->buf; /* never left unset, whatever happens below */
     if (n > w->cap)
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: %zu bytes at byte %llu: over the %zu-byte read "
-                          "window", w->shard, n, (unsigned long long)off, w->cap);
+        return ferry_fail_at(FERRY_ERR_LIMIT, w->shard, "%zu bytes at byte %llu: over the %zu-byte read "
+                             "window", n, (unsigned long long)off, w->cap);
     bool in_window = w->len && off >= w->start && off + n <= w->start + w->len;
     if (!in_window && size_unknown(w)) {
         ferry_status st = refill(w, off);
@@ -138,9 +138,9 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
             return st;
     }
     if (off > w->file_size || n > w->file_size - off)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated: %zu bytes at byte %llu run past its "
-                          "end (%llu bytes)", w->shard, n, (unsigned long long)off,
-                          (unsigned long long)w->file_size);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "truncated: %zu bytes at byte %llu run past its "
+                             "end (%llu bytes)", n, (unsigned long long)off,
+                             (unsigned long long)w->file_size);
     if (!w->len || off < w->start || off + n > w->start + w->len) {
         ferry_status st = refill(w, off);
         if (st != FERRY_OK)
@@ -179,10 +179,10 @@ static ferry_status take_extension(ferry_tar_walk *w, const ferry_tar_header *h,
 {
     const uint8_t *d = NULL;
     if (h->size > w->cap)
-        return ferry_fail(FERRY_ERR_LIMIT, "%s: %s header at byte %llu holds %llu bytes, over "
-                          "the %zu-byte limit", w->shard, h->kind == FERRY_TAR_PAX ? "pax" :
-                          "GNU long-name", (unsigned long long)hdr_off,
-                          (unsigned long long)h->size, w->cap);
+        return ferry_fail_at(FERRY_ERR_LIMIT, w->shard, "%s header at byte %llu holds %llu bytes, over "
+                             "the %zu-byte limit", h->kind == FERRY_TAR_PAX ? "pax" :
+                             "GNU long-name", (unsigned long long)hdr_off,
+                             (unsigned long long)h->size, w->cap);
     ferry_status st = ferry__tar_read(w, data_off, (size_t)h->size, &d);
     if (st != FERRY_OK)
         return st;
@@ -193,7 +193,7 @@ static ferry_status take_extension(ferry_tar_walk *w, const ferry_tar_header *h,
     }
     ferry_tar_pax x;
     if ((st = ferry__tar_pax_parse(d, (size_t)h->size, &x)) != FERRY_OK)
-        return ferry_fail_prefix(st, "%s: pax header at byte %llu: ", w->shard,
+        return ferry_fail_prefix(ferry_fail_named(st, w->shard), "pax header at byte %llu: ",
                                  (unsigned long long)hdr_off);
     if (x.path) {
         p->name = true;
@@ -217,18 +217,18 @@ static ferry_status read_header(ferry_tar_walk *w, const uint8_t **b)
         ferry_clear_error(); /* the size is known now: say why below */
     }
     if (w->pos > w->file_size && w->has_prev) /* only gzip gets here: see ferry__tar_next */
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: its %llu bytes of data "
-                          "run past the end of the shard (%llu bytes): truncated", w->shard,
-                          w->name, (unsigned long long)w->prev_hdr,
-                          (unsigned long long)w->prev_size, (unsigned long long)w->file_size);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu: its %llu bytes of data "
+                             "run past the end of the shard (%llu bytes): truncated",
+                             w->name, (unsigned long long)w->prev_hdr,
+                             (unsigned long long)w->prev_size, (unsigned long long)w->file_size);
     if (w->pos >= w->file_size)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: ends at byte %llu without the end-of-archive "
-                          "marker (zero blocks): truncated", w->shard,
-                          (unsigned long long)w->file_size);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "ends at byte %llu without the end-of-archive "
+                             "marker (zero blocks): truncated",
+                             (unsigned long long)w->file_size);
     if (w->file_size - w->pos < FERRY_TAR_BLOCK)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: truncated inside the header at byte %llu "
-                          "(the shard ends at byte %llu)", w->shard, (unsigned long long)w->pos,
-                          (unsigned long long)w->file_size);
+        return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "truncated inside the header at byte %llu "
+                             "(the shard ends at byte %llu)", (unsigned long long)w->pos,
+                             (unsigned long long)w->file_size);
     return ferry__tar_read(w, w->pos, FERRY_TAR_BLOCK, b);
 }
 
@@ -245,15 +245,15 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
         uint64_t hdr = w->pos;
         if (ferry__tar_is_zero_block(b)) {
             if (hdr != p.first)
-                return ferry_fail(FERRY_ERR_FORMAT, "%s: the extended header at byte %llu is "
-                                  "followed by the end of the archive, not a member", w->shard,
-                                  (unsigned long long)p.first);
+                return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "the extended header at byte %llu is "
+                                     "followed by the end of the archive, not a member",
+                                     (unsigned long long)p.first);
             *end = true;
             return FERRY_OK;
         }
         ferry_tar_header h;
         if ((st = ferry__tar_header_parse(b, &h)) != FERRY_OK)
-            return ferry_fail_prefix(st, "%s: header at byte %llu: ", w->shard,
+            return ferry_fail_prefix(ferry_fail_named(st, w->shard), "header at byte %llu: ",
                                      (unsigned long long)hdr);
         /* A pax size applies to the member's data, not to the extended headers. */
         bool ext = h.kind == FERRY_TAR_PAX || h.kind == FERRY_TAR_LONGNAME ||
@@ -263,15 +263,15 @@ ferry_status ferry__tar_next(ferry_tar_walk *w, ferry_tar_member *m, bool *end)
         /* No tar is 2^62 bytes; the bound keeps the offsets below from wrapping
          * while a gzip tar's size is unknown. */
         if (size > ((uint64_t)1 << 62))
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: a size of %llu "
-                              "bytes is not a real one", w->shard, p.name ? w->name : h.name,
-                              (unsigned long long)p.first, (unsigned long long)size);
+            return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu: a size of %llu "
+                                 "bytes is not a real one", p.name ? w->name : h.name,
+                                 (unsigned long long)p.first, (unsigned long long)size);
         /* (For gzip the size is not known yet: the next read finds the end.) */
         if (size > w->file_size - data)
-            return ferry_fail(FERRY_ERR_FORMAT, "%s: member %s at byte %llu: its %llu bytes of "
-                              "data run past the end of the shard (%llu bytes): truncated",
-                              w->shard, p.name ? w->name : h.name, (unsigned long long)p.first,
-                              (unsigned long long)size, (unsigned long long)w->file_size);
+            return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "member %s at byte %llu: its %llu bytes of "
+                                 "data run past the end of the shard (%llu bytes): truncated",
+                                 p.name ? w->name : h.name, (unsigned long long)p.first,
+                                 (unsigned long long)size, (unsigned long long)w->file_size);
         w->pos = data + (size + FERRY_TAR_BLOCK - 1) / FERRY_TAR_BLOCK * FERRY_TAR_BLOCK;
         if (h.kind == FERRY_TAR_PAX || h.kind == FERRY_TAR_LONGNAME) {
             if ((st = take_extension(w, &h, hdr, data, &p)) != FERRY_OK)

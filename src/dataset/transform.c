@@ -115,7 +115,7 @@ ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image
                                 ferry_sample_format *out)
 {
     if (!info || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_image_format: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (info->width == 0 || info->height == 0 || info->channels == 0 || info->channels > 4)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "ferry_image_format: an image of %zux%zu with %zu channels is not valid",
@@ -205,13 +205,15 @@ ferry_status ferry__image_place(const uint8_t *src, size_t sw, size_t sh, size_t
     };
     int same = sw == fmt->width && sh == fmt->height;
     if (!same && cfg->resize == FERRY_RESIZE_ERROR)
-        return ferry_fail(FERRY_ERR_FORMAT, "%s: image is %zux%zu, samples are %zux%zu",
-                          name ? name : "image", sw, sh, fmt->width, fmt->height);
+        return ferry_fail_at(FERRY_ERR_FORMAT, name ? name : "image",
+                             "image is %zux%zu, samples are %zux%zu", sw, sh, fmt->width,
+                             fmt->height);
     if (!same && cfg->resize == FERRY_RESIZE_BILINEAR) {
         /* Convert channels at the native size first, then resample once. */
         size_t bytes;
         if (!ferry_mul_size(sw * sh, fmt->channels, &bytes))
-            return ferry_fail(FERRY_ERR_LIMIT, "%s: %zux%zu is too large", name ? name : "image", sw, sh);
+            return ferry_fail_at(FERRY_ERR_LIMIT, name ? name : "image", "%zux%zu is too large", sw,
+                                 sh);
         ferry_status st = ferry__scratch_grow(&scratch->image, &scratch->image_cap, bytes);
         if (st != FERRY_OK)
             return st;

@@ -216,7 +216,7 @@ static ferry_status oom_message(dev_alloc *a, size_t bytes)
 ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, void **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_device_malloc: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_status st;
     dev_alloc *a = get_alloc(d, &st);
@@ -330,7 +330,7 @@ void ferry_device_free(ferry_device d, void *ptr)
 ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memory_stats_get: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     memset(out, 0, sizeof *out);
     ferry_status st;
     dev_alloc *a = get_alloc(d, &st);

@@ -141,7 +141,7 @@ ferry_status ferry_device_check(ferry_device d)
 ferry_status ferry_device_parse(const char *s, ferry_device *out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_device_parse: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     if (!s)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "invalid device string (null): expected \"cpu\", \"cuda\" or \"cuda:N\"");
@@ -202,7 +202,7 @@ ferry_device ferry_device_default(void)
 ferry_status ferry_cuda_current_device(int *index)
 {
     if (!index)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_cuda_current_device: index is NULL");
+        return FERRY_ARG_ERROR("index is NULL");
     const ferry_backend *be = ferry_backend_gpu();
     if (!be)
         return no_cuda_device("ferry_cuda_current_device");
@@ -221,7 +221,7 @@ ferry_status ferry_cuda_set_device(int index)
 ferry_status ferry_device_guard_enter(ferry_device_guard *g, ferry_device d)
 {
     if (!g)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_device_guard_enter: guard is NULL");
+        return FERRY_ARG_ERROR("guard is NULL");
     g->prev_index = -1;
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
@@ -252,7 +252,7 @@ void ferry_device_guard_exit(ferry_device_guard *g)
 ferry_status ferry_device_properties(ferry_device d, ferry_device_props *out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_device_properties: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
     if (!be)

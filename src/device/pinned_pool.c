@@ -43,7 +43,7 @@ struct ferry_pinned_pool {
 ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned, ferry_pinned_pool **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_pool_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_pinned_pool *p = ferry_host_calloc(1, sizeof *p);
     if (!p)
@@ -252,7 +252,7 @@ static ferry_status add_block(ferry_pinned_pool *p, size_t need)
 ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align, void **out)
 {
     if (!p || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_alloc: pool or out is NULL");
+        return FERRY_ARG_ERROR("pool or out is NULL");
     *out = NULL;
     if (align == 0)
         align = DEFAULT_ALIGN;
@@ -260,9 +260,9 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "ferry_pinned_alloc: alignment %zu is not a power of two up to 1 GiB", align);
     if (bytes == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_alloc: size 0");
+        return FERRY_ARG_ERROR("size 0");
     if (bytes > SIZE_MAX - align)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_alloc: %zu bytes is too large", bytes);
+        return FERRY_ARG_ERROR("%zu bytes is too large", bytes);
 
     ferry_mutex_lock(&p->lock);
     check_pool(p);

@@ -30,7 +30,7 @@ void *ferry_stream_native(const ferry_stream *s) { return s ? s->native : NULL; 
 ferry_status ferry_stream_create(ferry_device d, ferry_stream **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
@@ -67,7 +67,7 @@ ferry_device ferry_stream_device(const ferry_stream *s) { return s ? s->dev : fe
 ferry_status ferry_stream_synchronize(ferry_stream *s)
 {
     if (!s)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_synchronize: stream is NULL");
+        return FERRY_ARG_ERROR("stream is NULL");
     return s->be->stream_sync(s->dev.index, s->native);
 }
 
@@ -76,8 +76,7 @@ ferry_status ferry_stream_query_status(ferry_stream *s, bool *done)
     if (done)
         *done = false;
     if (!s || !done)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_query_status: %s is NULL",
-                          s ? "done" : "stream");
+        return FERRY_ARG_ERROR("%s is NULL", s ? "done" : "stream");
     return s->be->stream_query(s->dev.index, s->native, done);
 }
 
@@ -90,7 +89,7 @@ bool ferry_stream_query(ferry_stream *s)
 ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev)
 {
     if (!ev)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_stream_wait_event: event is NULL");
+        return FERRY_ARG_ERROR("event is NULL");
     if (!s) /* the default stream of ev's device (a CPU event: nothing to wait for) */
         return ev->be == ferry_backend_cpu()
                    ? FERRY_OK
@@ -108,7 +107,7 @@ ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev)
 ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
@@ -138,7 +137,7 @@ void ferry_event_destroy(ferry_event *e)
 ferry_status ferry_event_record(ferry_event *e, ferry_stream *s)
 {
     if (!e)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_record: event is NULL");
+        return FERRY_ARG_ERROR("event is NULL");
     if (s && !ferry_device_eq(s->dev, e->dev)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
@@ -152,7 +151,7 @@ ferry_status ferry_event_record(ferry_event *e, ferry_stream *s)
 ferry_status ferry_event_synchronize(ferry_event *e)
 {
     if (!e)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_synchronize: event is NULL");
+        return FERRY_ARG_ERROR("event is NULL");
     return e->be->event_sync(e->dev.index, e->native);
 }
 
@@ -161,8 +160,7 @@ ferry_status ferry_event_query_status(ferry_event *e, bool *done)
     if (done)
         *done = false;
     if (!e || !done)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_query_status: %s is NULL",
-                          e ? "done" : "event");
+        return FERRY_ARG_ERROR("%s is NULL", e ? "done" : "event");
     return e->be->event_query(e->dev.index, e->native, done);
 }
 
@@ -175,7 +173,7 @@ bool ferry_event_query(ferry_event *e)
 ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float *ms)
 {
     if (!start || !end || !ms)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_event_elapsed_ms: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     if (start->be != end->be || !ferry_device_eq(start->dev, end->dev)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
@@ -192,9 +190,9 @@ ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_k
     if (bytes == 0)
         return FERRY_OK;
     if (!dst || !src)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memcpy: NULL pointer for %zu bytes", bytes);
+        return FERRY_ARG_ERROR("NULL pointer for %zu bytes", bytes);
     if ((unsigned)kind > FERRY_COPY_H2H)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_memcpy: invalid copy kind %d", (int)kind);
+        return FERRY_ARG_ERROR("invalid copy kind %d", (int)kind);
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
     if (!be)

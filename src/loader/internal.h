@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "common/error.h"
 #include "common/mutex.h"
 #include "loader/convert.h"
 #include "ferry/loader.h"
@@ -49,7 +50,7 @@ typedef struct ferry_slot {
     bool timing_pending;      /* copy_start/copy_done not yet added to the stats */
     double copy_issued;       /* host clock when the copy was queued (for the trace) */
     ferry_status err;         /* policy fail: the first sample error of this batch */
-    char errmsg[768];
+    char errmsg[FERRY_ERROR_MAX];
     /* Policy skip: counted in the stats when the batch is delivered, so the
      * count does not depend on how far the workers got before a reset. */
     uint64_t skipped;
@@ -110,7 +111,6 @@ struct ferry_loader {
     ferry_mutex lock;
     pthread_cond_t work_cv;    /* workers: tasks appeared, or stop */
     pthread_cond_t ready_cv;   /* caller: a slot became ready or failed; reset: idle */
-    ferry_mutex copy_lock;     /* keeps each slot's record-copy-record together */
 
     /* Guarded by lock. */
     uint64_t epoch;
@@ -123,7 +123,7 @@ struct ferry_loader {
     size_t inflight;           /* samples being decoded now */
     bool stop;                 /* destroy: workers exit */
     ferry_status failed;       /* sticky failure until reset */
-    char failmsg[768];
+    char failmsg[FERRY_ERROR_MAX];
     ferry_slot *current;       /* the slot last returned by next() */
     ferry_stream *last_stream; /* the stream given to the last next(): the current batch's */
 

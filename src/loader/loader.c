@@ -40,37 +40,39 @@ static bool is_float(ferry_dtype dt)
     return dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
 }
 
+/* The configuration's own checks; bare reasons, ferry_loader_create puts its
+ * name in front (FERRY_ARG_ERROR's form). */
 static ferry_status check_config(const ferry_loader_config *c)
 {
     if (!c->dataset)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: config.dataset is NULL");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "config.dataset is NULL");
     if (c->batch_size == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: batch_size must be at least 1 (got 0)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "batch_size must be at least 1 (got 0)");
     if (c->num_workers > 1024)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: num_workers %zu is more than 1024",
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "num_workers %zu is more than 1024",
                           c->num_workers);
     if (c->prefetch == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: prefetch must be at least 1 batch (got 0)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "prefetch must be at least 1 batch (got 0)");
     if (c->prefetch > 1024)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: prefetch %zu is more than 1024", c->prefetch);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "prefetch %zu is more than 1024", c->prefetch);
     if (c->wire_dtype != FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_F32)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: wire_dtype must be u8 or f32 (got %s)",
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "wire_dtype must be u8 or f32 (got %s)",
                           ferry_dtype_name(c->wire_dtype));
     if (!is_float(c->out_dtype) && c->out_dtype != FERRY_DTYPE_U8)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: out_dtype must be f32, f16, bf16 or u8 (got %s)",
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "out_dtype must be f32, f16, bf16 or u8 (got %s)",
                           ferry_dtype_name(c->out_dtype));
     if (c->out_dtype == FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_U8)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: out_dtype u8 needs wire_dtype u8");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "out_dtype u8 needs wire_dtype u8");
     if (c->layout != FERRY_LAYOUT_CHW && c->layout != FERRY_LAYOUT_HWC)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: unknown layout %d", (int)c->layout);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown layout %d", (int)c->layout);
     if (c->on_error != FERRY_ON_ERROR_FAIL && c->on_error != FERRY_ON_ERROR_SKIP)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: unknown on_error %d", (int)c->on_error);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown on_error %d", (int)c->on_error);
     if (!(c->sample_timeout_s >= 0))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: sample_timeout_s must be >= 0");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "sample_timeout_s must be >= 0");
     for (int i = 0; i < 4; i++)
         if (!(c->std[i] != 0.0f) || c->std[i] != c->std[i] || c->mean[i] != c->mean[i])
             return ferry_fail(FERRY_ERR_INVALID_ARG,
-                              "loader: std[%d] = %g must be non-zero and mean/std not NaN", i,
+                              "std[%d] = %g must be non-zero and mean/std not NaN", i,
                               (double)c->std[i]);
     return FERRY_OK;
 }
@@ -85,7 +87,7 @@ static ferry_status plan_conversion(ferry_loader *l)
                           ferry_dtype_name(f->dtype));
     if (f->dtype == FERRY_DTYPE_F32 && c->wire_dtype == FERRY_DTYPE_U8)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "loader: the dataset holds f32 samples; set wire_dtype to f32");
+                          "the dataset holds f32 samples; set wire_dtype to f32");
     if (is_float(c->out_dtype) && f->channels > FERRY_CONVERT_MAX_CHANNELS)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: normalising %zu channels (at most %d)",
                           f->channels, FERRY_CONVERT_MAX_CHANNELS);
@@ -357,7 +359,6 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     l->nworkers = cfg->num_workers;
     l->t0 = ferry_now();
     ferry_mutex_init(&l->lock);
-    ferry_mutex_init(&l->copy_lock);
     ferry_mutex_init(&l->trace_lock);
     pthread_cond_init(&l->work_cv, NULL);
     pthread_cond_init(&l->ready_cv, NULL);
@@ -426,7 +427,7 @@ static ferry_status plan_stream(ferry_loader *l)
     const size_t *ends, *seq;
     size_t k = ferry__dataset_shard_ends(l->ds, &ends, &seq);
     if (!k)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: stream_shuffle_buffer needs a dataset with "
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "stream_shuffle_buffer needs a dataset with "
                           "shards (tar shards, a subset or split of them, or a custom dataset that sets "
                           "shard_ends)");
     if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
@@ -463,7 +464,7 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
         l->batch = l->epoch_len;
     if (l->num_batches == 0)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "loader: drop_last with batch_size %zu leaves no batch of %zu samples",
+                          "drop_last with batch_size %zu leaves no batch of %zu samples",
                           l->batch, l->epoch_len);
     if (l->nslots > l->num_batches + 1)
         l->nslots = l->num_batches + 1;
@@ -473,19 +474,19 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
 ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_create: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     if (!cfg)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_create: config is NULL");
+        return FERRY_ARG_ERROR("config is NULL");
     ferry_status st = check_config(cfg);
     if (st != FERRY_OK)
-        return st;
+        return FERRY_ARG_CONTEXT(st);
     ferry_device dev;
     if ((st = resolve_device(cfg, &dev)) != FERRY_OK)
         return st;
     size_t len = ferry_dataset_len(cfg->dataset);
     if (len == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader: the dataset is empty");
+        return FERRY_ARG_ERROR("the dataset is empty");
     /* Under FAIL an unreadable file known now would stop the run when its turn
      * comes, perhaps hours in: say so before anything starts. */
     const char *bad = NULL;
@@ -533,8 +534,12 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
 
 fail:
     {
+        /* A refused configuration is an argument error: the helpers above
+         * (plan_epochs, plan_conversion) give bare reasons. */
+        if (st == FERRY_ERR_INVALID_ARG)
+            FERRY_ARG_CONTEXT(st);
         /* Keep the message of the first failure across the cleanup. */
-        char msg[1024];
+        char msg[FERRY_ERROR_MAX];
         snprintf(msg, sizeof msg, "%s", ferry_last_error());
         ferry_loader_destroy(l);
         return ferry_fail(st, "%s", msg);
@@ -592,7 +597,6 @@ void ferry_loader_destroy(ferry_loader *l)
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->ready_cv);
     ferry_mutex_destroy(&l->trace_lock);
-    ferry_mutex_destroy(&l->copy_lock);
     ferry_mutex_destroy(&l->lock);
     ferry_host_free(l);
 }
@@ -629,10 +633,10 @@ static bool timed_out(ferry_loader *l, ferry_slot *target)
             continue;
         const char *name = ferry_dataset_sample_name(l->ds, w->index);
         l->failed = FERRY_ERR_TIMEOUT;
-        snprintf(l->failmsg, sizeof l->failmsg,
-                 "sample %zu%s%s%s has taken %.3f s, longer than the %.3f s timeout", w->index,
-                 name ? " (" : "", name ? name : "", name ? ")" : "", now - w->start,
-                 l->cfg.sample_timeout_s);
+        ferry_format_cut(l->failmsg, sizeof l->failmsg,
+                         "sample %zu%s%s%s has taken %.3f s, longer than the %.3f s timeout",
+                         w->index, name ? " (" : "", name ? name : "", name ? ")" : "",
+                         now - w->start, l->cfg.sample_timeout_s);
         return true;
     }
     return false;
@@ -678,11 +682,11 @@ static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream
 static ferry_status check_next_args(ferry_loader *l, ferry_stream *stream, ferry_batch *out)
 {
     if (!l || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_next: %s is NULL", l ? "out" : "loader");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is NULL", l ? "out" : "loader");
     memset(out, 0, sizeof *out);
     if (stream && !ferry_device_eq(ferry_stream_device(stream), l->dev)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
-        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_loader_next: the stream is on %s but the loader delivers to %s",
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "the stream is on %s but the loader delivers to %s",
                           ferry_device_format(ferry_stream_device(stream), a, sizeof a),
                           ferry_device_format(l->dev, b, sizeof b));
     }
@@ -741,13 +745,13 @@ static ferry_status check_target(ferry_loader *l, ferry_slot *s, bool ready)
         st = ferry_fail(FERRY_ERR_BAD_STATE, "loader: no batch is in flight (internal error)");
     } else if (s->err != FERRY_OK) {
         l->failed = s->err;
-        snprintf(l->failmsg, sizeof l->failmsg, "%s", s->errmsg);
+        ferry_format_cut(l->failmsg, sizeof l->failmsg, "%s", s->errmsg);
         st = ferry_fail(s->err, "%s", s->errmsg);
     }
     if (st != FERRY_OK || !s) {
         l->failed = st;
         if (!l->failmsg[0])
-            snprintf(l->failmsg, sizeof l->failmsg, "%s", ferry_last_error());
+            ferry_format_cut(l->failmsg, sizeof l->failmsg, "%s", ferry_last_error());
         pthread_cond_broadcast(&l->work_cv);
     }
     return st;
@@ -781,7 +785,7 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
 {
     ferry_status st = check_next_args(l, stream, out);
     if (st != FERRY_OK)
-        return st;
+        return FERRY_ARG_CONTEXT(st); /* bare reasons there */
     double t_enter = ferry_now();
     int64_t allocs0 = ferry_debug_thread_alloc_count();
     ferry_mutex_lock(&l->lock);
@@ -835,7 +839,7 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
 ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
 {
     if (!l)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_reset: loader is NULL");
+        return FERRY_ARG_ERROR("loader is NULL");
     return ferry_loader_restart_(l, epoch, 0, 0, false);
 }
 
@@ -881,7 +885,7 @@ ferry_device ferry_loader_device(const ferry_loader *l) { return l ? l->dev : fe
 ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
 {
     if (!l || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_stats_get: %s is NULL", l ? "out" : "loader");
+        return FERRY_ARG_ERROR("%s is NULL", l ? "out" : "loader");
     ferry_mutex_lock(&l->lock);
     for (size_t k = 0; k < l->nslots; k++)
         ferry_slot_collect_timing(l, &l->slots[k], false);

@@ -98,7 +98,7 @@ static void fill_identity(const ferry_loader *l, ferry_loader_state *s)
 ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out)
 {
     if (!l || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_get: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     memset(out, 0, sizeof *out);
     fill_identity(l, out);
     ferry_mutex_lock(&l->lock);
@@ -167,14 +167,14 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
 ferry_status ferry_loader_state_check(const ferry_loader *l, const ferry_loader_state *st)
 {
     if (!l || !st)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_check: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     return check_identity(l, st);
 }
 
 ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
 {
     if (!l || !st)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_restore: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     ferry_status s = check_identity(l, st);
     if (s != FERRY_OK)
         return s;
@@ -210,7 +210,7 @@ ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
 ferry_status ferry_loader_state_format(const ferry_loader_state *st, char *buf, size_t size)
 {
     if (!st || !buf)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_format: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     int n = snprintf(buf, size,
                      STATE_MAGIC " seed=%" PRIu64 " epoch=%" PRIu64 " batches=%" PRIu64
                      " position=%" PRIu64 " resumed_from=%" PRIu64 " done=%d dataset_len=%" PRIu64
@@ -220,8 +220,7 @@ ferry_status ferry_loader_state_format(const ferry_loader_state *st, char *buf, 
                      (int)st->done, st->dataset_len, st->dataset_id, st->batch_size, st->sampler,
                      (int)st->shuffle, (int)st->drop_last, st->world_size, st->indices_id);
     if (n < 0 || (size_t)n >= size)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_format: buffer of %zu bytes is too small",
-                          size);
+        return FERRY_ARG_ERROR("buffer of %zu bytes is too small", size);
     return FERRY_OK;
 }
 
@@ -245,7 +244,7 @@ static bool take(const char **p, const char *key, int base, uint64_t *v)
 ferry_status ferry_loader_state_parse(const char *text, ferry_loader_state *out)
 {
     if (!text || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_loader_state_parse: NULL argument");
+        return FERRY_ARG_ERROR("NULL argument");
     memset(out, 0, sizeof *out);
     const char *p = text;
     size_t m = strlen(STATE_MAGIC);

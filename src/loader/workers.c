@@ -1,7 +1,8 @@
 /* The workers' side of the loader: claim one sample of the oldest batch in
  * flight, decode it straight into its place in the slot, and when a slot's last
- * sample lands, queue the slot's one H2D copy on the copy stream. The caller's
- * thread runs the same code when num_workers is 0. */
+ * sample lands, queue the slot's one H2D copy on that slot's own copy stream
+ * (one copy stream per slot). The caller's thread runs the same code when
+ * num_workers is 0. */
 #include <string.h>
 #include <time.h>
 
@@ -20,7 +21,7 @@ typedef struct task {
     uint64_t epoch;           /* l->epoch when claimed: names the replacement draws */
     int64_t label;
     ferry_status st;
-    char msg[512];            /* when st != OK: the error, naming the sample */
+    char msg[FERRY_ERROR_MAX]; /* when st != OK: the error, naming the sample */
     size_t skipped[8];        /* the first samples skipped for this place, named in the stats */
     size_t nskipped, total_skipped;
     int64_t allocs;           /* host allocations made while decoding */
@@ -87,13 +88,19 @@ static ferry_slot *pick_slot(ferry_loader *l, ferry_slot *only, bool *must_sync)
     return best;
 }
 
-/* Queues the slot's single H2D copy (images and labels together) after the
- * caller's stream has released the slot's device memory. Lock not held. */
+/* Queues the slot's single H2D copy (images and labels together) on the slot's
+ * own copy stream, after the caller's stream has released the slot's device
+ * memory. Lock not held, and no other lock: the stream and the three events are
+ * the slot's alone, and only the worker that landed the slot's last sample
+ * calls this, while the slot is still FILLING and counted in inflight (so no
+ * other worker picks it, deliver cannot hand it out and reset waits for it).
+ * Copies of two slots may be queued at once from two threads: each sequence
+ * is ordered on its own stream, and nothing orders one slot's copy after
+ * another's. */
 static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_released)
 {
     FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_status st = FERRY_OK;
-    ferry_mutex_lock(&l->copy_lock);
     if (wait_released)
         st = ferry_stream_wait_event(s->copy_stream, s->released);
     if (st == FERRY_OK)
@@ -102,7 +109,6 @@ static ferry_status issue_copy(ferry_loader *l, ferry_slot *s, bool wait_release
         st = ferry_memcpy(s->dev, s->host, l->slot_bytes, FERRY_COPY_H2D, l->dev, s->copy_stream);
     if (st == FERRY_OK)
         st = ferry_event_record(s->copy_done, s->copy_stream);
-    ferry_mutex_unlock(&l->copy_lock);
     return st;
 }
 
@@ -201,7 +207,8 @@ static void wait_host_free(ferry_loader *l, ferry_slot *s)
         ferry_slot_collect_timing(l, s, false);
     } else if (l->failed == FERRY_OK) {
         l->failed = st;
-        snprintf(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s", ferry_last_error());
+        ferry_format_cut(l->failmsg, sizeof l->failmsg, "waiting for a copy: %s",
+                         ferry_last_error());
         pthread_cond_broadcast(&l->ready_cv);
     }
     pthread_cond_broadcast(&l->work_cv);
@@ -278,25 +285,20 @@ static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void 
                            "nothing to replace it with");
 }
 
-/* t->msg from the thread's last error: "sample N (name): reason". The image
- * datasets start their messages with the file name; that prefix is dropped so
- * the name appears once, whoever wrote the message. */
-static const char *skip_prefix(const char *err, const char *prefix)
-{
-    size_t n = strlen(prefix);
-    return strncmp(err, prefix, n) == 0 && strncmp(err + n, ": ", 2) == 0 ? err + n + 2 : err;
-}
-
+/* t->msg from the thread's last error: "sample N (name): reason". A failed
+ * ferry_dataset_get names the sample in front (its subject, see
+ * common/error.h); the loader writes the index and the name its own way, so it
+ * takes the reason without that subject and the name appears once. */
 static void describe_failure(ferry_loader *l, task *t)
 {
     const char *name = ferry_dataset_sample_name(l->ds, t->index);
     char index[32];
     snprintf(index, sizeof index, "sample %zu", t->index);
-    const char *err = skip_prefix(ferry_last_error(), name ? name : index);
+    const char *err = ferry_error_reason(name ? name : index);
     if (name)
-        snprintf(t->msg, sizeof t->msg, "%s (%s): %s", index, name, err);
+        ferry_format_cut(t->msg, sizeof t->msg, "%s (%s): %s", index, name, err);
     else
-        snprintf(t->msg, sizeof t->msg, "%s: %s", index, err);
+        ferry_format_cut(t->msg, sizeof t->msg, "%s: %s", index, err);
 }
 
 /* Decodes the claimed sample into its place in the slot. Lock not held. */
@@ -347,7 +349,7 @@ static bool record_task(ferry_loader *l, ferry_worker *w, const task *t)
     if (t->st != FERRY_OK) {
         if (s->err == FERRY_OK) {
             s->err = t->st;
-            snprintf(s->errmsg, sizeof s->errmsg, "%s", t->msg);
+            ferry_format_cut(s->errmsg, sizeof s->errmsg, "%s", t->msg);
         }
     } else {
         s->indices[t->pos] = t->index;
@@ -375,8 +377,8 @@ static void queue_slot_copy(ferry_loader *l, ferry_slot *s)
     s->timing_pending = st == FERRY_OK;
     if (st != FERRY_OK) {
         s->err = st;
-        snprintf(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
-                 ferry_last_error());
+        ferry_format_cut(s->errmsg, sizeof s->errmsg, "batch %zu: H2D copy: %s", s->batch,
+                         ferry_last_error());
     } else {
         l->stats.h2d_bytes += l->slot_bytes;
     }

@@ -42,10 +42,10 @@ static ferry_status sim_props(int index, ferry_device_props *out)
 {
     sim_device *d = &ferry_sim_devices[index];
     snprintf(out->name, sizeof out->name, "ferry simulated GPU %d (FERRY_SIM_GPUS)", index);
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
     out->total_memory = d->limit;
     out->free_memory = d->limit - d->used;
-    pthread_mutex_unlock(&d->lock);
+    ferry_mutex_unlock(&d->lock);
     out->cc_major = 9;
     out->cc_minor = 0;
     out->multiprocessors = 2;
@@ -55,10 +55,10 @@ static ferry_status sim_props(int index, ferry_device_props *out)
 static ferry_status sim_mem_info(int index, size_t *free_bytes, size_t *total_bytes)
 {
     sim_device *d = &ferry_sim_devices[index];
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
     *free_bytes = d->limit - d->used;
     *total_bytes = d->limit;
-    pthread_mutex_unlock(&d->lock);
+    ferry_mutex_unlock(&d->lock);
     return FERRY_OK;
 }
 
@@ -74,18 +74,20 @@ static ferry_status sim_malloc(int index, size_t bytes, void **out)
     ferry_status st = ferry_sim_sticky(index);
     if (st != FERRY_OK)
         return st;
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
+    ferry_sim_check_device(d);
     bool fits = bytes <= d->limit - d->used;
     if (fits)
         d->used += bytes;
-    pthread_mutex_unlock(&d->lock);
+    ferry_sim_check_device(d);
+    ferry_mutex_unlock(&d->lock);
     if (!fits)
         return FERRY_ERR_DEVICE_OOM;
     unsigned char *p = aligned_alloc(HEADER, HEADER + ((bytes + HEADER - 1) / HEADER) * HEADER);
     if (!p) {
-        pthread_mutex_lock(&d->lock);
+        ferry_mutex_lock(&d->lock);
         d->used -= bytes;
-        pthread_mutex_unlock(&d->lock);
+        ferry_mutex_unlock(&d->lock);
         return FERRY_ERR_DEVICE_OOM;
     }
     memcpy(p, &bytes, sizeof bytes);
@@ -107,9 +109,11 @@ static void sim_free(int index, void *ptr)
     size_t bytes;
     memcpy(&bytes, p, sizeof bytes);
     sim_device *d = &ferry_sim_devices[index];
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
+    FERRY_ASSERT(bytes <= d->used); /* a block this device handed out */
     d->used -= bytes;
-    pthread_mutex_unlock(&d->lock);
+    ferry_sim_check_device(d);
+    ferry_mutex_unlock(&d->lock);
     free(p);
 }
 

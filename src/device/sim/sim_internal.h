@@ -6,16 +6,18 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "common/error.h"
+#include "common/mutex.h"
 #include "device/sim/sim.h"
 
 typedef struct sim_device {
-    pthread_mutex_t lock;     /* guards used, streams, dflt; host threads only */
+    ferry_mutex lock;         /* guards used, streams, dflt; host threads only */
     size_t used, limit;       /* device memory, bytes */
     sim_stream *streams;      /* every live stream, the default one included */
     sim_stream *dflt;         /* the legacy default (NULL) stream, made on first use */
     pthread_mutex_t err_lock; /* guards sticky_msg and writes of sticky */
     _Atomic int sticky;       /* FERRY_OK until a fault; then every call fails */
-    char sticky_msg[512];
+    char sticky_msg[FERRY_ERROR_MAX];
     atomic_llong fault_countdown;
 } sim_device;
 
@@ -26,10 +28,11 @@ struct sim_stream {
     uint64_t id;              /* unique for the process: never reused */
     uint64_t rng;             /* the delays; only the stream's thread touches it */
     pthread_t thread;
-    pthread_mutex_t lock;     /* guards the queue, the counts and stop */
+    ferry_mutex lock;         /* guards the queue, the counts, running and stop */
     pthread_cond_t cv;
-    sim_op *head, *tail;
-    uint64_t queued, done;
+    sim_op *head, *tail;      /* queued, not yet taken by the stream's thread */
+    uint64_t queued, done;    /* operations ever queued / ever finished */
+    bool running;             /* one is taken off the queue and not yet counted */
     bool stop;
     sim_stream *next_in_dev;  /* guarded by the device's lock */
 };
@@ -46,6 +49,8 @@ typedef struct sim_event {
 } sim_event;
 
 uint64_t ferry_sim_seed(void);
+/* FERRY_ASSERT of a device's invariants (stream_sim.c); d->lock held. */
+void ferry_sim_check_device(sim_device *d);
 ferry_status ferry_sim_sticky(int dev);
 
 ferry_status ferry_sim_stream_new(int dev, sim_stream **out);

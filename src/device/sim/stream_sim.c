@@ -91,7 +91,7 @@ static void read_config(void)
     }
     for (int i = 0; i < FERRY_SIM_MAX_DEVICES; i++) {
         sim_device *d = &ferry_sim_devices[i];
-        pthread_mutex_init(&d->lock, NULL);
+        ferry_mutex_init(&d->lock);
         pthread_mutex_init(&d->err_lock, NULL);
         d->limit = limit;
     }
@@ -107,6 +107,56 @@ uint64_t ferry_sim_seed(void)
 {
     pthread_once(&config_once, read_config);
     return sim_seed;
+}
+
+/* ---- invariants (FERRY_ASSERT: on in debug and sanitizer builds) ----
+ *
+ * A device's stream list holds streams of that device only, the default stream
+ * among them once made, and its memory in use never passes its limit. A
+ * stream's queue: head and tail are both NULL or both set, the tail ends the
+ * list, nothing finishes that was not queued, and every operation queued and
+ * not finished is in the list or is the one the thread has taken and is
+ * running: length + running == queued - done. Checked on entry to the functions
+ * that change them and after each change, with the lock held. */
+
+/* The walk that counts a queue is skipped when it is longer than this, so a
+ * debug build that queues thousands of kernels does not go quadratic. */
+#define CHECK_WALK_MAX 256
+
+static void check_stream(sim_stream *s)
+{
+    FERRY_ASSERT_HELD(&s->lock);
+    FERRY_ASSERT((s->head == NULL) == (s->tail == NULL));
+    FERRY_ASSERT(s->tail == NULL || s->tail->next == NULL);
+    FERRY_ASSERT(s->done <= s->queued);
+    FERRY_ASSERT(s->queued - s->done >= (uint64_t)s->running);
+#if FERRY_DEBUG
+    uint64_t pending = s->queued - s->done - (uint64_t)s->running, n = 0;
+    const sim_op *last = NULL;
+    if (pending <= CHECK_WALK_MAX) {
+        for (const sim_op *op = s->head; op && n <= pending; op = op->next) {
+            last = op;
+            n++;
+        }
+        FERRY_ASSERT(n == pending);
+        FERRY_ASSERT(last == s->tail);
+    }
+#endif
+}
+
+void ferry_sim_check_device(sim_device *d)
+{
+    FERRY_ASSERT_HELD(&d->lock);
+    FERRY_ASSERT(d->used <= d->limit);
+#if FERRY_DEBUG
+    int dev = (int)(d - ferry_sim_devices);
+    bool dflt_listed = d->dflt == NULL;
+    for (const sim_stream *s = d->streams; s; s = s->next_in_dev) {
+        FERRY_ASSERT(s->dev == dev);
+        dflt_listed = dflt_listed || s == d->dflt;
+    }
+    FERRY_ASSERT(dflt_listed);
+#endif
 }
 
 /* ---- sticky errors ---- */
@@ -131,9 +181,9 @@ static void set_sticky(int dev, ferry_status st, const char *what, const char *w
     sim_device *d = &ferry_sim_devices[dev];
     pthread_mutex_lock(&d->err_lock);
     if (atomic_load(&d->sticky) == FERRY_OK) {
-        snprintf(d->sticky_msg, sizeof d->sticky_msg,
-                 "cuda:%d (simulated): %s failed on the device: %s (errors on a device are sticky, "
-                 "as on CUDA: every later call on it fails)", dev, what, why);
+        ferry_format_cut(d->sticky_msg, sizeof d->sticky_msg,
+                         "cuda:%d (simulated): %s failed on the device: %s (errors on a device "
+                         "are sticky, as on CUDA: every later call on it fails)", dev, what, why);
         atomic_store(&d->sticky, st);
     }
     pthread_mutex_unlock(&d->err_lock);
@@ -201,18 +251,21 @@ static void *stream_main(void *arg)
 {
     sim_stream *s = arg;
     for (;;) {
-        pthread_mutex_lock(&s->lock);
+        ferry_mutex_lock(&s->lock);
         while (!s->head && !s->stop)
-            pthread_cond_wait(&s->cv, &s->lock);
+            ferry_cond_wait(&s->cv, &s->lock);
+        check_stream(s);
         sim_op *op = s->head;
         if (!op) {
-            pthread_mutex_unlock(&s->lock);
+            ferry_mutex_unlock(&s->lock);
             return NULL;
         }
         s->head = op->next;
         if (!s->head)
             s->tail = NULL;
-        pthread_mutex_unlock(&s->lock);
+        s->running = true;
+        check_stream(s);
+        ferry_mutex_unlock(&s->lock);
 
         random_delay(s);
         /* After a fault the device runs no more kernels or copies; waits and
@@ -228,12 +281,14 @@ static void *stream_main(void *arg)
          * last here finds the stream complete, and one woken by the stream finds
          * the event complete. (Lock order: stream, then event; nothing takes
          * them the other way round.) */
-        pthread_mutex_lock(&s->lock);
+        ferry_mutex_lock(&s->lock);
         s->done++;
+        s->running = false;
+        check_stream(s);
         if (op->done)
             op->done(op);
         pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->lock);
+        ferry_mutex_unlock(&s->lock);
         free(op);
     }
 }
@@ -246,19 +301,21 @@ ferry_status ferry_sim_stream_new(int dev, sim_stream **out)
     s->dev = dev;
     s->id = atomic_fetch_add(&next_stream_id, 1) + 1;
     s->rng = ferry_sim_seed() ^ (s->id * UINT64_C(0x2545F4914F6CDD1D));
-    pthread_mutex_init(&s->lock, NULL);
+    ferry_mutex_init(&s->lock);
     pthread_cond_init(&s->cv, NULL);
     if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
         pthread_cond_destroy(&s->cv);
-        pthread_mutex_destroy(&s->lock);
+        ferry_mutex_destroy(&s->lock);
         free(s);
         return ferry_fail(FERRY_ERR_CUDA, "cuda:%d (simulated): cannot start a stream thread", dev);
     }
     sim_device *d = &ferry_sim_devices[dev];
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
+    ferry_sim_check_device(d);
     s->next_in_dev = d->streams;
     d->streams = s;
-    pthread_mutex_unlock(&d->lock);
+    ferry_sim_check_device(d);
+    ferry_mutex_unlock(&d->lock);
     *out = s;
     return FERRY_OK;
 }
@@ -271,43 +328,49 @@ void ferry_sim_stream_free(sim_stream *s)
     if (!s)
         return;
     sim_device *d = &ferry_sim_devices[s->dev];
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
+    ferry_sim_check_device(d);
+    FERRY_ASSERT(s != d->dflt); /* the default stream lives as long as the process */
     for (sim_stream **p = &d->streams; *p; p = &(*p)->next_in_dev) {
         if (*p == s) {
             *p = s->next_in_dev;
             break;
         }
     }
-    pthread_mutex_unlock(&d->lock);
-    pthread_mutex_lock(&s->lock);
+    ferry_sim_check_device(d);
+    ferry_mutex_unlock(&d->lock);
+    ferry_mutex_lock(&s->lock);
+    check_stream(s);
     s->stop = true;
     pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->lock);
+    ferry_mutex_unlock(&s->lock);
     pthread_join(s->thread, NULL);
+    FERRY_ASSERT(s->queued == s->done && !s->head); /* the thread drained the queue */
     pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->lock);
+    ferry_mutex_destroy(&s->lock);
     free(s);
 }
 
 sim_stream *ferry_sim_default_stream(int dev, ferry_status *st)
 {
     sim_device *d = &ferry_sim_devices[dev];
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
     sim_stream *s = d->dflt;
-    pthread_mutex_unlock(&d->lock);
+    ferry_mutex_unlock(&d->lock);
     if (s)
         return s;
     /* Made outside the device lock (stream_new takes it); a lost race frees its copy. */
     sim_stream *n = NULL;
     if ((*st = ferry_sim_stream_new(dev, &n)) != FERRY_OK)
         return NULL;
-    pthread_mutex_lock(&d->lock);
+    ferry_mutex_lock(&d->lock);
     if (!d->dflt) {
         d->dflt = n;
         n = NULL;
     }
     s = d->dflt;
-    pthread_mutex_unlock(&d->lock);
+    ferry_sim_check_device(d);
+    ferry_mutex_unlock(&d->lock);
     ferry_sim_stream_free(n);
     *st = FERRY_OK;
     return s;
@@ -316,7 +379,8 @@ sim_stream *ferry_sim_default_stream(int dev, ferry_status *st)
 ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket)
 {
     op->next = NULL;
-    pthread_mutex_lock(&s->lock);
+    ferry_mutex_lock(&s->lock);
+    check_stream(s);
     if (s->tail)
         s->tail->next = op;
     else
@@ -325,34 +389,36 @@ ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket)
     s->queued++;
     if (ticket)
         *ticket = s->queued; /* read here: once unlocked, op may already be run and freed */
+    check_stream(s);
     pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->lock);
+    ferry_mutex_unlock(&s->lock);
     return FERRY_OK;
 }
 
 /* Waits until the stream has run its ticket-th operation. */
 void ferry_sim_stream_wait_ticket(sim_stream *s, uint64_t ticket)
 {
-    pthread_mutex_lock(&s->lock);
+    ferry_mutex_lock(&s->lock);
+    FERRY_ASSERT(ticket <= s->queued); /* a ticket this stream has given out */
     while (s->done < ticket)
-        pthread_cond_wait(&s->cv, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+        ferry_cond_wait(&s->cv, &s->lock);
+    ferry_mutex_unlock(&s->lock);
 }
 
 ferry_status ferry_sim_stream_sync(sim_stream *s)
 {
-    pthread_mutex_lock(&s->lock);
+    ferry_mutex_lock(&s->lock);
     uint64_t t = s->queued;
-    pthread_mutex_unlock(&s->lock);
+    ferry_mutex_unlock(&s->lock);
     ferry_sim_stream_wait_ticket(s, t);
     return ferry_sim_sticky(s->dev);
 }
 
 ferry_status ferry_sim_stream_query(sim_stream *s, bool *done)
 {
-    pthread_mutex_lock(&s->lock);
+    ferry_mutex_lock(&s->lock);
     *done = s->done == s->queued;
-    pthread_mutex_unlock(&s->lock);
+    ferry_mutex_unlock(&s->lock);
     return ferry_sim_sticky(s->dev);
 }
 
@@ -363,24 +429,25 @@ ferry_status ferry_sim_device_sync(int dev)
     for (;;) {
         sim_stream *busy = NULL;
         uint64_t t = 0;
-        pthread_mutex_lock(&d->lock);
+        ferry_mutex_lock(&d->lock);
+        ferry_sim_check_device(d);
         for (sim_stream *s = d->streams; s && !busy; s = s->next_in_dev) {
-            pthread_mutex_lock(&s->lock);
+            ferry_mutex_lock(&s->lock);
             if (s->done < s->queued) {
                 busy = s;
                 t = s->queued;
             }
-            pthread_mutex_unlock(&s->lock);
+            ferry_mutex_unlock(&s->lock);
         }
         if (busy) {
             /* Held across the wait so the stream cannot be freed meanwhile;
              * stream threads never take the device lock (only err_lock), so
              * this cannot deadlock. */
             ferry_sim_stream_wait_ticket(busy, t);
-            pthread_mutex_unlock(&d->lock);
+            ferry_mutex_unlock(&d->lock);
             continue;
         }
-        pthread_mutex_unlock(&d->lock);
+        ferry_mutex_unlock(&d->lock);
         return ferry_sim_sticky(dev);
     }
 }
@@ -423,6 +490,7 @@ static void complete_record(sim_op *op)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     pthread_mutex_lock(&r->ev->lock);
+    FERRY_ASSERT(r->gen <= r->ev->recorded); /* an event completes only what was recorded */
     if (r->gen > r->ev->completed) {
         r->ev->completed = r->gen;
         r->ev->ms = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
@@ -502,6 +570,7 @@ ferry_status ferry_sim_event_sync(sim_event *e)
 ferry_status ferry_sim_event_query(sim_event *e, bool *done)
 {
     pthread_mutex_lock(&e->lock);
+    FERRY_ASSERT(e->completed <= e->recorded);
     *done = e->completed >= e->recorded;
     pthread_mutex_unlock(&e->lock);
     return ferry_sim_sticky(e->dev);
