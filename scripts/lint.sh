@@ -3,9 +3,9 @@
 # files given, and a check that no public header names a file under src/ or
 # tests/ (headers state contracts, docs/DESIGN.md the mechanism), and that every
 # FERRY_API prototype has a definition in src/ (make lint passes what the
-# build compiles, without the CUDA
-# variants), with the project's flags. Prints the findings, one line per tool,
-# and a "N passed, N failed, N skipped" summary; exits 1 when anything was found.
+# build compiles, without the CUDA variants), with the project's flags. Prints
+# the findings, one line per tool, and a "N passed, N failed, N skipped"
+# summary; exits 1 when anything was found.
 #   scripts/lint.sh src/loader/*.c
 # Without arguments it reads the list from FERRY_LINT_SRC (how make test runs it
 # through run-tests.sh), else takes every C file in src/ and tools/ but *_cuda.c.
