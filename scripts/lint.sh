@@ -1,9 +1,11 @@
 #!/bin/sh
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
 # files given, and a check that no public header names a file under src/ or
-# tests/ (headers state contracts, docs/DESIGN.md the mechanism), (make lint passes what the build compiles, without the CUDA
-# variants), with the project's flags. Prints the findings, one line per tool,
-# and a "N passed, N failed, N skipped" summary; exits 1 when anything was found.
+# tests/ (headers state contracts, docs/DESIGN.md the mechanism), and that every
+# FERRY_API prototype has a definition in src/ (make lint passes what the
+# build compiles, without the CUDA variants), with the project's flags. Prints
+# the findings, one line per tool, and a "N passed, N failed, N skipped"
+# summary; exits 1 when anything was found.
 #   scripts/lint.sh src/loader/*.c
 # Without arguments it reads the list from FERRY_LINT_SRC (how make test runs it
 # through run-tests.sh), else takes every C file in src/ and tools/ but *_cuda.c.
@@ -73,6 +75,22 @@ if grep -n -E '(^|[^A-Za-z0-9_])(src|tests)/[A-Za-z0-9_./-]+' include/ferry.h in
     failed=$((failed + 1))
 else
     echo "ok    public headers name no file under src/ or tests/"
+    passed=$((passed + 1))
+fi
+# Every FERRY_API prototype has a definition in src/ (a line that starts with
+# its return type and names it, in a .c or .cu file): a declared function the
+# library lacks links only until someone calls it.
+sed -n 's/^FERRY_API[^(]*[ *]\(ferry_[a-z0-9_]*\)(.*/\1/p' include/ferry.h include/ferry/*.h | sort -u > "$out"
+api_n=$(wc -l < "$out")
+undefined=
+for fn in $(cat "$out"); do
+    grep -rqE --include='*.c' --include='*.cu' "^[a-z][a-z0-9_ *]*[ *]$fn\(" src || undefined="$undefined $fn"
+done
+if [ -n "$undefined" ]; then
+    echo "FAIL  FERRY_API prototypes without a definition in src/:$undefined"
+    failed=$((failed + 1))
+else
+    echo "ok    every FERRY_API prototype has a definition ($api_n)"
     passed=$((passed + 1))
 fi
 echo "$passed passed, $failed failed, $skipped skipped"

@@ -246,8 +246,8 @@ TEST(checkpoint_model_and_adam_round_trip)
     for (int i = 0; i < 3; i++)
         ASSERT_OK(ferry_train_step(a, oa, NULL, x, y, NULL, NULL));
     const char *path = ft_tmp("ck.safetensors");
-    ASSERT_OK(ferry_checkpoint_save(path, a, oa));
-    ASSERT_OK(ferry_checkpoint_load(path, b, ob));
+    ASSERT_OK(ferry_checkpoint_write(path, &(ferry_checkpoint){.module = a, .optim = oa}));
+    ASSERT_OK(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b, .optim = ob}));
     ASSERT_EQ_INT(ferry_optim_steps(ob), 3);
     /* The same next step on both gives the same parameters. */
     ASSERT_OK(ferry_train_step(a, oa, NULL, x, y, NULL, NULL));
@@ -280,14 +280,14 @@ TEST(checkpoint_mismatch_names_the_tensor)
 {
     ferry_module *a = small_cnn(), *b = NULL, *l = NULL;
     const char *path = ft_tmp("mm.safetensors");
-    ASSERT_OK(ferry_checkpoint_save(path, a, NULL));
+    ASSERT_OK(ferry_checkpoint_write(path, &(ferry_checkpoint){.module = a}));
     ASSERT_OK(ferry_sequential_create(&b));
     ASSERT_OK(ferry_conv2d_create(1, 5, 3, 1, 1, true, &l));
     ASSERT_OK(ferry_sequential_add(b, l));
     ferry_param p;
     ASSERT_OK(ferry_module_param(b, 0, &p));
     float before = ((float *)ferry_tensor_data(p.value))[0];
-    ASSERT_STATUS(ferry_checkpoint_load(path, b, NULL), FERRY_ERR_SHAPE);
+    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_SHAPE);
     ASSERT_STR_CONTAINS(ferry_last_error(), "tensor \"0.weight\" has shape [4, 1, 3, 3] in the checkpoint but [5, 1, 3, 3]");
     ASSERT_NEAR(((float *)ferry_tensor_data(p.value))[0], before, 0); /* unchanged */
     ferry_module_destroy(b);
@@ -298,13 +298,13 @@ TEST(checkpoint_mismatch_names_the_tensor)
     }
     ASSERT_OK(ferry_linear_create(2, 2, true, &l));
     ASSERT_OK(ferry_sequential_add(b, l));
-    ASSERT_STATUS(ferry_checkpoint_load(path, b, NULL), FERRY_ERR_FORMAT);
+    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "no tensor \"3.weight\"");
     ASSERT_STR_CONTAINS(ferry_last_error(), "saved from another model (another kind");
     ferry_module_destroy(b);
     b = small_cnn();
     ASSERT_OK(ferry_module_to_dtype(b, FERRY_DTYPE_F16));
-    ASSERT_STATUS(ferry_checkpoint_load(path, b, NULL), FERRY_ERR_DTYPE);
+    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_DTYPE);
     ASSERT_STR_CONTAINS(ferry_last_error(), "tensor \"0.weight\" is f32 in the checkpoint but f16 in the model");
     ferry_module_destroy(b);
     ferry_module_destroy(a);
@@ -380,10 +380,10 @@ TEST(save_removes_temporaries_of_dead_processes)
     ft_write_file(stale, "partial", 7);
     ferry_module *m;
     ASSERT_OK(ferry_linear_create(1, 1, true, &m));
-    ASSERT_OK(ferry_checkpoint_save(ft_tmp("m.safetensors"), m, NULL));
+    ASSERT_OK(ferry_checkpoint_write(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
     snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("m.safetensors"), (long)child);
     ft_write_file(stale, "partial", 7);
-    ASSERT_OK(ferry_checkpoint_load(ft_tmp("m.safetensors"), m, NULL));
+    ASSERT_OK(ferry_checkpoint_read(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
     ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there after a read", stale);
     ferry_module_destroy(m);
     ferry_tensor_release(t);

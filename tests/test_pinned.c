@@ -122,7 +122,7 @@ TEST(pool_bad_arguments)
     ferry_pinned_pool_destroy(p);
     ferry_pinned_pool_destroy(NULL);
     ferry_pinned_stats st;
-    ferry_pinned_pool_stats(NULL, &st);
+    ASSERT_STATUS(ferry_pinned_pool_stats(NULL, &st), FERRY_ERR_INVALID_ARG);
     ASSERT_EQ_SIZE(st.blocks, 0);
 }
 

@@ -69,7 +69,7 @@ typedef enum ferry_crop {
     FERRY_CROP_CENTER          /* Resize(resize_shorter) + CenterCrop, always */
 } ferry_crop;
 
-/* Limits on every image file, PNG and JPEG alike (the name is historical). */
+/* Limits on every image file, PNG and JPEG alike. */
 typedef struct ferry_png_limits {
     size_t max_width, max_height; /* default 16384 each */
     size_t max_pixels;            /* default 64 Mpixel */

@@ -148,7 +148,8 @@ FERRY_API void ferry_pinned_pool_destroy(ferry_pinned_pool *p); /* frees every p
 FERRY_API ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align,
                                           void **out);
 FERRY_API void ferry_pinned_free(ferry_pinned_pool *p, void *ptr);
-FERRY_API void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out);
+/* pool or out NULL: FERRY_ERR_INVALID_ARG (out, when given, zeroed). */
+FERRY_API ferry_status ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out);
 
 /* ---- device memory: the caching allocator ----
  * One caching allocator per device for the process (the CUDA context is per
@@ -176,7 +177,7 @@ FERRY_API void ferry_memory_reset_peak(ferry_device d);
 
 /* Build features: a bit set and a one-line description ("CUDA 13.0, cuBLAS, OpenBLAS"). */
 FERRY_API bool ferry_built_with_cuda(void);
-/* FERRY_VERSION of the library that runs ("0.1.0"): compare with the FERRY_VERSION
+/* FERRY_VERSION of the library that runs ("0.2.0"): compare with the FERRY_VERSION
  * a program was compiled with. */
 FERRY_API const char *ferry_version(void);
 /* "CUDA 13.0, cuBLAS, OpenBLAS" ("CBLAS" for another BLAS) or "CPU only ..." */

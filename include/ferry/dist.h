@@ -85,7 +85,7 @@ typedef enum ferry_reduce_op {
     FERRY_REDUCE_AVG, /* the sum divided by the world size (floating dtypes) */
     FERRY_REDUCE_MIN,
     FERRY_REDUCE_MAX,
-    FERRY_REDUCE_COUNT_
+    FERRY_REDUCE_COUNT_ /* the number of operations, not one */
 } ferry_reduce_op;
 
 /* In place over all ranks: every rank passes a contiguous tensor of the same

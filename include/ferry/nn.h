@@ -224,28 +224,25 @@ FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_t
                                        ferry_metrics *metrics, ferry_stream *s);
 
 /* ---- checkpoints: safetensors ----
- * Parameters and buffers under their state_dict names, optimiser state under
- * "optim.<param>.<state>" with its hyper-parameters and step count in the
- * header's __metadata__. Loading checks every name, shape and dtype against the
- * module before changing anything: a mismatch is FERRY_ERR_SHAPE / FERRY_ERR_DTYPE
- * naming the tensor, and leaves the module as it was. */
-FERRY_API ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o);
-FERRY_API ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o);
-
-/* A whole training run's state, for resuming it (README, "Resume a run"). What
- * is given is saved or restored:
+ * A training run's state, for using a model later or resuming the run (README,
+ * "Resume a run"). Parameters and buffers are saved under their state_dict
+ * names, optimiser state under "optim.<param>.<state>" with its
+ * hyper-parameters and step count in the header's __metadata__. What is given
+ * is saved or restored:
  *   module  required: parameters and buffers (f32 masters under mixed precision)
  *           and each Dropout's draw counter (the masks to come)
  *   optim   its state (momentum, Adam moments) and step count
  *   amp     the loss scale and its growth tracker
- *   loader  its state (ferry_loader_state, in the metadata): read restores it,
+ *   loader  its state (ferry_loader_state, in the metadata): loading restores it,
  *           so the next batch is the one the saved run would have had next
  * Augmentation needs nothing more: it is keyed by (seed, epoch, sample).
  * The file is written beside the target and renamed over it after an fsync, the
  * folder synced after: a crash at any instant leaves the previous checkpoint or
  * the new one. The data's CRC-32 is in the header: a torn or changed file is
- * FERRY_ERR_FORMAT naming it. Read checks every part (tensors, metadata, the
- * loader's fingerprint) before it changes any. */
+ * FERRY_ERR_FORMAT naming it. Loading checks every part (tensors, metadata, the
+ * loader's fingerprint) before it changes any: a name, shape or dtype that
+ * does not fit the module is FERRY_ERR_FORMAT / FERRY_ERR_SHAPE /
+ * FERRY_ERR_DTYPE naming the tensor, and leaves everything as it was. */
 typedef struct ferry_loader ferry_loader;
 typedef struct ferry_checkpoint {
     ferry_module *module;

@@ -327,16 +327,16 @@ void ferry_pinned_free(ferry_pinned_pool *p, void *ptr)
     ferry_log(FERRY_LOG_WARN, "ferry_pinned_free: %p is not a live piece of this pool; ignored", ptr);
 }
 
-void ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out)
+ferry_status ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out)
 {
-    if (!out)
-        return;
-    memset(out, 0, sizeof *out);
-    if (!p)
-        return;
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!p || !out)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_pool_stats: %s is NULL", p ? "out" : "pool");
     /* The lock is logically mutable state; stats are read under it. */
     ferry_pinned_pool *mp = (ferry_pinned_pool *)p;
     ferry_mutex_lock(&mp->lock);
     *out = mp->stats;
     ferry_mutex_unlock(&mp->lock);
+    return FERRY_OK;
 }

@@ -301,19 +301,3 @@ ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c)
     ferry_safetensors_close(f);
     return st;
 }
-
-ferry_status ferry_checkpoint_save(const char *path, ferry_module *m, ferry_optim *o)
-{
-    ferry_checkpoint c = {m, o, NULL, NULL};
-    if (!path || !m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path and module must not be NULL (in ferry_checkpoint_save)");
-    return ferry_checkpoint_write(path, &c);
-}
-
-ferry_status ferry_checkpoint_load(const char *path, ferry_module *m, ferry_optim *o)
-{
-    ferry_checkpoint c = {m, o, NULL, NULL};
-    if (!path || !m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path and module must not be NULL (in ferry_checkpoint_load)");
-    return ferry_checkpoint_read(path, &c);
-}
