@@ -174,9 +174,11 @@ else
 fi
 
 # A small image folder for embed: 2 classes x 3 gray 8x8 PNGs, written by a
-# program of its own built against the installed library.
+# program of its own built against the installed library (mkpng DIR [SIZE]: the
+# training sample takes 28x28).
 cat > "$tmp/mkpng.c" <<'EOF'
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -184,18 +186,21 @@ cat > "$tmp/mkpng.c" <<'EOF'
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || strcmp(ferry_version(), FERRY_VERSION) != 0)
+    if (argc < 2 || argc > 3 || strcmp(ferry_version(), FERRY_VERSION) != 0)
         return 2;
-    unsigned char px[64];
+    unsigned size = argc == 3 ? (unsigned)atoi(argv[2]) : 8;
+    if (size < 1 || size > 28)
+        return 2;
+    unsigned char px[28 * 28];
     char path[4096];
     for (int c = 0; c < 2; c++) {
         snprintf(path, sizeof path, "%s/class%d", argv[1], c);
         mkdir(argv[1], 0755);
         mkdir(path, 0755);
         for (int i = 0; i < 3; i++) {
-            memset(px, 40 * (c * 3 + i), sizeof px);
+            memset(px, 40 * (c * 3 + i), size * size);
             snprintf(path, sizeof path, "%s/class%d/%d.png", argv[1], c, i);
-            if (ferry_png_write_file(path, px, 8, 8, 1) != FERRY_OK) {
+            if (ferry_png_write_file(path, px, size, size, 1) != FERRY_OK) {
                 fprintf(stderr, "%s\n", ferry_last_error());
                 return 1;
             }
@@ -271,15 +276,16 @@ mv "$tmp/libferry.so.devlink" "$lib/libferry.so"
 mv "$tmp/libferry-train.so.devlink" "$lib/libferry-train.so"
 
 # ---- a training sample: pkg-config ferry-train brings both libraries ----
-if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/train_gray" samples/train_gray.c \
+if $cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$tmp/train_gray" samples/train_gray.c \
         $(pkg-config --cflags --libs ferry-train) -lm > "$tmp/out" 2>&1; then
     tneeded=$(needed "$tmp/train_gray" | grep '^libferry' | sort | tr '\n' ' ')
     if [ "$tneeded" != "libferry-train.so.$major libferry.so.$major " ]; then
         bad "train_gray (shared) needs '$tneeded', not libferry-train.so.$major and libferry.so.$major"
-    elif [ -z "$have_data" ]; then
+    elif [ -z "$have_data" ] || ! mkdir -p "$tmp/gray" || ! LD_LIBRARY_PATH="$lib" "$tmp/mkpng" "$tmp/gray/train" 28 ||
+         ! LD_LIBRARY_PATH="$lib" "$tmp/mkpng" "$tmp/gray/test" 28; then
         skip "train_gray (shared): no test images"
-    elif LD_LIBRARY_PATH="$lib" "$tmp/train_gray" --data "$tmp/data" --epochs 1 --batch 2 --workers 1 \
-            > "$tmp/out" 2>&1; then
+    elif LD_LIBRARY_PATH="$lib" "$tmp/train_gray" --data "$tmp/gray" --epochs 1 --batch 2 --workers 1 \
+            --out "$tmp/gray_out" > "$tmp/out" 2>&1; then
         ok "train_gray built with pkg-config --cflags --libs ferry-train ($tneeded) trains an epoch"
     else
         bad "train_gray (shared) run"; show "$tmp/out"
