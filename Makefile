@@ -210,6 +210,8 @@ CORE_OBJ   := $(filter-out $(TRAIN_OBJ),$(OBJ))
 # ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
 # already changes with it, so the quoted define can stay out of CFLAGS.
 $(BUILD)/obj/src/device/arch.o: FERRY_CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
+# ferry_build_features() names the BLAS libferry-train links (libferry includes no CBLAS header).
+$(BUILD)/obj/src/device/device.o: FERRY_CFLAGS += -DFERRY_BUILD_BLAS='"$(BLAS)"'
 
 # Before the first compile in a build folder, and again when its flags change:
 # are the headers and libraries there? If not, name the Debian packages and the

@@ -108,11 +108,15 @@ done
 # The libraries a training dependency brings, as readelf -d names them.
 heavy='libopenblas|libblas|libcblas|libmkl|libcublas|libmpi|libnccl'
 needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
-if needed "$lib/libferry.so.$version" | grep -Eq "^($heavy)"; then
-    bad "libferry.so needs a training library: $(needed "$lib/libferry.so.$version" | grep -E "^($heavy)" | tr '\n' ' ')"
-else
-    ok "libferry.so needs none of BLAS, cuBLAS, MPI, NCCL ($(needed "$lib/libferry.so.$version" | tr '\n' ' '))"
-fi
+for so in "$build/libferry.so" "$lib/libferry.so.$version"; do
+    if [ ! -f "$so" ]; then
+        bad "no $so"
+    elif needed "$so" | grep -Eq "^($heavy)"; then
+        bad "$so needs a training library: $(needed "$so" | grep -E "^($heavy)" | tr '\n' ' ')"
+    else
+        ok "$so needs none of BLAS, cuBLAS, MPI, NCCL ($(needed "$so" | tr '\n' ' '))"
+    fi
+done
 if needed "$lib/libferry-train.so.$version" | grep -qx "libferry.so.$major"; then
     ok "libferry-train.so needs libferry.so.$major"
 else
