@@ -17,10 +17,10 @@
 #   make install      headers, libferry and libferry-train (.a, .so.MAJOR*), bin/ferry,
 #                     ferry.pc and ferry-train.pc under $(DESTDIR)$(PREFIX) (default
 #                     /usr/local); make uninstall
+#   make V=1          print whole commands instead of "  CC  src/x.c"
 # Two libraries (docs/DESIGN.md, "Two libraries"): libferry, the data path (libpng,
 # libjpeg, zlib, pthreads, libcurl with CURL=1, the CUDA runtime with CUDA=1), and
 # libferry-train, the training stack on top of it (BLAS, cuBLAS, MPI/NCCL with DIST=1).
-#   make V=1          print whole commands instead of "  CC  src/x.c"
 .DEFAULT_GOAL := all
 BUILD    ?= build
 CUDA     ?= auto
