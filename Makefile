@@ -14,9 +14,13 @@
 #   make check        the quick tier: the plain build's tests, also on the simulated GPU
 #   make WERROR=1     warnings are errors (.ci/run); CFLAGS=... adds to ferry's own flags
 #   make run          install missing packages, then the demo
-#   make install      headers, libferry.a, libferry.so.MAJOR*, bin/ferry and ferry.pc
-#                     under $(DESTDIR)$(PREFIX) (default /usr/local); make uninstall
+#   make install      headers, libferry and libferry-train (.a, .so.MAJOR*), bin/ferry,
+#                     ferry.pc and ferry-train.pc under $(DESTDIR)$(PREFIX) (default
+#                     /usr/local); make uninstall
 #   make V=1          print whole commands instead of "  CC  src/x.c"
+# Two libraries (docs/DESIGN.md, "Two libraries"): libferry, the data path (libpng,
+# libjpeg, zlib, pthreads, libcurl with CURL=1, the CUDA runtime with CUDA=1), and
+# libferry-train, the training stack on top of it (BLAS, cuBLAS, MPI/NCCL with DIST=1).
 .DEFAULT_GOAL := all
 BUILD    ?= build
 CUDA     ?= auto
@@ -60,13 +64,17 @@ REF_BLAS_DIR := $(if $(filter blas,$(BLAS)),$(patsubst %/,%,$(dir $(firstword $(
 BLAS_HEADER ?= $(if $(and $(filter blas,$(BLAS)),$(wildcard /usr/include/*/cblas-netlib.h)),cblas-netlib.h,cblas.h)
 BLAS_LIBS   ?= $(if $(REF_BLAS_DIR),-L$(REF_BLAS_DIR) -Wl$(comma)-rpath$(comma)$(REF_BLAS_DIR)) -l$(BLAS)
 FERRY_CFLAGS   += $(BLAS_CFLAGS) $(if $(filter-out cblas.h,$(BLAS_HEADER)),-DFERRY_CBLAS_HEADER="<$(BLAS_HEADER)>")
-LDLIBS   := -lpng -ljpeg -lz $(BLAS_LIBS) -lm -pthread
+# CORE_LIBS: what libferry links; TRAIN_LIBS: what libferry-train adds on top.
+# A program linking both archives takes LDLIBS, the two together.
+CORE_LIBS  := -lpng -ljpeg -lz -lm -pthread
+TRAIN_LIBS := $(BLAS_LIBS) -lz -lm
 ifeq ($(STATIC),1)
-  LDLIBS := -Wl,-Bstatic -lpng16 -ljpeg -lz -Wl,-Bdynamic $(BLAS_LIBS) -lm -pthread
+  CORE_LIBS := -Wl,-Bstatic -lpng16 -ljpeg -lz -Wl,-Bdynamic -lm -pthread
+  TRAIN_LIBS := $(BLAS_LIBS) -Wl,-Bstatic -lz -Wl,-Bdynamic -lm
 endif
-# The shared library takes libpng and zlib as shared libraries even with STATIC=1:
-# their archives are not position-independent. (Deferred: LDLIBS grows below.)
-SO_LDLIBS = $(if $(filter 1,$(STATIC)),$(filter-out -Wl$(comma)-Bstatic -Wl$(comma)-Bdynamic,$(LDLIBS)),$(LDLIBS))
+# The shared libraries take libpng and zlib as shared libraries even with STATIC=1:
+# their archives are not position-independent.
+so_libs = $(if $(filter 1,$(STATIC)),$(filter-out -Wl$(comma)-Bstatic -Wl$(comma)-Bdynamic,$(1)),$(1))
 
 SRC_C  := $(sort $(shell find src -name '*.c'))
 SRC_CU :=
@@ -91,32 +99,36 @@ ifeq ($(CUDA),1)
              $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) -MMD -MP
   ifeq ($(STATIC),1)
-    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart_static -ldl -lrt -Wl,-rpath,$(CUDA_HOME)/lib64
+    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -Wl,-rpath,$(CUDA_HOME)/lib64
   else
-    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublas -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
+    CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
   endif
-  LDLIBS  += $(CUDA_LIBS) -lstdc++
+  CORE_LIBS  += $(CUDA_LIBS) -lstdc++
+  TRAIN_LIBS += -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lstdc++
   BUILD_NOTE := ferry: building with CUDA ($(NVCC), $(CUDA_ARCHS))
 else
   SRC_C   := $(filter-out %_cuda.c,$(SRC_C))
   BUILD_NOTE := ferry: building without CUDA (CPU only$(if $(NVCC_FOUND),; CUDA=0 given,; nvcc not found))
 endif
 
-# Distributed training: MPI when mpicc is found, NCCL (from the CUDA toolkit)
-# on top when CUDA is built and nccl.h is there. Without MPI, distributed/nompi.c
-# answers every call with "built without MPI".
+# Distributed training: MPI (DIST=1), NCCL (from the CUDA toolkit) on top when
+# CUDA is built and nccl.h is there; part of libferry-train (docs/DESIGN.md says
+# why). Without MPI, distributed/nompi.c answers every call with "built without
+# MPI". DIST=0 or 1 fixes libferry-train's dependencies; the default, auto,
+# takes MPI when mpicc is found and says which it picked.
 DIST_ASKED := $(DIST)
 ifeq ($(DIST),auto)
   DIST := $(if $(shell command -v mpicc 2>/dev/null),1,0)
+  DIST_NOTE := ferry: DIST=auto picked DIST=$(DIST) ($(if $(filter 1,$(DIST)),mpicc found: libferry-train needs MPI,no mpicc: libferry-train without MPI)); DIST=0 or DIST=1 fixes it
 endif
 ifeq ($(DIST),1)
   FERRY_CFLAGS += -DFERRY_HAVE_MPI=1 $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
-  LDLIBS += $(shell mpicc --showme:link)
+  TRAIN_LIBS += $(shell mpicc --showme:link)
   SRC_C  := $(filter-out %/nompi.c,$(SRC_C))
   NCCL   := $(if $(filter 1,$(CUDA)),$(if $(wildcard $(CUDA_HOME)/include/nccl.h),1,0),0)
   ifeq ($(NCCL),1)
     FERRY_CFLAGS += -DFERRY_HAVE_NCCL=1
-    LDLIBS += -L$(CUDA_HOME)/lib64 -lnccl
+    TRAIN_LIBS += -L$(CUDA_HOME)/lib64 -lnccl
   else
     SRC_C  := $(filter-out src/distributed/nccl_cuda.c,$(SRC_C))
   endif
@@ -134,7 +146,7 @@ ifeq ($(CURL),auto)
 endif
 ifeq ($(CURL),1)
   FERRY_CFLAGS += -DFERRY_HAVE_CURL=1
-  LDLIBS += -lcurl
+  CORE_LIBS += -lcurl
   SRC_C  := $(filter-out src/dataset/remote_nocurl.c,$(SRC_C))
   BUILD_NOTE += (libcurl: shards by URL)
 else
@@ -174,9 +186,12 @@ ifeq ($(SIM_KERNELS),1)
   SIMCXXFLAGS = -x c++ -std=c++17 $(filter-out -std=c11 -ffp-contract=off,$(CFLAGS) $(FERRY_CFLAGS)) \
                 -isystem $(SIM_CUDA_INC) \
                 -ffp-contract=fast $(SIM_FMA)
-  LDLIBS    += $(if $(filter 1,$(CUDA)),,-lstdc++)
+  CORE_LIBS  += $(if $(filter 1,$(CUDA)),,-lstdc++)
+  TRAIN_LIBS += $(if $(filter 1,$(CUDA)),,-lstdc++)
   BUILD_NOTE += (simulated GPU: CUDA sources on the host)
 endif
+
+LDLIBS := $(TRAIN_LIBS) $(CORE_LIBS)
 
 # Objects depend on the flags they were built with: switching CUDA, SAN or
 # STATIC in one build folder rebuilds what it must.
@@ -187,9 +202,16 @@ ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
 endif
 
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o) $(SRC_SIMCU:%.cu=$(BUILD)/obj/%.sim.o)
+# libferry-train: what computes on tensors. libferry: everything else (common,
+# device, the simulated GPU's engine, the tensor core, datasets, the loader).
+TRAIN_DIRS := src/model/ops src/model/kernels src/model/nn src/model/io src/distributed
+TRAIN_OBJ  := $(foreach d,$(TRAIN_DIRS),$(filter $(BUILD)/obj/$(d)/%,$(OBJ)))
+CORE_OBJ   := $(filter-out $(TRAIN_OBJ),$(OBJ))
 # ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
 # already changes with it, so the quoted define can stay out of CFLAGS.
 $(BUILD)/obj/src/device/arch.o: FERRY_CFLAGS += -DFERRY_CUDA_ARCHS='"$(CUDA_ARCHS)"'
+# ferry_build_features() names the BLAS libferry-train links (libferry includes no CBLAS header).
+$(BUILD)/obj/src/device/device.o: FERRY_CFLAGS += -DFERRY_BUILD_BLAS='"$(BLAS)"'
 
 # Before the first compile in a build folder, and again when its flags change:
 # are the headers and libraries there? If not, name the Debian packages and the
@@ -203,10 +225,13 @@ $(DEPS_STAMP): $(FLAGS_FILE)
 		$(if $(and $(filter auto,$(DIST_ASKED)),$(filter 0,$(DIST))),mpicc) \
 		$(if $(and $(filter auto,$(CURL_ASKED)),$(filter 0,$(CURL))),curl)" \
 		sh scripts/install-deps.sh --check && touch $@
-# The library's objects export only what include/ marks FERRY_API (the .cu files
-# get the same through NVFLAGS); tests, tools and samples link libferry.a and may
-# still call internals.
-$(OBJ): FERRY_CFLAGS += $(LIB_CFLAGS)
+# libferry-train's objects export only what include/ marks FERRY_API (the .cu files
+# get the same through NVFLAGS). libferry's C objects keep default visibility, and
+# its version script (build/libferry.map) sorts the exports: the FERRY_API
+# functions under FERRY_0, the internal ferry_* that libferry-train calls under
+# FERRY_PRIVATE (glibc's GLIBC_PRIVATE: no promise to users), nothing else.
+# Tests, tools and samples link the archives and may still call internals.
+$(TRAIN_OBJ): FERRY_CFLAGS += $(LIB_CFLAGS)
 TOOL_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(sort $(wildcard tools/*.c)))
 SAMPLES  := $(patsubst samples/%.c,$(BUILD)/samples/%,$(sort $(wildcard samples/*.c)))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(sort $(wildcard tests/test_*.c)))
@@ -222,14 +247,19 @@ VERSION_MAJOR := $(call version_part,MAJOR)
 VERSION  := $(VERSION_MAJOR).$(call version_part,MINOR).$(call version_part,PATCH)
 SONAME   := libferry.so.$(VERSION_MAJOR)
 SO_REAL  := libferry.so.$(VERSION)
+TRAIN_SONAME  := libferry-train.so.$(VERSION_MAJOR)
+TRAIN_SO_REAL := libferry-train.so.$(VERSION)
+LIBS_A   := $(BUILD)/libferry-train.a $(BUILD)/libferry.a
+# Programs that only read data link libferry alone.
+CORE_ONLY_SAMPLES := $(BUILD)/samples/embed
 
 .PHONY: all lib tests test check check-build run deps clean note fuzz memcheck lint install uninstall
 all: note lib $(BUILD)/ferry $(SAMPLES) tests
-lib: $(BUILD)/libferry.a $(BUILD)/libferry.so
+lib: $(BUILD)/libferry.a $(BUILD)/libferry.so $(BUILD)/libferry-train.a $(BUILD)/libferry-train.so
 tests: $(TESTS) $(DRILL)
 
 note:
-	@echo "$(BUILD_NOTE)"
+	@echo "$(BUILD_NOTE)"$(if $(DIST_NOTE),; echo "$(DIST_NOTE)")
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -243,39 +273,67 @@ $(BUILD)/obj/%.sim.o: %.cu $(FLAGS_FILE) | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	$(call quiet,CXX,$<)$(CXX) $(SIMCXXFLAGS) -c $< -o $@
 
-$(BUILD)/libferry.a: $(OBJ)
+$(BUILD)/libferry.a: $(CORE_OBJ)
 	@mkdir -p $(@D)
 	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
 
-# libferry.so -> libferry.so.MAJOR (the soname) -> libferry.so.MAJOR.MINOR.PATCH.
+$(BUILD)/libferry-train.a: $(TRAIN_OBJ)
+	@mkdir -p $(@D)
+	$(call quiet,AR,$@)rm -f $@ && ar rcs $@ $^
+
+# libferry's exports (see LIB_CFLAGS above): FERRY_API by name, from the headers.
+lparen := (
+PUBLIC_API = $(sort $(shell sed -n 's/^FERRY_API[^$(lparen)]*[ *]\([a-z_0-9]*\) *$(lparen).*/\1/p' include/ferry/*.h))
+$(BUILD)/libferry.map: $(wildcard include/ferry/*.h) $(FLAGS_FILE)
+	@mkdir -p $(@D)
+	$(call quiet,GEN,$@)printf 'FERRY_0 {\n  global:\n%s\n};\nFERRY_PRIVATE {\n  global: ferry_*;\n  local: *;\n};\n' \
+		"$(foreach f,$(PUBLIC_API),    $(f);)" > $@
+
+# lib*.so -> lib*.so.MAJOR (the soname) -> lib*.so.MAJOR.MINOR.PATCH.
 # --exclude-libs keeps what STATIC=1 links in from archives (libpng, the CUDA
-# runtime) out of the exported symbols.
-$(BUILD)/$(SO_REAL): $(OBJ)
-	$(call quiet,LD,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--exclude-libs,ALL -o $@ $^ \
-		$(LDFLAGS) $(SO_LDLIBS)
+# runtime) out of the exported symbols. --no-undefined: libferry is whole
+# without libferry-train (sanitizer builds leave their runtime to the program).
+SO_DEFS := $(if $(SAN),,-Wl$(comma)--no-undefined)
+$(BUILD)/$(SO_REAL): $(CORE_OBJ) $(BUILD)/libferry.map
+	$(call quiet,LD,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--exclude-libs,ALL $(SO_DEFS) \
+		-Wl,--version-script,$(BUILD)/libferry.map -Wl,-Bsymbolic-functions -o $@ $(CORE_OBJ) \
+		$(LDFLAGS) $(call so_libs,$(CORE_LIBS))
 
 $(BUILD)/libferry.so: $(BUILD)/$(SO_REAL)
 	$(call quiet,LN,$@)ln -sf $(SO_REAL) $(BUILD)/$(SONAME) && ln -sf $(SONAME) $@
 
-$(BUILD)/ferry: $(TOOL_OBJ) $(BUILD)/libferry.a
-	$(call quiet,LD,$@)$(CC) -o $@ $(TOOL_OBJ) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+# libferry-train needs libferry (NEEDED libferry.so.MAJOR, found beside it).
+$(BUILD)/$(TRAIN_SO_REAL): $(TRAIN_OBJ) $(BUILD)/libferry.so
+	$(call quiet,LD,$@)$(CC) -shared -Wl,-soname,$(TRAIN_SONAME) -Wl,--exclude-libs,ALL $(SO_DEFS) \
+		-Wl,-rpath,'$$ORIGIN' -o $@ $(TRAIN_OBJ) $(BUILD)/$(SO_REAL) $(LDFLAGS) $(call so_libs,$(TRAIN_LIBS))
 
-$(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(BUILD)/libferry.a
+$(BUILD)/libferry-train.so: $(BUILD)/$(TRAIN_SO_REAL)
+	$(call quiet,LN,$@)ln -sf $(TRAIN_SO_REAL) $(BUILD)/$(TRAIN_SONAME) && ln -sf $(TRAIN_SONAME) $@
+
+$(BUILD)/ferry: $(TOOL_OBJ) $(LIBS_A)
+	$(call quiet,LD,$@)$(CC) -o $@ $(TOOL_OBJ) $(LIBS_A) $(LDFLAGS) $(LDLIBS)
+
+$(CORE_ONLY_SAMPLES): $(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(BUILD)/libferry.a
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(CORE_LIBS)
+
+$(filter-out $(CORE_ONLY_SAMPLES),$(SAMPLES)): $(BUILD)/samples/%: $(BUILD)/obj/samples/%.o $(LIBS_A)
+	@mkdir -p $(@D)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(LIBS_A) $(LDFLAGS) $(LDLIBS)
 
 # The distributed failure drills have their own main (scripts/dist-test.sh runs them).
-$(DRILL): $(BUILD)/obj/tests/dist_drill.o $(BUILD)/libferry.a
+$(DRILL): $(BUILD)/obj/tests/dist_drill.o $(LIBS_A)
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -o $@ $< $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(LIBS_A) $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(BUILD)/libferry.a
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(HARNESS) $(LIBS_A)
 	@mkdir -p $(@D)
-	$(call quiet,LD,$@)$(CC) -o $@ $< $(HARNESS) $(BUILD)/libferry.a $(LDFLAGS) $(LDLIBS)
+	$(call quiet,LD,$@)$(CC) -o $@ $< $(HARNESS) $(LIBS_A) $(LDFLAGS) $(LDLIBS)
 
 # ---- install: make install [PREFIX=/usr/local] [DESTDIR=/staging] ----
-# ferry.pc describes this build variant: a program linking libferry.a needs
-# what the library links (pkg-config --static), the .so brings its own.
+# ferry.pc and ferry-train.pc describe this build variant: a program linking the
+# archives needs what the libraries link (pkg-config --static), a .so brings its
+# own. ferry-train Requires ferry: a training program gets both.
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
@@ -292,38 +350,51 @@ pc_flag_openblas := -lopenblas
 # OpenBLAS by its module when BLAS_LIBS is just -lopenblas; any other BLAS (the
 # reference one's -L and rpath included) stays in Libs.private as linked.
 PC_BLAS     = $(if $(filter-out -lopenblas,$(BLAS_LIBS)),,$(if $(BLAS_LIBS),openblas))
-PC_REQUIRES = $(foreach m,$(if $(filter 1,$(STATIC)),$(PC_BLAS),libpng libjpeg zlib $(PC_BLAS)),\
-                $(if $(shell pkg-config --exists $(m) 2>/dev/null && echo y),$(m)))
-PC_LIBS     = $(filter-out $(foreach m,$(PC_REQUIRES),$(pc_flag_$(m))),$(LDLIBS))
+pc_requires = $(foreach m,$(1),$(if $(shell pkg-config --exists $(m) 2>/dev/null && echo y),$(m)))
+PC_REQUIRES = $(call pc_requires,$(if $(filter 1,$(STATIC)),,libpng libjpeg zlib))
+PC_LIBS     = $(filter-out $(foreach m,$(PC_REQUIRES),$(pc_flag_$(m))),$(CORE_LIBS))
+PC_TRAIN_REQUIRES = $(call pc_requires,$(PC_BLAS))
+PC_TRAIN_LIBS     = $(filter-out $(foreach m,$(PC_TRAIN_REQUIRES),$(pc_flag_$(m))),$(TRAIN_LIBS))
 pc_dir      = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+pc_head     = 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' 'includedir=$(call pc_dir,$(INCLUDEDIR))' ''
 
 $(BUILD)/ferry.pc: $(FLAGS_FILE) FORCE
-	$(call quiet,GEN,$@)printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
-		'includedir=$(call pc_dir,$(INCLUDEDIR))' '' 'Name: ferry' \
-		'Description: Feeds training data from files to a GPU, and trains on it' \
+	$(call quiet,GEN,$@)printf '%s\n' $(pc_head) 'Name: ferry' \
+		'Description: Feeds training data from files to a GPU (the data path)' \
 		'Version: $(VERSION)' 'Requires.private: $(strip $(PC_REQUIRES))' \
 		'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lferry' \
 		'Libs.private: $(strip $(PC_LIBS))' > $@
+
+$(BUILD)/ferry-train.pc: $(FLAGS_FILE) FORCE
+	$(call quiet,GEN,$@)printf '%s\n' $(pc_head) 'Name: ferry-train' \
+		'Description: Tensors ops, layers, optimisers and data-parallel training on ferry batches' \
+		'Version: $(VERSION)' 'Requires: ferry = $(VERSION)' \
+		'Requires.private: $(strip $(PC_TRAIN_REQUIRES))' \
+		'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lferry-train' \
+		'Libs.private: $(strip $(PC_TRAIN_LIBS))' > $@
 FORCE:
 
-install: lib $(BUILD)/ferry $(BUILD)/ferry.pc
+install: lib $(BUILD)/ferry $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc
 	$(call quiet,INST,$(DESTDIR)$(PREFIX))install -d $(DESTDIR)$(INCLUDEDIR)/ferry \
 		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) && \
 	install -m 644 include/ferry.h $(DESTDIR)$(INCLUDEDIR)/ && \
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/ferry/ && \
-	install -m 644 $(BUILD)/libferry.a $(DESTDIR)$(LIBDIR)/ && \
-	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(LIBDIR)/ && \
+	install -m 644 $(BUILD)/libferry.a $(BUILD)/libferry-train.a $(DESTDIR)$(LIBDIR)/ && \
+	install -m 755 $(BUILD)/$(SO_REAL) $(BUILD)/$(TRAIN_SO_REAL) $(DESTDIR)$(LIBDIR)/ && \
 	ln -sf $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SONAME) && \
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libferry.so && \
+	ln -sf $(TRAIN_SO_REAL) $(DESTDIR)$(LIBDIR)/$(TRAIN_SONAME) && \
+	ln -sf $(TRAIN_SONAME) $(DESTDIR)$(LIBDIR)/libferry-train.so && \
 	install -m 755 $(BUILD)/ferry $(DESTDIR)$(BINDIR)/ && \
-	install -m 644 $(BUILD)/ferry.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc $(DESTDIR)$(PKGCONFIGDIR)/
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) 2>/dev/null || true; fi
 
 uninstall:
 	$(call quiet,RM,$(DESTDIR)$(PREFIX))rm -f $(DESTDIR)$(INCLUDEDIR)/ferry.h \
 		$(PUBLIC_HEADERS:include/ferry/%=$(DESTDIR)$(INCLUDEDIR)/ferry/%) \
 		$(addprefix $(DESTDIR)$(LIBDIR)/,libferry.a $(SO_REAL) $(SONAME) libferry.so) \
-		$(DESTDIR)$(BINDIR)/ferry $(DESTDIR)$(PKGCONFIGDIR)/ferry.pc
+		$(addprefix $(DESTDIR)$(LIBDIR)/,libferry-train.a $(TRAIN_SO_REAL) $(TRAIN_SONAME) libferry-train.so) \
+		$(DESTDIR)$(BINDIR)/ferry $(DESTDIR)$(PKGCONFIGDIR)/ferry.pc $(DESTDIR)$(PKGCONFIGDIR)/ferry-train.pc
 	@rmdir $(DESTDIR)$(INCLUDEDIR)/ferry 2>/dev/null || true
 
 deps:
@@ -386,8 +457,8 @@ fuzz:
 		SAN=fuzzer-no-link,address,undefined $(FUZZ_BINS)
 
 # Used by the sub-make above (BUILD is then the fuzz folder).
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(BUILD)/libferry.a $(FLAGS_FILE)
-	$(call quiet,CC,$<)$(CC) $(filter-out -MMD -MP,$(CFLAGS) $(FERRY_CFLAGS)) -fsanitize=fuzzer -o $@ $< $(BUILD)/libferry.a \
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(LIBS_A) $(FLAGS_FILE)
+	$(call quiet,CC,$<)$(CC) $(filter-out -MMD -MP,$(CFLAGS) $(FERRY_CFLAGS)) -fsanitize=fuzzer -o $@ $< $(LIBS_A) \
 		$(LDFLAGS) $(LDLIBS)
 
 MEMCHECK_BUILD  := $(if $(filter 1,$(CUDA)),$(BUILD)/cpu,$(BUILD))

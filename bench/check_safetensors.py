@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch loads a ferry checkpoint (safetensors) and gives ferry's logits.
 
-  bench/check_safetensors.py CKPT --lib build/libferry.so [--device cpu|cuda] [--batch N]
+  bench/check_safetensors.py CKPT --lib build/libferry-train.so [--device cpu|cuda] [--batch N]
                              [--reader auto|safetensors|builtin] [--tol X] [--json]
 
 CKPT is what `train_gray --save` writes (the MLP or the CNN of samples/train_gray,
@@ -212,7 +212,7 @@ def torch_model(kind, ch, classes):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("ckpt")
-    p.add_argument("--lib", required=True, help="libferry.so")
+    p.add_argument("--lib", required=True, help="libferry-train.so (it brings libferry.so, found beside it)")
     p.add_argument("--device", default="cpu", help="ferry's device and PyTorch's (cpu or cuda)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--reader", choices=["auto", "safetensors", "builtin"], default="auto")

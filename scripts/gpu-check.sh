@@ -11,7 +11,7 @@
 # the GPU code, and the default seven architectures would not fit the carry limit
 # below), then packs into
 # BUILD/gpu-check/ what the GPU machine needs and cannot make: ferry.tar.xz (the
-# tool, the tests, the samples and libferry.so, debug info stripped, with the
+# tool, the tests, the samples, libferry.so and libferry-train.so, debug info stripped, with the
 # shared libraries they use that a bare machine may lack: OpenBLAS, Open MPI, ...)
 # and fashion-mnist.tar.xz (`ferry export fashion-mnist`, 70000 PNGs). It prints
 # the carry list (that one folder, well under the 64 MiB a call may carry) and the
@@ -119,12 +119,14 @@ prepare() {
         if [ ! -f "$f" ] || [ ! -x "$f" ]; then continue; fi
         strip --strip-debug -o "$pack/samples/${f##*/}" "$f" && bins+=("$f")
     done
-    local so
-    so=$(find "$build" -maxdepth 1 -name 'libferry.so.*.*.*' -printf '%f\n' | head -n 1)
-    if [ -n "$so" ]; then
-        strip --strip-debug -o "$pack/$so" "$build/$so" && bins+=("$build/$so")
-        cp -P "$build"/libferry.so "$build"/libferry.so.[0-9] "$pack/" 2>/dev/null
-    fi
+    local so l
+    for l in libferry libferry-train; do
+        so=$(find "$build" -maxdepth 1 -name "$l.so.*.*.*" -printf '%f\n' | head -n 1)
+        if [ -n "$so" ]; then
+            strip --strip-debug -o "$pack/$so" "$build/$so" && bins+=("$build/$so")
+            cp -P "$build/$l.so" "$build/$l".so.[0-9] "$pack/" 2>/dev/null
+        fi
+    done
     local name path nlib=0
     while read -r name path; do
         cp -L "$path" "$pack/lib/$name" && nlib=$((nlib + 1))
@@ -295,7 +297,7 @@ unpack() {
 # toolkit, or the NVIDIA wheels of the local PyTorch.
 resolve_libs() {
     local progs=() p
-    for p in "$root/ferry" "$root"/tests/test_* "$root"/samples/* "$root/libferry.so"; do
+    for p in "$root/ferry" "$root"/tests/test_* "$root"/samples/* "$root/libferry.so" "$root/libferry-train.so"; do
         [ -f "$p" ] && progs+=("$p")
     done
     [ ${#progs[@]} -gt 0 ] || return 0
@@ -618,7 +620,7 @@ step_safetensors() {
     elif ! py=$(find_python "torch, safetensors"); then
         end skipped "torch and safetensors not importable"; return
     fi
-    if [ ! -f "$root/libferry.so" ]; then end fail "no $root/libferry.so (the helper calls it through ctypes)"; return; fi
+    if [ ! -f "$root/libferry-train.so" ]; then end fail "no $root/libferry-train.so (the helper calls it through ctypes)"; return; fi
     if [ -z "$checkpoint" ]; then
         if [ -z "$fashion" ]; then end skipped "no checkpoint and $fashion_why"; return; fi
         checkpoint=$work/ck.safetensors
@@ -627,7 +629,7 @@ step_safetensors() {
         [ "$rc" = 0 ] || { end fail "train_gray --save exited with $rc"; return; }
     fi
     run_cmd safetensors.log "$(left)" PYTHONUNBUFFERED=1 "$py" bench/check_safetensors.py "$checkpoint" \
-        --lib "$root/libferry.so" --device cuda --reader $reader --json
+        --lib "$root/libferry-train.so" --device cuda --reader $reader --json
     end
 }
 

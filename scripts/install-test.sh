@@ -1,13 +1,18 @@
 #!/bin/sh
 # make install into a temporary prefix, then the checks a user of the installed
-# library depends on: the files installed and no others, the soname and its
-# links, libferry.so exporting exactly the FERRY_API functions of the installed
-# headers (nothing of the fd_/fk_/fm_ internals), every installed header
-# compiling on its own, samples/embed.c built with nothing but
+# libraries depends on: the files installed and no others, the sonames and their
+# links, libferry.so and libferry-train.so exporting together exactly the
+# FERRY_API functions of the installed headers (libferry's under FERRY_0, its
+# internals for libferry-train only as ferry_* under FERRY_PRIVATE; nothing of the
+# fd_/fk_/fm_ internals), libferry.so needing none of BLAS, cuBLAS, MPI, NCCL,
+# every installed header compiling on its own, samples/embed.c built against
+# libferry alone with nothing but
 #   pkg-config --cflags --libs ferry            (shared; run from the prefix)
 #   pkg-config --static --cflags --libs ferry   (libferry.a linked in)
-# and run on a small PNG folder, and make uninstall removing every file again;
-# the same for a DESTDIR install. Prints one line per check and a
+# run on a small PNG folder, linking none of BLAS, cuBLAS, MPI, NCCL (readelf -d,
+# nm) and, in a CUDA=0 build, under 1 MiB (its size is printed either way);
+# samples/train_gray.c built with pkg-config ferry-train (both libraries) and run;
+# make uninstall removing every file again; the same for a DESTDIR install. Prints one line per check and a
 # "N passed, N failed, N skipped" summary.
 #   FERRY_BUILD=build sh scripts/install-test.sh
 # FERRY_INSTALL_MAKEARGS: the variables the build was made with ("CUDA=0",
@@ -57,11 +62,14 @@ expected() {
     {
         echo include/ferry.h
         for h in include/ferry/*.h; do echo "$h"; done
-        echo lib/libferry.a
-        echo lib/libferry.so
-        echo "lib/libferry.so.$major"
-        echo "lib/libferry.so.$version"
+        for l in libferry libferry-train; do
+            echo "lib/$l.a"
+            echo "lib/$l.so"
+            echo "lib/$l.so.$major"
+            echo "lib/$l.so.$version"
+        done
         echo lib/pkgconfig/ferry.pc
+        echo lib/pkgconfig/ferry-train.pc
         echo bin/ferry
     } | sort
 }
@@ -76,7 +84,7 @@ if [ "$(cat "$build/.flags" 2>/dev/null)" != "$flags_before" ]; then
     bad "make install rebuilt $build with other flags (set FERRY_INSTALL_MAKEARGS to the build's CUDA=, DIST=, ...)"
 fi
 if [ "$(installed "$prefix")" = "$(expected)" ]; then
-    ok "make install: $(expected | wc -l) files (headers, libferry.a, libferry.so*, bin/ferry, ferry.pc)"
+    ok "make install: $(expected | wc -l) files (headers, libferry and libferry-train .a and .so*, bin/ferry, two .pc)"
 else
     bad "make install: files differ from the expected list"
     expected > "$tmp/want"; installed "$prefix" > "$tmp/got"
@@ -84,32 +92,69 @@ else
 fi
 
 lib=$prefix/lib
-soname=$(readelf -d "$lib/libferry.so.$version" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
-if [ "$(readlink "$lib/libferry.so")" = "libferry.so.$major" ] &&
-   [ "$(readlink "$lib/libferry.so.$major")" = "libferry.so.$version" ] &&
-   [ "$soname" = "libferry.so.$major" ]; then
-    ok "libferry.so -> libferry.so.$major -> libferry.so.$version, soname $soname"
+for l in libferry libferry-train; do
+    soname=$(readelf -d "$lib/$l.so.$version" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+    if [ "$(readlink "$lib/$l.so")" = "$l.so.$major" ] &&
+       [ "$(readlink "$lib/$l.so.$major")" = "$l.so.$version" ] &&
+       [ "$soname" = "$l.so.$major" ]; then
+        ok "$l.so -> $l.so.$major -> $l.so.$version, soname $soname"
+    else
+        bad "$l: shared library links or soname (soname '$soname')"
+        find "$lib" -maxdepth 1 -name "$l.*" -exec ls -ld {} + | sed 's/^/  /'
+    fi
+done
+
+# ---- one direction: the data path needs nothing of the training stack ----
+# The libraries a training dependency brings, as readelf -d names them.
+heavy='libopenblas|libblas|libcblas|libmkl|libcublas|libmpi|libnccl'
+needed() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+for so in "$build/libferry.so" "$lib/libferry.so.$version"; do
+    if [ ! -f "$so" ]; then
+        bad "no $so"
+    elif needed "$so" | grep -Eq "^($heavy)"; then
+        bad "$so needs a training library: $(needed "$so" | grep -E "^($heavy)" | tr '\n' ' ')"
+    else
+        ok "$so needs none of BLAS, cuBLAS, MPI, NCCL ($(needed "$so" | tr '\n' ' '))"
+    fi
+done
+if needed "$lib/libferry-train.so.$version" | grep -qx "libferry.so.$major"; then
+    ok "libferry-train.so needs libferry.so.$major"
 else
-    bad "shared library links or soname (soname '$soname')"
-    find "$lib" -maxdepth 1 -name 'libferry*' -exec ls -ld {} + | sed 's/^/  /'
+    bad "libferry-train.so does not need libferry.so.$major: $(needed "$lib/libferry-train.so.$version" | tr '\n' ' ')"
+fi
+if needed "$lib/libferry.so.$version" | grep -q 'libferry-train'; then
+    bad "libferry.so needs libferry-train (the direction is the other way)"
 fi
 
 # ---- exported symbols ----
-nm -D --defined-only "$lib/libferry.so.$version" | awk 'NF >= 3 {print $3}' | sort -u > "$tmp/exported"
+# libferry's FERRY_API functions under the version FERRY_0, its internals for
+# libferry-train under FERRY_PRIVATE; libferry-train's exports are unversioned.
+dsyms() { nm -D --defined-only "$1" | awk 'NF >= 3 {print $3}'; }
+dsyms "$lib/libferry.so.$version" | sort -u > "$tmp/core_all"
+sed -n 's/@@FERRY_0$//p' "$tmp/core_all" | sort -u > "$tmp/core_public"
+sed -n 's/@@FERRY_PRIVATE$//p' "$tmp/core_all" | sort -u > "$tmp/core_private"
+grep -v '@@FERRY_' "$tmp/core_all" | grep -v '^FERRY_' > "$tmp/core_unversioned"
+dsyms "$lib/libferry-train.so.$version" | sort -u > "$tmp/train_exported"
+cat "$tmp/core_public" "$tmp/core_private" "$tmp/train_exported" | sort -u > "$tmp/exported"
 grep -v '^ferry_' "$tmp/exported" > "$tmp/other"
 grep -ho '^FERRY_API[^(]*(' "$prefix"/include/ferry/*.h | sed 's/ *($//; s/.*[ *]//' | sort -u > "$tmp/api"
-grep '^ferry_' "$tmp/exported" > "$tmp/ferry_exported"
-if [ ! -s "$tmp/other" ]; then
-    ok "libferry.so exports only ferry_* ($(wc -l < "$tmp/exported") symbols)"
+sort -u "$tmp/core_public" "$tmp/train_exported" > "$tmp/ferry_exported"
+if [ ! -s "$tmp/other" ] && [ ! -s "$tmp/core_unversioned" ]; then
+    ok "libferry.so and libferry-train.so export only ferry_* ($(wc -l < "$tmp/core_public") + $(wc -l < "$tmp/core_private") private, $(wc -l < "$tmp/train_exported"))"
 else
-    bad "libferry.so exports $(wc -l < "$tmp/other") symbols not named ferry_*:"
-    head -n 20 "$tmp/other" | sed 's/^/  /'
+    bad "exports not named ferry_*, or libferry.so exports outside FERRY_0/FERRY_PRIVATE:"
+    cat "$tmp/other" "$tmp/core_unversioned" | head -n 20 | sed 's/^/  /'
 fi
-if [ -s "$tmp/api" ] && cmp -s "$tmp/api" "$tmp/ferry_exported"; then
-    ok "the exported ferry_* are exactly the $(wc -l < "$tmp/api") FERRY_API functions of the headers"
+if [ -s "$tmp/api" ] && cmp -s "$tmp/api" "$tmp/ferry_exported" &&
+   [ -z "$(comm -12 "$tmp/core_public" "$tmp/train_exported")" ]; then
+    ok "the exported ferry_* are exactly the $(wc -l < "$tmp/api") FERRY_API functions of the headers, each in one library"
 else
     bad "exported ferry_* and FERRY_API declarations differ (<: declared, not exported; >: exported, not declared)"
     diff "$tmp/api" "$tmp/ferry_exported" | grep '^[<>]' | head -n 20 | sed 's/^/  /'
+    comm -12 "$tmp/core_public" "$tmp/train_exported" | head -n 5 | sed 's/^/  in both: /'
+fi
+if comm -12 "$tmp/api" "$tmp/core_private" | grep -q .; then
+    bad "FERRY_API functions exported as FERRY_PRIVATE: $(comm -12 "$tmp/api" "$tmp/core_private" | head -n 5 | tr '\n' ' ')"
 fi
 
 # ---- headers and pkg-config ----
@@ -133,9 +178,11 @@ else
 fi
 
 # A small image folder for embed: 2 classes x 3 gray 8x8 PNGs, written by a
-# program of its own built against the installed library.
+# program of its own built against the installed library (mkpng DIR [SIZE]: the
+# training sample takes 28x28).
 cat > "$tmp/mkpng.c" <<'EOF'
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -143,18 +190,21 @@ cat > "$tmp/mkpng.c" <<'EOF'
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || strcmp(ferry_version(), FERRY_VERSION) != 0)
+    if (argc < 2 || argc > 3 || strcmp(ferry_version(), FERRY_VERSION) != 0)
         return 2;
-    unsigned char px[64];
+    unsigned size = argc == 3 ? (unsigned)atoi(argv[2]) : 8;
+    if (size < 1 || size > 28)
+        return 2;
+    unsigned char px[28 * 28];
     char path[4096];
     for (int c = 0; c < 2; c++) {
         snprintf(path, sizeof path, "%s/class%d", argv[1], c);
         mkdir(argv[1], 0755);
         mkdir(path, 0755);
         for (int i = 0; i < 3; i++) {
-            memset(px, 40 * (c * 3 + i), sizeof px);
+            memset(px, 40 * (c * 3 + i), size * size);
             snprintf(path, sizeof path, "%s/class%d/%d.png", argv[1], c, i);
-            if (ferry_png_write_file(path, px, 8, 8, 1) != FERRY_OK) {
+            if (ferry_png_write_file(path, px, size, size, 1) != FERRY_OK) {
                 fprintf(stderr, "%s\n", ferry_last_error());
                 return 1;
             }
@@ -180,10 +230,14 @@ if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed" samples/embed.c \
     resolved=$(LD_LIBRARY_PATH="$lib" ldd "$tmp/embed" 2>/dev/null | sed -n 's/.*libferry[^ ]* => \([^ ]*\).*/\1/p')
     if [ "$needed" != "libferry.so.$major" ] || [ "$resolved" != "$lib/libferry.so.$major" ]; then
         bad "embed (shared) needs '$needed', found at '$resolved'"
+    elif needed "$tmp/embed" | grep -Eq "^($heavy)"; then
+        bad "embed (shared) needs a training library: $(needed "$tmp/embed" | tr '\n' ' ')"
+    elif nm -D "$tmp/embed" | grep -q 'FERRY_PRIVATE'; then
+        bad "embed (shared) binds libferry's private symbols: $(nm -D "$tmp/embed" | grep FERRY_PRIVATE | head -n 3 | tr '\n' ' ')"
     elif [ -z "$have_data" ]; then
         skip "embed (shared): no test images"
     elif LD_LIBRARY_PATH="$lib" "$tmp/embed" "$tmp/data" > "$tmp/out" 2>&1 && grep -qF "$want" "$tmp/out"; then
-        ok "embed built with pkg-config --cflags --libs ferry, runs on $lib/libferry.so.$major ($(head -n 1 "$tmp/out"))"
+        ok "embed built with pkg-config --cflags --libs ferry (NEEDED: $(needed "$tmp/embed" | tr '\n' ' ')), runs on $lib/libferry.so.$major ($(head -n 1 "$tmp/out"))"
     else
         bad "embed (shared) run"; show "$tmp/out"
     fi
@@ -195,15 +249,26 @@ fi
 # libferry.so and libferry.a share the folder and the linker takes the .so when
 # it is there: the development link is set aside for this link, as in an
 # installation of the static library alone.
+# Symbols of the training stack, defined or undefined, in a program.
+heavy_syms='cblas_|cublas|MPI_|ncclComm|fk_cpu_|fk_cuda_'
 mv "$lib/libferry.so" "$tmp/libferry.so.devlink"
+mv "$lib/libferry-train.so" "$tmp/libferry-train.so.devlink"
 if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed_static" samples/embed.c \
         $(pkg-config --static --cflags --libs ferry) > "$tmp/out" 2>&1; then
+    size=$(wc -c < "$tmp/embed_static")
+    cuda_build=$(grep -c 'FERRY_HAVE_CUDA=1' "$build/.flags" 2>/dev/null)
     if readelf -d "$tmp/embed_static" | grep -q 'NEEDED.*libferry'; then
         bad "embed (static) still needs libferry.so"
+    elif needed "$tmp/embed_static" | grep -Eq "^($heavy)"; then
+        bad "embed (static) needs a training library: $(needed "$tmp/embed_static" | tr '\n' ' ')"
+    elif nm "$tmp/embed_static" | grep -Eq " ($heavy_syms)"; then
+        bad "embed (static) holds training symbols: $(nm "$tmp/embed_static" | grep -E " ($heavy_syms)" | head -n 3 | tr '\n' ' ')"
+    elif [ "${cuda_build:-0}" = 0 ] && [ "$size" -ge 1048576 ]; then
+        bad "embed (static, CUDA=0 build) is $size bytes, not under 1 MiB"
     elif [ -z "$have_data" ]; then
         skip "embed (static): no test images"
     elif "$tmp/embed_static" "$tmp/data" > "$tmp/out" 2>&1 && grep -qF "$want" "$tmp/out"; then
-        ok "embed built with pkg-config --static --cflags --libs ferry (libferry.a linked in) runs"
+        ok "embed built with pkg-config --static --cflags --libs ferry (libferry.a linked in, $size bytes$([ "${cuda_build:-0}" = 0 ] && echo ', under 1 MiB' || echo ', CUDA build'), no BLAS/cuBLAS/MPI/NCCL) runs"
     else
         bad "embed (static) run"; show "$tmp/out"
     fi
@@ -212,6 +277,26 @@ else
     show "$tmp/out"
 fi
 mv "$tmp/libferry.so.devlink" "$lib/libferry.so"
+mv "$tmp/libferry-train.so.devlink" "$lib/libferry-train.so"
+
+# ---- a training sample: pkg-config ferry-train brings both libraries ----
+if $cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -o "$tmp/train_gray" samples/train_gray.c \
+        $(pkg-config --cflags --libs ferry-train) -lm > "$tmp/out" 2>&1; then
+    tneeded=$(needed "$tmp/train_gray" | grep '^libferry' | sort | tr '\n' ' ')
+    if [ "$tneeded" != "libferry-train.so.$major libferry.so.$major " ]; then
+        bad "train_gray (shared) needs '$tneeded', not libferry-train.so.$major and libferry.so.$major"
+    elif [ -z "$have_data" ] || ! mkdir -p "$tmp/gray" || ! LD_LIBRARY_PATH="$lib" "$tmp/mkpng" "$tmp/gray/train" 28 ||
+         ! LD_LIBRARY_PATH="$lib" "$tmp/mkpng" "$tmp/gray/test" 28; then
+        skip "train_gray (shared): no test images"
+    elif LD_LIBRARY_PATH="$lib" "$tmp/train_gray" --data "$tmp/gray" --epochs 1 --batch 2 --workers 1 \
+            --out "$tmp/gray_out" > "$tmp/out" 2>&1; then
+        ok "train_gray built with pkg-config --cflags --libs ferry-train ($tneeded) trains an epoch"
+    else
+        bad "train_gray (shared) run"; show "$tmp/out"
+    fi
+else
+    bad "train_gray build: $cc samples/train_gray.c \$(pkg-config --cflags --libs ferry-train)"; show "$tmp/out"
+fi
 
 if [ "$("$prefix/bin/ferry" --version 2>&1)" = "ferry $version" ]; then
     ok "bin/ferry --version: ferry $version"

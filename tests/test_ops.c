@@ -712,7 +712,7 @@ TEST(cuda_copy_round_trip_and_mismatch)
  * from the caching allocator, so device memory stays bounded by what ran at
  * once and, on the simulated GPU, so do the live handles. */
 #if FERRY_SIM_KERNELS
-long ferry_simblas_live(void); /* device/sim/cublas_sim.c */
+long ferry_simblas_live(void); /* model/kernels/sim/cublas_sim.c */
 #endif
 #define GEMM_THREADS_AT_ONCE 8
 

@@ -10,8 +10,18 @@
 
 #include "ferry/device.h"
 
+/* Which backend a table is: the data kernels (loader/convert.h, tensor/cast.c)
+ * and the training library's kernel tables (model/kernels/lookup.c) pick their
+ * entry by it, so the device layer carries no kernels of either. */
+typedef enum ferry_backend_kind {
+    FERRY_BACKEND_CPU,
+    FERRY_BACKEND_CUDA,
+    FERRY_BACKEND_SIM, /* the simulated GPU (FERRY_SIM_GPUS) */
+} ferry_backend_kind;
+
 typedef struct ferry_backend {
     const char *name;                                   /* "cpu", "cuda", "cuda (simulated)" */
+    ferry_backend_kind kind;
     bool simulated;                                     /* FERRY_SIM_GPUS: timings mean nothing */
     int (*device_count)(void);
     ferry_status (*set_device)(int index);
@@ -58,20 +68,13 @@ typedef struct ferry_backend {
     ferry_status (*event_query)(int index, void *event, bool *done);
     ferry_status (*event_elapsed_ms)(int index, void *start, void *end, float *ms);
 
-    /* The model's kernels for this backend's devices (model/kernels/kernels.h):
-     * the device layer only hands the table out. */
-    const struct fk_table *kernels;
-
     /* Page-locked host memory (pinned) or, for the CPU backend, aligned pageable. */
     ferry_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *ptr);
 } ferry_backend;
 
-struct fk_table;
-extern const struct fk_table fk_cpu_table;
 const ferry_backend *ferry_backend_cpu(void);
 #if FERRY_HAVE_CUDA
-extern const struct fk_table fk_cuda_table;
 const ferry_backend *ferry_backend_cuda(void);
 /* Runtime version as major*1000 + minor*10 (cudaRuntimeGetVersion), 0 if unknown. */
 int ferry_cuda_runtime_version(void);

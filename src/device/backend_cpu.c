@@ -264,6 +264,7 @@ static void cpu_host_free(void *ptr) { ferry_host_free(ptr); }
 
 static const ferry_backend cpu_backend = {
     .name = "cpu",
+    .kind = FERRY_BACKEND_CPU,
     .device_count = cpu_count,
     .set_device = cpu_set_device,
     .get_device = cpu_get_device,
@@ -285,7 +286,6 @@ static const ferry_backend cpu_backend = {
     .event_sync = cpu_event_sync,
     .event_query = cpu_event_query,
     .event_elapsed_ms = cpu_event_elapsed_ms,
-    .kernels = &fk_cpu_table,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,
 };

@@ -322,6 +322,7 @@ static void cu_host_free(void *ptr)
 
 static const ferry_backend cuda_backend = {
     .name = "cuda",
+    .kind = FERRY_BACKEND_CUDA,
     .device_count = cu_count,
     .set_device = cu_set_device,
     .get_device = cu_get_device,
@@ -343,7 +344,6 @@ static const ferry_backend cuda_backend = {
     .event_sync = cu_event_sync,
     .event_query = cu_event_query,
     .event_elapsed_ms = cu_event_elapsed_ms,
-    .kernels = &fk_cuda_table,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
 };

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/blas.h"
 #include "device/backend.h"
 #include "device/sim/sim.h"
 #include "device/device_internal.h"
@@ -53,15 +52,20 @@ const char *ferry_version(void) { return FERRY_VERSION; }
 
 /* The text is a pure function of the build; a thread-local buffer keeps
  * concurrent callers from racing on the formatting. */
+/* The BLAS is libferry-train's, named by the Makefile (BLAS=): libferry does
+ * not include a CBLAS header. */
+#ifndef FERRY_BUILD_BLAS
+#define FERRY_BUILD_BLAS "a CBLAS"
+#endif
 const char *ferry_build_features(void)
 {
 #if FERRY_HAVE_CUDA
-    static _Thread_local char buf[64];
+    static _Thread_local char buf[96];
     int v = ferry_cuda_runtime_version();
-    snprintf(buf, sizeof buf, "CUDA %d.%d, cuBLAS, " FERRY_BLAS_NAME, v / 1000, (v % 1000) / 10);
+    snprintf(buf, sizeof buf, "CUDA %d.%d, cuBLAS, BLAS: " FERRY_BUILD_BLAS, v / 1000, (v % 1000) / 10);
     return buf;
 #else
-    return "CPU only (no CUDA), " FERRY_BLAS_NAME;
+    return "CPU only (no CUDA), BLAS: " FERRY_BUILD_BLAS;
 #endif
 }
 

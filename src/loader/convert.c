@@ -72,14 +72,3 @@ void ferry_convert_cpu(const ferry_convert_spec *sp, const void *src, void *dst)
         ferry_convert_sample_cpu(sp, (const uint8_t *)src + n * in_bytes,
                                  (uint8_t *)dst + n * out_bytes);
 }
-
-/* The CPU backend's batch_convert kernel (and the simulated GPU's, on its stream thread). */
-ferry_status fk_cpu_batch_convert(const fk_ctx *c, const fk_batch_spec *spec, const void *src, void *dst)
-{
-    (void)c;
-    if (spec->affine && spec->channels > FK_BATCH_MAX_CHANNELS)
-        return ferry_fail(FERRY_ERR_LIMIT, "batch conversion: %zu channels with scale and shift; the kernel "
-                          "holds %d", spec->channels, FK_BATCH_MAX_CHANNELS);
-    ferry_convert_cpu(spec, src, dst);
-    return FERRY_OK;
-}

@@ -47,10 +47,11 @@ __global__ void convert_kernel(const void *src, void *dst, convert_params p)
     }
 }
 
-// Launches on the current device, which must be the stream's and dst's
-// (fk_cuda_batch_convert below makes it so).
-extern "C" ferry_status FK_CU(ferry_convert_cuda)(const ferry_convert_spec *sp, const void *src,
-                                           void *dst, void *stream)
+// Launches on `device`, which must be the stream's and dst's: the loader may
+// deliver to cuda:N from a thread whose current device is another. The guard
+// restores the caller's device on return.
+extern "C" ferry_status FK_CU(ferry_convert_cuda)(int device, const ferry_convert_spec *sp,
+                                                 const void *src, void *dst, void *stream)
 {
     convert_params p;
     p.hw = (unsigned long long)sp->height * sp->width;
@@ -67,30 +68,16 @@ extern "C" ferry_status FK_CU(ferry_convert_cuda)(const ferry_convert_spec *sp, 
     }
     if (p.total == 0)
         return FERRY_OK;
+    ferry_cuda_guard guard;
+    ferry_status st = guard.enter(device);
+    if (st != FERRY_OK)
+        return st;
     const unsigned int threads = 256;
     unsigned long long blocks = (p.total + threads - 1) / threads;
     if (blocks > 65535ull * 8)
         blocks = 65535ull * 8; // grid-stride loop covers the rest
     FK_LAUNCH((unsigned int)blocks, threads, (cudaStream_t)stream, convert_kernel)(src, dst, p);
     return fk_launch_status("batch conversion kernel");
-}
-
-// The CUDA backend's batch_convert kernel (the loader calls it through the table).
-extern "C" ferry_status FK_CU(fk_cuda_batch_convert)(const fk_ctx *c, const fk_batch_spec *spec,
-                                              const void *src, void *dst)
-{
-    // The launch goes to the current device, and c's stream belongs to c's
-    // device: the loader may deliver to cuda:N from a thread whose current
-    // device is another. The guard restores the caller's device on return.
-    // scale and shift hold FK_BATCH_MAX_CHANNELS values: more would be read past them.
-    if (spec->affine && spec->channels > FK_BATCH_MAX_CHANNELS)
-        return ferry_fail(FERRY_ERR_LIMIT, "batch conversion: %zu channels with scale and shift; the kernel "
-                          "holds %d", spec->channels, FK_BATCH_MAX_CHANNELS);
-    ferry_cuda_guard guard;
-    ferry_status st = guard.enter(c->dev.index);
-    if (st != FERRY_OK)
-        return st;
-    return FK_CU(ferry_convert_cuda)(spec, src, dst, c->native);
 }
 
 FK_SOURCE_END

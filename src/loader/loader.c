@@ -673,8 +673,7 @@ static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream
     if (st == FERRY_OK && l->convert_on_device) {
         ferry_convert_spec sp = l->dev_spec;
         sp.count = s->count;
-        fk_ctx c = fk_ctx_make(l->dev, stream);
-        st = FK(&c, batch_convert, &sp, s->dev, s->out);
+        st = ferry_convert_batch(l->dev, stream, &sp, s->dev, s->out);
     }
     return st;
 }

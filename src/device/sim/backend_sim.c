@@ -419,10 +419,9 @@ ferry_status ferry_sim_launch_stream(int dev, void *native, const char *what, si
     return FERRY_OK;
 }
 
-extern const struct fk_table fk_sim_table;
-
 static const ferry_backend sim_backend = {
     .name = "cuda (simulated)",
+    .kind = FERRY_BACKEND_SIM,
     .simulated = true,
     .device_count = sim_count,
     .set_device = sim_set_device,
@@ -446,7 +445,6 @@ static const ferry_backend sim_backend = {
     .event_sync = sim_event_sync,
     .event_query = sim_event_query,
     .event_elapsed_ms = sim_event_elapsed_ms,
-    .kernels = &fk_sim_table,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
 };

@@ -28,9 +28,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cublas_api.h>
 
-#include "device/sim/cublas_sim.h"
 #include "device/sim/kernel_exec.h"
 #include "ferry/status.h"
 

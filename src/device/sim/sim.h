@@ -48,6 +48,18 @@ ferry_status ferry_sim_launch_stream(int dev, void *native, const char *what, si
  * on). *ticket (may be NULL) gets its place in the stream's order. */
 ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket);
 
+/* Queues fn(copy of arg) on the stream as one kernel launch (counted by the
+ * fault hook below): how data kernels run on the simulated GPU when it runs CPU
+ * code. `what` is a string literal naming the kernel in errors. */
+typedef ferry_status (*ferry_sim_host_fn)(void *arg);
+ferry_status ferry_sim_launch_host(int dev, void *native, const char *what, ferry_sim_host_fn fn,
+                                   const void *arg, size_t bytes);
+
+/* True when the simulated GPU runs the CUDA sources compiled for the host (the
+ * default in a build with FERRY_SIM_KERNELS), false with FERRY_SIM_KERNELS=cpu
+ * or without them: then every kernel is the CPU's, run in stream order. */
+bool ferry_sim_cuda_sources(void);
+
 /* Test hooks. The k-th kernel launched from now on device d (1 = the next) faults
  * when it runs, as an illegal memory access would on a GPU; 0 = never. Reset
  * clears a device's sticky error once its streams have drained (the simulated

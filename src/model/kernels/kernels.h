@@ -1,7 +1,10 @@
-/* Internal: the model layer's raw kernels: one signature per kernel (FK_KERNELS),
- * one table of them per backend (CPU: kernels/cpu/, CUDA: kernels/cuda/, the
- * simulated GPU: device/sim/), found through the device's backend. Callers
- * dispatch with FK(ctx, name, args...), so ops and layers are written once.
+/* Internal: the training library's raw kernels: one signature per kernel
+ * (FK_KERNELS), one table of them per backend (CPU: kernels/cpu/, CUDA:
+ * kernels/cuda/, the simulated GPU: kernels/sim/), looked up by the device's
+ * backend kind (fk_table_for): the device layer, in libferry, knows nothing of
+ * them. Callers dispatch with FK(ctx, name, args...), so ops and layers are
+ * written once. The data path's own kernels (the loader's batch conversion, the
+ * tensor core's dtype cast) are libferry's, outside this list.
  *
  * Kernels work on raw pointers (element 0 of a view) and never allocate tensors;
  * the tensor-level code above them checks devices, shapes and dtypes first. A
@@ -59,24 +62,6 @@ typedef struct fk_conv {
     int64_t oh, ow;            /* output */
 } fk_conv;
 
-/* The loader's last step, on the device: a batch of count samples from the wire
- * dtype (u8 or f32) in the dataset's layout to dst_dtype (f32, f16, bf16, u8) in
- * the requested layout, with per-channel y = x * scale[c] + shift[c] rounded
- * after the multiply and after the add (never fused), so every backend agrees
- * bit for bit. src/loader/convert.c holds the CPU version. */
-#define FK_BATCH_MAX_CHANNELS 4
-typedef struct fk_batch_spec {
-    size_t count; /* samples */
-    size_t channels, height, width;
-    ferry_dtype src_dtype;
-    ferry_layout src_layout;
-    ferry_dtype dst_dtype;
-    ferry_layout dst_layout;
-    bool affine; /* apply scale/shift (false: plain cast/permute) */
-    float scale[FK_BATCH_MAX_CHANNELS];
-    float shift[FK_BATCH_MAX_CHANNELS];
-} fk_batch_spec;
-
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
@@ -103,11 +88,6 @@ typedef struct fk_batch_spec {
       (float, alpha), (const void *, a), (int64_t, lda), (int64_t, stride_a), (const void *, b),   \
       (int64_t, ldb), (int64_t, stride_b), (float, beta), (void *, cc), (int64_t, ldc),            \
       (int64_t, stride_c), (int64_t, batch))                                                       \
-    /* n contiguous elements from x's dtype to y's: float to integer truncates and  \
-     * saturates (NaN -> 0), half types round to nearest even (tensor/half.h) */   \
-    X(cast, (ferry_dtype, xdt), (const void *, x), (ferry_dtype, ydt), (void *, y), (int64_t, n))   \
-    /* the loader's batch conversion (fk_batch_spec) */                                            \
-    X(batch_convert, (const fk_batch_spec *, spec), (const void *, src), (void *, dst))            \
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
       (bool, normal))                                                                              \
@@ -213,8 +193,8 @@ typedef struct fk_batch_spec {
 #define FK_ARG(t, n) n
 #define FK_PARAMS(...) FK_MAP(FK_PARAM, FK_COMMA, __VA_ARGS__)
 
-/* One backend's kernels: the device's backend hands this table out
- * (ferry_backend.kernels), so op code never asks which device it runs on. */
+/* One backend's kernels: fk_ctx_make looks the table up by the device's backend
+ * kind, so op code never asks which device it runs on. */
 typedef struct fk_table {
 #define FK_SLOT(name, ...) ferry_status (*name)(const fk_ctx *c, FK_PARAMS(__VA_ARGS__));
     FK_KERNELS(FK_SLOT)
@@ -241,6 +221,15 @@ extern const fk_table fk_cuda_table;
 FK_KERNELS(FK_DECL_CUDA_SIM)
 extern const fk_table fk_cuda_sim_table;
 #endif
+
+/* The simulated GPU's table (kernels/sim/kernels_sim.c): the CUDA sources or the
+ * CPU kernels, each launched in stream order. */
+extern const fk_table fk_sim_table;
+
+struct ferry_backend;
+/* The table serving backend b's devices, or NULL (a CUDA backend in a build
+ * without CUDA cannot happen). */
+const fk_table *fk_table_for(const struct ferry_backend *b);
 
 /* The kernel's status when c has no kernels: its stream is on another device
  * (FERRY_ERR_DEVICE_MISMATCH), or its device has no backend (cannot happen for a

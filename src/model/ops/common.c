@@ -16,7 +16,7 @@ fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s)
     c.dev = d;
     /* A stream of another device gets no kernels: FK() then fails with the
      * mismatch (fk_no_backend) instead of queueing onto a foreign stream. */
-    c.k = b && (!s || ferry_device_eq(ferry_stream_device(s), d)) ? b->kernels : NULL;
+    c.k = b && (!s || ferry_device_eq(ferry_stream_device(s), d)) ? fk_table_for(b) : NULL;
     c.stream = s;
     c.native = s ? ferry_stream_native(s) : NULL;
     return c;

@@ -1,6 +1,5 @@
 /* Half-precision scalar conversions and the host dtype conversion loop. The bit
  * manipulation lives in tensor/half.h so CUDA kernels share it exactly. */
-#include "model/kernels/kernels.h"
 #include "model/tensor/half.h"
 #include "model/tensor/internal.h"
 
@@ -35,14 +34,4 @@ void ferry_convert_host_(const void *src, ferry_dtype sdt, void *dst, ferry_dtyp
     }
     for (int64_t k = 0; k < n; k++)
         ferry_convert_elem_(src, sdt, dst, ddt, k);
-}
-
-/* The CPU backend's cast kernel. */
-ferry_status fk_cpu_cast(const fk_ctx *c, ferry_dtype xdt, const void *x, ferry_dtype ydt, void *y,
-                         int64_t n)
-{
-    (void)c;
-    if (n > 0)
-        ferry_convert_host_(x, xdt, y, ydt, n);
-    return FERRY_OK;
 }

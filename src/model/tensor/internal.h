@@ -79,6 +79,17 @@ void ferry_convert_host_(const void *src, ferry_dtype sdt, void *dst, ferry_dtyp
 ferry_status ferry_convert_cuda_(const void *src, ferry_dtype sdt, void *dst, ferry_dtype ddt,
                                  int64_t n, int device, void *stream);
 #endif
+#if FERRY_SIM_KERNELS
+/* The same source compiled for the host, run by the simulated GPU. */
+ferry_status ferry_convert_cuda__sim(const void *src, ferry_dtype sdt, void *dst, ferry_dtype ddt,
+                                     int64_t n, int device, void *stream);
+#endif
+
+/* The tensor core's data kernel: converts n contiguous elements of device d's
+ * memory from xdt to ydt (as ferry_convert_host_) on stream s (NULL: d's default
+ * stream; the CPU converts now), picked by d's backend (tensor/cast.c). */
+ferry_status ferry_tensor_cast_(ferry_device d, ferry_stream *s, ferry_dtype xdt, const void *x,
+                                ferry_dtype ydt, void *y, int64_t n);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,6 @@
 #include "device/device_internal.h"
 #include "common/assert.h"
 #include "common/error.h"
-#include "model/kernels/kernels.h"
 #include "model/tensor/internal.h"
 
 static const struct { size_t size; const char *name; } dtypes[FERRY_DTYPE_COUNT_] = {
@@ -523,8 +522,8 @@ ferry_status ferry_tensor_to_dtype(ferry_tensor *t, ferry_dtype dt, ferry_tensor
     if ((st = tensor_alloc(t->shape, t->ndim, dt, t->device, NULL, &r)) != FERRY_OK)
         goto done;
     {
-        fk_ctx c = fk_ctx_make(t->device, NULL);
-        st = FK(&c, cast, src->dtype, ferry_tensor_ptr_(src), dt, r->storage->data, src->numel);
+        st = ferry_tensor_cast_(t->device, NULL, src->dtype, ferry_tensor_ptr_(src), dt, r->storage->data,
+                                src->numel);
         /* tensor results are ready on return, like every other call here */
         if (st == FERRY_OK)
             st = ferry_device_synchronize(t->device);

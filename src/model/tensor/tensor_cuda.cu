@@ -2,7 +2,6 @@
  * using the same scalar code as the host (tensor/half.h), so CPU and GPU agree
  * bit for bit. */
 #include "device/cuda_src.cuh"
-#include "model/kernels/kernels.h"
 #include "model/tensor/half.h"
 #include "model/tensor/internal.h"
 
@@ -29,13 +28,6 @@ extern "C" ferry_status FK_CU(ferry_convert_cuda_)(const void *src, ferry_dtype 
     int blocks = want > 65535 ? 65535 : (int)want;
     FK_LAUNCH(blocks, threads, (cudaStream_t)stream, ferry_convert_kernel)(src, (int)sdt, dst, (int)ddt, n);
     return fk_launch_status("dtype conversion kernel");
-}
-
-// The CUDA backend's cast kernel (tensor dtype conversion, through the table).
-extern "C" ferry_status FK_CU(fk_cuda_cast)(const fk_ctx *c, ferry_dtype xdt, const void *x, ferry_dtype ydt,
-                                     void *y, int64_t n)
-{
-    return FK_CU(ferry_convert_cuda_)(x, xdt, y, ydt, n, c->dev.index, c->native);
 }
 
 FK_SOURCE_END

@@ -8,6 +8,12 @@
 #include <stdint.h>
 
 #include "device/cuda_src.cuh"
+/* cuBLAS is the training library's: libferry's CUDA sources never see it. */
+#if defined(__CUDACC__)
+#include <cublas_v2.h>
+#else
+#include "model/kernels/sim/cublas_sim.h"
+#endif
 #include "common/error.h"
 #include "model/kernels/formulas.h"
 #include "model/kernels/kernels.h"

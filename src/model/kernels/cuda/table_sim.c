@@ -1,7 +1,8 @@
-/* The simulated GPU's kernel table: the CUDA sources of ops.cu, nn.cu,
- * tensor_cuda.cu and convert.cu compiled for the host (FERRY_SIM_KERNELS, when
- * the build found the CUDA toolkit's headers). device/sim/kernels_sim.c picks
- * it, or the CPU kernels with FERRY_SIM_KERNELS=cpu. */
+/* The simulated GPU's kernel table: the CUDA sources of ops.cu and nn.cu
+ * compiled for the host (FERRY_SIM_KERNELS, when the build found the CUDA
+ * toolkit's headers). model/kernels/sim/kernels_sim.c picks it, or the CPU
+ * kernels with FERRY_SIM_KERNELS=cpu. (libferry's tensor_cuda.cu and convert.cu
+ * are its own data kernels, outside this table.) */
 #include "model/kernels/kernels.h"
 
 #if FERRY_SIM_KERNELS

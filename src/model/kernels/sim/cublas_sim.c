@@ -16,7 +16,7 @@
 
 #include "common/blas.h"
 #include "common/error.h"
-#include "device/sim/cublas_sim.h"
+#include "model/kernels/sim/cublas_sim.h"
 #include "device/sim/kernel_exec.h"
 #include "device/sim/sim.h"
 #include "device/sim/sim_internal.h"

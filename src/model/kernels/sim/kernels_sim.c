@@ -6,7 +6,6 @@
  * Such a launch copies its arguments, and the small structs some of them point
  * to (an fk_nd, an fk_conv), because the caller's copies are gone by the time
  * the operation runs, exactly as a CUDA launch copies its parameters. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +17,6 @@
 typedef struct sim_keep {
     fk_nd nd;
     fk_conv conv;
-    fk_batch_spec batch;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -41,15 +39,6 @@ static void keep_conv(sim_keep *k, void *field)
     }
 }
 
-static void keep_batch(sim_keep *k, void *field)
-{
-    const fk_batch_spec **f = field;
-    if (*f) {
-        k->batch = **f;
-        *f = &k->batch;
-    }
-}
-
 static void keep_value(sim_keep *k, void *field)
 {
     (void)k;
@@ -57,8 +46,7 @@ static void keep_value(sim_keep *k, void *field)
 }
 
 #define SIM_KEEP_FN(x) _Generic((x), const fk_nd *: keep_nd,                                      \
-                                    const fk_conv *: keep_conv,                                      \
-                                    const fk_batch_spec *: keep_batch, default: keep_value)
+                                    const fk_conv *: keep_conv, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {
@@ -66,30 +54,8 @@ static ferry_status injected_fault(const char *kernel)
 }
 
 #if FERRY_SIM_KERNELS
-static bool cuda_sources;
-static pthread_once_t cuda_sources_once = PTHREAD_ONCE_INIT;
-
-static void read_kernels_choice(void)
-{
-    const char *v = getenv("FERRY_SIM_KERNELS");
-    cuda_sources = !(v && strcmp(v, "cpu") == 0);
-    if (v && *v && strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
-        ferry_log(FERRY_LOG_WARN, "FERRY_SIM_KERNELS=%s: expected cuda or cpu; running the CUDA sources", v);
-}
-
-/* True when the simulated GPU runs the CUDA sources (the default). A build
- * without them (SIM_KERNELS=0: no CUDA headers, or the fuzz build) has only
- * the CPU kernels. */
-static bool sim_cuda_sources(void)
-{
-    pthread_once(&cuda_sources_once, read_kernels_choice);
-    return cuda_sources;
-}
-#endif
-
-#if FERRY_SIM_KERNELS
 #define SIM_CUDA_CALL(name, ...)                                                                   \
-    if (sim_cuda_sources())                                                                        \
+    if (ferry_sim_cuda_sources())                                                                        \
         return fk_cuda_sim_table.name(c, FK_MAP(FK_ARG, FK_COMMA, __VA_ARGS__));
 #else
 #define SIM_CUDA_CALL(name, ...)

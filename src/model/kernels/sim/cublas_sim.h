@@ -6,8 +6,8 @@
  * argument, which cublasGetStatusString then gives. The product itself is a
  * column-major reference that accumulates in the compute type in a seeded order
  * (cuBLAS promises none), queued on the handle's stream. */
-#ifndef FERRY_DEVICE_SIM_CUBLAS_SIM_H
-#define FERRY_DEVICE_SIM_CUBLAS_SIM_H
+#ifndef FERRY_MODEL_KERNELS_SIM_CUBLAS_SIM_H
+#define FERRY_MODEL_KERNELS_SIM_CUBLAS_SIM_H
 
 #include <stddef.h>
 
