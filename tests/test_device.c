@@ -487,13 +487,12 @@ static void loader_keeps_current(int cur, int d)
     ferry_sample_format fmt = {C, H, W, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_memory(data, &fmt, NS, labels, &ds));
-    char name[FERRY_DEVICE_NAME_MAX];
     ferry_loader_config cfg = ferry_loader_config_default();
     cfg.dataset = ds;
     cfg.batch_size = B;
     cfg.num_workers = 1;
-    cfg.device = ferry_device_format(ferry_cuda(d), name, sizeof name);
-    cfg.pin_memory = true;
+    cfg.device = ferry_cuda(d);
+    cfg.pin_memory = FERRY_PIN_MEMORY_ON;
     cfg.out_dtype = FERRY_DTYPE_F32; /* converted and normalised on the device */
     ASSERT_OK(ferry_cuda_set_device(cur));
     ferry_loader *l;
