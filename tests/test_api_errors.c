@@ -192,6 +192,9 @@ TEST(device_format_small_and_null_buffers)
     CHK_TRUE(strcmp(ferry_device_format(ferry_cpu(), b, sizeof b), "c") == 0);
     char big[FERRY_DEVICE_NAME_MAX];
     CHK_TRUE(strcmp(ferry_device_format(BAD_DEVICE, big, sizeof big), "invalid") == 0);
+    CHK_TRUE(strcmp(ferry_device_format((ferry_device){0}, big, sizeof big), "default") == 0);
+    CHK_TRUE(strcmp(ferry_device_format((ferry_device){FERRY_DEVICE_DEFAULT, 2}, big, sizeof big),
+                    "invalid") == 0);
 }
 
 TEST(cuda_queries_without_gpu)

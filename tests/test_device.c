@@ -719,3 +719,29 @@ TEST(build_records_its_gpu_code)
                "this build (%s) has no code for cuda:0, compute capability %d.%d", archs, p.cc_major,
                p.cc_minor);
 }
+
+/* The zero ferry_device is the default device wherever one is taken, and what
+ * comes back (a stream's device, a tensor's) is the resolved one. */
+TEST(zero_device_is_the_default)
+{
+    ferry_device zero = {0}, def = ferry_device_default();
+    ASSERT_EQ_INT(zero.type, FERRY_DEVICE_DEFAULT);
+    ASSERT(ferry_device_eq(ferry_device_resolve(zero), def));
+    ASSERT(ferry_device_eq(ferry_device_resolve(ferry_cpu()), ferry_cpu()));
+    ferry_device odd = {FERRY_DEVICE_DEFAULT, 1}; /* not the zero value: not resolved */
+    ASSERT(ferry_device_eq(ferry_device_resolve(odd), odd));
+    ASSERT_STATUS(ferry_stream_create(odd, &(ferry_stream *){NULL}), FERRY_ERR_INVALID_ARG);
+    ferry_stream *s;
+    ASSERT_OK(ferry_stream_create(zero, &s));
+    ASSERT(ferry_device_eq(ferry_stream_device(s), def));
+    int64_t shape[1] = {3};
+    ferry_tensor *t;
+    ASSERT_OK(ferry_tensor_zeros(shape, 1, FERRY_DTYPE_F32, zero, &t));
+    ASSERT(ferry_device_eq(ferry_tensor_device(t), def));
+    void *p;
+    ASSERT_OK(ferry_device_malloc(zero, 64, s, &p));
+    ferry_device_free(zero, p);
+    ASSERT_OK(ferry_device_synchronize(zero));
+    ferry_tensor_release(t);
+    ferry_stream_destroy(s);
+}
