@@ -349,10 +349,10 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
 /* The device cfg names (zero: the default), if it can be used. */
 static ferry_status resolve_device(const ferry_loader_config *cfg, ferry_device *dev)
 {
-    ferry_status st = ferry_device_check(cfg->device); /* resolves the zero device */
+    *dev = ferry_device_resolve(cfg->device);
+    ferry_status st = ferry_device_check(*dev);
     if (st != FERRY_OK)
         return ferry_fail_prefix(st, "loader: ");
-    *dev = ferry_device_resolve(cfg->device);
     return FERRY_OK;
 }
 
