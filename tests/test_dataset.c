@@ -381,9 +381,13 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
     put_png("open/folder/cat/1.png", 10, 4, 3);
     put_png("open/folder/cat/2.png", 20, 4, 3);
     put_png("open/folder/dog/3.png", 30, 4, 3);
-    ferry_dataset *ref;
+    ferry_dataset *ref, *zero;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("open/folder"), NULL, &ref));
     assert_opens_as(ft_tmp("open/folder"), FERRY_DATASET_IMAGE_FOLDER, ref);
+    /* A zeroed image config is the defaults. */
+    ASSERT_OK(ferry_dataset_open(ft_tmp("open/folder"), &(ferry_image_config){0}, &zero));
+    assert_same_dataset(zero, ref);
+    ferry_dataset_destroy(zero);
     const char *list = "# the folder's images\nfolder/cat/1.png,0\nfolder/cat/2.png,0\n"
                        "folder/dog/3.png,1\n";
     ft_write_file(ft_tmp("open/list.txt"), list, strlen(list));

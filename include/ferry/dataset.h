@@ -77,6 +77,8 @@ typedef struct ferry_png_limits {
     size_t max_chunk_bytes;       /* PNG ancillary chunks; default 8 MiB */
 } ferry_png_limits;
 
+/* Every field's zero is its default: `(ferry_image_config){0}` (or a NULL
+ * cfg) decodes at the first image's size and channels, with no augmentation. */
 typedef struct ferry_image_config {
     /* Output format. 0 for height/width/channels: take it from the first image. */
     size_t channels;          /* 1 (gray: ITU-R 601 luma, as PIL's convert('L')) or 3 */
@@ -84,7 +86,7 @@ typedef struct ferry_image_config {
     ferry_layout layout;      /* default CHW */
     ferry_resize resize;
     bool alpha_composite;     /* false: drop alpha; true: composite on background */
-    uint8_t background[3];    /* RGB, for alpha_composite */
+    uint8_t background[3];    /* RGB, for alpha_composite; default black (zero) */
     /* Augmentation, applied in place in the caller's buffer when ctx->train. */
     size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
     bool random_hflip;        /* flip left-right with probability 1/2 */
