@@ -56,7 +56,7 @@ typedef enum ferry_pin_memory {
     FERRY_PIN_MEMORY_OFF       /* pageable, even for a GPU */
 } ferry_pin_memory;
 
-/* What crosses PCIe (docs/DESIGN.md, "wire format"). */
+/* What crosses PCIe (docs/DESIGN.md, section 1, steps 2 and 7). */
 typedef enum ferry_wire_dtype {
     FERRY_WIRE_DEFAULT = 0, /* the dataset's own: u8 images as u8 (a quarter of f32's bytes,
                              * normalised on the device), f32 samples as f32 */
@@ -83,9 +83,9 @@ typedef struct ferry_loader_config {
     size_t num_indices;
     size_t rank, world_size;    /* FERRY_SAMPLER_DISTRIBUTED */
     /* Decoding threads. 0: one per online CPU, at most 8 (decoding is
-     * CPU-bound, and 8 keep a GPU fed on the images of docs/BENCHMARKS.md
-     * without taking a large machine from the training process);
-     * FERRY_LOADER_NO_WORKERS: none, next() decodes in the caller's thread. */
+     * CPU-bound and scales with cores; the cap leaves a large machine's other
+     * cores to the training process). FERRY_LOADER_NO_WORKERS: none, next()
+     * decodes in the caller's thread. */
     size_t num_workers;
     size_t prefetch;            /* slots: batches in flight; 0: 4. 1: no read-ahead */
     ferry_pin_memory pin_memory; /* default AUTO: pinned for a GPU device */
