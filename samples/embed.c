@@ -1,6 +1,8 @@
-/* The shortest complete ferry program: a loader over an image folder, one epoch
- * on the default device (the GPU when there is one), batch shapes printed.
- *   build/samples/embed DIR */
+/* The shortest complete ferry program: a loader over a dataset (an image
+ * folder, a list file, tar shards, IDX images: ferry_dataset_open tells them
+ * apart), one epoch on the default device (the GPU when there is one, its
+ * slots pinned), batch shapes printed.
+ *   build/samples/embed PATH */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,27 +10,22 @@
 
 int main(int argc, char **argv)
 {
-    /* --help: the usage on stdout; anything but one folder: on stderr, status 2. */
+    /* --help: the usage on stdout; anything but one path: on stderr, status 2. */
     int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
     if (argc != 2 || help || argv[1][0] == '-') {
-        fprintf(help ? stdout : stderr, "usage: %s DIR   (DIR/<class>/<file>.png)\n", argv[0]);
+        fprintf(help ? stdout : stderr, "usage: %s PATH   (DIR/<class>/<file>.png, a list "
+                "file, tar shards or IDX images)\n", argv[0]);
         return help ? 0 : 2;
     }
-    ferry_image_config img = ferry_image_config_default();
     ferry_dataset *ds;
-    if (ferry_dataset_image_folder(argv[1], &img, &ds) != FERRY_OK) {
-        fprintf(stderr, "embed: %s\n", ferry_last_error());
-        return 1;
+    ferry_loader *loader = NULL;
+    if (ferry_dataset_open(argv[1], NULL, &ds) == FERRY_OK) {
+        ferry_loader_config cfg = {.dataset = ds, .batch_size = 256, .shuffle = true};
+        ferry_loader_create(&cfg, &loader);
+        ferry_dataset_destroy(ds); /* the loader keeps its own reference */
     }
-    ferry_loader_config cfg = ferry_loader_config_default();
-    cfg.dataset = ds;
-    cfg.batch_size = 256;
-    cfg.shuffle = true;
-    cfg.pin_memory = ferry_cuda_is_available();
-    ferry_loader *loader;
-    if (ferry_loader_create(&cfg, &loader) != FERRY_OK) {
+    if (!loader) {
         fprintf(stderr, "embed: %s\n", ferry_last_error());
-        ferry_dataset_destroy(ds);
         return 1;
     }
     char dev[FERRY_DEVICE_NAME_MAX];
@@ -45,6 +42,5 @@ int main(int argc, char **argv)
     if (st != FERRY_END)
         fprintf(stderr, "embed: %s\n", ferry_last_error());
     ferry_loader_destroy(loader);
-    ferry_dataset_destroy(ds);
     return st == FERRY_END ? 0 : 1;
 }

@@ -124,23 +124,19 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     char path[4096];
     ferry_dataset *all, *test, *tr, *val;
     snprintf(path, sizeof path, "%s/train", o->data);
-    CHECK(ferry_dataset_image_folder(path, &img, &all));
+    CHECK(ferry_dataset_open(path, &img, &all));
     snprintf(path, sizeof path, "%s/test", o->data);
-    CHECK(ferry_dataset_image_folder(path, &img, &test));
+    CHECK(ferry_dataset_open(path, &img, &test));
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
     ferry_dataset_destroy(all);
 
     ferry_loader *l[3];
     ferry_dataset *sets[3] = {tr, val, test};
     for (int i = 0; i < 3; i++) {
-        ferry_loader_config c = ferry_loader_config_default();
-        c.dataset = sets[i];
-        c.batch_size = o->batch;
-        c.shuffle = i == 0;
-        c.seed = o->seed;
-        c.num_workers = o->workers;
-        c.device = o->device;
-        c.pin_memory = dev.type == FERRY_DEVICE_CUDA;
+        ferry_loader_config c = {
+            .dataset = sets[i], .batch_size = o->batch, .shuffle = i == 0, .seed = o->seed,
+            .num_workers = o->workers ? o->workers : FERRY_LOADER_NO_WORKERS, .device = dev,
+        };
         for (int ch = 0; ch < 3; ch++) {
             c.mean[ch] = 0.5f;
             c.std[ch] = 0.25f;

@@ -111,7 +111,7 @@ static int parse_args(int argc, char **argv, opts *o)
 static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
 {
     ferry_dataset *ds;
-    ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
+    ferry_status st = ferry_dataset_open(dir, NULL, &ds);
     if (st != FERRY_OK)
         return st;
     const ferry_sample_format *f = ferry_dataset_format(ds);
@@ -135,13 +135,11 @@ static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
 static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_dataset **test)
 {
     if (o->idx) {
-        char a[4096], b[4096];
+        char a[4096]; /* the labels file beside each is found by ferry_dataset_open */
         snprintf(a, sizeof a, "%s/train-images-idx3-ubyte.gz", o->idx);
-        snprintf(b, sizeof b, "%s/train-labels-idx1-ubyte.gz", o->idx);
-        CHECK(ferry_dataset_idx(a, b, NULL, train));
+        CHECK(ferry_dataset_open(a, NULL, train));
         snprintf(a, sizeof a, "%s/t10k-images-idx3-ubyte.gz", o->idx);
-        snprintf(b, sizeof b, "%s/t10k-labels-idx1-ubyte.gz", o->idx);
-        return ferry_dataset_idx(a, b, NULL, test);
+        return ferry_dataset_open(a, NULL, test);
     }
     ferry_image_config img = ferry_image_config_default();
     img.channels = 1;
@@ -150,12 +148,12 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     snprintf(dir, sizeof dir, "%s/train", o->data);
     ferry_status st = check_folder(dir, NULL);
     if (st == FERRY_OK)
-        st = ferry_dataset_image_folder(dir, &img, train);
+        st = ferry_dataset_open(dir, &img, train);
     if (st != FERRY_OK)
         return st;
     snprintf(dir, sizeof dir, "%s/test", o->data);
     if ((st = check_folder(dir, *train)) == FERRY_OK &&
-        (st = ferry_dataset_image_folder(dir, &img, test)) == FERRY_OK)
+        (st = ferry_dataset_open(dir, &img, test)) == FERRY_OK)
         return FERRY_OK;
     ferry_dataset_destroy(*train);
     return st;
@@ -167,21 +165,15 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
 static ferry_status make_loader(ferry_dataset *ds, const opts *o, size_t batch, bool train,
                                 ferry_device dev, ferry_dist *dist, ferry_loader **out)
 {
-    char name[FERRY_DEVICE_NAME_MAX];
-    ferry_loader_config c = ferry_loader_config_default();
+    ferry_loader_config c = {
+        .dataset = ds, .batch_size = batch, .shuffle = train, .eval = !train, .seed = o->seed,
+        .num_workers = o->workers ? o->workers : FERRY_LOADER_NO_WORKERS, .device = dev,
+    };
     if (dist && train) {
         c.sampler = FERRY_SAMPLER_DISTRIBUTED;
         c.rank = (size_t)ferry_dist_rank(dist);
         c.world_size = (size_t)ferry_dist_world_size(dist);
     }
-    c.dataset = ds;
-    c.batch_size = batch;
-    c.shuffle = train;
-    c.train = train;
-    c.seed = o->seed;
-    c.num_workers = o->workers;
-    c.device = ferry_device_format(dev, name, sizeof name); /* read by create only */
-    c.pin_memory = dev.type == FERRY_DEVICE_CUDA;
     c.mean[0] = MEAN;
     c.std[0] = STD;
     return ferry_loader_create(&c, out);

@@ -105,6 +105,14 @@ static void remove_tmpdir(void)
         nftw(tmpdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+ferry_device ft_device(const char *name)
+{
+    ferry_device d = {FERRY_DEVICE_DEFAULT, 0};
+    if (name && ferry_device_parse(name, &d) != FERRY_OK)
+        ft_fail(__FILE__, __LINE__, "ft_device(\"%s\"): %s", name, ferry_last_error());
+    return d;
+}
+
 const char *ft_tmpdir(void)
 {
     if (!tmpdir[0]) {

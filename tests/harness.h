@@ -117,6 +117,10 @@ void ft_require_cuda(void);
  * stand in for (cuBLAS numerics, NCCL, bandwidth). */
 void ft_require_nvidia(const char *what);
 
+/* The device a test names ("cpu", "cuda:1"; NULL: the zero, default device).
+ * A name that does not parse fails the test. */
+ferry_device ft_device(const char *name);
+
 /* A private temporary folder for this test program, removed at exit. */
 const char *ft_tmpdir(void);
 /* ft_tmpdir()/rel, in a rotating static buffer (8 live at once). */

@@ -123,9 +123,9 @@ static ferry_loader_config loader_cfg(ferry_dataset *ds)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 4;
-    c.num_workers = 0; /* no threads: the forked child has none */
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = FERRY_LOADER_NO_WORKERS; /* no threads: the forked child has none */
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     return c;
 }
 
@@ -192,6 +192,9 @@ TEST(device_format_small_and_null_buffers)
     CHK_TRUE(strcmp(ferry_device_format(ferry_cpu(), b, sizeof b), "c") == 0);
     char big[FERRY_DEVICE_NAME_MAX];
     CHK_TRUE(strcmp(ferry_device_format(BAD_DEVICE, big, sizeof big), "invalid") == 0);
+    CHK_TRUE(strcmp(ferry_device_format((ferry_device){0}, big, sizeof big), "default") == 0);
+    CHK_TRUE(strcmp(ferry_device_format((ferry_device){FERRY_DEVICE_DEFAULT, 2}, big, sizeof big),
+                    "invalid") == 0);
 }
 
 TEST(cuda_queries_without_gpu)
@@ -702,6 +705,36 @@ TEST(dataset_idx_errors)
     CHK(ferry_dataset_idx(ft_tmp("junk.idx"), ft_tmp("junk.idx"), NULL, &ds), FERRY_ERR_FORMAT);
 }
 
+TEST(dataset_open_errors)
+{
+    ferry_dataset *ds = (ferry_dataset *)1;
+    ferry_dataset_kind k;
+    ft_write_file(ft_tmp("open/picture.png"), "\x89PNG\r\n\x1a\n", 8);
+    ft_write_file(ft_tmp("open/words.txt"), "hello\n", 6);
+    ft_write_file(ft_tmp("open/blob.bin"), "\x01\x00\x02", 3);
+    ft_write_file(ft_tmp("open/empty.bin"), "", 0);
+    ft_write_file(ft_tmp("open/data.gz"), "\x1f\x8b\x08\x00", 4);
+    ft_write_file(ft_tmp("open/x-labels-idx1-ubyte"), "\x00\x00\x08\x01\x00\x00\x00\x00", 8);
+    ft_write_file(ft_tmp("open/a-images-idx3-ubyte"), "\x00\x00\x08\x03", 4); /* no labels */
+    CHK(ferry_dataset_open(NULL, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_dataset_open(NULL, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT(ds == NULL); /* *out cleared on failure */
+    CHK(ferry_dataset_open("", NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open(ft_tmp("open"), NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_probe(ft_tmp("open"), NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_probe(NULL, &k), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open(ft_tmp("open/nonexistent"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open(ft_tmp("open/picture.png"), NULL, &ds), FERRY_ERR_FORMAT);
+    CHK(ferry_dataset_open(ft_tmp("open/words.txt"), NULL, &ds), FERRY_ERR_FORMAT);
+    CHK(ferry_dataset_open(ft_tmp("open/blob.bin"), NULL, &ds), FERRY_ERR_FORMAT);
+    CHK(ferry_dataset_open(ft_tmp("open/empty.bin"), NULL, &ds), FERRY_ERR_FORMAT);
+    CHK(ferry_dataset_open(ft_tmp("open/data.gz"), NULL, &ds), FERRY_ERR_FORMAT);
+    CHK(ferry_dataset_open(ft_tmp("open/x-labels-idx1-ubyte"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open(ft_tmp("open/a-images-idx3-ubyte"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open("https://example.invalid/list.txt", NULL, &ds), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_dataset_open("/dev/null", NULL, &ds), FERRY_ERR_FORMAT);
+}
+
 TEST(dataset_memory_errors)
 {
     ferry_dataset *ds;
@@ -836,12 +869,23 @@ TEST(loader_create_null_arguments)
     ferry_dataset_destroy(ds);
 }
 
+/* {0} with a dataset: every other field its default. */
+TEST(loader_create_zero_config)
+{
+    ferry_dataset *ds = mem_ds();
+    ferry_loader_config c = {.dataset = ds};
+    CHK(create_with(c), FERRY_OK);
+    c.batch_size = 3;
+    CHK(create_with(c), FERRY_OK);
+    ferry_dataset_destroy(ds);
+}
+
 TEST(loader_create_zero_and_huge_sizes)
 {
     ferry_dataset *ds = mem_ds(), *empty;
     ferry_loader_config c = loader_cfg(ds);
-    c.batch_size = 0;
-    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.batch_size = 0; /* the default, 64: one short batch of 10 */
+    CHK(create_with(c), FERRY_OK);
     c = loader_cfg(ds);
     c.batch_size = (size_t)-1; /* more than the dataset: one short batch */
     CHK(create_with(c), FERRY_OK);
@@ -849,12 +893,14 @@ TEST(loader_create_zero_and_huge_sizes)
     c.drop_last = true; /* no batch at all */
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c = loader_cfg(ds);
-    c.prefetch = 0;
-    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.prefetch = 0; /* the default, 4 */
+    CHK(create_with(c), FERRY_OK);
     c.prefetch = (size_t)-1;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c = loader_cfg(ds);
-    c.num_workers = (size_t)-1;
+    c.num_workers = (size_t)-2;
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.num_workers = 1025;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     ASSERT_OK(ferry_dataset_subset(ds, 3, 3, &empty));
     c = loader_cfg(empty);
@@ -867,17 +913,22 @@ TEST(loader_create_wrong_device)
 {
     ferry_dataset *ds = mem_ds();
     ferry_loader_config c = loader_cfg(ds);
-    c.device = "tpu";
+    c.device = BAD_DEVICE;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    c.device = "cuda:1000";
+    c.device = NEG_CUDA;
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.device = (ferry_device){FERRY_DEVICE_DEFAULT, 1}; /* only the zero value is the default */
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.device = ferry_cuda(1000);
     CHK(create_with(c), FERRY_ERR_NO_DEVICE);
     if (no_gpu()) {
-        c.device = "cuda";
+        c.device = ferry_cuda(0);
         CHK(create_with(c), FERRY_ERR_NO_DEVICE);
-        c.device = NULL; /* the default device: cpu here */
+        c.device = (ferry_device){0}; /* the default device: cpu here */
+        c.pin_memory = FERRY_PIN_MEMORY_AUTO; /* unpinned, silently */
         CHK(create_with(c), FERRY_OK);
-        c.device = "cpu";
-        c.pin_memory = true; /* warns once, falls back */
+        c.device = ferry_cpu();
+        c.pin_memory = FERRY_PIN_MEMORY_ON; /* warns once, falls back */
         CHK(create_with(c), FERRY_OK);
     }
     ferry_dataset_destroy(ds);
@@ -892,9 +943,9 @@ TEST(loader_create_wrong_dtypes)
     c.out_dtype = FERRY_DTYPE_COUNT_;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c = loader_cfg(ds);
-    c.wire_dtype = FERRY_DTYPE_F16;
+    c.wire_dtype = (ferry_wire_dtype)7;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    c.wire_dtype = FERRY_DTYPE_F32;
+    c.wire_dtype = FERRY_WIRE_F32;
     c.out_dtype = FERRY_DTYPE_U8;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     ferry_dataset_destroy(ds);
@@ -918,8 +969,17 @@ TEST(loader_create_bad_enums_and_numbers)
     c.sample_timeout_s = NAN;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c = loader_cfg(ds);
-    c.std[0] = 0;
+    c.std[0] = NAN;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c = loader_cfg(ds);
+    c.mean[3] = NAN;
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c = loader_cfg(ds);
+    c.pin_memory = (ferry_pin_memory)7;
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c = loader_cfg(ds);
+    c.std[0] = 0; /* the default, 1 */
+    CHK(create_with(c), FERRY_OK);
     ferry_dataset_destroy(ds);
 }
 
@@ -954,11 +1014,14 @@ TEST(loader_create_unsupported_dataset)
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_memory(data, &f, 4, NULL, &ds));
     ferry_loader_config c = loader_cfg(ds);
+    c.wire_dtype = FERRY_WIRE_U8;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
+    c.wire_dtype = FERRY_WIRE_DEFAULT; /* f32 for f32 samples */
     c.out_dtype = FERRY_DTYPE_U8;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    c.wire_dtype = FERRY_DTYPE_F32;
     c.out_dtype = FERRY_DTYPE_F32;
+    CHK(create_with(c), FERRY_OK);
+    c.wire_dtype = FERRY_WIRE_F32;
     CHK(create_with(c), FERRY_OK);
     ferry_dataset_destroy(ds);
     /* A custom dataset of i64 samples: valid, but the loader cannot carry it. */

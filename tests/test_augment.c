@@ -83,13 +83,12 @@ static epoch_out run(ferry_dataset *ds, run_opts o)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = BATCH;
-    c.num_workers = o.workers;
+    c.num_workers = o.workers ? o.workers : FERRY_LOADER_NO_WORKERS;
     c.seed = o.seed;
     c.shuffle = o.shuffle;
-    c.train = o.train;
+    c.eval = !o.train;
     c.on_error = o.skip ? FERRY_ON_ERROR_SKIP : FERRY_ON_ERROR_FAIL;
-    c.device = o.device;
-    c.pin_memory = strcmp(o.device, "cpu") != 0;
+    c.device = ft_device(o.device);
     c.out_dtype = FERRY_DTYPE_U8;
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&c, &l));

@@ -1,7 +1,9 @@
 /* Datasets: image-folder ordering and labels, list files and their errors, memory,
- * views (subset, indices, split) and custom callbacks. */
+ * views (subset, indices, split), custom callbacks, and ferry_dataset_open
+ * telling the kinds apart. */
 #include <stdlib.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "harness.h"
 
@@ -317,4 +319,165 @@ TEST(custom_callbacks)
     ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 3), "three");
     ferry_dataset_destroy(ds);
     ASSERT_EQ_INT(destroyed, 1);
+}
+
+/* ---- ferry_dataset_open ---- */
+
+/* ds and ref have the same samples: length, classes, every sample's bytes and label. */
+static void assert_same_dataset(ferry_dataset *ds, ferry_dataset *ref)
+{
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
+    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), ferry_dataset_num_classes(ref));
+    size_t n = ferry_dataset_sample_bytes(ref);
+    ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), n);
+    uint8_t *a = malloc(n), *b = malloc(n);
+    for (size_t i = 0; i < ferry_dataset_len(ref); i++) {
+        int64_t la = -1, lb = -2;
+        ASSERT_OK(ferry_dataset_get(ds, i, a, n, NULL, &la));
+        ASSERT_OK(ferry_dataset_get(ref, i, b, n, NULL, &lb));
+        ASSERT_MEM_EQ(a, b, n);
+        ASSERT_EQ_INT(la, lb);
+    }
+    free(a);
+    free(b);
+}
+
+/* Opens path, checks the kind probe gives and that it holds ref's samples. */
+static void assert_opens_as(const char *path, ferry_dataset_kind want, ferry_dataset *ref)
+{
+    ferry_dataset_kind k = FERRY_DATASET_UNKNOWN;
+    ASSERT_OK(ferry_dataset_probe(path, &k));
+    ASSERT_MSG(k == want, "%s: kind %d, want %d", path, (int)k, (int)want);
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_open(path, NULL, &ds));
+    assert_same_dataset(ds, ref);
+    ferry_dataset_destroy(ds);
+}
+
+static size_t idx_file(uint8_t *buf, uint8_t nd, const uint32_t *dims, const uint8_t *data, size_t n)
+{
+    buf[0] = 0;
+    buf[1] = 0;
+    buf[2] = 0x08;
+    buf[3] = nd;
+    for (size_t i = 0; i < nd; i++)
+        for (int b = 0; b < 4; b++)
+            buf[4 + 4 * i + (size_t)b] = (uint8_t)(dims[i] >> (24 - 8 * b));
+    memcpy(buf + 4 + 4 * nd, data, n);
+    return 4 + 4 * (size_t)nd + n;
+}
+
+static void write_gzip(const char *path, const void *p, size_t n)
+{
+    gzFile g = gzopen(path, "wb");
+    ASSERT(g);
+    ASSERT_EQ_INT(gzwrite(g, p, (unsigned)n), (int)n);
+    ASSERT_EQ_INT(gzclose(g), Z_OK);
+}
+
+TEST(open_tells_folder_list_shards_and_idx_apart)
+{
+    /* An image folder, and a list file naming the same images. */
+    put_png("open/folder/cat/1.png", 10, 4, 3);
+    put_png("open/folder/cat/2.png", 20, 4, 3);
+    put_png("open/folder/dog/3.png", 30, 4, 3);
+    ferry_dataset *ref, *zero;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("open/folder"), NULL, &ref));
+    assert_opens_as(ft_tmp("open/folder"), FERRY_DATASET_IMAGE_FOLDER, ref);
+    /* A zeroed image config is the defaults. */
+    ASSERT_OK(ferry_dataset_open(ft_tmp("open/folder"), &(ferry_image_config){0}, &zero));
+    assert_same_dataset(zero, ref);
+    ferry_dataset_destroy(zero);
+    const char *list = "# the folder's images\nfolder/cat/1.png,0\nfolder/cat/2.png,0\n"
+                       "folder/dog/3.png,1\n";
+    ft_write_file(ft_tmp("open/list.txt"), list, strlen(list));
+    assert_opens_as(ft_tmp("open/list.txt"), FERRY_DATASET_LIST_FILE, ref);
+    ferry_dataset_destroy(ref);
+
+    /* Tar shards: one by name, a folder of them, a list of them, a URL by name. */
+    size_t png_n;
+    void *png = ft_read_file(ft_tmp("open/folder/cat/1.png"), &png_n);
+    ft_tar t = {0};
+    ft_tar_file(&t, "a.png", png, png_n);
+    ft_tar_text(&t, "a.cls", "0");
+    ft_tar_file(&t, "b.png", png, png_n);
+    ft_tar_text(&t, "b.cls", "1");
+    ft_tar_end(&t);
+    const char *shard = ft_tar_save(&t, "open/shards/s0.tar");
+    free(png);
+    ASSERT_OK(ferry_dataset_shards(&shard, 1, NULL, &ref));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ref), 2);
+    assert_opens_as(shard, FERRY_DATASET_SHARDS, ref);
+    assert_opens_as(ft_tmp("open/shards"), FERRY_DATASET_SHARDS, ref);
+    ft_write_file(ft_tmp("open/shards.txt"), "\n# one shard\nshards/s0.tar\n", 27);
+    assert_opens_as(ft_tmp("open/shards.txt"), FERRY_DATASET_SHARDS, ref);
+    ferry_dataset_destroy(ref);
+    ferry_dataset_kind k = FERRY_DATASET_UNKNOWN;
+    ASSERT_OK(ferry_dataset_probe("https://example.invalid/shards/s0.tar", &k));
+    ASSERT_EQ_INT(k, FERRY_DATASET_SHARDS);
+    ASSERT_OK(ferry_dataset_probe("s3://bucket/train-0001.tar.gz", &k));
+    ASSERT_EQ_INT(k, FERRY_DATASET_SHARDS);
+
+    /* IDX images, their labels found beside them: plain, gzip, and mixed. */
+    uint8_t px[5 * 4 * 3], lab[5], img[16 + sizeof px], labf[8 + sizeof lab];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)(i * 37 + 5);
+    for (size_t i = 0; i < sizeof lab; i++)
+        lab[i] = (uint8_t)(i % 3);
+    uint32_t d3[3] = {5, 4, 3}, d1[1] = {5};
+    size_t ni = idx_file(img, 3, d3, px, sizeof px), nl = idx_file(labf, 1, d1, lab, sizeof lab);
+    ft_write_file(ft_tmp("open/idx/train-images-idx3-ubyte"), img, ni);
+    ft_write_file(ft_tmp("open/idx/train-labels-idx1-ubyte"), labf, nl);
+    write_gzip(ft_tmp("open/idx/t10k-images-idx3-ubyte.gz"), img, ni);
+    write_gzip(ft_tmp("open/idx/t10k-labels-idx1-ubyte.gz"), labf, nl);
+    write_gzip(ft_tmp("open/idx/mix-images-idx3-ubyte.gz"), img, ni);
+    ft_write_file(ft_tmp("open/idx/mix-labels-idx1-ubyte"), labf, nl);
+    ASSERT_OK(ferry_dataset_idx(ft_tmp("open/idx/train-images-idx3-ubyte"),
+                                ft_tmp("open/idx/train-labels-idx1-ubyte"), NULL, &ref));
+    assert_opens_as(ft_tmp("open/idx/train-images-idx3-ubyte"), FERRY_DATASET_IDX, ref);
+    assert_opens_as(ft_tmp("open/idx/t10k-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
+    assert_opens_as(ft_tmp("open/idx/mix-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
+    ferry_dataset_destroy(ref);
+}
+
+/* What is not a dataset fails naming the path and what it looks like. */
+TEST(open_refuses_what_it_cannot_tell)
+{
+    ferry_dataset *ds = (ferry_dataset *)1;
+    const char *missing = ft_tmp("open2/missing");
+    ASSERT_STATUS(ferry_dataset_open(missing, NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT(ds == NULL);
+    ASSERT_STR_CONTAINS(ferry_last_error(), missing);
+
+    put_png("open2/one.png", 1, 2, 2);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open2/one.png"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), ft_tmp("open2/one.png"));
+    ASSERT_STR_CONTAINS(ferry_last_error(), "a PNG image");
+
+    ft_write_file(ft_tmp("open2/notes.txt"), "just words\n", 11);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open2/notes.txt"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "notes.txt: not a dataset ferry can open");
+
+    uint8_t lab[8] = {0, 0, 8, 1, 0, 0, 0, 0};
+    ft_write_file(ft_tmp("open2/x-labels-idx1-ubyte"), lab, sizeof lab);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open2/x-labels-idx1-ubyte"), NULL, &ds),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "open the images file");
+    /* IDX images whose labels are not beside them: the expected name is given. */
+    uint8_t img[4 + 12 + 4] = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 1, 2, 3, 4};
+    ft_write_file(ft_tmp("open2/y-images-idx3-ubyte"), img, sizeof img);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open2/y-images-idx3-ubyte"), NULL, &ds),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "y-labels-idx1-ubyte");
+    /* A folder of IDX files: which pair is for the caller to say. */
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open2"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "a folder of IDX files");
+
+    ASSERT_STATUS(ferry_dataset_open("http://example.invalid/list.txt", NULL, &ds),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "http://example.invalid/list.txt");
+    /* A bad shard named as one fails in the shards' own create, by name. */
+    ft_write_file(ft_tmp("open3/junk.tar"), "junk", 4);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open3/junk.tar"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "junk.tar");
 }

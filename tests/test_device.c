@@ -487,13 +487,12 @@ static void loader_keeps_current(int cur, int d)
     ferry_sample_format fmt = {C, H, W, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_memory(data, &fmt, NS, labels, &ds));
-    char name[FERRY_DEVICE_NAME_MAX];
     ferry_loader_config cfg = ferry_loader_config_default();
     cfg.dataset = ds;
     cfg.batch_size = B;
     cfg.num_workers = 1;
-    cfg.device = ferry_device_format(ferry_cuda(d), name, sizeof name);
-    cfg.pin_memory = true;
+    cfg.device = ferry_cuda(d);
+    cfg.pin_memory = FERRY_PIN_MEMORY_ON;
     cfg.out_dtype = FERRY_DTYPE_F32; /* converted and normalised on the device */
     ASSERT_OK(ferry_cuda_set_device(cur));
     ferry_loader *l;
@@ -719,4 +718,30 @@ TEST(build_records_its_gpu_code)
     ASSERT_MSG(ferry_cuda_arch_fit(archs, p.cc_major, p.cc_minor, &arch) != FERRY_ARCH_FIT_NONE,
                "this build (%s) has no code for cuda:0, compute capability %d.%d", archs, p.cc_major,
                p.cc_minor);
+}
+
+/* The zero ferry_device is the default device wherever one is taken, and what
+ * comes back (a stream's device, a tensor's) is the resolved one. */
+TEST(zero_device_is_the_default)
+{
+    ferry_device zero = {0}, def = ferry_device_default();
+    ASSERT_EQ_INT(zero.type, FERRY_DEVICE_DEFAULT);
+    ASSERT(ferry_device_eq(ferry_device_resolve(zero), def));
+    ASSERT(ferry_device_eq(ferry_device_resolve(ferry_cpu()), ferry_cpu()));
+    ferry_device odd = {FERRY_DEVICE_DEFAULT, 1}; /* not the zero value: not resolved */
+    ASSERT(ferry_device_eq(ferry_device_resolve(odd), odd));
+    ASSERT_STATUS(ferry_stream_create(odd, &(ferry_stream *){NULL}), FERRY_ERR_INVALID_ARG);
+    ferry_stream *s;
+    ASSERT_OK(ferry_stream_create(zero, &s));
+    ASSERT(ferry_device_eq(ferry_stream_device(s), def));
+    int64_t shape[1] = {3};
+    ferry_tensor *t;
+    ASSERT_OK(ferry_tensor_zeros(shape, 1, FERRY_DTYPE_F32, zero, &t));
+    ASSERT(ferry_device_eq(ferry_tensor_device(t), def));
+    void *p;
+    ASSERT_OK(ferry_device_malloc(zero, 64, s, &p));
+    ferry_device_free(zero, p);
+    ASSERT_OK(ferry_device_synchronize(zero));
+    ferry_tensor_release(t);
+    ferry_stream_destroy(s);
 }

@@ -12,11 +12,11 @@ static ferry_status one_epoch(ferry_dataset *ds, size_t workers, ferry_dtype wir
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 8;
-    c.num_workers = workers;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.shuffle = true;
-    c.wire_dtype = wire;
+    c.wire_dtype = wire == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8;
     c.out_dtype = out;
     ferry_loader *l;
     ferry_status st = ferry_loader_create(&c, &l);

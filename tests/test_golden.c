@@ -87,9 +87,9 @@ static ferry_dataset *indexed(void)
 static void epoch_order(ferry_loader_config c, uint64_t epoch, uint64_t *out, size_t want)
 {
     c.batch_size = 4;
-    c.num_workers = 0;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&c, &l));

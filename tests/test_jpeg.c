@@ -682,11 +682,11 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 3;
-    c.num_workers = workers;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
     c.shuffle = true;
     c.seed = 7;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));

@@ -1,8 +1,10 @@
 /* The loader: every sample once per epoch, order, determinism across worker
  * counts, error policies, timeouts, early destroy, conversion, allocations. */
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -48,9 +50,9 @@ static ferry_loader_config raw_config(ferry_dataset *ds, size_t batch, size_t wo
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = batch;
-    c.num_workers = workers;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8; /* raw bytes out: easy to check */
     return c;
 }
@@ -301,7 +303,7 @@ TEST(as_ready_delivers_every_batch)
     fixture f;
     fixture_make(&f, 97);
     ferry_loader_config c = raw_config(f.ds, 4, 3);
-    c.in_order = false;
+    c.out_of_order = true;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
     size_t seen[97] = {0}, nb;
@@ -319,7 +321,7 @@ TEST(epochs_reset_and_non_persistent_workers)
     fixture_make(&f, 40);
     for (int persistent = 0; persistent <= 1; persistent++) {
         ferry_loader_config c = raw_config(f.ds, 6, 2);
-        c.persistent_workers = persistent;
+        c.restart_workers = !persistent;
         c.shuffle = true;
         ferry_loader *l;
         ASSERT_OK(ferry_loader_create(&c, &l));
@@ -616,7 +618,7 @@ TEST(normalised_float_output_and_layouts)
             for (int workers = 0; workers <= 1; workers++) {
             ferry_loader_config c = raw_config(ds, N, (size_t)workers);
             c.out_dtype = FERRY_DTYPE_F32;
-            c.wire_dtype = wire ? FERRY_DTYPE_F32 : FERRY_DTYPE_U8;
+            c.wire_dtype = wire ? FERRY_WIRE_F32 : FERRY_WIRE_U8;
             c.layout = layout ? FERRY_LAYOUT_HWC : FERRY_LAYOUT_CHW;
             memcpy(c.mean, mean, sizeof mean);
             memcpy(c.std, stdv, sizeof stdv);
@@ -763,18 +765,20 @@ TEST(devices_and_pinned_fallback)
     ferry_loader_config c = raw_config(f.ds, 4, 1);
     ferry_loader *l;
     if (!ferry_cuda_is_available()) {
-        c.device = "cuda";
+        c.device = ferry_cuda(0);
         ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_NO_DEVICE);
         ASSERT_STR_CONTAINS(ferry_last_error(), "no CUDA device");
-        c.device = "cuda:0";
-        ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_NO_DEVICE);
+        ASSERT_STR_CONTAINS(ferry_last_error(), "cuda:0");
     }
-    c.device = "gpu";
+    c.device = (ferry_device){FERRY_DEVICE_CUDA, -1};
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "\"gpu\"");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "loader: invalid device");
+    c.device = (ferry_device){FERRY_DEVICE_DEFAULT, 3}; /* only {0} is the default */
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
 
-    c.device = "cpu";
-    c.pin_memory = true;
+    /* Asked for explicitly, pinning on the CPU warns once and falls back. */
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_ON;
     warnings = 0;
     ferry_set_log(count_log, NULL);
     ASSERT_OK(ferry_loader_create(&c, &l));
@@ -790,29 +794,175 @@ TEST(devices_and_pinned_fallback)
     fixture_free(&f);
 }
 
+/* The default, AUTO, pins for a GPU and is silent on the CPU: the shortest
+ * program needs no pin_memory line on a machine without a GPU. */
+TEST(pin_default_is_silent_without_a_gpu)
+{
+    fixture f;
+    fixture_make(&f, 20);
+    ferry_loader_config c = {.dataset = f.ds, .batch_size = 4, .out_dtype = FERRY_DTYPE_U8};
+    for (int explicit_cpu = 0; explicit_cpu <= 1; explicit_cpu++) {
+        c.device = explicit_cpu ? ferry_cpu() : (ferry_device){0};
+        warnings = 0;
+        ferry_set_log(count_log, NULL);
+        ferry_loader *l;
+        ASSERT_OK(ferry_loader_create(&c, &l));
+        ferry_set_log(NULL, NULL);
+        ASSERT_MSG(warnings == 0, "%d warnings, the last: %s", warnings, last_warning);
+        bool gpu = ferry_loader_device(l).type == FERRY_DEVICE_CUDA;
+        ASSERT(gpu == (!explicit_cpu && ferry_cuda_is_available()));
+        ferry_loader_stats s;
+        ASSERT_OK(ferry_loader_stats_get(l, &s));
+        if (!gpu)
+            ASSERT(!s.pinned);
+        ferry_loader_destroy(l);
+    }
+    /* OFF keeps a GPU loader's slots pageable. */
+    if (ferry_cuda_is_available()) {
+        c.device = ferry_cuda(0);
+        c.pin_memory = FERRY_PIN_MEMORY_OFF;
+        ferry_loader *l;
+        ASSERT_OK(ferry_loader_create(&c, &l));
+        ferry_loader_stats s;
+        ASSERT_OK(ferry_loader_stats_get(l, &s));
+        ASSERT(!s.pinned);
+        ferry_loader_destroy(l);
+    }
+    fixture_free(&f);
+}
+
+/* {0} with a dataset is a whole config: batches of 64 on the default device,
+ * f32 normalised by the default mean 0 and std 1 (x / 255), in order. */
+TEST(zero_config_is_valid)
+{
+    fixture f;
+    fixture_make(&f, 150);
+    ferry_loader_config c = {.dataset = f.ds};
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT(ferry_device_eq(ferry_loader_device(l), ferry_device_default()));
+    ASSERT_EQ_SIZE(ferry_loader_len(l), 3); /* 64 + 64 + 22 */
+    ferry_batch b;
+    size_t next = 0;
+    float *host = malloc(64 * SAMPLE * sizeof(float));
+    int64_t lab[64];
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        ASSERT_EQ_INT(ferry_tensor_dtype(b.images), FERRY_DTYPE_F32);
+        ASSERT_OK(ferry_device_synchronize(ferry_loader_device(l)));
+        ASSERT_OK(ferry_tensor_copy_to_host(b.images, host, b.size * SAMPLE * sizeof(float)));
+        ASSERT_OK(ferry_tensor_copy_to_host(b.labels, lab, b.size * sizeof(int64_t)));
+        for (size_t i = 0; i < b.size; i++, next++) {
+            ASSERT_EQ_SIZE(b.indices[i], next); /* no shuffle by default */
+            ASSERT_EQ_INT(lab[i], f.labels[next]);
+            for (size_t j = 0; j < SAMPLE; j++)
+                ASSERT_MSG(fabsf(host[i * SAMPLE + j] - f.data[next * SAMPLE + j] / 255.0f) < 1e-6f,
+                           "sample %zu byte %zu: %g", next, j, (double)host[i * SAMPLE + j]);
+        }
+    }
+    ASSERT_EQ_SIZE(next, 150);
+    free(host);
+    ferry_loader_destroy(l);
+
+    /* The batch size too: 64. */
+    c.batch_size = 0;
+    c.device = ferry_cpu();
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_OK(ferry_loader_next(l, NULL, &b));
+    ASSERT_EQ_SIZE(b.size, 64);
+    ferry_loader_destroy(l);
+    ferry_loader_config d = ferry_loader_config_default(), z;
+    memset(&z, 0, sizeof z);
+    ASSERT(!memcmp(&d, &z, sizeof d));
+    fixture_free(&f);
+}
+
+/* Counts get() calls: how much decoding a loader did. */
+typedef struct counted {
+    const fixture *f;
+    atomic_size_t gets;
+} counted;
+
+static ferry_status counted_get(void *user, size_t i, void *dst, size_t n,
+                                const ferry_sample_ctx *ctx, int64_t *label)
+{
+    (void)ctx;
+    counted *c = user;
+    atomic_fetch_add(&c->gets, 1);
+    memcpy(dst, c->f->data + i * SAMPLE, n);
+    *label = c->f->labels[i];
+    return FERRY_OK;
+}
+
+/* reset(l, 0) before the first next() keeps the batches the workers decoded
+ * ahead: every sample is decoded once, and the epoch is the fresh one. */
+TEST(reset_zero_before_next_keeps_prefetched)
+{
+    fixture f;
+    fixture_make(&f, 40);
+    counted cnt = {.f = &f};
+    atomic_init(&cnt.gets, 0);
+    ferry_dataset_callbacks cb = {.len = f.n, .format = {C, H, W, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8},
+                                  .num_classes = 10, .get = counted_get};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_custom(&cb, &cnt, &ds));
+    ferry_loader_config c = raw_config(ds, 4, 2);
+    c.prefetch = 3;
+    c.shuffle = true;
+    c.seed = 9;
+    ferry_loader *ref;
+    ASSERT_OK(ferry_loader_create(&c, &ref));
+    uint64_t want = run_epoch(ref, &f, NULL, NULL);
+    ferry_loader_destroy(ref);
+
+    atomic_store(&cnt.gets, 0);
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    /* The three slots' 12 samples are decoded ahead, then the workers wait. */
+    for (int i = 0; i < 2000 && atomic_load(&cnt.gets) < 12; i++)
+        usleep(1000);
+    ASSERT_EQ_SIZE(atomic_load(&cnt.gets), 12);
+    ASSERT_OK(ferry_loader_reset(l, 0));
+    ASSERT_OK(ferry_loader_reset(l, 0)); /* twice is still nothing to redo */
+    usleep(20000);
+    ASSERT_EQ_SIZE(atomic_load(&cnt.gets), 12);
+    size_t seen[40] = {0};
+    ASSERT(run_epoch(l, &f, seen, NULL) == want);
+    ASSERT_EQ_SIZE(atomic_load(&cnt.gets), 40);
+    for (size_t i = 0; i < f.n; i++)
+        ASSERT_EQ_SIZE(seen[i], 1);
+    /* After a batch was delivered, reset(0) starts the epoch again. */
+    ASSERT_OK(ferry_loader_reset(l, 0));
+    ASSERT(run_epoch(l, &f, NULL, NULL) == want);
+    ferry_loader_destroy(l);
+    ferry_dataset_destroy(ds);
+    fixture_free(&f);
+}
+
 TEST(bad_configs_are_named)
 {
     fixture f;
     fixture_make(&f, 5);
     ferry_loader *l = (ferry_loader *)1;
-    ferry_loader_config c = raw_config(f.ds, 0, 1);
-    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "batch_size");
-    ASSERT(l == NULL);
-    c = raw_config(NULL, 2, 1);
+    ferry_loader_config c = raw_config(NULL, 2, 1);
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "dataset");
+    ASSERT(l == NULL);
     c = raw_config(f.ds, 2, 1);
-    c.std[0] = 0.0f;
+    c.std[0] = NAN;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "std[0]");
     c = raw_config(f.ds, 2, 1);
-    c.prefetch = 0;
+    c.prefetch = 1025;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "prefetch");
     c = raw_config(f.ds, 2, 1);
-    c.wire_dtype = FERRY_DTYPE_I32;
+    c.wire_dtype = (ferry_wire_dtype)7;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "wire_dtype");
+    c = raw_config(f.ds, 2, 1);
+    c.pin_memory = (ferry_pin_memory)7;
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "pin_memory");
     ASSERT_STATUS(ferry_loader_create(NULL, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_loader_next(NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
     ferry_loader_destroy(NULL);
@@ -859,8 +1009,8 @@ TEST(cuda_f32_output_equals_cpu_bit_for_bit)
     c.std[0] = 0.7f;
     ferry_loader *lc, *lg;
     ASSERT_OK(ferry_loader_create(&c, &lc));
-    c.device = "cuda:0";
-    c.pin_memory = true;
+    c.device = ferry_cuda(0);
+    c.pin_memory = FERRY_PIN_MEMORY_AUTO; /* pinned: the device is a GPU */
     ASSERT_OK(ferry_loader_create(&c, &lg));
     ferry_loader_stats s;
     ASSERT_OK(ferry_loader_stats_get(lg, &s));

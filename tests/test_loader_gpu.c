@@ -110,8 +110,8 @@ typedef struct gcase {
     bool shuffle;
     int reset_after;       /* > 0: epoch 1 is cut after this many batches, then epoch 2 runs */
     bool slow;             /* slow consumer, deferred reads */
-    bool as_ready;         /* in_order = false */
-    bool stop_workers;     /* persistent_workers = false */
+    bool as_ready;         /* out_of_order */
+    bool stop_workers;     /* restart_workers */
     bool drop_last;
 } gcase;
 
@@ -160,20 +160,19 @@ static ferry_loader_config case_config(const gcase *c, const char *device)
     ferry_loader_config cfg = ferry_loader_config_default();
     cfg.dataset = fx.ds[c->ds];
     cfg.batch_size = c->batch;
-    cfg.num_workers = c->workers;
+    cfg.num_workers = c->workers ? c->workers : FERRY_LOADER_NO_WORKERS;
     cfg.prefetch = c->prefetch;
     cfg.out_dtype = c->out;
-    cfg.wire_dtype = c->wire;
+    cfg.wire_dtype = c->wire == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8;
     cfg.layout = c->layout;
     cfg.shuffle = c->shuffle;
     cfg.seed = 1234 + (uint64_t)c->batch;
-    cfg.in_order = !c->as_ready;
-    cfg.persistent_workers = !c->stop_workers;
+    cfg.out_of_order = c->as_ready;
+    cfg.restart_workers = c->stop_workers;
     cfg.drop_last = c->drop_last;
     memcpy(cfg.mean, MEAN, sizeof MEAN);
     memcpy(cfg.std, STDV, sizeof STDV);
-    cfg.device = device;
-    cfg.pin_memory = strcmp(device, "cpu") != 0;
+    cfg.device = ft_device(device);
     return cfg;
 }
 
@@ -872,19 +871,15 @@ TEST(readme_first_example_on_cuda0_with_the_null_stream)
     ferry_image_config img = ferry_image_config_default();
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("png"), &img, &ds));
-    ferry_loader_config cfg = ferry_loader_config_default();
-    cfg.dataset = ds;
-    cfg.batch_size = 256;
-    cfg.shuffle = true;
-    cfg.pin_memory = ferry_cuda_is_available();
+    ferry_loader_config cfg = {.dataset = ds, .batch_size = 256, .shuffle = true};
     ferry_loader *loader;
     ASSERT_OK(ferry_loader_create(&cfg, &loader));
     char dev[FERRY_DEVICE_NAME_MAX];
     ASSERT_STR_EQ(ferry_device_format(ferry_loader_device(loader), dev, sizeof dev), "cuda:0");
 
     ferry_loader_config ccfg = cfg;
-    ccfg.device = "cpu";
-    ccfg.pin_memory = false;
+    ccfg.device = ferry_cpu();
+    ccfg.pin_memory = FERRY_PIN_MEMORY_OFF;
     ferry_loader *cpu;
     ASSERT_OK(ferry_loader_create(&ccfg, &cpu));
 

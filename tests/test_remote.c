@@ -146,8 +146,8 @@ static ferry_status epoch_digest(ferry_dataset *ds, bool stream, ferry_on_error 
     c.shuffle = true;
     c.seed = 7;
     c.num_workers = 2;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.on_error = on_error;
     c.stream_shuffle_buffer = stream ? 8 : 0;
@@ -532,8 +532,8 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
             c.shuffle = true;
             c.seed = 3;
             c.num_workers = 2;
-            c.device = "cpu";
-            c.pin_memory = false;
+            c.device = ferry_cpu();
+            c.pin_memory = FERRY_PIN_MEMORY_OFF;
             c.out_dtype = FERRY_DTYPE_U8;
             c.stream_shuffle_buffer = stream ? 4 : 0;
             c.sampler = FERRY_SAMPLER_DISTRIBUTED;

@@ -52,10 +52,10 @@ static ferry_loader *make_loader(ferry_dataset *ds, loader_opts o)
     c.batch_size = o.batch ? o.batch : BATCH;
     c.shuffle = true;
     c.seed = 17;
-    c.num_workers = o.workers;
+    c.num_workers = o.workers ? o.workers : FERRY_LOADER_NO_WORKERS;
     c.prefetch = o.prefetch ? o.prefetch : 2;
-    c.device = o.device ? o.device : "cpu";
-    c.pin_memory = false;
+    c.device = o.device ? ft_device(o.device) : ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     if (o.world) {
         c.sampler = FERRY_SAMPLER_DISTRIBUTED;
@@ -261,7 +261,7 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     c.batch_size = BATCH + 1;
     c.shuffle = true;
     c.seed = 17;
-    c.device = "cpu";
+    c.device = ferry_cpu();
     ASSERT_OK(ferry_loader_create(&c, &l));
     ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "the batch size is 4 in the state, 5 here");

@@ -178,11 +178,11 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers, ferry_on_error p
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 5;
-    c.num_workers = workers;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
     c.shuffle = true;
     c.seed = 99;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.on_error = policy;
     ferry_loader *l;
@@ -314,8 +314,8 @@ TEST(incomplete_keys_fail_by_name_when_loaded)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 7;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
     ferry_batch b;

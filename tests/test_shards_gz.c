@@ -231,9 +231,9 @@ static uint64_t epoch_digest_n(ferry_dataset *ds, const run *o, size_t n_want)
     c.prefetch = PREFETCH;
     c.shuffle = o->shuffle;
     c.seed = 11;
-    c.num_workers = o->workers;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = o->workers ? o->workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.stream_shuffle_buffer = o->buffer;
     ferry_loader *l;

@@ -259,13 +259,13 @@ static ferry_loader *make_loader(soak *s, const run_cfg *r)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = s->ds;
     c.batch_size = r->batch;
-    c.num_workers = r->workers;
+    c.num_workers = r->workers ? r->workers : FERRY_LOADER_NO_WORKERS;
     c.prefetch = r->prefetch;
     c.drop_last = r->drop_last;
-    c.in_order = r->in_order;
-    c.persistent_workers = r->persistent;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.out_of_order = !r->in_order;
+    c.restart_workers = !r->persistent;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.on_error = FERRY_ON_ERROR_SKIP;
     if (!r->sequential) {

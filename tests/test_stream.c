@@ -78,9 +78,9 @@ static ferry_loader_config stream_config(const run_opts *o)
     c.batch_size = 4;
     c.shuffle = true;
     c.seed = o->seed;
-    c.num_workers = o->workers;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = o->workers ? o->workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.stream_shuffle_buffer = o->buffer;
     if (o->world) {

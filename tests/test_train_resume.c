@@ -59,9 +59,9 @@ static void run_open(run *r, const char *device, size_t workers, variant v)
     c.batch_size = BATCH;
     c.shuffle = true;
     c.seed = 5;
-    c.num_workers = workers;
-    c.device = device;
-    c.pin_memory = false;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ft_device(device);
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     ASSERT_OK(ferry_loader_create(&c, &r->loader));
     ferry_module *l[5];
     ASSERT_OK(ferry_sequential_create(&r->net));
@@ -299,7 +299,7 @@ TEST(a_checkpoint_of_another_loader_changes_nothing)
     ferry_loader_config lc = ferry_loader_config_default();
     lc.dataset = b.ds;
     lc.batch_size = BATCH + 1;
-    lc.device = "cpu";
+    lc.device = ferry_cpu();
     lc.seed = 5; /* the run's: the batch size is what differs */
     ASSERT_OK(ferry_loader_create(&lc, &b.loader));
     ferry_checkpoint cb = parts(&b, false);

@@ -280,9 +280,9 @@ static ferry_loader_config cpu_config(ferry_dataset *ds, size_t workers)
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 2;
-    c.num_workers = workers;
-    c.device = "cpu";
-    c.pin_memory = false;
+    c.num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     return c;
 }

@@ -143,28 +143,24 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
                                int overlap, ferry_dtype wire, bench_row *row, void *hostbuf,
                                size_t hostbuf_bytes)
 {
-    ferry_loader_config c = ferry_loader_config_default();
-    c.dataset = ds;
-    c.batch_size = o->batch;
-    c.shuffle = true;
-    c.seed = o->seed;
-    c.num_workers = workers;
-    c.pin_memory = pin;
-    c.device = o->device;
-    c.wire_dtype = wire;
-    /* --rrc is the training recipe: its crop is drawn only in training. */
-    c.train = o->rrc > 0;
+    ferry_device dev = ferry_device_default();
+    ferry_status st = o->device ? ferry_device_parse(o->device, &dev) : FERRY_OK;
+    ferry_loader_config c = {
+        .dataset = ds, .batch_size = o->batch, .shuffle = true, .seed = o->seed, .device = dev,
+        .num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS, /* 0: the caller's thread */
+        .pin_memory = pin ? FERRY_PIN_MEMORY_ON : FERRY_PIN_MEMORY_OFF,
+        .wire_dtype = wire == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8,
+        .eval = o->rrc == 0, /* --rrc is the training recipe: its crop is drawn only in training */
+        .prefetch = overlap ? o->prefetch : 1, /* overlap off: nothing is read ahead */
+        .stream_shuffle_buffer = o->stream,
+    };
     if (o->rrc) {
         static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
         memcpy(c.mean, mean, sizeof mean);
         memcpy(c.std, sd, sizeof sd);
     }
-    c.prefetch = overlap ? o->prefetch : 1; /* overlap off: nothing is read ahead */
-    c.stream_shuffle_buffer = o->stream;
     /* The device, stream and compute stage first: the clock starts at create,
      * so read-ahead done by the workers is not free. */
-    ferry_device dev = ferry_device_default();
-    ferry_status st = o->device ? ferry_device_parse(o->device, &dev) : FERRY_OK;
     ferry_stream *s = NULL;
     compute comp;
     memset(&comp, 0, sizeof comp);
@@ -512,7 +508,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     icfg.random_crop_pad = o->crop_pad;
     icfg.random_hflip = o->flip;
     ferry_dataset *ds;
-    if (tool_open_images(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, or tar shards */
+    if (ferry_dataset_open(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, shards, a list, IDX */
         fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return NULL;
     }

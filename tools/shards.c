@@ -1,4 +1,4 @@
-/* Shards in the tools: detection, opening, and `ferry check` over them. */
+/* Shards in the tools: `ferry check` over them. */
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -10,60 +10,12 @@
 #include "shards.h"
 
 
-/* A list of shard paths: a regular file whose first line that is neither
- * blank nor a '#' comment names a shard. */
-static bool is_shard_list(const char *path)
-{
-    struct stat sb;
-    FILE *f;
-    /* stat first: opening a FIFO would block. */
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || !(f = fopen(path, "r")))
-        return false;
-    char line[4096];
-    bool yes = false;
-    while (fgets(line, sizeof line, f)) {
-        size_t n = strcspn(line, "\r\n");
-        line[n] = '\0';
-        if (!n || line[0] == '#')
-            continue;
-        yes = ferry_is_shard_path(line);
-        break;
-    }
-    fclose(f);
-    return yes;
-}
-
+/* The library's rule (ferry_dataset_probe), so that the tools and
+ * ferry_dataset_open never disagree on what a path is. */
 bool tool_is_shards(const char *path)
 {
-    if (ferry_is_shard_path(path) || is_shard_list(path))
-        return true;
-    DIR *d = opendir(path);
-    if (!d)
-        return false;
-    bool tar = false, sub = false;
-    struct dirent *e;
-    while (!sub && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        tar |= ferry_is_shard_path(e->d_name);
-        if (e->d_type == DT_DIR)
-            sub = true;
-        else if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
-            char p[4096];
-            struct stat sb;
-            snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            sub = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-        }
-    }
-    closedir(d);
-    return tar && !sub;
-}
-
-ferry_status tool_open_images(const char *path, const ferry_image_config *cfg, ferry_dataset **out)
-{
-    if (tool_is_shards(path))
-        return ferry_dataset_shards(&path, 1, cfg, out);
-    return ferry_dataset_image_folder(path, cfg, out);
+    ferry_dataset_kind kind;
+    return ferry_dataset_probe(path, &kind) == FERRY_OK && kind == FERRY_DATASET_SHARDS;
 }
 
 typedef struct check_job {

@@ -1,5 +1,4 @@
-/* Tools on tar shards: telling a folder of shards from an image folder, opening
- * either as a dataset, and `ferry check` on shards. */
+/* Tools on tar shards: telling them from other paths, and `ferry check` on them. */
 #ifndef FERRY_TOOLS_SHARDS_H
 #define FERRY_TOOLS_SHARDS_H
 
@@ -8,13 +7,9 @@
 
 #include "ferry.h"
 
-/* True for a path ending in .tar, .tar.gz or .tgz, a folder with such an
- * entry and no sub-folder (an image folder has class sub-folders), or a list
- * of shard paths (a file whose first line names one). */
+/* True when ferry_dataset_probe says path is tar shards (a shard, a folder
+ * of them, a list of them). */
 bool tool_is_shards(const char *path);
-
-/* ferry_dataset_shards when tool_is_shards(path), else ferry_dataset_image_folder. */
-ferry_status tool_open_images(const char *path, const ferry_image_config *cfg, ferry_dataset **out);
 
 /* Decodes every sample of the shards at path with `workers` threads; prints
  * "name: reason" per bad sample (or the shard's own error when it cannot be

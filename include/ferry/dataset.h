@@ -77,6 +77,8 @@ typedef struct ferry_png_limits {
     size_t max_chunk_bytes;       /* PNG ancillary chunks; default 8 MiB */
 } ferry_png_limits;
 
+/* Every field's zero is its default: `(ferry_image_config){0}` (or a NULL
+ * cfg) decodes at the first image's size and channels, with no augmentation. */
 typedef struct ferry_image_config {
     /* Output format. 0 for height/width/channels: take it from the first image. */
     size_t channels;          /* 1 (gray: ITU-R 601 luma, as PIL's convert('L')) or 3 */
@@ -84,7 +86,7 @@ typedef struct ferry_image_config {
     ferry_layout layout;      /* default CHW */
     ferry_resize resize;
     bool alpha_composite;     /* false: drop alpha; true: composite on background */
-    uint8_t background[3];    /* RGB, for alpha_composite */
+    uint8_t background[3];    /* RGB, for alpha_composite; default black (zero) */
     /* Augmentation, applied in place in the caller's buffer when ctx->train. */
     size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
     bool random_hflip;        /* flip left-right with probability 1/2 */
@@ -199,6 +201,38 @@ FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels
 
 /* ---- datasets ---- */
 typedef struct ferry_dataset ferry_dataset;
+
+/* What ferry_dataset_open takes a path for. */
+typedef enum ferry_dataset_kind {
+    FERRY_DATASET_UNKNOWN = 0,
+    FERRY_DATASET_IMAGE_FOLDER, /* ferry_dataset_image_folder */
+    FERRY_DATASET_LIST_FILE,    /* ferry_dataset_list_file */
+    FERRY_DATASET_SHARDS,       /* ferry_dataset_shards, the path alone */
+    FERRY_DATASET_IDX           /* ferry_dataset_idx, the labels found beside the images */
+} ferry_dataset_kind;
+
+/* Opens whatever dataset path names, told apart in this order:
+ *   - a name ending in .tar, .tar.gz or .tgz (any case), local or a URL
+ *     (http://, https://, s3://): one tar shard;
+ *   - a folder: tar shards when it holds a shard and no sub-folder, else an
+ *     image folder (ROOT/<class>/<file>);
+ *   - a file starting 00 00 08 03 (or 04), or a gzip file whose name holds
+ *     "idx3": IDX images, with the labels X-labels-idx1-ubyte[.gz] beside
+ *     X-images-idx3-ubyte[.gz] (MNIST's names; plain or gzip either way);
+ *   - a text file whose first entry (blank lines and '#' comments skipped)
+ *     is a shard path: a list of shards; one with a ',' or a tab in it: a list
+ *     file of "path,label" lines.
+ * Anything else fails naming the path and what it looks like: a missing path
+ * is FERRY_ERR_INVALID_ARG, a file of another kind (an image, other binary or
+ * gzip data, text of another shape, an IDX labels file, a URL not naming a
+ * shard) FERRY_ERR_FORMAT or FERRY_ERR_INVALID_ARG. cfg: as the kind's own
+ * create takes it (NULL: defaults). */
+FERRY_API ferry_status ferry_dataset_open(const char *path, const ferry_image_config *cfg,
+                                          ferry_dataset **out);
+/* The kind ferry_dataset_open would open path as, read as it reads it, and
+ * the same errors; nothing is opened. */
+FERRY_API ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind *kind);
+
 
 /* ROOT/<class>/.../<file>.png (or .jpg, .jpeg, any case; PNG and JPEG may mix,
  * each file told by its bytes): each class folder walked recursively (links

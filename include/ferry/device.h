@@ -17,11 +17,15 @@ extern "C" {
 #endif
 
 typedef enum ferry_device_type {
-    FERRY_DEVICE_CPU = 0,
-    FERRY_DEVICE_CUDA = 1
+    FERRY_DEVICE_DEFAULT = 0, /* whichever ferry_device_default() names */
+    FERRY_DEVICE_CPU = 1,
+    FERRY_DEVICE_CUDA = 2
 } ferry_device_type;
 
-/* A device value. index is 0 for the CPU. */
+/* A device value. index is 0 for the CPU. Zero ({0}, FERRY_DEVICE_DEFAULT) is
+ * the default device wherever a function or config takes a device: cuda:0 when
+ * there is a GPU, else the CPU. What a function stores or returns (a tensor's
+ * device, a stream's, the loader's) is always resolved, never the default. */
 typedef struct ferry_device {
     ferry_device_type type;
     int index;
@@ -41,7 +45,7 @@ static inline bool ferry_device_eq(ferry_device a, ferry_device b)
  * both quote the string in ferry_last_error(). */
 FERRY_API ferry_status ferry_device_parse(const char *s, ferry_device *out);
 
-/* Writes "cpu" or "cuda:N" into buf (at least FERRY_DEVICE_NAME_MAX bytes) and returns buf. */
+/* Writes "cpu", "cuda:N" or "default" (the zero device) into buf (at least FERRY_DEVICE_NAME_MAX bytes) and returns buf. */
 FERRY_API const char *ferry_device_format(ferry_device d, char *buf, size_t size);
 
 FERRY_API bool ferry_cuda_is_available(void);
@@ -52,6 +56,8 @@ FERRY_API int ferry_cuda_device_count(void); /* 0 without a GPU, driver or CUDA 
 
 /* cuda:0 when a GPU is available, else cpu. */
 FERRY_API ferry_device ferry_device_default(void);
+/* d itself, or ferry_device_default() for the zero (FERRY_DEVICE_DEFAULT) device. */
+FERRY_API ferry_device ferry_device_resolve(ferry_device d);
 
 /* The calling thread's current CUDA device (like cudaGetDevice / cudaSetDevice). */
 FERRY_API ferry_status ferry_cuda_current_device(int *index);

@@ -48,9 +48,33 @@ typedef enum ferry_on_error {
                               * place): a run of bad files is not one image many times */
 } ferry_on_error;
 
+/* Whether the host slots are page-locked (pinned): copies from them are
+ * asynchronous and faster, and they take memory the system cannot page out. */
+typedef enum ferry_pin_memory {
+    FERRY_PIN_MEMORY_AUTO = 0, /* pinned when the loader's device is a GPU; silent otherwise */
+    FERRY_PIN_MEMORY_ON,       /* pinned; on a CPU device a warning, and pageable memory */
+    FERRY_PIN_MEMORY_OFF       /* pageable, even for a GPU */
+} ferry_pin_memory;
+
+/* What crosses PCIe (docs/DESIGN.md, section 1, steps 2 and 7). */
+typedef enum ferry_wire_dtype {
+    FERRY_WIRE_DEFAULT = 0, /* the dataset's own: u8 images as u8 (a quarter of f32's bytes,
+                             * normalised on the device), f32 samples as f32 */
+    FERRY_WIRE_U8,
+    FERRY_WIRE_F32          /* normalised on the host */
+} ferry_wire_dtype;
+
+/* num_workers: no threads; next() decodes in the caller's thread. */
+#define FERRY_LOADER_NO_WORKERS ((size_t)-1)
+
+/* Every field's zero is its default: a config of {0} with dataset (and
+ * batch_size, unless 64 suits) set is complete.
+ *
+ *     ferry_loader_config cfg = {.dataset = ds, .batch_size = 256};
+ */
 typedef struct ferry_loader_config {
     ferry_dataset *dataset;     /* required; the loader keeps a reference */
-    size_t batch_size;          /* default 64 */
+    size_t batch_size;          /* 0: 64 */
     bool shuffle;               /* default false */
     uint64_t seed;              /* default 0 */
     bool drop_last;             /* drop a last, short batch; default false */
@@ -58,19 +82,27 @@ typedef struct ferry_loader_config {
     const size_t *indices;      /* FERRY_SAMPLER_INDICES: copied at create */
     size_t num_indices;
     size_t rank, world_size;    /* FERRY_SAMPLER_DISTRIBUTED */
-    size_t num_workers;         /* 0: decode in the caller's thread; default 2 */
-    size_t prefetch;            /* slots: batches in flight; default 4. 1: no read-ahead */
-    bool pin_memory;            /* page-locked slots; default true (warns once and falls back without a GPU) */
-    const char *device;         /* "cpu", "cuda", "cuda:N"; NULL: the default device */
-    ferry_dtype wire_dtype;     /* what crosses PCIe: U8 (default) or F32 (normalised on the host) */
-    ferry_dtype out_dtype;      /* F32 (default), F16, BF16, or U8 (raw, no normalisation) */
-    float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 */
+    /* Decoding threads. 0: one per online CPU, at most 8 (decoding is
+     * CPU-bound and scales with cores; the cap leaves a large machine's other
+     * cores to the training process). FERRY_LOADER_NO_WORKERS: none, next()
+     * decodes in the caller's thread. */
+    size_t num_workers;
+    size_t prefetch;            /* slots: batches in flight; 0: 4. 1: no read-ahead */
+    ferry_pin_memory pin_memory; /* default AUTO: pinned for a GPU device */
+    ferry_device device;        /* zero: the default device (cuda:0 when there is a GPU, else
+                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N" */
+    ferry_wire_dtype wire_dtype; /* default: the dataset's dtype (u8 images stay u8) */
+    ferry_dtype out_dtype;      /* F32 (0, the default), F16, BF16, or U8 (raw, no normalisation) */
+    float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1) */
     ferry_layout layout;        /* images out as NCHW (default) or NHWC */
     ferry_on_error on_error;
     double sample_timeout_s;    /* > 0: a sample taking longer is FERRY_ERR_TIMEOUT; default 0 (none) */
-    bool persistent_workers;    /* keep threads across epochs; default true */
-    bool in_order;              /* deliver batches in sampler order; default true. false: as ready */
-    bool train;                 /* random augmentation on; default true */
+    bool restart_workers;       /* stop the threads at each epoch's end and start them again
+                                 * at the next (PyTorch's persistent_workers = False); default
+                                 * false: they persist */
+    bool out_of_order;          /* deliver batches as they are ready, not in sampler order;
+                                 * default false (in order) */
+    bool eval;                  /* no random augmentation (evaluation); default false */
     /* Streaming mode, for datasets with shards (tar shards larger than the
      * page cache, gzip shards, a subset or split of them, a custom dataset
      * with shard_ends): > 0 replaces the shuffled order (shuffle = true;
@@ -88,6 +120,8 @@ typedef struct ferry_loader_config {
     size_t stream_shuffle_buffer;
 } ferry_loader_config;
 
+/* A zeroed config: every field its default (kept for code written before zero
+ * meant default everywhere). */
 FERRY_API ferry_loader_config ferry_loader_config_default(void);
 
 typedef struct ferry_loader ferry_loader;
@@ -112,7 +146,9 @@ FERRY_API void ferry_loader_destroy(ferry_loader *l);
 FERRY_API ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out);
 
 /* Starts epoch `epoch` (an epoch's order depends on seed and epoch). Safe at any
- * time, mid-epoch or after a failure. The loader starts at epoch 0. */
+ * time, mid-epoch or after a failure. The loader starts at epoch 0, decoding
+ * ahead from create: reset(l, 0) before the first next() keeps what is already
+ * decoded (nothing is redone). */
 FERRY_API ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
 
 /* Batches per epoch. */

@@ -14,7 +14,7 @@ ferry_image_config ferry_image_config_default(void)
     memset(&c, 0, sizeof c);
     c.layout = FERRY_LAYOUT_CHW;
     c.resize = FERRY_RESIZE_BILINEAR;
-    c.background[0] = c.background[1] = c.background[2] = 255;
+    /* background: black, the zero a {0} config has */
     c.limits.max_width = 16384;
     c.limits.max_height = 16384;
     c.limits.max_pixels = (size_t)64 << 20;

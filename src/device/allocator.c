@@ -77,6 +77,7 @@ static const char *devname(ferry_device d, char *buf)
 /* The allocator for d, created on first use; NULL with the error set. */
 static dev_alloc *get_alloc(ferry_device d, ferry_status *st)
 {
+    d = ferry_device_resolve(d);
     const ferry_backend *be = ferry_backend_for(d, st);
     if (!be)
         return NULL;
@@ -215,6 +216,7 @@ static ferry_status oom_message(dev_alloc *a, size_t bytes)
 
 ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, void **out)
 {
+    d = ferry_device_resolve(d);
     if (!out)
         return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;

@@ -117,6 +117,7 @@ static ferry_status missing_device(const char *quoted)
 
 const ferry_backend *ferry_backend_for(ferry_device d, ferry_status *st)
 {
+    d = ferry_device_resolve(d);
     if (d.type == FERRY_DEVICE_CPU && d.index == 0) {
         *st = FERRY_OK;
         return ferry_backend_cpu();
@@ -189,7 +190,9 @@ const char *ferry_device_format(ferry_device d, char *buf, size_t size)
 {
     if (!buf || size == 0)
         return "";
-    if (d.type == FERRY_DEVICE_CPU)
+    if (d.type == FERRY_DEVICE_DEFAULT && d.index == 0)
+        snprintf(buf, size, "default");
+    else if (d.type == FERRY_DEVICE_CPU)
         snprintf(buf, size, "cpu");
     else if (d.type == FERRY_DEVICE_CUDA)
         snprintf(buf, size, "cuda:%d", d.index);
@@ -201,6 +204,14 @@ const char *ferry_device_format(ferry_device d, char *buf, size_t size)
 ferry_device ferry_device_default(void)
 {
     return ferry_cuda_is_available() ? ferry_cuda(0) : ferry_cpu();
+}
+
+/* Only the zero value resolves: {DEFAULT, 3} stays invalid, as a typo would be. */
+ferry_device ferry_device_resolve(ferry_device d)
+{
+    if (d.type == FERRY_DEVICE_DEFAULT && d.index == 0)
+        return ferry_device_default();
+    return d;
 }
 
 ferry_status ferry_cuda_current_device(int *index)
@@ -227,6 +238,7 @@ ferry_status ferry_device_guard_enter(ferry_device_guard *g, ferry_device d)
     if (!g)
         return FERRY_ARG_ERROR("guard is NULL");
     g->prev_index = -1;
+    d = ferry_device_resolve(d);
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
     if (!be)

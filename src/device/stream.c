@@ -29,6 +29,7 @@ void *ferry_stream_native(const ferry_stream *s) { return s ? s->native : NULL; 
 
 ferry_status ferry_stream_create(ferry_device d, ferry_stream **out)
 {
+    d = ferry_device_resolve(d);
     if (!out)
         return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
@@ -106,6 +107,7 @@ ferry_status ferry_stream_wait_event(ferry_stream *s, ferry_event *ev)
 
 ferry_status ferry_event_create(ferry_device d, bool timing, ferry_event **out)
 {
+    d = ferry_device_resolve(d);
     if (!out)
         return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
@@ -187,6 +189,7 @@ ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float 
 ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
                           ferry_device d, ferry_stream *s)
 {
+    d = ferry_device_resolve(d);
     if (bytes == 0)
         return FERRY_OK;
     if (!dst || !src)
@@ -207,6 +210,7 @@ ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_k
 
 ferry_status ferry_device_memset_zero(ferry_device d, void *ptr, size_t bytes, ferry_stream *s)
 {
+    d = ferry_device_resolve(d);
     if (bytes == 0)
         return FERRY_OK;
     if (!ptr)
@@ -220,6 +224,7 @@ ferry_status ferry_device_memset_zero(ferry_device d, void *ptr, size_t bytes, f
 
 ferry_status ferry_device_sync_default_(ferry_device d)
 {
+    d = ferry_device_resolve(d);
     ferry_status st;
     const ferry_backend *be = ferry_backend_for(d, &st);
     if (!be)

@@ -3,6 +3,7 @@
  * conversion), reset, destroy, stats. workers.c is the other side. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/device_internal.h"
 #include "common/error.h"
@@ -17,20 +18,14 @@ ferry_loader_config ferry_loader_config_default(void)
 {
     ferry_loader_config c;
     memset(&c, 0, sizeof c);
-    c.batch_size = 64;
-    c.num_workers = 2;
-    c.prefetch = 4;
-    c.pin_memory = true;
-    c.wire_dtype = FERRY_DTYPE_U8;
-    c.out_dtype = FERRY_DTYPE_F32;
-    for (int i = 0; i < 4; i++)
-        c.std[i] = 1.0f;
-    c.layout = FERRY_LAYOUT_CHW;
-    c.on_error = FERRY_ON_ERROR_FAIL;
-    c.persistent_workers = true;
-    c.in_order = true;
-    c.train = true;
     return c;
+}
+
+/* num_workers 0: one thread per online CPU, at most 8 (loader.h says why). */
+static size_t default_workers(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 8 ? 8 : (size_t)n;
 }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -40,28 +35,25 @@ static bool is_float(ferry_dtype dt)
     return dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
 }
 
-/* The configuration's own checks; bare reasons, ferry_loader_create puts its
- * name in front (FERRY_ARG_ERROR's form). */
+/* Checks what the caller set; zeros are defaults and always pass. */
 static ferry_status check_config(const ferry_loader_config *c)
 {
     if (!c->dataset)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "config.dataset is NULL");
-    if (c->batch_size == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "batch_size must be at least 1 (got 0)");
-    if (c->num_workers > 1024)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "num_workers %zu is more than 1024",
-                          c->num_workers);
-    if (c->prefetch == 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "prefetch must be at least 1 batch (got 0)");
+    if (c->num_workers > 1024 && c->num_workers != FERRY_LOADER_NO_WORKERS)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "num_workers %zu is more than 1024 "
+                          "(FERRY_LOADER_NO_WORKERS: decode in the caller's thread)", c->num_workers);
     if (c->prefetch > 1024)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "prefetch %zu is more than 1024", c->prefetch);
-    if (c->wire_dtype != FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_F32)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "wire_dtype must be u8 or f32 (got %s)",
-                          ferry_dtype_name(c->wire_dtype));
+    if ((unsigned)c->pin_memory > FERRY_PIN_MEMORY_OFF)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown pin_memory %d", (int)c->pin_memory);
+    if ((unsigned)c->wire_dtype > FERRY_WIRE_F32)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown wire_dtype %d (FERRY_WIRE_DEFAULT, "
+                          "FERRY_WIRE_U8 or FERRY_WIRE_F32)", (int)c->wire_dtype);
     if (!is_float(c->out_dtype) && c->out_dtype != FERRY_DTYPE_U8)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "out_dtype must be f32, f16, bf16 or u8 (got %s)",
                           ferry_dtype_name(c->out_dtype));
-    if (c->out_dtype == FERRY_DTYPE_U8 && c->wire_dtype != FERRY_DTYPE_U8)
+    if (c->out_dtype == FERRY_DTYPE_U8 && c->wire_dtype == FERRY_WIRE_F32)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "out_dtype u8 needs wire_dtype u8");
     if (c->layout != FERRY_LAYOUT_CHW && c->layout != FERRY_LAYOUT_HWC)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown layout %d", (int)c->layout);
@@ -70,11 +62,31 @@ static ferry_status check_config(const ferry_loader_config *c)
     if (!(c->sample_timeout_s >= 0))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "sample_timeout_s must be >= 0");
     for (int i = 0; i < 4; i++)
-        if (!(c->std[i] != 0.0f) || c->std[i] != c->std[i] || c->mean[i] != c->mean[i])
-            return ferry_fail(FERRY_ERR_INVALID_ARG,
-                              "std[%d] = %g must be non-zero and mean/std not NaN", i,
-                              (double)c->std[i]);
+        if (c->std[i] != c->std[i] || c->mean[i] != c->mean[i])
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "mean[%d] = %g, std[%d] = %g: NaN", i,
+                              (double)c->mean[i], i, (double)c->std[i]);
     return FERRY_OK;
+}
+
+/* The config with every default filled in: what the rest of the loader reads
+ * (only wire_dtype waits for the dataset's format, in plan_conversion). */
+static ferry_loader_config resolve_config(const ferry_loader_config *cfg, bool gpu)
+{
+    ferry_loader_config c = *cfg;
+    if (!c.batch_size)
+        c.batch_size = 64;
+    if (!c.prefetch)
+        c.prefetch = 4;
+    if (!c.num_workers)
+        c.num_workers = default_workers();
+    else if (c.num_workers == FERRY_LOADER_NO_WORKERS)
+        c.num_workers = 0; /* inside the loader, 0 workers is the caller's thread */
+    if (c.pin_memory == FERRY_PIN_MEMORY_AUTO)
+        c.pin_memory = gpu ? FERRY_PIN_MEMORY_ON : FERRY_PIN_MEMORY_OFF;
+    for (int i = 0; i < 4; i++)
+        if (c.std[i] == 0.0f)
+            c.std[i] = 1.0f;
+    return c;
 }
 
 /* Chooses what crosses the wire and what the device does to it. */
@@ -85,9 +97,15 @@ static ferry_status plan_conversion(ferry_loader *l)
     if (f->dtype != FERRY_DTYPE_U8 && f->dtype != FERRY_DTYPE_F32)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: datasets of %s samples are not supported",
                           ferry_dtype_name(f->dtype));
-    if (f->dtype == FERRY_DTYPE_F32 && c->wire_dtype == FERRY_DTYPE_U8)
+    if (f->dtype == FERRY_DTYPE_F32 && c->wire_dtype == FERRY_WIRE_U8)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "the dataset holds f32 samples; set wire_dtype to f32");
+                          "the dataset holds f32 samples; wire_dtype u8 cannot carry them "
+                          "(leave it FERRY_WIRE_DEFAULT, or FERRY_WIRE_F32)");
+    if (l->cfg.wire_dtype == FERRY_WIRE_DEFAULT)
+        l->cfg.wire_dtype = f->dtype == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8;
+    if (c->out_dtype == FERRY_DTYPE_U8 && c->wire_dtype != FERRY_WIRE_U8)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "out_dtype u8 needs u8 samples (the "
+                          "dataset holds %s)", ferry_dtype_name(f->dtype));
     if (is_float(c->out_dtype) && f->channels > FERRY_CONVERT_MAX_CHANNELS)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: normalising %zu channels (at most %d)",
                           f->channels, FERRY_CONVERT_MAX_CHANNELS);
@@ -106,10 +124,11 @@ static ferry_status plan_conversion(ferry_loader *l)
 
     size_t elems = f->channels * f->height * f->width;
     l->sample_bytes = ferry_dataset_sample_bytes(l->ds);
-    l->wire_sample_bytes = elems * ferry_dtype_size(c->wire_dtype);
+    l->wire_sample_bytes = elems * ferry_dtype_size(c->wire_dtype == FERRY_WIRE_F32 ? FERRY_DTYPE_F32
+                                                                              : FERRY_DTYPE_U8);
     l->out_sample_bytes = elems * ferry_dtype_size(c->out_dtype);
 
-    if (c->wire_dtype == FERRY_DTYPE_F32) {
+    if (c->wire_dtype == FERRY_WIRE_F32) {
         /* Normalised on the host; the device only narrows f32 to f16/bf16. */
         l->wire_spec = affine;
         l->dev_spec = affine;
@@ -188,7 +207,7 @@ static ferry_status alloc_slots(ferry_loader *l)
     l->slot_bytes = l->labels_offset + l->batch * sizeof(int64_t);
     size_t host_stride = align_up(l->slot_bytes, 4096);
 
-    bool want_pinned = l->cfg.pin_memory && l->gpu;
+    bool want_pinned = l->cfg.pin_memory == FERRY_PIN_MEMORY_ON && l->gpu;
     ferry_status st = ferry_pinned_pool_create(host_total, want_pinned, &l->pool);
     if (st == FERRY_OK)
         st = ferry_pinned_alloc(l->pool, host_total, 4096, &l->host_block);
@@ -245,7 +264,7 @@ static ferry_status alloc_workers(ferry_loader *l)
     l->workers = ferry_host_calloc(n, sizeof *l->workers);
     if (!l->workers)
         return FERRY_ERR_NO_MEMORY;
-    bool via_buffer = l->cfg.wire_dtype == FERRY_DTYPE_F32;
+    bool via_buffer = l->cfg.wire_dtype == FERRY_WIRE_F32;
     for (size_t i = 0; i < n; i++) {
         ferry_worker *w = &l->workers[i];
         w->id = i;
@@ -273,7 +292,7 @@ static ferry_status warm_scratch(ferry_loader *l)
         return FERRY_ERR_NO_MEMORY;
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
-        ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = l->cfg.train,
+        ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = !l->cfg.eval,
                                 .scratch = l->workers[i].scratch};
         int64_t label;
         (void)ferry_dataset_get(l->ds, 0, buf, l->sample_bytes, &ctx, &label);
@@ -327,19 +346,13 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
     ferry_slots_assign(l);
 }
 
-/* The device cfg names (the default when none), if it can be used. */
+/* The device cfg names (zero: the default), if it can be used. */
 static ferry_status resolve_device(const ferry_loader_config *cfg, ferry_device *dev)
 {
-    if (cfg->device) {
-        ferry_status st = ferry_device_parse(cfg->device, dev);
-        if (st != FERRY_OK)
-            return ferry_fail_prefix(st, "loader: ");
-    } else {
-        *dev = ferry_device_default();
-    }
-    if (dev->type == FERRY_DEVICE_CUDA && !ferry_cuda_is_available())
-        return ferry_fail(FERRY_ERR_NO_DEVICE, "loader: device \"%s\" asked for, but no CUDA device is available",
-                          cfg->device ? cfg->device : "cuda");
+    *dev = ferry_device_resolve(cfg->device);
+    ferry_status st = ferry_device_check(*dev);
+    if (st != FERRY_OK)
+        return ferry_fail_prefix(st, "loader: ");
     return FERRY_OK;
 }
 
@@ -349,14 +362,14 @@ static ferry_loader *new_loader(const ferry_loader_config *cfg, ferry_device dev
     ferry_loader *l = ferry_host_calloc(1, sizeof *l);
     if (!l)
         return NULL;
-    l->cfg = *cfg;
+    l->cfg = resolve_config(cfg, dev.type == FERRY_DEVICE_CUDA);
     l->cfg.indices = NULL;
     l->ds = ferry_dataset_retain(cfg->dataset);
     l->dev = dev;
     l->gpu = dev.type == FERRY_DEVICE_CUDA;
-    l->batch = cfg->batch_size;
-    l->nslots = cfg->prefetch;
-    l->nworkers = cfg->num_workers;
+    l->batch = l->cfg.batch_size;
+    l->nslots = l->cfg.prefetch;
+    l->nworkers = l->cfg.num_workers;
     l->t0 = ferry_now();
     ferry_mutex_init(&l->lock);
     ferry_mutex_init(&l->trace_lock);
@@ -441,7 +454,8 @@ static ferry_status plan_stream(ferry_loader *l)
  * and batch count, and the slot count and batch size those allow. */
 static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg, size_t len)
 {
-    ferry_loader_config plan_cfg = *cfg;
+    ferry_loader_config plan_cfg = l->cfg; /* defaults resolved; the caller's indices */
+    plan_cfg.indices = cfg->indices;
     if (cfg->sampler == FERRY_SAMPLER_INDICES && cfg->indices && cfg->num_indices) {
         l->own_indices = ferry_host_malloc(cfg->num_indices * sizeof(size_t));
         if (!l->own_indices)
@@ -499,7 +513,8 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     ferry_loader *l = new_loader(cfg, dev);
     if (!l)
         return FERRY_ERR_NO_MEMORY;
-    if (cfg->pin_memory && !l->gpu)
+    /* Only an explicit ON warns: AUTO on a CPU device is the plain case. */
+    if (cfg->pin_memory == FERRY_PIN_MEMORY_ON && !l->gpu)
         ferry_log(FERRY_LOG_WARN, "pin_memory requested but %s; using pageable memory",
                   ferry_cuda_is_available() ? "the loader's device is the CPU"
                                             : "no CUDA device is available");
@@ -608,7 +623,7 @@ static ferry_slot *find_target(ferry_loader *l, bool *ready)
     ferry_slot *best = NULL;
     for (size_t k = 0; k < l->nslots; k++) {
         ferry_slot *s = &l->slots[k];
-        if (l->cfg.in_order) {
+        if (!l->cfg.out_of_order) {
             if ((s->state == SLOT_FILLING || s->state == SLOT_READY) && s->batch == l->next_deliver)
                 best = s;
         } else if (s->state == SLOT_READY && (!best || s->batch < best->batch)) {
@@ -761,11 +776,11 @@ static void take_slot(ferry_loader *l, ferry_slot *s)
 {
     FERRY_ASSERT_HELD(&l->lock);
     FERRY_ASSERT(s->state == SLOT_READY && !l->current);
-    FERRY_ASSERT(!l->cfg.in_order || s->batch == l->next_deliver);
+    FERRY_ASSERT(l->cfg.out_of_order || s->batch == l->next_deliver);
     s->state = SLOT_DELIVERED;
     l->current = s;
     l->delivered++;
-    if (l->cfg.in_order)
+    if (!l->cfg.out_of_order)
         l->next_deliver++;
 }
 
@@ -839,13 +854,23 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
 {
     if (!l)
         return FERRY_ARG_ERROR("loader is NULL");
+    /* Asked for the epoch the loader is already at, from its start, with
+     * nothing delivered or failed (the usual reset(l, 0) before the first
+     * loop): the batches decoded ahead are the ones wanted, so keep them. */
+    ferry_mutex_lock(&l->lock);
+    bool fresh = epoch == l->epoch && l->delivered == 0 && l->next_deliver == 0 &&
+                 !l->current && l->failed == FERRY_OK && l->resumed_from == 0 &&
+                 l->epoch_len == l->full_epoch_len;
+    ferry_mutex_unlock(&l->lock);
+    if (fresh)
+        return FERRY_OK;
     return ferry_loader_restart_(l, epoch, 0, 0, false);
 }
 
 ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first_batch,
                                    size_t rest, bool use_rest)
 {
-    if (!l->cfg.persistent_workers)
+    if (l->cfg.restart_workers)
         ferry_workers_stop(l);
     ferry_mutex_lock(&l->lock);
     /* Void every claimed task and let the ones being decoded drain. */
@@ -867,7 +892,7 @@ ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first
     start_epoch(l, epoch, first_batch, rest, use_rest);
     pthread_cond_broadcast(&l->work_cv);
     ferry_mutex_unlock(&l->lock);
-    if (!l->cfg.persistent_workers)
+    if (l->cfg.restart_workers)
         return ferry_workers_start(l);
     return FERRY_OK;
 }

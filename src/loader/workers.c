@@ -2,7 +2,7 @@
  * flight, decode it straight into its place in the slot, and when a slot's last
  * sample lands, queue the slot's one H2D copy on that slot's own copy stream
  * (one copy stream per slot). The caller's thread runs the same code when
- * num_workers is 0. */
+ * num_workers is FERRY_LOADER_NO_WORKERS. */
 #include <string.h>
 #include <time.h>
 
@@ -131,7 +131,7 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, v
     ferry_sample_ctx ctx = {
         .seed = l->cfg.seed,
         .epoch = l->epoch,
-        .train = l->cfg.train,
+        .train = !l->cfg.eval,
         .scratch = w->scratch,
         .timing = &t,
     };
@@ -445,7 +445,7 @@ static void *worker_main(void *arg)
     while (!l->stop) {
         if (ferry_worker_run_one(l, w, NULL))
             continue;
-        if (!l->cfg.persistent_workers && !epoch_has_work(l))
+        if (l->cfg.restart_workers && !epoch_has_work(l))
             break; /* the next reset starts fresh workers */
         ferry_cond_wait(&l->work_cv, &l->lock);
     }

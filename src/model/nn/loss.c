@@ -19,6 +19,7 @@ struct ferry_metrics {
 
 ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out)
 {
+    d = ferry_device_resolve(d);
     if (!out)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_metrics_create)");
     ferry_metrics *m = ferry_host_calloc(1, sizeof *m);

@@ -384,6 +384,7 @@ static ferry_status to_device_fn(fm_param *p, int which, ferry_tensor *t, void *
 
 ferry_status ferry_module_to(ferry_module *m, ferry_device d)
 {
+    d = ferry_device_resolve(d);
     if (!m)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_to)");
     fm_drop_saved_all(m);

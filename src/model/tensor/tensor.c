@@ -125,6 +125,7 @@ static ferry_status tensor_new(ferry_storage *st, const int64_t *shape, size_t n
 
 static ferry_status storage_new(ferry_device d, void *data, size_t bytes, bool owned, ferry_storage **out)
 {
+    d = ferry_device_resolve(d);
     ferry_storage *s = ferry_host_calloc(1, sizeof *s);
     if (!s)
         return FERRY_ERR_NO_MEMORY;
@@ -466,6 +467,7 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
 
 ferry_status ferry_tensor_to_stream(ferry_tensor *t, ferry_device d, ferry_stream *s, ferry_tensor **out)
 {
+    d = ferry_device_resolve(d);
     if (!t || !out)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_to: NULL argument");
     *out = NULL;
