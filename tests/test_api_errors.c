@@ -2004,9 +2004,9 @@ TEST(argument_errors_name_the_function)
     ASSERT_STATUS(ferry_loader_create(&c, NULL), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: out is NULL");
     /* A field of the configuration: the same function named in front. */
-    c.batch_size = 0;
+    c.prefetch = 2000;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: batch_size must be at least 1 (got 0)");
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: prefetch 2000 is more than 1024");
     c = loader_cfg(NULL);
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_EQ(ferry_last_error(), "ferry_loader_create: config.dataset is NULL");
