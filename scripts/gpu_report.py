@@ -183,7 +183,9 @@ def j_sanitizer(s, run):
     s.fig("tests", " ".join(tests)); s.fig("tools", " ".join(tools))
     if s.status:
         return
-    bad, total = [], 0
+    if s.facts.get("cases"):
+        s.fig("cases", s.facts["cases"])
+    bad, total, unfinished = [], 0, []
     for tool in tools:
         res = []
         for t in tests:
@@ -199,8 +201,13 @@ def j_sanitizer(s, run):
                 m = re.match(r".*RACECHECK SUMMARY: .*, ([0-9]*) warning", l)
                 warns = m.group(1) if m else warns
                 summary = l if re.match(r"^[0-9]+ passed, ", l) else summary
+            if not errs and rc in ("124", "137", "not run"):
+                # Out of time is no finding: said apart from the errors.
+                unfinished.append("%s %s" % (tool, t))
+                res.append(t + " not finished")
+                continue
             if not errs:
-                bad.append("%s %s: no summary line (exit %s%s)" % (tool, t, rc, ", timed out" if rc == "124" else ""))
+                bad.append("%s %s: no summary line (exit %s)" % (tool, t, rc))
                 res.append(t + " ?")
                 continue
             total += int(errs)
@@ -210,10 +217,14 @@ def j_sanitizer(s, run):
                 bad.append("%s %s: the test failed under the sanitizer (%s)" % (tool, t, summary or "no summary"))
             res.append("%s %s%s" % (t, errs, " (%s warnings)" % warns if warns else ""))
         s.fig(tool, ", ".join(res))
+    runs = len(tests) * len(tools)
     s.fig("errors", total)
+    s.fig("finished", "%d of %d runs" % (runs - len(unfinished), runs))
+    late = "; not finished (time limit) %d of %d runs: %s" % (len(unfinished), runs, ", ".join(unfinished)) \
+        if unfinished else ""
     if bad:
-        return "fail", "; ".join(bad)
-    return "ok", "0 errors in %d x %d runs" % (len(tests), len(tools))
+        return "fail", "; ".join(bad) + late
+    return "ok", "0 errors in %d of %d runs%s" % (runs - len(unfinished), runs, late)
 
 
 def j_h2d(s, run):
@@ -352,7 +363,8 @@ def j_torch(s, run):
             ferry = ferry.get("images_per_s")
         s.fig(what, "ferry %s images/s, PyTorch %s images/s, ratio %s%s" % (
             calc("%.0f", lambda: float(ferry)), calc("%.0f", lambda: float(torch.get("images_per_s"))),
-            calc("%.2f", lambda: float(o.get("ratio"))), "" if what == "loader" else " (one training epoch)"))
+            calc("%.2f", lambda: float(o.get("ratio"))), "" if what == "loader" else
+            " (one training epoch on %s images each)" % o["limit"] if o.get("limit") else " (one training epoch)"))
     if bad:
         return "fail", "; ".join(bad)
 
@@ -401,6 +413,8 @@ def j_nccl(s, run):
         out = s.text("nccl-overhead.log")
         if s.rcs["nccl-overhead.log"] == "0":
             s.fig("dist_overhead", semi(l for l in lines_of(out) if re.match(r"^(without|with|overhead)", l)))
+            if s.facts.get("overhead_runs") == "1":
+                s.fig("dist_overhead_runs", "1 run (no time left for 3): a single run swings by several points")
             s.fig("backend", first(r"^distributed:.*$", out, 0))
         else:
             bad.append("dist_overhead.sh exited with " + s.rcs["nccl-overhead.log"])
