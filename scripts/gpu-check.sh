@@ -28,6 +28,7 @@
 #   gpu          nvidia-smi: name, driver, PCIe link, NUMA node
 #   tests        every BUILD/tests/test_* (a GPU test skipped for "no CUDA device" fails it)
 #   sanitizer    compute-sanitizer memcheck, racecheck, initcheck, synccheck over the GPU tests
+#   kernels      tests/test_backend_ops timed on cuda:0 (FERRY_BACKEND_OPS_TIME): against the peak
 #   h2d          ferry bench h2d: pinned H2D at 64 MiB >= 50 GB/s and >= 90 % of the best async copy
 #   pipeline     ferry bench on the Fashion-MNIST PNGs, all cores, against the plain libpng rate
 #   color        ferry bench on a generated RGB set, 224x224 with random crop and flip
@@ -497,6 +498,19 @@ step_sanitizer() {
     end
 }
 
+step_kernels() {
+    begin kernels 25 "FERRY_BACKEND_OPS_TIME tests/test_backend_ops on cuda:0: kernel time, GB/s, FLOP/s" || return 0
+    local runs=20 only=()
+    # The simulated GPU's times mean nothing: there the step checks itself on two kernels.
+    [ -n "$simulated" ] && runs=1 only=(backend_ops_gemm backend_ops_binary)
+    fact runs "$runs"
+    command -v nvidia-smi >/dev/null 2>&1 && [ -z "$simulated" ] &&
+        fact gpu "$(nvidia-smi -i 0 --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)"
+    run_cmd kernels.log "$(left)" FERRY_BACKEND_OPS_TIME=$runs FERRY_BACKEND_OPS_TIME_DEVICE=cuda:0 \
+        "$root/tests/test_backend_ops" ${only[@]+"${only[@]}"}
+    end
+}
+
 step_h2d() {
     begin h2d 20 "ferry bench h2d: pinned vs pageable copies, 4 KiB to 256 MiB" || return 0
     local args=(--format json)
@@ -725,6 +739,7 @@ run_main() {
     step_gpu
     step_tests
     step_sanitizer
+    step_kernels
     step_h2d
     step_pipeline
     step_color

@@ -227,6 +227,68 @@ def j_sanitizer(s, run):
     return "ok", "0 errors in %d of %d runs%s" % (runs - len(unfinished), runs, late)
 
 
+# NVIDIA's published peaks (datasheets at nvidia.com/en-us/data-center/h100/ and
+# /h200/): memory bandwidth in GB/s, FP16/BF16 tensor-core TFLOP/s dense (the
+# sheets print twice that "with sparsity"), FP32 (CUDA cores) TFLOP/s. Matched
+# on nvidia-smi's name, first match wins (an "NVIDIA H100 80GB HBM3" is the SXM).
+PEAKS = [(r"H200 NVL", "H200 NVL", 4800, 835.5, 60), (r"H200", "H200 SXM", 4800, 989.5, 67),
+         (r"H100 NVL", "H100 NVL", 3900, 835.5, 60), (r"H100 PCIe", "H100 PCIe", 2000, 756.5, 51),
+         (r"H100", "H100 SXM", 3350, 989.5, 67)]
+
+
+def j_kernels(s, run):
+    # "  time KERNEL [DESC] on DEV: T us, B GB/s[, F GFLOP/s]" (tests/test_backend_ops.c, time_case)
+    out, rc, cases = s.text("kernels.log"), s.rcs.get("kernels.log", ""), []
+    for l in lines_of(out):
+        m = re.match(r"^\s*time (\S+) \[(.*)\] on (\S+): ([0-9.]+) us, ([0-9.]+) GB/s(?:, ([0-9.]+) GFLOP/s)?$", l)
+        if m:
+            cases.append((m.group(1), m.group(2), float(m.group(4)), float(m.group(5)),
+                          float(m.group(6)) if m.group(6) else 0.0))
+    summary = ([l for l in lines_of(out) if re.match(r"^[0-9]+ passed, ", l)] or [""])[-1]
+    if s.status:
+        return
+    name = s.facts.get("gpu", "")
+    peak = next((p for p in PEAKS if re.search(p[0], name)), None) if not run.simulated else None
+    us = sorted(c[2] for c in cases)
+    s.fig("timed", "%d cases on cuda:0, %s runs each, median %s us%s" % (
+        len(cases), s.facts.get("runs", "?"), "%.1f" % us[len(us) // 2] if us else "?",
+        " (simulated: the times mean nothing)" if run.simulated else ""))
+    if peak:
+        s.fig("peak", "%s: %d GB/s memory, %.1f TFLOP/s FP16/BF16 tensor (dense), %d TFLOP/s FP32"
+              % (peak[1], peak[2], peak[3], peak[4]))
+    elif not run.simulated:
+        s.fig("peak", "no published peak on file for %r" % (name or "this GPU"))
+
+    def pct(v, p):
+        return " (%.1f %% of peak)" % (100.0 * v / p) if p else ""
+    for i, c in enumerate(sorted(cases, key=lambda c: -c[2])[:5]):
+        s.fig("slowest_%d" % (i + 1), "%s [%s]: %.1f us, %.2f GB/s%s" % (
+            c[0], c[1], c[2], c[3], ", %.2f GFLOP/s" % c[4] if c[4] else ""))
+    for dt, k in (("f16", 3), ("bf16", 3), ("f32", 4)):
+        g = [c for c in cases if c[0] == "gemm" and c[1].split(" ")[0] == dt]
+        if g:
+            b = max(g, key=lambda c: c[4])
+            s.fig("gemm_" + dt, "%.3f TFLOP/s%s [%s]" % (b[4] / 1e3, pct(b[4] / 1e3, peak[k] if peak else 0), b[1]))
+    best = {}
+    for c in cases:
+        if c[0] != "gemm" and c[3] > best.get(c[0], (0, 0, ""))[0]:
+            best[c[0]] = (c[3], c[2], c[1])
+    for k, b in sorted(best.items(), key=lambda kv: -kv[1][0]):
+        s.fig("gbps_" + k, "%.2f GB/s%s [%s]" % (b[0], pct(b[0], peak[2] if peak else 0), b[2]))
+    if cases:
+        s.fig("note", "GB/s counts each buffer once (a lower bound on the traffic); small cases measure launch cost")
+    if summary and " 0 failed, " not in summary:
+        return "fail", "test_backend_ops: " + summary
+    if not cases:
+        return "fail", "no timed case (exit %s%s): %s" % (rc, ", timed out" if rc == "124" else "", last_line(out))
+    if rc in ("124", "137"):
+        return "ok", "not finished (time limit): %d cases timed" % len(cases)
+    if rc != "0":
+        return "fail", "test_backend_ops exited with %s: %s" % (rc, last_line(out))
+    return "ok", "%d cases timed%s" % (len(cases), "; gemm " + ", ".join(
+        "%s %s" % (f[0][5:], f[1].split(" [")[0]) for f in s.figs if f[0].startswith("gemm_")) if cases else "")
+
+
 def j_h2d(s, run):
     out, rc = s.text("h2d.log"), s.rcs.get("h2d.log", "")
     if rc != "0":
@@ -437,7 +499,8 @@ def j_safetensors(s, run):
     return "fail", verdict or "exit %s: %s" % (rc, last_line(out))
 
 
-JUDGES = {"info": j_info, "gpu": j_gpu, "tests": j_tests, "sanitizer": j_sanitizer, "h2d": j_h2d,
+JUDGES = {"info": j_info, "gpu": j_gpu, "tests": j_tests, "sanitizer": j_sanitizer, "kernels": j_kernels,
+          "h2d": j_h2d,
           "pipeline": j_pipeline, "color": j_color, "overlap": j_overlap, "torch": j_torch,
           "train": j_train, "train-amp": j_train, "nccl": j_nccl, "safetensors": j_safetensors}
 
