@@ -466,20 +466,21 @@ step_sanitizer() {
     local cs
     cs=$(command -v compute-sanitizer || { [ -x /usr/local/cuda/bin/compute-sanitizer ] && echo /usr/local/cuda/bin/compute-sanitizer; })
     if [ -z "$cs" ]; then end fail "compute-sanitizer not found"; return; fi
-    # Lanes of runs in parallel; test_nn (it fills half the free device memory
-    # on purpose) has a lane of its own. Each run gets the lane's time left over
+    # Lanes of runs in parallel, by the last H200 run's times: racecheck of
+    # test_loader_gpu (96 s) and each tool over test_backend_ops (34-56 s) have
+    # a lane each; the quick runs share. Each run gets the lane's time left over
     # the runs left in it, so a slow run cannot starve the ones after it. API
     # errors are not counted: the tests provoke them on purpose (out of memory,
     # bad arguments) and check them.
-    local lanes=6 lane k=0 t tool
-    declare -A lane_runs=()
-    for tool in "${tools[@]}"; do lane_runs[0]+="$tool test_nn "; done
-    for t in "${tests[@]:1}"; do
-        for tool in "${tools[@]}"; do
-            lane=$((1 + k % (lanes - 1))); k=$((k + 1))
-            lane_runs[$lane]+="$tool $t "
-        done
+    local lane l t tool
+    local -a lane_runs=()
+    for t in test_nn test_ops; do
+        l=''; for tool in "${tools[@]}"; do l+="$tool $t "; done; lane_runs+=("$l")
     done
+    lane_runs+=("racecheck test_loader_gpu" "memcheck test_loader_gpu initcheck test_loader_gpu synccheck test_loader_gpu")
+    for tool in "${tools[@]}"; do lane_runs+=("$tool test_backend_ops"); done
+    l=''; for t in test_allocator test_pinned; do for tool in "${tools[@]}"; do l+="$tool $t "; done; done
+    lane_runs+=("$l")
     for lane in "${!lane_runs[@]}"; do
         (
             # shellcheck disable=SC2086 # "tool test" pairs; the case names
