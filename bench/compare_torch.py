@@ -10,12 +10,14 @@ machine, with whatever python3 has torch.
 
   bench/compare_torch.py DIR [--workers N] [--batch N] [--epochs N] [--pin on|off]
                              [--device cpu|cuda] [--ferry build/ferry] [--json]
-                             [--model mlp|cnn]
+                             [--model mlp|cnn [--limit N]]
 
 With --model, both sides also train the model of samples/train_gray on every batch
 (SGD, momentum 0.9, lr 0.05, weight decay 5e-4): PyTorch's loop beside
 build/samples/train_gray --epochs 1 on DIR's parent (train/ and test/ inside; ferry
-trains on its 90 % train split and reports that epoch's images/s).
+trains on its 90 % train split and reports that epoch's images/s). --limit N
+trains each side on N images only (train_gray --limit N: the first N of its
+split; PyTorch: N of DIR drawn with seed 0), for a bounded run.
 """
 import argparse
 import json
@@ -107,6 +109,9 @@ def torch_train_epoch(args, channels):
     tf = torchvision.transforms.Compose([torchvision.transforms.ToTensor(),
                                          torchvision.transforms.Normalize([0.2860], [0.3530])])
     ds = torchvision.datasets.ImageFolder(args.dir, loader=load, transform=tf)
+    if args.limit and args.limit < len(ds):
+        pick = torch.randperm(len(ds), generator=torch.Generator().manual_seed(0))[:args.limit]
+        ds = torch.utils.data.Subset(ds, pick.tolist())
     device = torch.device(args.device)
     torch.manual_seed(0)
     model = torch_model(args.model, channels).to(device)
@@ -138,6 +143,8 @@ def ferry_train_epoch(args):
     cmd = [exe, "--data", data, "--model", args.model, "--epochs", "1", "--batch",
            str(args.batch), "--workers", str(args.workers), "--device", args.device,
            "--out", os.path.join(os.path.dirname(args.ferry), "run", "compare")]
+    if args.limit:
+        cmd += ["--limit", str(args.limit)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     for line in out.splitlines():
         cols = line.split()
@@ -178,6 +185,8 @@ def main():
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--torch-only", action="store_true", help="run only PyTorch's side")
     p.add_argument("--model", choices=["mlp", "cnn"], help="also train this model on each batch")
+    p.add_argument("--limit", type=int, default=0,
+                   help="with --model: train each side on this many images (default: all)")
     args = p.parse_args()
     ensure_torch()
 
@@ -187,11 +196,11 @@ def main():
         t = torch_train_epoch(args, channels)
         ratio = f["images_per_s"] / t["images_per_s"]
         if args.json:
-            print(json.dumps({"model": args.model, "ferry_images_per_s": f["images_per_s"],
+            print(json.dumps({"model": args.model, "limit": args.limit, "ferry_images_per_s": f["images_per_s"],
                               "torch": t, "ratio": ratio}))
             return
         print(f"one training epoch of the {args.model}, batch {args.batch}, {args.workers} workers, "
-              f"device {args.device}")
+              f"device {args.device}" + (f", {args.limit} images" if args.limit else ""))
         print(f"{'ferry (train_gray)':<22} {f['images_per_s']:>10.0f} images/s")
         print(f"{'torch ' + t['torch']:<22} {t['images_per_s']:>10.0f} images/s")
         print(f"ratio (ferry / torch): {ratio:.2f}x")

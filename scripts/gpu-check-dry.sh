@@ -64,6 +64,6 @@ while IFS=$tab read -r status name secs_step reason; do
 done <<EOF
 $(tail -n +2 "$tmp/steps")
 EOF
-if [ "$n" -ge 13 ]; then ok "report.json lists $n steps"; else bad "report.json lists $n steps (13 expected)"; fi
+if [ "$n" -ge 14 ]; then ok "report.json lists $n steps"; else bad "report.json lists $n steps (14 expected)"; fi
 if [ "$rc" -eq 0 ]; then ok "gpu-check.sh run exited 0 (${secs} s)"; else bad "gpu-check.sh run exited $rc (${secs} s)"; fi
 finish

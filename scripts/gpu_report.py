@@ -183,7 +183,9 @@ def j_sanitizer(s, run):
     s.fig("tests", " ".join(tests)); s.fig("tools", " ".join(tools))
     if s.status:
         return
-    bad, total = [], 0
+    if s.facts.get("cases"):
+        s.fig("cases", s.facts["cases"])
+    bad, total, unfinished = [], 0, []
     for tool in tools:
         res = []
         for t in tests:
@@ -199,8 +201,13 @@ def j_sanitizer(s, run):
                 m = re.match(r".*RACECHECK SUMMARY: .*, ([0-9]*) warning", l)
                 warns = m.group(1) if m else warns
                 summary = l if re.match(r"^[0-9]+ passed, ", l) else summary
+            if not errs and rc in ("124", "137", "not run"):
+                # Out of time is no finding: said apart from the errors.
+                unfinished.append("%s %s" % (tool, t))
+                res.append(t + " not finished")
+                continue
             if not errs:
-                bad.append("%s %s: no summary line (exit %s%s)" % (tool, t, rc, ", timed out" if rc == "124" else ""))
+                bad.append("%s %s: no summary line (exit %s)" % (tool, t, rc))
                 res.append(t + " ?")
                 continue
             total += int(errs)
@@ -210,10 +217,76 @@ def j_sanitizer(s, run):
                 bad.append("%s %s: the test failed under the sanitizer (%s)" % (tool, t, summary or "no summary"))
             res.append("%s %s%s" % (t, errs, " (%s warnings)" % warns if warns else ""))
         s.fig(tool, ", ".join(res))
+    runs = len(tests) * len(tools)
     s.fig("errors", total)
+    s.fig("finished", "%d of %d runs" % (runs - len(unfinished), runs))
+    late = "; not finished (time limit) %d of %d runs: %s" % (len(unfinished), runs, ", ".join(unfinished)) \
+        if unfinished else ""
     if bad:
-        return "fail", "; ".join(bad)
-    return "ok", "0 errors in %d x %d runs" % (len(tests), len(tools))
+        return "fail", "; ".join(bad) + late
+    return "ok", "0 errors in %d of %d runs%s" % (runs - len(unfinished), runs, late)
+
+
+# NVIDIA's published peaks (datasheets at nvidia.com/en-us/data-center/h100/ and
+# /h200/): memory bandwidth in GB/s, FP16/BF16 tensor-core TFLOP/s dense (the
+# sheets print twice that "with sparsity"), FP32 (CUDA cores) TFLOP/s. Matched
+# on nvidia-smi's name, first match wins (an "NVIDIA H100 80GB HBM3" is the SXM).
+PEAKS = [(r"H200 NVL", "H200 NVL", 4800, 835.5, 60), (r"H200", "H200 SXM", 4800, 989.5, 67),
+         (r"H100 NVL", "H100 NVL", 3900, 835.5, 60), (r"H100 PCIe", "H100 PCIe", 2000, 756.5, 51),
+         (r"H100", "H100 SXM", 3350, 989.5, 67)]
+
+
+def j_kernels(s, run):
+    # "  time KERNEL [DESC] on DEV: T us, B GB/s[, F GFLOP/s]" (tests/test_backend_ops.c, time_case)
+    out, rc, cases = s.text("kernels.log"), s.rcs.get("kernels.log", ""), []
+    for l in lines_of(out):
+        m = re.match(r"^\s*time (\S+) \[(.*)\] on (\S+): ([0-9.]+) us, ([0-9.]+) GB/s(?:, ([0-9.]+) GFLOP/s)?$", l)
+        if m:
+            cases.append((m.group(1), m.group(2), float(m.group(4)), float(m.group(5)),
+                          float(m.group(6)) if m.group(6) else 0.0))
+    summary = ([l for l in lines_of(out) if re.match(r"^[0-9]+ passed, ", l)] or [""])[-1]
+    if s.status:
+        return
+    name = s.facts.get("gpu", "")
+    peak = next((p for p in PEAKS if re.search(p[0], name)), None) if not run.simulated else None
+    us = sorted(c[2] for c in cases)
+    s.fig("timed", "%d cases on cuda:0, %s runs each, median %s us%s" % (
+        len(cases), s.facts.get("runs", "?"), "%.1f" % us[len(us) // 2] if us else "?",
+        " (simulated: the times mean nothing)" if run.simulated else ""))
+    if peak:
+        s.fig("peak", "%s: %d GB/s memory, %.1f TFLOP/s FP16/BF16 tensor (dense), %d TFLOP/s FP32"
+              % (peak[1], peak[2], peak[3], peak[4]))
+    elif not run.simulated:
+        s.fig("peak", "no published peak on file for %r" % (name or "this GPU"))
+
+    def pct(v, p):
+        return " (%.1f %% of peak)" % (100.0 * v / p) if p else ""
+    for i, c in enumerate(sorted(cases, key=lambda c: -c[2])[:5]):
+        s.fig("slowest_%d" % (i + 1), "%s [%s]: %.1f us, %.2f GB/s%s" % (
+            c[0], c[1], c[2], c[3], ", %.2f GFLOP/s" % c[4] if c[4] else ""))
+    for dt, k in (("f16", 3), ("bf16", 3), ("f32", 4)):
+        g = [c for c in cases if c[0] == "gemm" and c[1].split(" ")[0] == dt]
+        if g:
+            b = max(g, key=lambda c: c[4])
+            s.fig("gemm_" + dt, "%.3f TFLOP/s%s [%s]" % (b[4] / 1e3, pct(b[4] / 1e3, peak[k] if peak else 0), b[1]))
+    best = {}
+    for c in cases:
+        if c[0] != "gemm" and c[3] > best.get(c[0], (0, 0, ""))[0]:
+            best[c[0]] = (c[3], c[2], c[1])
+    for k, b in sorted(best.items(), key=lambda kv: -kv[1][0]):
+        s.fig("gbps_" + k, "%.2f GB/s%s [%s]" % (b[0], pct(b[0], peak[2] if peak else 0), b[2]))
+    if cases:
+        s.fig("note", "GB/s counts each buffer once (a lower bound on the traffic); small cases measure launch cost")
+    if summary and " 0 failed, " not in summary:
+        return "fail", "test_backend_ops: " + summary
+    if not cases:
+        return "fail", "no timed case (exit %s%s): %s" % (rc, ", timed out" if rc == "124" else "", last_line(out))
+    if rc in ("124", "137"):
+        return "ok", "not finished (time limit): %d cases timed" % len(cases)
+    if rc != "0":
+        return "fail", "test_backend_ops exited with %s: %s" % (rc, last_line(out))
+    return "ok", "%d cases timed%s" % (len(cases), "; gemm " + ", ".join(
+        "%s %s" % (f[0][5:], f[1].split(" [")[0]) for f in s.figs if f[0].startswith("gemm_")) if cases else "")
 
 
 def j_h2d(s, run):
@@ -352,7 +425,8 @@ def j_torch(s, run):
             ferry = ferry.get("images_per_s")
         s.fig(what, "ferry %s images/s, PyTorch %s images/s, ratio %s%s" % (
             calc("%.0f", lambda: float(ferry)), calc("%.0f", lambda: float(torch.get("images_per_s"))),
-            calc("%.2f", lambda: float(o.get("ratio"))), "" if what == "loader" else " (one training epoch)"))
+            calc("%.2f", lambda: float(o.get("ratio"))), "" if what == "loader" else
+            " (one training epoch on %s images each)" % o["limit"] if o.get("limit") else " (one training epoch)"))
     if bad:
         return "fail", "; ".join(bad)
 
@@ -401,6 +475,8 @@ def j_nccl(s, run):
         out = s.text("nccl-overhead.log")
         if s.rcs["nccl-overhead.log"] == "0":
             s.fig("dist_overhead", semi(l for l in lines_of(out) if re.match(r"^(without|with|overhead)", l)))
+            if s.facts.get("overhead_runs") == "1":
+                s.fig("dist_overhead_runs", "1 run (no time left for 3): a single run swings by several points")
             s.fig("backend", first(r"^distributed:.*$", out, 0))
         else:
             bad.append("dist_overhead.sh exited with " + s.rcs["nccl-overhead.log"])
@@ -423,7 +499,8 @@ def j_safetensors(s, run):
     return "fail", verdict or "exit %s: %s" % (rc, last_line(out))
 
 
-JUDGES = {"info": j_info, "gpu": j_gpu, "tests": j_tests, "sanitizer": j_sanitizer, "h2d": j_h2d,
+JUDGES = {"info": j_info, "gpu": j_gpu, "tests": j_tests, "sanitizer": j_sanitizer, "kernels": j_kernels,
+          "h2d": j_h2d,
           "pipeline": j_pipeline, "color": j_color, "overlap": j_overlap, "torch": j_torch,
           "train": j_train, "train-amp": j_train, "nccl": j_nccl, "safetensors": j_safetensors}
 

@@ -205,13 +205,23 @@ static int run_one(ft_test_fn fn)
     return r - 1;
 }
 
+/* With arguments, a test runs when its name contains any one of them. */
+static bool selected(const char *name, int argc, char **argv)
+{
+    if (argc < 2)
+        return true;
+    for (int a = 1; a < argc; a++)
+        if (strstr(name, argv[a]))
+            return true;
+    return false;
+}
+
 int main(int argc, char **argv)
 {
-    const char *filter = argc > 1 ? argv[1] : NULL;
     size_t passed = 0, failed = 0, skipped = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; i < ntests; i++) {
-        if (filter && !strstr(tests[i].name, filter))
+        if (!selected(tests[i].name, argc, argv))
             continue;
         switch (run_one(tests[i].fn)) {
         case RESULT_PASS: passed++; printf("ok    %s\n", tests[i].name); break;

@@ -1,7 +1,10 @@
 /* A tiny test harness. Each tests/test_*.c is its own program; TEST(name) registers
  * a test, the ASSERT_* macros print file:line and both values and end the test, and
  * SKIP(reason) ends it as skipped. The last line printed is
- * "N passed, N failed, N skipped". Run one test with `build/tests/test_x name`. */
+ * "N passed, N failed, N skipped". Run one test with `build/tests/test_x name`:
+ * each argument is a substring of test names, and the program runs the tests
+ * that contain any of them (`test_x cuda_matmul cuda_copy`; the GPU check runs
+ * a subset this way under compute-sanitizer). */
 #ifndef FERRY_TEST_HARNESS_H
 #define FERRY_TEST_HARNESS_H
 

@@ -2105,6 +2105,14 @@ static int time_runs(void)
     return v && atoi(v) > 0 ? atoi(v) : 0;
 }
 
+/* FERRY_BACKEND_OPS_TIME_DEVICE=NAME (cuda:0, ...): times on that device only,
+ * so that the GPU check's timing is not spent on the CPU. */
+static bool timed_device(const bo_dev *d)
+{
+    const char *only = getenv("FERRY_BACKEND_OPS_TIME_DEVICE");
+    return !only || !*only || strcmp(only, d->name) == 0;
+}
+
 static void time_case(const bo_case *t, const bo_dev *d, const fk_ctx *c, void *const *dp)
 {
     int runs = time_runs();
@@ -2181,7 +2189,7 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
             ok = false;
         }
     }
-    if (ok && time_runs())
+    if (ok && time_runs() && timed_device(d))
         time_case(t, d, &c, dp);
     for (int b = 0; b < t->nbuf; b++) {
         free(back[b]);
