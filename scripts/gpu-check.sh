@@ -459,11 +459,15 @@ step_sanitizer() {
     # The two heavy programs run the cases that launch kernels and end in
     # seconds (test names as the harness's filter arguments): test_nn's AMP
     # and out-of-memory cases and test_ops' threaded cuBLAS case took the whole
-    # step under memcheck and racecheck alone.
+    # step under memcheck and racecheck alone. initcheck leaves out the f16
+    # matmul: cuBLAS's sm_90 kernels write its output in a way initcheck does
+    # not track (748 reports on values the test checks against the CPU;
+    # docs/BENCHMARKS.md, section GPU); memcheck and racecheck still run it.
     declare -A cases=([test_nn]="mlp_overfits_one_batch_cuda cuda_layers_match_cpu to_device_round_trip"
-                      [test_ops]="cuda_elementwise cuda_reductions cuda_matmul_matches cuda_rand cuda_copy")
+                      [test_ops]="cuda_elementwise cuda_reductions cuda_matmul_matches cuda_rand cuda_copy"
+                      [initcheck:test_ops]="cuda_elementwise cuda_reductions cuda_rand cuda_copy")
     fact tests "${tests[*]}"; fact tools "${tools[*]}"
-    fact cases "test_nn: ${cases[test_nn]}; test_ops: ${cases[test_ops]}; the others: all"
+    fact cases "test_nn: ${cases[test_nn]}; test_ops: ${cases[test_ops]} (initcheck: ${cases[initcheck:test_ops]}); the others: all"
     if [ -n "$simulated" ]; then end skipped "simulated (compute-sanitizer needs a real GPU)"; return; fi
     local cs
     cs=$(command -v compute-sanitizer || { [ -x /usr/local/cuda/bin/compute-sanitizer ] && echo /usr/local/cuda/bin/compute-sanitizer; })
@@ -488,8 +492,9 @@ step_sanitizer() {
             # shellcheck disable=SC2086 # "tool test" pairs; the case names
             set -- ${lane_runs[$lane]}
             while [ $# -ge 2 ]; do
+                # shellcheck disable=SC2086 # the case names, one word each
                 in_bg=1 run_cmd "cs-$1-$2.log" "$(share $(($# / 2)))" "$cs" --tool "$1" --report-api-errors no \
-                    --print-limit 20 "$root/tests/$2" ${cases[$2]:-}
+                    --print-limit 20 "$root/tests/$2" ${cases[$1:$2]:-${cases[$2]:-}}
                 shift 2
             done
         ) &
