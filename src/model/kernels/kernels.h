@@ -59,6 +59,23 @@ typedef struct fk_conv {
     int64_t oh, ow;            /* output */
 } fk_conv;
 
+/* A row-major strided-batched gemm: C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for
+ * i < batch, matrix i of X at x + i * stride_x elements (stride 0: one matrix for
+ * every i). op(A) is m x k, op(B) k x n, C m x n; ta / tb transpose A / B. With
+ * k = 0 and beta = 0, C is written with zeros whatever it held. A struct, not 18
+ * arguments: a kernel entry takes at most eight (issue 28). */
+typedef struct fk_gemm {
+    ferry_dtype dt;
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc;
+    int64_t stride_a, stride_b, stride_c;
+    int64_t batch;
+} fk_gemm;
+
 /* The loader's last step, on the device: a batch of count samples from the wire
  * dtype (u8 or f32) in the dataset's layout to dst_dtype (f32, f16, bf16, u8) in
  * the requested layout, with per-channel y = x * scale[c] + shift[c] rounded
@@ -97,12 +114,8 @@ typedef struct fk_batch_spec {
       (int64_t, n), (int64_t, inner))                                                              \
     X(softmax, (bool, log), (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, outer),   \
       (int64_t, n), (int64_t, inner))                                                              \
-    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc); with k = 0     \
-     * and beta = 0, C is written with zeros whatever it held */                                   \
-    X(gemm, (ferry_dtype, dt), (bool, ta), (bool, tb), (int64_t, m), (int64_t, n), (int64_t, k),   \
-      (float, alpha), (const void *, a), (int64_t, lda), (int64_t, stride_a), (const void *, b),   \
-      (int64_t, ldb), (int64_t, stride_b), (float, beta), (void *, cc), (int64_t, ldc),            \
-      (int64_t, stride_c), (int64_t, batch))                                                       \
+    /* row-major strided-batched gemm (fk_gemm) */                                                \
+    X(gemm, (const fk_gemm *, g))                                                                  \
     /* n contiguous elements from x's dtype to y's: float to integer truncates and  \
      * saturates (NaN -> 0), half types round to nearest even (tensor/half.h) */   \
     X(cast, (ferry_dtype, xdt), (const void *, x), (ferry_dtype, ydt), (void *, y), (int64_t, n))   \
@@ -131,7 +144,8 @@ typedef struct fk_batch_spec {
     /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
-    /* one image [C,H,W] -> col [C*kh*kw, oh*ow] and back (col2im accumulates into x) */          \
+    /* g->n images [n,C,H,W] -> col [C*kh*kw, n*oh*ow] (image i's columns at i*oh*ow) and    \
+     * back (col2im accumulates into x) */                                                         \
     X(im2col, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, col))           \
     X(col2im, (ferry_dtype, dt), (const fk_conv *, g), (const void *, col), (void *, x))           \
     /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \
@@ -247,7 +261,7 @@ extern const fk_table fk_cuda_sim_table;
  * tensor that exists: its device was checked when it was made). */
 ferry_status fk_no_backend(const fk_ctx *c);
 
-/* Calls kernel `name` of c's backend: FK(&c, gemm, dt, ...). */
+/* Calls kernel `name` of c's backend: FK(&c, relu_bwd, dt, dx, y, dy, n). */
 #define FK(c, name, ...) ((c)->k ? (c)->k->name((c), __VA_ARGS__) : fk_no_backend(c))
 
 /* Scalar loads and stores in any dtype (host code). */

@@ -172,25 +172,28 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     return fk_launched("MSE kernel");
 }
 
+// g.n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow.
 template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
 {
-    int64_t ohw = g.oh * g.ow, total = g.c * g.kh * g.kw * ohw;
+    int64_t ohw = g.oh * g.ow, cols = g.n * ohw, total = g.c * g.kh * g.kw * cols;
     FK_GRID_STRIDE(t, total)
     {
-        int64_t p = t % ohw, r = t / ohw;
+        int64_t q = t % cols, r = t / cols, img = q / ohw, p = q % ohw;
         int64_t kj = r % g.kw, ki = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
         int64_t iy = (p / g.ow) * g.sh - g.ph + ki, ix = (p % g.ow) * g.sw - g.pw + kj;
-        col[t] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[(ch * g.h + iy) * g.w + ix] : fk_to<T>(0.0);
+        col[t] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[((img * g.c + ch) * g.h + iy) * g.w + ix]
+                                                             : fk_to<T>(0.0);
     }
 }
 
 // Gathers, per input pixel, every column entry that came from it: no atomics.
 template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 {
-    int64_t total = g.c * g.h * g.w, ohw = g.oh * g.ow;
+    int64_t total = g.n * g.c * g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
     FK_GRID_STRIDE(t, total)
     {
-        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = t / (g.w * g.h);
+        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = (t / (g.w * g.h)) % g.c, img = t / (g.w * g.h * g.c);
+        const T *base = col + img * ohw;
         float s = 0.0f;
         for (int64_t ki = 0; ki < g.kh; ki++) {
             int64_t ny = iy + g.ph - ki;
@@ -206,7 +209,7 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
                 int64_t ox = nx / g.sw;
                 if (ox >= g.ow)
                     continue;
-                s += fk_f(col[((ch * g.kh + ki) * g.kw + kj) * ohw + oy * g.ow + ox]);
+                s += fk_f(base[((ch * g.kh + ki) * g.kw + kj) * cols + oy * g.ow + ox]);
             }
         }
         x[t] = fk_to<T>(fk_f(x[t]) + s);
@@ -217,7 +220,7 @@ extern "C" ferry_status FK_CU(fk_cuda_im2col)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->c * g->kh * g->kw * g->oh * g->ow;
+    int64_t total = g->c * g->kh * g->kw * g->n * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "im2col", {
@@ -230,7 +233,7 @@ extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->c * g->h * g->w;
+    int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "col2im", {
