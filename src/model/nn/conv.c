@@ -13,9 +13,12 @@
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
 
-/* The column matrix's budget: 32 MiB keeps a typical CNN's whole batch in one
- * chunk (one gemm per pass) while bounding the scratch of large images. */
+/* The column matrix's budget. On a GPU, 32 MiB keeps a typical CNN's whole
+ * batch in one chunk (one launch per kernel per pass) while bounding the
+ * scratch of large images. The CPU pays nothing per call but a lot for a
+ * column matrix that leaves the cache: there a chunk is kept cache-sized. */
 #define CONV_COL_BYTES ((size_t)32 << 20)
+#define CONV_COL_BYTES_CPU ((size_t)256 << 10)
 
 typedef struct fm_conv2d {
     ferry_module base;
@@ -63,10 +66,11 @@ static ferry_status conv_geom(fm_conv2d *c, const ferry_tensor *x, fk_conv *g)
 }
 
 /* Images per chunk: as many as keep the column matrix under the budget. */
-static int64_t chunk_images(const fk_conv *g, size_t es)
+static int64_t chunk_images(const fk_conv *g, size_t es, ferry_device d)
 {
     size_t per = (size_t)(g->c * g->kh * g->kw * g->oh * g->ow) * es;
-    int64_t nb = per > 0 ? (int64_t)(CONV_COL_BYTES / per) : g->n;
+    size_t budget = d.type == FERRY_DEVICE_CPU ? CONV_COL_BYTES_CPU : CONV_COL_BYTES;
+    int64_t nb = per > 0 ? (int64_t)(budget / per) : g->n;
     if (nb < 1)
         nb = 1;
     return nb < g->n ? nb : g->n;
@@ -98,7 +102,7 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     int64_t shape[4] = {g.n, c->cout, g.oh, g.ow};
     int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow, chw = g.c * g.h * g.w;
     size_t es = ferry_dtype_size(m->dtype);
-    int64_t nb = chunk_images(&g, es);
+    int64_t nb = chunk_images(&g, es, m->device);
     int64_t cshape[2] = {ckk, nb * ohw};
     st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, s, &yt);
     if (st == FERRY_OK && g.n > 0)
@@ -159,7 +163,7 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
     int64_t shape[4] = {g.n, c->cout, g.oh, g.ow};
     int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow, chw = g.c * g.h * g.w;
     size_t es = ferry_dtype_size(m->dtype);
-    int64_t nb = chunk_images(&g, es);
+    int64_t nb = chunk_images(&g, es, m->device);
     int64_t cshape[2] = {ckk, nb * ohw}, pshape[2] = {c->cout, nb * ohw};
     ferry_tensor *gy = NULL, *col = NULL, *dyp = NULL, *dxt = NULL;
     st = fm_grad_input(m, dy, shape, 4, s, where, &gy);
