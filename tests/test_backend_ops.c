@@ -763,6 +763,24 @@ static void add_gemm(ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
     add_buf(t, "c", dt, mat_extent(batch, sc, m, n, ldc) + 4, c_nan ? BI_NAN : BI_UNIFORM, -1, 1, BC_CLOSE);
 }
 
+/* Convolution's forward gemm: one A for every batch entry (stride 0), B's
+ * entries interleaved as column blocks of one matrix (ldb = batch * n, stride n):
+ * entry i's last row ends short of the buffer's end, and nothing past it may be
+ * read. */
+static void add_gemm_conv(ferry_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    bo_case *t = add_case("gemm", run_gemm, naive_gemm, "%s conv-shaped m %lld n %lld k %lld batch %lld", dtn(dt),
+                          (long long)m, (long long)n, (long long)k, (long long)batch);
+    t->dt = dt;
+    int64_t v[10] = {m, n, k, k, batch * n, n, 0, n, m * n, batch};
+    memcpy(t->i, v, sizeof v);
+    t->d[0] = 1.0;
+    t->d[1] = 0.0;
+    add_buf(t, "a", dt, m * k, BI_UNIFORM, -1, 1, BC_IN);
+    add_buf(t, "b", dt, k * batch * n, BI_UNIFORM, -1, 1, BC_IN);
+    add_buf(t, "c", dt, batch * m * n + 4, BI_UNIFORM, -1, 1, BC_CLOSE);
+}
+
 static void cases_gemm(void)
 {
     ferry_dtype dt;
@@ -784,6 +802,8 @@ static void cases_gemm(void)
         add_gemm(dt, false, false, 4, 5, 3, 0, 1, 1.0, 0.0, false);
         /* past 2^16 multiply-adds: the simulated cuBLAS's CBLAS path */
         add_gemm(dt, true, true, 130, 260, 520, 2, 1, 0.7, 0.5, false);
+        add_gemm_conv(dt, 4, 6, 5, 3);
+        add_gemm_conv(dt, 16, 50, 27, 4); /* the CBLAS path */
     }
 }
 
