@@ -97,8 +97,9 @@ typedef struct fk_batch_spec {
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
- * C's matrix cc and the channel count ch (a name at another position reads as
- * swapped arguments). */
+ * the channel count ch (a name at another position reads as swapped arguments).
+ * A kernel takes at most eight arguments besides the context; one that needs
+ * more takes a struct (fk_gemm), which the simulated GPU's launches copy. */
 #define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
     X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
