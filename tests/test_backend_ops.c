@@ -709,8 +709,10 @@ static void cases_softmax(void)
 static ferry_status run_gemm(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     const int64_t *i = t->i;
-    return FK(c, gemm, t->dt, t->fl[0], t->fl[1], i[0], i[1], i[2], (float)t->d[0], p[0], i[3], i[6], p[1], i[4],
-              i[7], (float)t->d[1], p[2], i[5], i[8], i[9]);
+    fk_gemm g = {.dt = t->dt, .ta = t->fl[0], .tb = t->fl[1], .m = i[0], .n = i[1], .k = i[2],
+                 .alpha = (float)t->d[0], .beta = (float)t->d[1], .a = p[0], .b = p[1], .c = p[2], .lda = i[3],
+                 .ldb = i[4], .ldc = i[5], .stride_a = i[6], .stride_b = i[7], .stride_c = i[8], .batch = i[9]};
+    return FK(c, gemm, &g);
 }
 
 static void naive_gemm(const bo_case *t, void *const *p)
@@ -766,6 +768,24 @@ static void add_gemm(ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
     add_buf(t, "c", dt, mat_extent(batch, sc, m, n, ldc) + 4, c_nan ? BI_NAN : BI_UNIFORM, -1, 1, BC_CLOSE);
 }
 
+/* Convolution's forward gemm: one A for every batch entry (stride 0), B's
+ * entries interleaved as column blocks of one matrix (ldb = batch * n, stride n):
+ * entry i's last row ends short of the buffer's end, and nothing past it may be
+ * read. */
+static void add_gemm_conv(ferry_dtype dt, int64_t m, int64_t n, int64_t k, int64_t batch)
+{
+    bo_case *t = add_case("gemm", run_gemm, naive_gemm, "%s conv-shaped m %lld n %lld k %lld batch %lld", dtn(dt),
+                          (long long)m, (long long)n, (long long)k, (long long)batch);
+    t->dt = dt;
+    int64_t v[10] = {m, n, k, k, batch * n, n, 0, n, m * n, batch};
+    memcpy(t->i, v, sizeof v);
+    t->d[0] = 1.0;
+    t->d[1] = 0.0;
+    add_buf(t, "a", dt, m * k, BI_UNIFORM, -1, 1, BC_IN);
+    add_buf(t, "b", dt, k * batch * n, BI_UNIFORM, -1, 1, BC_IN);
+    add_buf(t, "c", dt, batch * m * n + 4, BI_UNIFORM, -1, 1, BC_CLOSE);
+}
+
 static void cases_gemm(void)
 {
     ferry_dtype dt;
@@ -787,6 +807,8 @@ static void cases_gemm(void)
         add_gemm(dt, false, false, 4, 5, 3, 0, 1, 1.0, 0.0, false);
         /* past 2^16 multiply-adds: the simulated cuBLAS's CBLAS path */
         add_gemm(dt, true, true, 130, 260, 520, 2, 1, 0.7, 0.5, false);
+        add_gemm_conv(dt, 4, 6, 5, 3);
+        add_gemm_conv(dt, 16, 50, 27, 4); /* the CBLAS path */
     }
 }
 
@@ -1246,24 +1268,31 @@ static int64_t win_at(const fk_conv *g, int64_t oy, int64_t ox, int64_t ki, int6
     return iy < 0 || iy >= g->h || ix < 0 || ix >= g->w ? -1 : iy * g->w + ix;
 }
 
-/* ---- im2col, col2im (one image: g.n is not used) ---- */
+/* ---- im2col, col2im: g.n images, col [C*kh*kw, n*oh*ow] with image i's columns at i*oh*ow ---- */
 static ferry_status run_im2col(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     return FK(c, im2col, t->dt, &t->g, p[0], p[1]);
 }
 
+/* col's flat index of (row (ch, ki, kj), image img, output pixel (oy, ox)). */
+static int64_t col_at(const fk_conv *g, int64_t ch, int64_t ki, int64_t kj, int64_t img, int64_t oy, int64_t ox)
+{
+    return ((ch * g->kh + ki) * g->kw + kj) * g->n * g->oh * g->ow + (img * g->oh + oy) * g->ow + ox;
+}
+
 static void naive_im2col(const bo_case *t, void *const *p)
 {
     const fk_conv *g = &t->g;
-    for (int64_t ch = 0; ch < g->c; ch++)
-        for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++)
-                for (int64_t oy = 0; oy < g->oh; oy++)
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t at = win_at(g, oy, ox, ki, kj);
-                        int64_t o = (((ch * g->kh + ki) * g->kw + kj) * g->oh + oy) * g->ow + ox;
-                        st(t->dt, p[1], o, at < 0 ? 0.0 : ld(t->dt, p[0], ch * g->h * g->w + at));
-                    }
+    for (int64_t img = 0; img < g->n; img++)
+        for (int64_t ch = 0; ch < g->c; ch++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t kj = 0; kj < g->kw; kj++)
+                    for (int64_t oy = 0; oy < g->oh; oy++)
+                        for (int64_t ox = 0; ox < g->ow; ox++) {
+                            int64_t at = win_at(g, oy, ox, ki, kj);
+                            double v = at < 0 ? 0.0 : ld(t->dt, p[0], (img * g->c + ch) * g->h * g->w + at);
+                            st(t->dt, p[1], col_at(g, ch, ki, kj, img, oy, ox), v);
+                        }
 }
 
 static ferry_status run_col2im(const bo_case *t, const fk_ctx *c, void *const *p)
@@ -1274,22 +1303,23 @@ static ferry_status run_col2im(const bo_case *t, const fk_ctx *c, void *const *p
 static void naive_col2im(const bo_case *t, void *const *p)
 {
     const fk_conv *g = &t->g;
-    int64_t hw = g->h * g->w;
-    double *acc = calloc((size_t)(g->c * hw + 1), sizeof(double));
+    int64_t hw = g->h * g->w, nx = g->n * g->c * hw;
+    double *acc = calloc((size_t)(nx + 1), sizeof(double));
     ASSERT(acc);
-    for (int64_t i = 0; i < g->c * hw; i++)
+    for (int64_t i = 0; i < nx; i++)
         acc[i] = ld(t->dt, p[1], i);
-    for (int64_t ch = 0; ch < g->c; ch++)
-        for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++)
-                for (int64_t oy = 0; oy < g->oh; oy++)
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t at = win_at(g, oy, ox, ki, kj);
-                        if (at >= 0)
-                            acc[ch * hw + at] +=
-                                ld(t->dt, p[0], (((ch * g->kh + ki) * g->kw + kj) * g->oh + oy) * g->ow + ox);
-                    }
-    for (int64_t i = 0; i < g->c * hw; i++)
+    for (int64_t img = 0; img < g->n; img++)
+        for (int64_t ch = 0; ch < g->c; ch++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t kj = 0; kj < g->kw; kj++)
+                    for (int64_t oy = 0; oy < g->oh; oy++)
+                        for (int64_t ox = 0; ox < g->ow; ox++) {
+                            int64_t at = win_at(g, oy, ox, ki, kj);
+                            if (at >= 0)
+                                acc[(img * g->c + ch) * hw + at] +=
+                                    ld(t->dt, p[0], col_at(g, ch, ki, kj, img, oy, ox));
+                        }
+    for (int64_t i = 0; i < nx; i++)
         st(t->dt, p[1], i, acc[i]);
     free(acc);
 }
@@ -1303,7 +1333,7 @@ static void cases_im2col(void)
     for (int k = 0; k < ng; k++) {
         fk_conv g = gs[k];
         char cb[160];
-        int64_t nx = g.c * g.h * g.w, nc = g.c * g.kh * g.kw * g.oh * g.ow;
+        int64_t nx = g.n * g.c * g.h * g.w, nc = g.c * g.kh * g.kw * g.n * g.oh * g.ow;
         bo_case *t = add_case("im2col", run_im2col, naive_im2col, "%s %s", dtn(dt), conv_str(&g, cb, sizeof cb));
         t->dt = dt;
         t->g = g;
@@ -2353,15 +2383,14 @@ TEST(backend_ops_cpu_gemm_refuses_sizes_past_int)
     fk_ctx c = fk_ctx_make(ferry_cpu(), NULL);
     float a = 1, b = 1, out = 0;
     const int64_t big = (int64_t)INT32_MAX + 1;
-    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, big, 1, 1, 1.0f, &a, 1, 0, &b, 1, 0, 0.0f, &out,
-                     1, 0, 1),
-                  FERRY_ERR_LIMIT);
+    fk_gemm g = {.dt = FERRY_DTYPE_F32, .m = big, .n = 1, .k = 1, .alpha = 1.0f, .a = &a, .lda = 1, .b = &b,
+                 .ldb = 1, .c = &out, .ldc = 1, .batch = 1};
+    ASSERT_STATUS(FK(&c, gemm, &g), FERRY_ERR_LIMIT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "exceed CBLAS's int");
-    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, 1, 1, 1, 1.0f, &a, big, 0, &b, 1, 0, 0.0f, &out,
-                     1, 0, 1),
-                  FERRY_ERR_LIMIT);
-    ASSERT_STATUS(FK(&c, gemm, FERRY_DTYPE_F32, false, false, 1, 1, 1, 1.0f, &a, 1, 0, &b, 1, 0, 0.0f, &out,
-                     1, 0, 1),
-                  FERRY_OK);
+    g.m = 1;
+    g.lda = big;
+    ASSERT_STATUS(FK(&c, gemm, &g), FERRY_ERR_LIMIT);
+    g.lda = 1;
+    ASSERT_STATUS(FK(&c, gemm, &g), FERRY_OK);
     ASSERT_NEAR(out, 1.0, 0);
 }

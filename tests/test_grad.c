@@ -119,6 +119,13 @@ TEST(grad_conv2d)
     int64_t xs2[4] = {1, 3, 4, 5};
     gradcheck(m, xs2, 4, 2e-2);
     ferry_module_destroy(m);
+    /* A column matrix of 16*3*3 x 13*13 f32 (97 KiB) per image: the CPU's
+     * 256 KiB chunks take two images, so three run as chunks of 2 and 1. */
+    ASSERT_OK(ferry_conv2d_create(16, 2, 3, 1, 1, true, &m));
+    ASSERT_OK(ferry_module_init(m, 6));
+    int64_t xs3[4] = {3, 16, 13, 13};
+    gradcheck(m, xs3, 4, 2e-2);
+    ferry_module_destroy(m);
 }
 
 TEST(grad_pools)

@@ -247,9 +247,15 @@ static perm perm_make(uint64_t n, uint64_t *rng)
     return p;
 }
 
-static uint64_t perm_at(const perm *p, uint64_t i)
+/* The permutation's values in order, each from the last by an add and a
+ * compare (a division per thread, 128-bit at that, cost more than most
+ * simulated threads' own work): x_0 = b, x_{i+1} = (x_i + a) mod n. */
+static uint64_t perm_first(const perm *p) { return p->b; }
+
+static uint64_t perm_next(const perm *p, uint64_t x)
 {
-    return (uint64_t)(((unsigned __int128)p->a * i + p->b) % p->n);
+    uint64_t room = p->n - x; /* x < n, a < n: x + a may pass 2^64 only past n */
+    return p->a >= room ? p->a - room : x + p->a;
 }
 
 enum { F_READY, F_RUN, F_BARRIER, F_WARP, F_DONE };
@@ -472,6 +478,10 @@ static void make_ready(sched *s, unsigned i)
 
 static fksim_dim thread_index(const fksim_dim *dim, unsigned linear)
 {
+    if (dim->y == 1 && dim->z == 1) { /* the usual 1-D block: no divisions */
+        fksim_dim t = {linear, 0, 0};
+        return t;
+    }
     fksim_dim t = {linear % dim->x, (linear / dim->x) % dim->y, linear / (dim->x * dim->y)};
     return t;
 }
@@ -616,23 +626,28 @@ static void run_block_coop(sched *s)
              s->n - s->ndone, s->n);
 }
 
-/* One thread to its end, or to a barrier it may not reach in a plain launch. */
-static __attribute__((noinline)) void run_plain_thread(sched *s)
+/* The block's threads one by one, each to its end. A barrier or warp operation
+ * (which a plain launch may not reach) fails the block and jumps back here; the
+ * jump buffer is set once per block, not per thread (a thread's own work is
+ * often a handful of instructions). */
+static __attribute__((noinline)) void run_block_plain(sched *s, perm *tp)
 {
-    if (setjmp(s->plain_exit) == 0)
-        s->k->body(s->k->closure);
-}
-
-static void run_block_plain(sched *s, perm *tp)
-{
+    if (setjmp(s->plain_exit) != 0) {
+        ferry_simk_self = NULL;
+        return; /* s->failed is set */
+    }
     fksim_thread th;
     th.blk = s->blk;
-    for (unsigned j = 0; j < s->n && !s->failed; j++) {
-        th.tid = thread_index(&s->blk->dim, (unsigned)perm_at(tp, j));
+    const fksim_dim *dim = &s->blk->dim;
+    void (*body)(void *) = s->k->body;
+    void *closure = s->k->closure;
+    uint64_t lin = perm_first(tp);
+    for (unsigned j = 0; j < s->n && !s->failed; j++, lin = perm_next(tp, lin)) {
+        th.tid = thread_index(dim, (unsigned)lin);
         ferry_simk_self = &th;
-        run_plain_thread(s);
-        ferry_simk_self = NULL;
+        body(closure);
     }
+    ferry_simk_self = NULL;
 }
 
 static ferry_status run_kernel(exec_op *e)
@@ -656,8 +671,8 @@ static ferry_status run_kernel(exec_op *e)
     blk.dim = k->block;
     blk.grid = k->grid;
     s->blk = &blk;
-    for (uint64_t j = 0; j < blocks && !s->failed; j++) {
-        uint64_t b = perm_at(&bp, j);
+    uint64_t b = perm_first(&bp);
+    for (uint64_t j = 0; j < blocks && !s->failed; j++, b = perm_next(&bp, b)) {
         blk.idx.x = (unsigned)(b % k->grid.x);
         blk.idx.y = (unsigned)((b / k->grid.x) % k->grid.y);
         blk.idx.z = (unsigned)(b / ((uint64_t)k->grid.x * k->grid.y));

@@ -62,11 +62,29 @@ typedef struct fk_conv {
     int64_t oh, ow;            /* output */
 } fk_conv;
 
+/* A row-major strided-batched gemm: C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for
+ * i < batch, matrix i of X at x + i * stride_x elements (stride 0: one matrix for
+ * every i). op(A) is m x k, op(B) k x n, C m x n; ta / tb transpose A / B. With
+ * k = 0 and beta = 0, C is written with zeros whatever it held. A struct, not 18
+ * arguments: a kernel entry takes at most eight (issue 28). */
+typedef struct fk_gemm {
+    ferry_dtype dt;
+    bool ta, tb;
+    int64_t m, n, k;
+    float alpha, beta;
+    const void *a, *b;
+    void *c;
+    int64_t lda, ldb, ldc;
+    int64_t stride_a, stride_b, stride_c;
+    int64_t batch;
+} fk_gemm;
+
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
- * C's matrix cc and the channel count ch (a name at another position reads as
- * swapped arguments). */
+ * the channel count ch (a name at another position reads as swapped arguments).
+ * A kernel takes at most eight arguments besides the context; one that needs
+ * more takes a struct (fk_gemm), which the simulated GPU's launches copy. */
 #define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
     X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
@@ -82,12 +100,8 @@ typedef struct fk_conv {
       (int64_t, n), (int64_t, inner))                                                              \
     X(softmax, (bool, log), (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, outer),   \
       (int64_t, n), (int64_t, inner))                                                              \
-    /* row-major C[b] = alpha op(A[b]) op(B[b]) + beta C[b], b < batch (C is cc); with k = 0     \
-     * and beta = 0, C is written with zeros whatever it held */                                   \
-    X(gemm, (ferry_dtype, dt), (bool, ta), (bool, tb), (int64_t, m), (int64_t, n), (int64_t, k),   \
-      (float, alpha), (const void *, a), (int64_t, lda), (int64_t, stride_a), (const void *, b),   \
-      (int64_t, ldb), (int64_t, stride_b), (float, beta), (void *, cc), (int64_t, ldc),            \
-      (int64_t, stride_c), (int64_t, batch))                                                       \
+    /* row-major strided-batched gemm (fk_gemm) */                                                \
+    X(gemm, (const fk_gemm *, g))                                                                  \
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
       (bool, normal))                                                                              \
@@ -111,7 +125,8 @@ typedef struct fk_conv {
     /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
-    /* one image [C,H,W] -> col [C*kh*kw, oh*ow] and back (col2im accumulates into x) */          \
+    /* g->n images [n,C,H,W] -> col [C*kh*kw, n*oh*ow] (image i's columns at i*oh*ow) and    \
+     * back (col2im accumulates into x) */                                                         \
     X(im2col, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, col))           \
     X(col2im, (ferry_dtype, dt), (const fk_conv *, g), (const void *, col), (void *, x))           \
     /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \
@@ -236,7 +251,7 @@ const fk_table *fk_table_for(const struct ferry_backend *b);
  * tensor that exists: its device was checked when it was made). */
 ferry_status fk_no_backend(const fk_ctx *c);
 
-/* Calls kernel `name` of c's backend: FK(&c, gemm, dt, ...). */
+/* Calls kernel `name` of c's backend: FK(&c, relu_bwd, dt, dx, y, dy, n). */
 #define FK(c, name, ...) ((c)->k ? (c)->k->name((c), __VA_ARGS__) : fk_no_backend(c))
 
 /* Scalar loads and stores in any dtype (host code). */

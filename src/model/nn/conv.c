@@ -1,6 +1,11 @@
-/* Conv2d as im2col + gemm, one image at a time (the column buffer is reused):
- * y[n] = W [C_out, C_in*k*k] @ col(x[n]) [C_in*k*k, OH*OW] + b. Backward
- * accumulates dW += dy[n] @ col^T and returns dx through col2im(W^T @ dy[n]). */
+/* Conv2d as im2col + gemm over the batch, a chunk of images at a time: im2col
+ * lays a chunk of nb images out as one column matrix col [C_in*k*k, nb*OH*OW]
+ * (image i's columns at i*OH*OW), and one strided-batched gemm gives every
+ * image's y[i] = W [C_out, C_in*k*k] @ col_i + b. Backward permutes the chunk's
+ * dy to dyp [C_out, nb*OH*OW], so dW += dyp @ col^T and dcol = W^T @ dyp are one
+ * gemm each, and col2im returns dx. The chunk is as many images as keep the
+ * column matrix under CONV_COL_BYTES (at least one), so a large batch or image
+ * never needs the whole batch's columns at once. */
 #include <math.h>
 #include <stdio.h>
 
@@ -8,12 +13,20 @@
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
 
+/* The column matrix's budget. On a GPU, 32 MiB keeps a typical CNN's whole
+ * batch in one chunk (one launch per kernel per pass) while bounding the
+ * scratch of large images. The CPU pays nothing per call but a lot for a
+ * column matrix that leaves the cache: there a chunk is kept cache-sized. */
+#define CONV_COL_BYTES ((size_t)32 << 20)
+#define CONV_COL_BYTES_CPU ((size_t)256 << 10)
+
 typedef struct fm_conv2d {
     ferry_module base;
     int64_t cin, cout, k, stride, pad;
     bool has_bias;
     ferry_tensor *x;   /* saved input */
-    ferry_tensor *col; /* scratch [C_in*k*k, OH*OW], kept between calls */
+    ferry_tensor *col; /* scratch [C_in*k*k, nb*OH*OW], kept between calls */
+    ferry_tensor *dyp; /* backward's scratch [C_out, nb*OH*OW], kept between calls */
 } fm_conv2d;
 
 static void conv_drop(ferry_module *m)
@@ -23,7 +36,11 @@ static void conv_drop(ferry_module *m)
     c->x = NULL;
 }
 
-static void conv_destroy(ferry_module *m) { ferry_tensor_release(((fm_conv2d *)m)->col); }
+static void conv_destroy(ferry_module *m)
+{
+    ferry_tensor_release(((fm_conv2d *)m)->col);
+    ferry_tensor_release(((fm_conv2d *)m)->dyp);
+}
 
 static ferry_status conv_geom(fm_conv2d *c, const ferry_tensor *x, fk_conv *g)
 {
@@ -48,10 +65,23 @@ static ferry_status conv_geom(fm_conv2d *c, const ferry_tensor *x, fk_conv *g)
     return FERRY_OK;
 }
 
-static ferry_status col_buffer(fm_conv2d *c, const fk_conv *g, ferry_stream *s, ferry_tensor **col)
+/* Images per chunk: as many as keep the column matrix under the budget. */
+static int64_t chunk_images(const fk_conv *g, size_t es, ferry_device d)
 {
-    int64_t shape[2] = {g->c * g->kh * g->kw, g->oh * g->ow};
-    return fm_buffer(&c->col, shape, 2, c->base.dtype, c->base.device, s, col);
+    size_t per = (size_t)(g->c * g->kh * g->kw * g->oh * g->ow) * es;
+    size_t budget = d.type == FERRY_DEVICE_CPU ? CONV_COL_BYTES_CPU : CONV_COL_BYTES;
+    int64_t nb = per > 0 ? (int64_t)(budget / per) : g->n;
+    if (nb < 1)
+        nb = 1;
+    return nb < g->n ? nb : g->n;
+}
+
+/* A chunk's geometry: nb images starting at image i0. */
+static fk_conv chunk_geom(const fk_conv *g, int64_t i0, int64_t nb)
+{
+    fk_conv q = *g;
+    q.n = g->n - i0 < nb ? g->n - i0 : nb;
+    return q;
 }
 
 static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s, ferry_tensor **y)
@@ -70,19 +100,26 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     if (st != FERRY_OK)
         return st;
     int64_t shape[4] = {g.n, c->cout, g.oh, g.ow};
-    int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow;
+    int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow, chw = g.c * g.h * g.w;
     size_t es = ferry_dtype_size(m->dtype);
+    int64_t nb = chunk_images(&g, es, m->device);
+    int64_t cshape[2] = {ckk, nb * ohw};
     st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, s, &yt);
-    if (st == FERRY_OK)
-        st = col_buffer(c, &g, s, &col);
+    if (st == FERRY_OK && g.n > 0)
+        st = fm_buffer(&c->col, cshape, 2, m->dtype, m->device, s, &col);
     fk_ctx k = fm_ctx(xi, s);
-    for (int64_t n = 0; n < g.n && st == FERRY_OK; n++) {
-        const char *xn = (const char *)ferry_tensor_data(xi) + (size_t)(n * g.c * g.h * g.w) * es;
-        char *yn = (char *)ferry_tensor_data(yt) + (size_t)(n * c->cout * ohw) * es;
-        st = FK(&k, im2col, m->dtype, &g, xn, ferry_tensor_data(col));
+    for (int64_t i0 = 0; i0 < g.n && st == FERRY_OK; i0 += nb) {
+        fk_conv q = chunk_geom(&g, i0, nb);
+        st = FK(&k, im2col, m->dtype, &q, (const char *)ferry_tensor_data(xi) + (size_t)(i0 * chw) * es,
+                ferry_tensor_data(col));
+        /* y[i] [C_out, OH*OW] = W @ col_i, col_i being columns i*OH*OW.. of col */
+        fk_gemm gm = {.dt = m->dtype, .m = c->cout, .n = ohw, .k = ckk, .alpha = 1.0f,
+                      .a = ferry_tensor_data(m->params[0].value), .lda = ckk, .stride_a = 0,
+                      .b = ferry_tensor_data(col), .ldb = q.n * ohw, .stride_b = ohw,
+                      .c = (char *)ferry_tensor_data(yt) + (size_t)(i0 * c->cout * ohw) * es, .ldc = ohw,
+                      .stride_c = c->cout * ohw, .batch = q.n};
         if (st == FERRY_OK)
-            st = FK(&k, gemm, m->dtype, false, false, c->cout, ohw, ckk, 1.0f, ferry_tensor_data(m->params[0].value),
-                    ckk, 0, ferry_tensor_data(col), ohw, 0, 0.0f, yn, ohw, 0, 1);
+            st = FK(&k, gemm, &gm);
     }
     if (st == FERRY_OK && c->has_bias)
         st = FK(&k, bias_add, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[1].value), g.n, c->cout,
@@ -102,6 +139,16 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     return FERRY_OK;
 }
 
+/* dy's images i0 .. i0 + q->n as dyp [C_out, q->n * OH*OW] (a copy of rows of OH*OW). */
+static ferry_status permute_dy(const fk_ctx *k, ferry_dtype dt, int64_t cout, const fk_conv *q, const void *dy,
+                               void *dyp)
+{
+    int64_t ohw = q->oh * q->ow;
+    fk_nd nd = {.ndim = 3, .shape = {cout, q->n, ohw}, .so = {q->n * ohw, ohw, 1}, .sa = {ohw, cout * ohw, 1},
+                .numel = cout * q->n * ohw};
+    return FK(k, convert, dt, dyp, dt, dy, &nd, 1.0, 0.0);
+}
+
 static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s, ferry_tensor **dx)
 {
     fm_conv2d *c = (fm_conv2d *)m;
@@ -114,12 +161,16 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
     if (st != FERRY_OK)
         return st;
     int64_t shape[4] = {g.n, c->cout, g.oh, g.ow};
-    int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow;
+    int64_t ckk = g.c * g.kh * g.kw, ohw = g.oh * g.ow, chw = g.c * g.h * g.w;
     size_t es = ferry_dtype_size(m->dtype);
-    ferry_tensor *gy = NULL, *col = NULL, *dxt = NULL;
+    int64_t nb = chunk_images(&g, es, m->device);
+    int64_t cshape[2] = {ckk, nb * ohw}, pshape[2] = {c->cout, nb * ohw};
+    ferry_tensor *gy = NULL, *col = NULL, *dyp = NULL, *dxt = NULL;
     st = fm_grad_input(m, dy, shape, 4, s, where, &gy);
-    if (st == FERRY_OK)
-        st = col_buffer(c, &g, s, &col);
+    if (st == FERRY_OK && g.n > 0)
+        st = fm_buffer(&c->col, cshape, 2, m->dtype, m->device, s, &col);
+    if (st == FERRY_OK && g.n > 0)
+        st = fm_buffer(&c->dyp, pshape, 2, m->dtype, m->device, s, &dyp);
     if (st == FERRY_OK && dx)
         st = fm_buffer(&m->dxbuf, c->x->shape, 4, m->dtype, m->device, s, &dxt);
     if (st == FERRY_OK && dx)
@@ -128,23 +179,35 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
     if (st == FERRY_OK && c->has_bias)
         st = FK(&k, bias_grad, m->dtype, ferry_tensor_data(m->params[1].grad), ferry_tensor_data(gy), g.n, c->cout,
                 ohw);
-    for (int64_t n = 0; n < g.n && st == FERRY_OK; n++) {
-        const char *xn = (const char *)ferry_tensor_data(c->x) + (size_t)(n * g.c * g.h * g.w) * es;
-        const char *gn = (const char *)ferry_tensor_data(gy) + (size_t)(n * c->cout * ohw) * es;
-        st = FK(&k, im2col, m->dtype, &g, xn, ferry_tensor_data(col));
+    for (int64_t i0 = 0; i0 < g.n && st == FERRY_OK; i0 += nb) {
+        fk_conv q = chunk_geom(&g, i0, nb);
+        int64_t cols = q.n * ohw;
+        st = permute_dy(&k, m->dtype, c->cout, &q,
+                        (const char *)ferry_tensor_data(gy) + (size_t)(i0 * c->cout * ohw) * es,
+                        ferry_tensor_data(dyp));
         if (st == FERRY_OK)
-            st = FK(&k, gemm, m->dtype, false, true, c->cout, ckk, ohw, 1.0f, gn, ohw, 0, ferry_tensor_data(col), ohw,
-                    0, 1.0f, ferry_tensor_data(m->params[0].grad), ckk, 0, 1);
-        if (st == FERRY_OK && dx) {
-            char *dxn = (char *)ferry_tensor_data(dxt) + (size_t)(n * g.c * g.h * g.w) * es;
-            st = FK(&k, gemm, m->dtype, true, false, ckk, ohw, c->cout, 1.0f, ferry_tensor_data(m->params[0].value),
-                    ckk, 0, gn, ohw, 0, 0.0f, ferry_tensor_data(col), ohw, 0, 1);
-            if (st == FERRY_OK)
-                st = FK(&k, col2im, m->dtype, &g, ferry_tensor_data(col), dxn);
-        }
+            st = FK(&k, im2col, m->dtype, &q, (const char *)ferry_tensor_data(c->x) + (size_t)(i0 * chw) * es,
+                    ferry_tensor_data(col));
+        /* dW [C_out, C_in*k*k] += dyp @ col^T, summed over the chunk's images */
+        fk_gemm gw = {.dt = m->dtype, .tb = true, .m = c->cout, .n = ckk, .k = cols, .alpha = 1.0f,
+                      .a = ferry_tensor_data(dyp), .lda = cols, .b = ferry_tensor_data(col), .ldb = cols,
+                      .beta = 1.0f, .c = ferry_tensor_data(m->params[0].grad), .ldc = ckk, .batch = 1};
+        if (st == FERRY_OK)
+            st = FK(&k, gemm, &gw);
+        if (st != FERRY_OK || !dx)
+            continue;
+        /* dcol [C_in*k*k, cols] = W^T @ dyp, into col (the dW gemm before it has read col) */
+        fk_gemm gx = {.dt = m->dtype, .ta = true, .m = ckk, .n = cols, .k = c->cout, .alpha = 1.0f,
+                      .a = ferry_tensor_data(m->params[0].value), .lda = ckk, .b = ferry_tensor_data(dyp),
+                      .ldb = cols, .c = ferry_tensor_data(col), .ldc = cols, .batch = 1};
+        st = FK(&k, gemm, &gx);
+        if (st == FERRY_OK)
+            st = FK(&k, col2im, m->dtype, &q, ferry_tensor_data(col),
+                    (char *)ferry_tensor_data(dxt) + (size_t)(i0 * chw) * es);
     }
     ferry_tensor_release(gy);
     ferry_tensor_release(col);
+    ferry_tensor_release(dyp);
     conv_drop(m);
     if (st != FERRY_OK) {
         ferry_tensor_release(dxt);

@@ -43,9 +43,12 @@ static ferry_status linear_forward(ferry_module *m, ferry_tensor *x, ferry_strea
     st = fm_buffer(&m->out, shape, xi->ndim, m->dtype, m->device, s, &yt);
     fk_ctx c = fm_ctx(xi, s);
     fm_param *w = &m->params[0];
+    /* y [rows, out] = x [rows, in] W^T */
+    fk_gemm g = {.dt = m->dtype, .tb = true, .m = rows, .n = l->out, .k = l->in, .alpha = 1.0f,
+                 .a = ferry_tensor_data(xi), .lda = l->in, .b = ferry_tensor_data(w->value), .ldb = l->in,
+                 .c = ferry_tensor_data(yt), .ldc = l->out, .batch = 1};
     if (st == FERRY_OK)
-        st = FK(&c, gemm, m->dtype, false, true, rows, l->out, l->in, 1.0f, ferry_tensor_data(xi), l->in,
-                0, ferry_tensor_data(w->value), l->in, 0, 0.0f, ferry_tensor_data(yt), l->out, 0, 1);
+        st = FK(&c, gemm, &g);
     if (st == FERRY_OK && l->has_bias)
         st = FK(&c, bias_add, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[1].value), rows,
                 l->out, 1);
@@ -81,16 +84,22 @@ static ferry_status linear_backward(ferry_module *m, ferry_tensor *dy, ferry_str
     int64_t rows = l->in ? x->numel / l->in : 0;
     fk_ctx c = fm_ctx(x, s);
     fm_param *w = &m->params[0];
-    st = FK(&c, gemm, m->dtype, true, false, l->out, l->in, rows, 1.0f, ferry_tensor_data(g), l->out, 0,
-            ferry_tensor_data(x), l->in, 0, 1.0f, ferry_tensor_data(w->grad), l->in, 0, 1);
+    /* dW [out, in] += dy^T x */
+    fk_gemm gw = {.dt = m->dtype, .ta = true, .m = l->out, .n = l->in, .k = rows, .alpha = 1.0f,
+                  .a = ferry_tensor_data(g), .lda = l->out, .b = ferry_tensor_data(x), .ldb = l->in, .beta = 1.0f,
+                  .c = ferry_tensor_data(w->grad), .ldc = l->in, .batch = 1};
+    st = FK(&c, gemm, &gw);
     if (st == FERRY_OK && l->has_bias)
         st = FK(&c, bias_grad, m->dtype, ferry_tensor_data(m->params[1].grad), ferry_tensor_data(g), rows,
                 l->out, 1);
     if (st == FERRY_OK && dx) {
         st = fm_buffer(&m->dxbuf, x->shape, x->ndim, m->dtype, m->device, s, &dxt);
+        /* dx [rows, in] = dy W */
+        fk_gemm gx = {.dt = m->dtype, .m = rows, .n = l->in, .k = l->out, .alpha = 1.0f, .a = ferry_tensor_data(g),
+                      .lda = l->out, .b = ferry_tensor_data(w->value), .ldb = l->in, .c = ferry_tensor_data(dxt),
+                      .ldc = l->in, .batch = 1};
         if (st == FERRY_OK)
-            st = FK(&c, gemm, m->dtype, false, false, rows, l->in, l->out, 1.0f, ferry_tensor_data(g),
-                    l->out, 0, ferry_tensor_data(w->value), l->in, 0, 0.0f, ferry_tensor_data(dxt), l->in, 0, 1);
+            st = FK(&c, gemm, &gx);
     }
     ferry_tensor_release(g);
     linear_drop(m);

@@ -84,8 +84,10 @@ static ferry_status do_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s,
         int64_t sa = na == 3 ? ferry_tensor_strides(x)[0] : 0;
         int64_t sb = nb == 3 ? ferry_tensor_strides(w)[0] : 0;
         fk_ctx c = fm_ctx(a, s);
-        st = FK(&c, gemm, ferry_tensor_dtype(x), ta, tb, m, n, k, 1.0f, ferry_tensor_data(x), lda, sa,
-                ferry_tensor_data(w), ldb, sb, 0.0f, ferry_tensor_data(y), n, m * n, batch);
+        fk_gemm g = {.dt = ferry_tensor_dtype(x), .ta = ta, .tb = tb, .m = m, .n = n, .k = k, .alpha = 1.0f,
+                     .a = ferry_tensor_data(x), .lda = lda, .stride_a = sa, .b = ferry_tensor_data(w), .ldb = ldb,
+                     .stride_b = sb, .c = ferry_tensor_data(y), .ldc = n, .stride_c = m * n, .batch = batch};
+        st = FK(&c, gemm, &g);
     }
     if (st == FERRY_OK && ferry_tensor_dtype(a) != ferry_tensor_dtype(x)) {
         ferry_tensor *r = NULL;

@@ -71,26 +71,30 @@ static int64_t extent(int64_t batch, int64_t stride, int64_t rows, int64_t cols,
     return (batch - 1) * stride + (rows - 1) * ld + cols;
 }
 
-ferry_status fk_cpu_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                         float alpha, const void *a, int64_t lda, int64_t stride_a, const void *b, int64_t ldb,
-                         int64_t stride_b, float beta, void *cc, int64_t ldc, int64_t stride_c, int64_t batch)
+ferry_status fk_cpu_gemm(const fk_ctx *c, const fk_gemm *g)
 {
-    PASS_F32(gemm, dt, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, cc, ldc, stride_c, batch);
+    ferry_dtype dt = g->dt;
+    PASS_F32(gemm, g);
     scratch s = {{0}, 0};
-    int64_t ea = extent(batch, stride_a, ta ? k : m, ta ? m : k, lda);
-    int64_t eb = extent(batch, stride_b, tb ? n : k, tb ? k : n, ldb);
-    int64_t ec = extent(batch, stride_c, m, n, ldc);
-    float *fa = in32(&s, dt, a, ea), *fb = in32(&s, dt, b, eb), *fc = in32(&s, dt, beta != 0.0f ? cc : NULL, ec);
+    int64_t ea = extent(g->batch, g->stride_a, g->ta ? g->k : g->m, g->ta ? g->m : g->k, g->lda);
+    int64_t eb = extent(g->batch, g->stride_b, g->tb ? g->n : g->k, g->tb ? g->k : g->n, g->ldb);
+    int64_t ec = extent(g->batch, g->stride_c, g->m, g->n, g->ldc);
+    float *fa = in32(&s, dt, g->a, ea), *fb = in32(&s, dt, g->b, eb);
+    float *fc = in32(&s, dt, g->beta != 0.0f ? g->c : NULL, ec);
     NEED(fa && fb && fc);
-    ferry_status st = fk_f32_gemm(c, FERRY_DTYPE_F32, ta, tb, m, n, k, alpha, fa, lda, stride_a, fb, ldb, stride_b,
-                                  beta, fc, ldc, stride_c, batch);
+    fk_gemm f = *g;
+    f.dt = FERRY_DTYPE_F32;
+    f.a = fa;
+    f.b = fb;
+    f.c = fc;
+    ferry_status st = fk_f32_gemm(c, &f);
     /* Only C's m x n elements go back: the gaps of ldc > n and stride_c > m ldc
      * are not C's (with beta = 0 the scratch holds zeros there). */
     size_t es = ferry_dtype_size(dt);
-    for (int64_t i = 0; st == FERRY_OK && i < batch; i++)
-        for (int64_t r = 0; r < m && n > 0; r++) {
-            int64_t off = i * stride_c + r * ldc;
-            out16(dt, (char *)cc + (size_t)off * es, fc + off, n);
+    for (int64_t i = 0; st == FERRY_OK && i < g->batch; i++)
+        for (int64_t r = 0; r < g->m && g->n > 0; r++) {
+            int64_t off = i * g->stride_c + r * g->ldc;
+            out16(dt, (char *)g->c + (size_t)off * es, fc + off, g->n);
         }
     return done(&s, st);
 }
@@ -164,7 +168,7 @@ ferry_status fk_cpu_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
 {
     PASS_F32(im2col, dt, g, x, col);
     scratch s = {{0}, 0};
-    int64_t nx = g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->oh * g->ow;
+    int64_t nx = g->n * g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->n * g->oh * g->ow;
     float *fx = in32(&s, dt, x, nx), *fc = in32(&s, dt, NULL, nc);
     NEED(fx && fc);
     ferry_status st = fk_f32_im2col(c, FERRY_DTYPE_F32, g, fx, fc);
@@ -176,7 +180,7 @@ ferry_status fk_cpu_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
 {
     PASS_F32(col2im, dt, g, col, x);
     scratch s = {{0}, 0};
-    int64_t nx = g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->oh * g->ow;
+    int64_t nx = g->n * g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->n * g->oh * g->ow;
     float *fc = in32(&s, dt, col, nc), *fx = in32(&s, dt, x, nx);
     NEED(fx && fc);
     ferry_status st = fk_f32_col2im(c, FERRY_DTYPE_F32, g, fc, fx);

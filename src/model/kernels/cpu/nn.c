@@ -141,6 +141,7 @@ ferry_status fk_f32_mse(const fk_ctx *c, ferry_dtype dt, const void *p, const vo
     return FERRY_OK;
 }
 
+/* g->n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow. */
 ferry_status fk_f32_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x,
                            void *col)
 {
@@ -148,28 +149,33 @@ ferry_status fk_f32_im2col(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     (void)dt;
     const float *xp = x;
     float *cp = col;
-    int64_t ohw = g->oh * g->ow;
+    int64_t ohw = g->oh * g->ow, cols = g->n * ohw, chw = g->c * g->h * g->w;
     for (int64_t ch = 0; ch < g->c; ch++)
         for (int64_t ki = 0; ki < g->kh; ki++)
             for (int64_t kj = 0; kj < g->kw; kj++) {
-                float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * ohw;
-                for (int64_t oy = 0; oy < g->oh; oy++) {
-                    int64_t iy = oy * g->sh - g->ph + ki;
-                    float *out = row + oy * g->ow;
-                    if (iy < 0 || iy >= g->h) {
-                        memset(out, 0, (size_t)g->ow * sizeof(float));
-                        continue;
-                    }
-                    const float *in = xp + (ch * g->h + iy) * g->w;
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t ix = ox * g->sw - g->pw + kj;
-                        out[ox] = ix >= 0 && ix < g->w ? in[ix] : 0.0f;
+                float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * cols;
+                for (int64_t img = 0; img < g->n; img++) {
+                    const float *plane = xp + img * chw + ch * g->h * g->w;
+                    float *dst = row + img * ohw;
+                    for (int64_t oy = 0; oy < g->oh; oy++) {
+                        int64_t iy = oy * g->sh - g->ph + ki;
+                        float *out = dst + oy * g->ow;
+                        if (iy < 0 || iy >= g->h) {
+                            memset(out, 0, (size_t)g->ow * sizeof(float));
+                            continue;
+                        }
+                        const float *in = plane + iy * g->w;
+                        for (int64_t ox = 0; ox < g->ow; ox++) {
+                            int64_t ix = ox * g->sw - g->pw + kj;
+                            out[ox] = ix >= 0 && ix < g->w ? in[ix] : 0.0f;
+                        }
                     }
                 }
             }
     return FERRY_OK;
 }
 
+/* col [C*kh*kw, n*oh*ow] accumulated into g->n images [n, C, H, W]. */
 ferry_status fk_f32_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *col,
                            void *x)
 {
@@ -177,24 +183,26 @@ ferry_status fk_f32_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     (void)dt;
     float *xp = x;
     const float *cp = col;
-    int64_t ohw = g->oh * g->ow;
-    for (int64_t ch = 0; ch < g->c; ch++)
-        for (int64_t ki = 0; ki < g->kh; ki++)
-            for (int64_t kj = 0; kj < g->kw; kj++) {
-                const float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * ohw;
-                for (int64_t oy = 0; oy < g->oh; oy++) {
-                    int64_t iy = oy * g->sh - g->ph + ki;
-                    if (iy < 0 || iy >= g->h)
-                        continue;
-                    float *out = xp + (ch * g->h + iy) * g->w;
-                    const float *in = row + oy * g->ow;
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t ix = ox * g->sw - g->pw + kj;
-                        if (ix >= 0 && ix < g->w)
-                            out[ix] += in[ox];
+    int64_t ohw = g->oh * g->ow, cols = g->n * ohw, chw = g->c * g->h * g->w;
+    for (int64_t img = 0; img < g->n; img++)
+        for (int64_t ch = 0; ch < g->c; ch++)
+            for (int64_t ki = 0; ki < g->kh; ki++)
+                for (int64_t kj = 0; kj < g->kw; kj++) {
+                    const float *row = cp + ((ch * g->kh + ki) * g->kw + kj) * cols + img * ohw;
+                    float *plane = xp + img * chw + ch * g->h * g->w;
+                    for (int64_t oy = 0; oy < g->oh; oy++) {
+                        int64_t iy = oy * g->sh - g->ph + ki;
+                        if (iy < 0 || iy >= g->h)
+                            continue;
+                        float *out = plane + iy * g->w;
+                        const float *in = row + oy * g->ow;
+                        for (int64_t ox = 0; ox < g->ow; ox++) {
+                            int64_t ix = ox * g->sw - g->pw + kj;
+                            if (ix >= 0 && ix < g->w)
+                                out[ix] += in[ox];
+                        }
                     }
                 }
-            }
     return FERRY_OK;
 }
 

@@ -270,33 +270,31 @@ ferry_status fk_cpu_softmax(const fk_ctx *c, bool log_, ferry_dtype dt, void *y,
     return FERRY_OK;
 }
 
-ferry_status fk_f32_gemm(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
-                         int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
-                         const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc,
-                         int64_t ldc, int64_t stride_c, int64_t batch)
+ferry_status fk_f32_gemm(const fk_ctx *c, const fk_gemm *g)
 {
     (void)c;
-    (void)dt;
+    int64_t m = g->m, n = g->n, k = g->k, ldc = g->ldc;
     if (m == 0 || n == 0)
         return FERRY_OK;
     if (m > FERRY_BLAS_INT_MAX || n > FERRY_BLAS_INT_MAX || k > FERRY_BLAS_INT_MAX ||
-        lda > FERRY_BLAS_INT_MAX || ldb > FERRY_BLAS_INT_MAX || ldc > FERRY_BLAS_INT_MAX)
+        g->lda > FERRY_BLAS_INT_MAX || g->ldb > FERRY_BLAS_INT_MAX || ldc > FERRY_BLAS_INT_MAX)
         return ferry_fail(FERRY_ERR_LIMIT,
                           "gemm dimensions (m %" PRId64 ", n %" PRId64 ", k %" PRId64
                           ", leading dimensions %" PRId64 ", %" PRId64 ", %" PRId64
                           ") exceed CBLAS's int (at most %d)",
-                          m, n, k, lda, ldb, ldc, FERRY_BLAS_INT_MAX);
-    for (int64_t i = 0; i < batch; i++) {
-        float *cp = (float *)cc + i * stride_c;
+                          m, n, k, g->lda, g->ldb, ldc, FERRY_BLAS_INT_MAX);
+    float beta = g->beta;
+    for (int64_t i = 0; i < g->batch; i++) {
+        float *cp = (float *)g->c + i * g->stride_c;
         if (k == 0) { /* sgemm with k = 0 is legal but some BLAS reject lda = 0 */
             for (int64_t r = 0; r < m; r++)
                 for (int64_t q = 0; q < n; q++)
                     cp[r * ldc + q] = beta == 0 ? 0 : beta * cp[r * ldc + q];
             continue;
         }
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)k, alpha, (const float *)a + i * stride_a, (int)lda,
-                    (const float *)b + i * stride_b, (int)ldb, beta, cp, (int)ldc);
+        cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+                    (int)m, (int)n, (int)k, g->alpha, (const float *)g->a + i * g->stride_a, (int)g->lda,
+                    (const float *)g->b + i * g->stride_b, (int)g->ldb, beta, cp, (int)ldc);
     }
     return FERRY_OK;
 }

@@ -172,41 +172,54 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     return fk_launched("MSE kernel");
 }
 
+// g.n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow.
+// A thread per (image, channel, output pixel) writes that pixel's kh*kw column
+// entries: the index arithmetic (64-bit divisions, slow on a GPU and on the
+// simulated one) is paid once per window, and neighbouring threads still write
+// neighbouring addresses of each row.
 template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
 {
-    int64_t ohw = g.oh * g.ow, total = g.c * g.kh * g.kw * ohw;
+    int64_t ohw = g.oh * g.ow, cols = g.n * ohw, total = g.n * g.c * ohw;
     FK_GRID_STRIDE(t, total)
     {
-        int64_t p = t % ohw, r = t / ohw;
-        int64_t kj = r % g.kw, ki = (r / g.kw) % g.kh, ch = r / (g.kw * g.kh);
-        int64_t iy = (p / g.ow) * g.sh - g.ph + ki, ix = (p % g.ow) * g.sw - g.pw + kj;
-        col[t] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[(ch * g.h + iy) * g.w + ix] : fk_to<T>(0.0);
+        int64_t ox = t % g.ow, oy = (t / g.ow) % g.oh, ch = (t / ohw) % g.c, img = t / (ohw * g.c);
+        const T *plane = x + (img * g.c + ch) * g.h * g.w;
+        T *dst = col + ch * g.kh * g.kw * cols + img * ohw + oy * g.ow + ox;
+        int64_t y0 = oy * g.sh - g.ph, x0 = ox * g.sw - g.pw;
+        for (int64_t ki = 0; ki < g.kh; ki++) {
+            int64_t iy = y0 + ki;
+            for (int64_t kj = 0; kj < g.kw; kj++) {
+                int64_t ix = x0 + kj;
+                *dst = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? plane[iy * g.w + ix] : fk_to<T>(0.0);
+                dst += cols;
+            }
+        }
     }
 }
 
 // Gathers, per input pixel, every column entry that came from it: no atomics.
+// The windows that cover pixel (iy, ix) are the output rows oy in [oy0, oy1)
+// and columns ox in [ox0, ox1), found without a division per window.
 template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 {
-    int64_t total = g.c * g.h * g.w, ohw = g.oh * g.ow;
+    int64_t total = g.n * g.c * g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
     FK_GRID_STRIDE(t, total)
     {
-        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = t / (g.w * g.h);
+        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = (t / (g.w * g.h)) % g.c, img = t / (g.w * g.h * g.c);
+        int64_t py = iy + g.ph, px = ix + g.pw;
+        int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
+        int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
+        if (oy1 > g.oh)
+            oy1 = g.oh;
+        if (ox1 > g.ow)
+            ox1 = g.ow;
+        const T *base = col + ch * g.kh * g.kw * cols + img * ohw;
         float s = 0.0f;
-        for (int64_t ki = 0; ki < g.kh; ki++) {
-            int64_t ny = iy + g.ph - ki;
-            if (ny < 0 || ny % g.sh)
-                continue;
-            int64_t oy = ny / g.sh;
-            if (oy >= g.oh)
-                continue;
-            for (int64_t kj = 0; kj < g.kw; kj++) {
-                int64_t nx = ix + g.pw - kj;
-                if (nx < 0 || nx % g.sw)
-                    continue;
-                int64_t ox = nx / g.sw;
-                if (ox >= g.ow)
-                    continue;
-                s += fk_f(col[((ch * g.kh + ki) * g.kw + kj) * ohw + oy * g.ow + ox]);
+        for (int64_t oy = oy0; oy < oy1; oy++) {
+            int64_t ki = py - oy * g.sh;
+            for (int64_t ox = ox0; ox < ox1; ox++) {
+                int64_t kj = px - ox * g.sw;
+                s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
             }
         }
         x[t] = fk_to<T>(fk_f(x[t]) + s);
@@ -217,7 +230,7 @@ extern "C" ferry_status FK_CU(fk_cuda_im2col)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->c * g->kh * g->kw * g->oh * g->ow;
+    int64_t total = g->n * g->c * g->oh * g->ow * (g->kh * g->kw > 0);
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "im2col", {
@@ -230,7 +243,7 @@ extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->c * g->h * g->w;
+    int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "col2im", {

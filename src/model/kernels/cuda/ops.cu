@@ -413,32 +413,27 @@ static void blas_give_back(int dev, cublasHandle_t h)
         cublasDestroy(h); // more at once than the pool keeps
 }
 
-static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
-                              int64_t k, const float *alpha, const void *a, int64_t lda, int64_t stride_a,
-                              const void *b, int64_t ldb, int64_t stride_b, const float *beta, void *cc,
-                              int64_t ldc, int64_t stride_c, int64_t batch, cudaDataType_t type);
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type);
 
-extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n,
-                                     int64_t k, float alpha, const void *a, int64_t lda, int64_t stride_a,
-                                     const void *b, int64_t ldb, int64_t stride_b, float beta, void *cc, int64_t ldc,
-                                     int64_t stride_c, int64_t batch)
+extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, const fk_gemm *g)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
+    int64_t m = g->m, n = g->n, k = g->k, batch = g->batch;
     if (st != FERRY_OK || m == 0 || n == 0 || batch == 0)
         return st;
-    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || lda > INT32_MAX || ldb > INT32_MAX || ldc > INT32_MAX ||
-        batch > INT32_MAX)
+    if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || g->lda > INT32_MAX || g->ldb > INT32_MAX ||
+        g->ldc > INT32_MAX || batch > INT32_MAX)
         return ferry_fail(FERRY_ERR_LIMIT, "gemm dimensions exceed cuBLAS's 32-bit limits");
     int dev = c->dev.index;
     if (dev < 0 || dev >= 16)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "cuda:%d: ferry's gemm supports 16 devices", dev);
     cudaDataType_t type;
-    switch (dt) {
+    switch (g->dt) {
     case FERRY_DTYPE_F32: type = CUDA_R_32F; break;
     case FERRY_DTYPE_F16: type = CUDA_R_16F; break;
     case FERRY_DTYPE_BF16: type = CUDA_R_16BF; break;
-    default: return fk_bad_dtype(dt, "gemm");
+    default: return fk_bad_dtype(g->dt, "gemm");
     }
     if (k == 0) { // C = beta C; cuBLAS rejects some k = 0 layouts
         // C's m x n elements of each batch (not the gaps between rows or batches).
@@ -449,13 +444,13 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, boo
         nd.shape[0] = batch;
         nd.shape[1] = m;
         nd.shape[2] = n;
-        nd.so[0] = nd.sa[0] = stride_c;
-        nd.so[1] = nd.sa[1] = ldc;
+        nd.so[0] = nd.sa[0] = g->stride_c;
+        nd.so[1] = nd.sa[1] = g->ldc;
         nd.so[2] = nd.sa[2] = 1;
         nd.numel = batch * m * n;
-        if (beta == 0.0f)
-            return FK_CU(fk_cuda_fill)(c, dt, cc, &nd, 0.0);
-        return FK_CU(fk_cuda_unary)(c, FK_MUL_S, dt, cc, cc, &nd, beta);
+        if (g->beta == 0.0f)
+            return FK_CU(fk_cuda_fill)(c, g->dt, g->c, &nd, 0.0);
+        return FK_CU(fk_cuda_unary)(c, FK_MUL_S, g->dt, g->c, g->c, &nd, g->beta);
     }
     cublasHandle_t h = blas_take(dev);
     if (!h) {
@@ -463,16 +458,12 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, ferry_dtype dt, boo
         if (st != FERRY_OK)
             return st;
     }
-    st = gemm_call(c, h, ta, tb, m, n, k, &alpha, a, lda, stride_a, b, ldb, stride_b, &beta, cc, ldc, stride_c,
-                   batch, type);
+    st = gemm_call(c, h, g, type);
     blas_give_back(dev, h);
     return st;
 }
 
-static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, bool ta, bool tb, int64_t m, int64_t n,
-                              int64_t k, const float *alpha, const void *a, int64_t lda, int64_t stride_a,
-                              const void *b, int64_t ldb, int64_t stride_b, const float *beta, void *cc,
-                              int64_t ldc, int64_t stride_c, int64_t batch, cudaDataType_t type)
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type)
 {
     ferry_status st = cublas_call(c, "set stream", [&] { return cublasSetStream(h, fk_stream(c)); });
     if (st != FERRY_OK)
@@ -483,12 +474,14 @@ static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, bool ta, bool t
     st = cublas_call(c, "set workspace", [&] { return cublasSetWorkspace(h, ws, FK_BLAS_WORKSPACE); });
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
+    // alpha and beta are read at the call (host pointer mode).
     if (st == FERRY_OK)
         st = cublas_call(c, "gemm", [&] {
         return cublasGemmStridedBatchedEx(
-            h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)k, alpha, b,
-            type, (int)ldb, (long long)stride_b, a, type, (int)lda, (long long)stride_a, beta, cc, type, (int)ldc,
-            (long long)stride_c, (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m,
+            (int)g->k, &g->alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
+            (long long)g->stride_a, &g->beta, g->c, type, (int)g->ldc, (long long)g->stride_c, (int)g->batch,
+            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     });
     ferry_device_free(c->dev, ws); // stream-ordered: reused only behind this call
     return st;

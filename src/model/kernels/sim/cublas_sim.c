@@ -173,12 +173,15 @@ static float dot(const gemm_op *g, const char *a, const char *b, int i, int j, i
     return s;
 }
 
-/* A column-major operand of `cols` columns as f32 (f16 and bf16 widen exactly). */
-static float *widen(cudaDataType_t t, const void *p, long long ld, long long cols)
+/* A column-major operand of rows x cols (leading dimension ld) as f32 (f16 and
+ * bf16 widen exactly). Only the operand's own elements are read: past the last
+ * column's last row may be another batch entry's, or past the allocation. */
+static float *widen(cudaDataType_t t, const void *p, long long ld, long long rows, long long cols)
 {
-    float *w = malloc((size_t)(ld * cols) * sizeof *w);
-    for (long long i = 0; w && i < ld * cols; i++)
-        w[i] = load(t, p, i);
+    float *w = calloc((size_t)(ld * cols), sizeof *w);
+    for (long long j = 0; w && j < cols; j++)
+        for (long long i = 0; i < rows; i++)
+            w[i + j * ld] = load(t, p, i + j * ld);
     return w;
 }
 
@@ -192,6 +195,7 @@ static ferry_status gemm_run_blas(const gemm_op *g)
 {
     size_t as = g->at == CUDA_R_32F ? 4 : 2, cs = g->ct == CUDA_R_32F ? 4 : 2;
     long long acols = g->ta ? g->m : g->k, bcols = g->tb ? g->k : g->n;
+    long long arows = g->ta ? g->k : g->m, brows = g->tb ? g->n : g->k;
     float *prod = malloc((size_t)g->m * (size_t)g->n * sizeof *prod);
     if (!prod)
         return ferry_fail(FERRY_ERR_NO_MEMORY, "%s (simulated): no host memory for the product", GEMM);
@@ -199,8 +203,8 @@ static ferry_status gemm_run_blas(const gemm_op *g)
         const char *a = (const char *)g->a + (long long)e * g->sa * (long long)as;
         const char *b = (const char *)g->b + (long long)e * g->sb * (long long)as;
         char *c = (char *)g->c + (long long)e * g->sc * (long long)cs;
-        float *wa = g->at == CUDA_R_32F ? (float *)a : widen(g->at, a, g->lda, acols);
-        float *wb = g->at == CUDA_R_32F ? (float *)b : widen(g->at, b, g->ldb, bcols);
+        float *wa = g->at == CUDA_R_32F ? (float *)a : widen(g->at, a, g->lda, arows, acols);
+        float *wb = g->at == CUDA_R_32F ? (float *)b : widen(g->at, b, g->ldb, brows, bcols);
         if (wa && wb)
             cblas_sgemm(CblasColMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans, g->m,
                         g->n, g->k, 1.0f, wa, g->lda, wb, g->ldb, 0.0f, prod, g->m);

@@ -4,7 +4,7 @@
  * toolkit's headers, runs the CPU kernels instead, each launched as a stream
  * operation that runs the CPU kernel on the stream's thread, in stream order.
  * Such a launch copies its arguments, and the small structs some of them point
- * to (an fk_nd, an fk_conv), because the caller's copies are gone by the time
+ * to (an fk_nd, an fk_conv, an fk_gemm), because the caller's copies are gone by the time
  * the operation runs, exactly as a CUDA launch copies its parameters. */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +17,7 @@
 typedef struct sim_keep {
     fk_nd nd;
     fk_conv conv;
+    fk_gemm gemm;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -39,6 +40,15 @@ static void keep_conv(sim_keep *k, void *field)
     }
 }
 
+static void keep_gemm(sim_keep *k, void *field)
+{
+    const fk_gemm **f = field;
+    if (*f) {
+        k->gemm = **f;
+        *f = &k->gemm;
+    }
+}
+
 static void keep_value(sim_keep *k, void *field)
 {
     (void)k;
@@ -46,7 +56,8 @@ static void keep_value(sim_keep *k, void *field)
 }
 
 #define SIM_KEEP_FN(x) _Generic((x), const fk_nd *: keep_nd,                                      \
-                                    const fk_conv *: keep_conv, default: keep_value)
+                                    const fk_conv *: keep_conv,                                      \
+                                    const fk_gemm *: keep_gemm, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {
