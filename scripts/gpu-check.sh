@@ -122,8 +122,9 @@ prepare() {
     done
     local so l
     for l in libferry libferry-train; do
-        so=$(find "$build" -maxdepth 1 -name "$l.so.*.*.*" -printf '%f\n' | head -n 1)
-        if [ -n "$so" ]; then
+        # The file the link points at: an older version's file may lie beside it.
+        so=$(readlink -f "$build/$l.so" 2>/dev/null) && so=${so##*/}
+        if [ -n "$so" ] && [ -f "$build/$so" ]; then
             strip --strip-debug -o "$pack/$so" "$build/$so" && bins+=("$build/$so")
             cp -P "$build/$l.so" "$build/$l".so.[0-9] "$pack/" 2>/dev/null
         fi
