@@ -152,8 +152,9 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     c.pin_memory = pin;
     c.device = o->device;
     c.wire_dtype = wire;
-    /* --rrc is the training recipe: its crop is drawn only in training. */
-    c.train = o->rrc > 0;
+    /* Augmentation runs only in training: any of --rrc, --crop-pad, --flip
+     * asks for it, so the bench measures the augmentation it was given. */
+    c.train = o->rrc > 0 || o->crop_pad > 0 || o->flip;
     if (o->rrc) {
         static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
         memcpy(c.mean, mean, sizeof mean);
