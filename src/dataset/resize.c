@@ -52,6 +52,8 @@ static size_t filter_taps(double in0, double in1, size_t lo, size_t hi, size_t o
 /* acc += w * t, four lanes at a time (GCC's -O2 does not vectorise a loop of
  * unknown length); per element the same multiply and add as a scalar loop. */
 typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint8_t v4u8 __attribute__((vector_size(4)));
 static void axpy(float *restrict acc, const float *restrict t, float w, size_t n)
 {
     size_t i = 0;
@@ -73,6 +75,36 @@ static size_t row_span(const ferry_crop_box *box, size_t kx)
 {
     double w = box->x1 - box->x0;
     return (w > 0 && w < 1e15 ? (size_t)ceil(w) : 0) + 2 * kx + 4;
+}
+
+/* Sums to bytes, rounded half to even and clamped to 0..255: adding 2^23 +
+ * 2^22 rounds to an integer held in the low mantissa bits (|f| < 2^22 here:
+ * the taps are non-negative and sum to 1), and rounding then clamping equals
+ * clamping then rounding. Four at a time; dst may alias src's bytes from the
+ * start (byte i is written after float i is read). */
+static void to_u8(const float *src, uint8_t *dst, size_t n)
+{
+    const v4f magic = {12582912.0f, 12582912.0f, 12582912.0f, 12582912.0f};
+    const v4i bias = {0x4B400000, 0x4B400000, 0x4B400000, 0x4B400000};
+    const v4i top = {255, 255, 255, 255};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f f;
+        v4i b;
+        memcpy(&f, src + i, sizeof f);
+        f += magic;
+        memcpy(&b, &f, sizeof b);
+        b -= bias;
+        b &= b > 0;                  /* below 0: 0 */
+        b = (b & (b <= top)) | (top & (b > top));
+        v4u8 out = __builtin_convertvector(b, v4u8);
+        memcpy(dst + i, &out, 4);
+    }
+    for (; i < n; i++) {
+        float f = src[i];
+        f = f < 0 ? 0 : f > 255 ? 255 : f;
+        dst[i] = (uint8_t)((f + 12582912.0f) - 12582912.0f);
+    }
 }
 
 size_t ferry__resize_work_bytes(size_t sh, size_t C, const ferry_crop_box *box, size_t dw,
@@ -136,7 +168,8 @@ ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t 
         if (wide) {
             for (size_t x = xa; x < xb; x++) {
                 const uint8_t *p = srow + x * 3;
-                v4f v = {(float)p[0], (float)p[1], (float)p[2], 0.0f};
+                v4i iv = {p[0], p[1], p[2], 0};
+                v4f v = __builtin_convertvector(iv, v4f); /* exact: small integers */
                 memcpy(row4 + (x - xa) * 4, &v, sizeof v);
             }
             for (size_t x = 0; x < dw; x++) {
@@ -191,19 +224,14 @@ ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t 
             acc[i] = 0;
         for (size_t k = 0; k < n; k++)
             axpy(acc, t0 + k * rowf, w[k], rowf);
-        for (size_t x = 0; x < dw; x++) {
-            for (size_t c = 0; c < C; c++) {
-                float f = acc[x * C + c];
-                f = f < 0 ? 0 : f > 255 ? 255 : f;
-                /* lrintf without the libm call: adding 2^23 + 2^22 rounds to
-                 * an integer, half to even, in the default rounding mode. */
-                uint8_t u = (uint8_t)((f + 12582912.0f) - 12582912.0f);
-                if (layout == FERRY_LAYOUT_HWC)
-                    dst[(y * dw + x) * C + c] = u;
-                else
-                    dst[c * plane + y * dw + x] = u;
-            }
-        }
+        /* HWC: straight into dst's row; CHW: into the sums' own bytes (each
+         * byte lands below the floats still to be read), then per channel. */
+        uint8_t *u8 = layout == FERRY_LAYOUT_HWC ? dst + y * rowf : (uint8_t *)acc;
+        to_u8(acc, u8, rowf);
+        if (layout != FERRY_LAYOUT_HWC)
+            for (size_t x = 0; x < dw; x++)
+                for (size_t c = 0; c < C; c++)
+                    dst[c * plane + y * dw + x] = u8[x * C + c];
     }
     return FERRY_OK;
 }
