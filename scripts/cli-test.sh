@@ -187,6 +187,12 @@ if [ -n "$d0" ] && [ "$df1" != "$d0" ] && [ "$dc1" != "$d0" ] && [ "$df1" = "$df
 else
     bad "ferry bench --flip/--crop-pad: digests plain $d0, flip $df1/$df2, crop-pad $dc1/$dc2"
 fi
+run "$ferry" bench "$imgs" --epochs 1 --batch 1 --pin off --workers 1 --flip
+if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms' "$tmp/out"; then
+    ok "ferry bench's table: read, decode, transform time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
+else
+    bad "ferry bench's table: no per-image read/decode/transform line (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+fi
 # check_out NAME WANT_RC LINE...: ferry check's status and lines of its stdout.
 check_out() {
     name=$1 want=$2; shift 2

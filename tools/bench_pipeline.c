@@ -447,6 +447,11 @@ static void print_row(const bench_opts *o, const bench_row *r)
                r->batch, r->pin ? (r->pinned ? "on" : "on*") : "off", r->overlap ? "on" : "off",
                ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
                r->h2d_gbps, (unsigned long long)r->digest, r->simulated ? "  (simulated)" : "");
+        /* Where a worker's time goes, PNG or JPEG alike (a crop's resize,
+         * flip and normalise count as transform); summed over the workers. */
+        double per = r->images ? 1e3 / (double)r->images : 0;
+        printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker time)\n",
+               r->stats.read_s * per, r->stats.decode_s * per, r->stats.transform_s * per);
     }
     fflush(stdout);
 }
