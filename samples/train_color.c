@@ -1,6 +1,6 @@
 /* A dataset where color carries the label and nothing else does, trained twice
  * through the same pipeline: with 3 input channels and with 1 (gray).
- *   build/samples/train_color --make-data DIR [--train N] [--test N]
+ *   build/samples/train_color --make-data DIR [--train N] [--test N] [--format png|jpeg]
  *   build/samples/train_color [--data DIR] [--epochs N] [--batch N] [--lr X]
  *       [--device D] [--workers N] [--seed S] [--channels 3|1] [--out DIR]
  * Each image is a shape (disc, square or bar, random place and size) on a gray
@@ -10,7 +10,11 @@
  * have the same distribution: a gray model can only guess, a color model reads
  * the hue. The last two lines are the color and gray test accuracies. */
 #include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
+
+#include <jpeglib.h>
 
 #include "common.h"
 #include "../tools/cli_args.h"
@@ -74,7 +78,61 @@ static ferry_status make_image(ferry_rng *r, const uint8_t color[3], uint8_t *px
     return FERRY_OK;
 }
 
-static int make_data(const char *dir, size_t ntrain, size_t ntest)
+/* libjpeg's default error handler exits: jump back and report instead. */
+typedef struct jpeg_err {
+    struct jpeg_error_mgr mgr;
+    jmp_buf jump;
+} jpeg_err;
+
+static void jpeg_err_exit(j_common_ptr c)
+{
+    longjmp(((jpeg_err *)c->err)->jump, 1);
+}
+
+/* An RGB image as a baseline JPEG, quality 90 (libjpeg's default 4:2:0), as
+ * the usual photo data sets are stored. 0, or -1 after saying why. */
+static int write_jpeg(const char *path, const uint8_t *px, int w, int h)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "train_color: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    struct jpeg_compress_struct c;
+    jpeg_err e;
+    c.err = jpeg_std_error(&e.mgr);
+    e.mgr.error_exit = jpeg_err_exit;
+    if (setjmp(e.jump)) {
+        char msg[JMSG_LENGTH_MAX];
+        e.mgr.format_message((j_common_ptr)&c, msg);
+        fprintf(stderr, "train_color: %s: %s\n", path, msg);
+        jpeg_destroy_compress(&c);
+        fclose(f);
+        return -1;
+    }
+    jpeg_create_compress(&c);
+    jpeg_stdio_dest(&c, f);
+    c.image_width = (JDIMENSION)w;
+    c.image_height = (JDIMENSION)h;
+    c.input_components = 3;
+    c.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&c);
+    jpeg_set_quality(&c, 90, TRUE);
+    jpeg_start_compress(&c, TRUE);
+    while (c.next_scanline < c.image_height) {
+        JSAMPROW row = (JSAMPROW)(px + (size_t)c.next_scanline * (size_t)w * 3);
+        jpeg_write_scanlines(&c, &row, 1);
+    }
+    jpeg_finish_compress(&c);
+    jpeg_destroy_compress(&c);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "train_color: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int make_data(const char *dir, size_t ntrain, size_t ntest, bool jpeg)
 {
     uint8_t colors[CLASSES][3];
     for (int k = 0; k < CLASSES; k++) {
@@ -97,8 +155,12 @@ static int make_data(const char *dir, size_t ntrain, size_t ntest)
                 ferry_rng r;
                 ferry_rng_init(&r, 2026, (uint64_t)(sp * CLASSES + k), i);
                 make_image(&r, colors[k], px);
-                snprintf(path, sizeof path, "%s/%s/%s/%05zu.png", dir, splits[sp], class_names[k], i);
-                if (ferry_png_write_file(path, px, SIZE, SIZE, 3) != FERRY_OK) {
+                snprintf(path, sizeof path, "%s/%s/%s/%05zu.%s", dir, splits[sp], class_names[k], i,
+                         jpeg ? "jpg" : "png");
+                if (jpeg) {
+                    if (write_jpeg(path, px, SIZE, SIZE) != 0)
+                        return 1;
+                } else if (ferry_png_write_file(path, px, SIZE, SIZE, 3) != FERRY_OK) {
                     fprintf(stderr, "train_color: %s\n", ferry_last_error());
                     return 1;
                 }
@@ -206,11 +268,13 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: train_color --make-data DIR [--train N] [--test N]\n"
+    fprintf(f, "usage: train_color --make-data DIR [--train N] [--test N] [--format png|jpeg]\n"
                "       train_color [--data DIR] [--epochs N] [--batch N] [--lr X] [--device D]\n"
                "                   [--workers N] [--seed S] [--channels 3|1] [--out DIR]\n"
                "                   [--save FILE] [--save-every N] [--resume FILE]\n"
-               "  --train, --test: images per class, 1 to 1000000 (1000, 250);\n"
+               "  --train, --test: images per class, 1 to 1000000 (1000, 250); --format: the\n"
+               "  files --make-data writes, PNG (default) or JPEG quality 90; --data reads a\n"
+               "  folder of either (or both);\n"
                "  --epochs 1 to %d (4), --batch 1 to 65536 (64), --workers 0 to 256 (2),\n"
                "  --lr > 0 and at most 100 (0.02), --seed any unsigned 64-bit integer (0);\n"
                "  --channels: train only the color (3) or the gray (1) model (default both);\n"
@@ -224,17 +288,19 @@ typedef struct args {
     opts o;
     const char *make;
     size_t ntrain, ntest;
+    bool jpeg; /* --format jpeg */
 } args;
 
 static const char *const value_opts[] = {"--make-data", "--train", "--test", "--data",
                                          "--device", "--out", "--epochs", "--batch",
                                          "--workers", "--channels", "--lr", "--seed", "--save",
-                                         "--save-every", "--resume", NULL};
+                                         "--save-every", "--resume", "--format", NULL};
 
 /* Option a with its value v into r: 0, or CLI_USAGE after the one-line message. */
 static int parse_value(args *r, const char *a, const char *v)
 {
     static const char *const channels[] = {"1", "3", NULL};
+    static const char *const formats[] = {"png", "jpeg", NULL};
     int k = 0;
     if (!strcmp(a, "--train")) return cli_size(PROG, a, v, 1, 1000000, &r->ntrain);
     if (!strcmp(a, "--test")) return cli_size(PROG, a, v, 1, 1000000, &r->ntest);
@@ -248,6 +314,11 @@ static int parse_value(args *r, const char *a, const char *v)
         if (cli_choice(PROG, a, v, channels, &k) != 0)
             return CLI_USAGE;
         r->o.channels = k ? 3 : 1;
+    }
+    else if (!strcmp(a, "--format")) {
+        if (cli_choice(PROG, a, v, formats, &k) != 0)
+            return CLI_USAGE;
+        r->jpeg = k == 1;
     }
     else if (!strcmp(a, "--make-data")) r->make = v;
     else if (!strcmp(a, "--data")) r->o.data = v;
@@ -285,7 +356,7 @@ int main(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     if (r.make)
-        return make_data(r.make, r.ntrain, r.ntest);
+        return make_data(r.make, r.ntrain, r.ntest, r.jpeg);
     const opts o = r.o;
     if ((o.save || o.resume) && !o.channels) {
         fprintf(stderr, "train_color: --save and --resume need --channels 3 or 1 (a checkpoint holds one model)\n");

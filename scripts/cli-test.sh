@@ -173,6 +173,26 @@ run "$ferry" bench decode --generate "$imgs/a" 2
 if [ $rc -ne 0 ]; then
     bad "ferry bench decode --generate $imgs/a 2 (exit $rc)"; show "$tmp/err"; finish
 fi
+# ferry bench measures the augmentation it is asked for: --flip and --crop-pad
+# change the batches (the digest), the same for 1 and 2 workers.
+digest() {
+    run "$ferry" bench "$imgs" --epochs 1 --batch 1 --pin off --format json "$@"
+    sed -n 's/.*"digest":"\([0-9a-f]*\)".*/\1/p' "$tmp/out" | head -n 1
+}
+d0=$(digest --workers 1) df1=$(digest --workers 1 --flip) df2=$(digest --workers 2 --flip)
+dc1=$(digest --workers 1 --crop-pad 8) dc2=$(digest --workers 2 --crop-pad 8)
+if [ -n "$d0" ] && [ "$df1" != "$d0" ] && [ "$dc1" != "$d0" ] && [ "$df1" = "$df2" ] &&
+   [ "$dc1" = "$dc2" ]; then
+    ok "ferry bench --flip, --crop-pad augment (digests $d0, $df1, $dc1; same for 2 workers)"
+else
+    bad "ferry bench --flip/--crop-pad: digests plain $d0, flip $df1/$df2, crop-pad $dc1/$dc2"
+fi
+run "$ferry" bench "$imgs" --epochs 1 --batch 1 --pin off --workers 1 --flip
+if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms' "$tmp/out"; then
+    ok "ferry bench's table: read, decode, transform time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
+else
+    bad "ferry bench's table: no per-image read/decode/transform line (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+fi
 # check_out NAME WANT_RC LINE...: ferry check's status and lines of its stdout.
 check_out() {
     name=$1 want=$2; shift 2

@@ -165,6 +165,19 @@ else
 fi
 train "train_color" "color test accuracy:|gray test accuracy:" "cuda:0 cuda:1" -- \
     "$build/samples/train_color" --data "$color" --epochs 2 --workers 2 --seed 7
+# The same images as JPEGs (libjpeg, quality 90), fewer of them: --data reads
+# the JPEG folder on the CPU and on the simulated GPU alike.
+jcolor=$tmp/color-jpeg
+run 0 "$tmp/make.out" "$build/samples/train_color" --make-data "$jcolor" --train 100 --test 25 --format jpeg
+njpg=$(find "$jcolor" -name '*.jpg' | wc -l)
+if [ $rc -ne 0 ] || [ "$njpg" -ne 500 ] || [ -n "$(find "$jcolor" -name '*.png')" ]; then
+    bad "train_color --make-data $jcolor --format jpeg (exit $rc, $njpg .jpg files, want 500 and no PNG)"
+    show "$tmp/make.out"
+else
+    ok "train_color --make-data --format jpeg: 500 JPEG files"
+    train "train_color on JPEGs" "color test accuracy:" "cuda:0" -- \
+        "$build/samples/train_color" --data "$jcolor" --epochs 2 --workers 2 --seed 7 --channels 3
+fi
 # ---- bad settings: one warning naming the variable, and the simulation off (or the default) ----
 sim_setting() { # want-in-output description env-assignment...
     want=$1 what=$2; shift 2

@@ -243,8 +243,8 @@ TEST(reduced_scale_stays_close_to_full_scale)
         ASSERT_OK(ferry__image_decode_box(data, n, &cfg, &fmt, s, "src", a, &box, NULL));
         cfg.crop_full_scale = false;
         ASSERT_OK(ferry__image_decode_box(data, n, &cfg, &fmt, s, "src", b, &box, NULL));
-        if (box.x1 - box.x0 < 48 || box.y1 - box.y0 < 48)
-            continue; /* full scale both ways */
+        if (box.x1 - box.x0 < 32 || box.y1 - box.y0 < 32)
+            continue; /* under 24 * 8/6: full scale both ways */
         double p = psnr(a, b, sizeof a);
         sum += p;
         worst = p < worst ? p : worst;

@@ -1,5 +1,5 @@
 /* JPEG decoding of just what a crop needs: the smallest DCT scale (1/8, 1/4,
- * 1/2, 1) at which the crop box is still at least the output size, then only
+ * 1/2, 5/8, 6/8, 1) at which the crop box is still at least the output size, then only
  * the box's columns (jpeg_crop_scanline, widened by libjpeg to whole iMCUs) and
  * rows (jpeg_skip_scanlines), with a margin of the resize filter's support. The
  * rows after the box are never decoded: the decode is aborted there, so damage
@@ -39,8 +39,14 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
     size_t W = j->fmt->width, H = j->fmt->height, C = j->fmt->channels;
     double iw = (double)c->image_width, ih = (double)c->image_height;
     unsigned num = 8;
+    /* The scales tried, k/8: 1/8, 1/4, 1/2 (libjpeg-turbo's SIMD IDCTs) and
+     * 5/8, 6/8, which pay on a shared 2-core x86-64 (the box's rows skipped
+     * and a smaller resize outweigh their plain-C IDCTs); 7/8 and 3/8 did not
+     * (measured as ratios in one run, docs/BENCHMARKS.md). */
+    static const unsigned scales[] = {1, 2, 4, 5, 6};
     if (!j->cfg->crop_full_scale)
-        for (unsigned k = 1; k < 8; k *= 2) {
+        for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+            unsigned k = scales[i];
             c->scale_num = k;
             c->scale_denom = 8;
             jpeg_calc_output_dimensions(c);
@@ -85,7 +91,7 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
      * output width: keep room for a full-scale decode of this image, so that
      * the next crop (at any scale) finds the arena big enough. */
     size_t used = s->arena_used + s->arena_over;
-    ferry__arena_reserve(s, used * (8 / num));
+    ferry__arena_reserve(s, (used * 8 + num - 1) / num);
     jpeg_abort_decompress(c); /* the rows below the box are not needed */
 
     size_t sc = oc;
