@@ -76,15 +76,61 @@ extern "C" ferry_status FK_CU(fk_cuda_relu_bwd)(const fk_ctx *c, ferry_dtype dt,
     return fk_launched("relu backward kernel");
 }
 
+// The losses are summed without float atomics, so that an epoch's loss is the
+// same run to run: each block adds its rows' losses in double (as the CPU
+// kernels do) into its own partial, then one block combines the partials in a
+// fixed order and adds the total to *loss, rounded to f32 once, as the CPU does.
+__global__ void k_loss_combine(const double *part, int64_t n, float *loss, double scale)
+{
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += part[i];
+    s = fk_block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        loss[0] += (float)(s * scale);
+}
+
+// Scratch for `blocks` partials when a loss is asked for (NULL otherwise),
+// stream-ordered: freed once the combine is queued.
+static ferry_status loss_partials(const fk_ctx *c, ferry_dtype dt, const char *what, float *loss, unsigned blocks,
+                                  double **part)
+{
+    *part = nullptr;
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, what); // before the scratch, which the launch's refusal would leak
+    if (!loss)
+        return FERRY_OK;
+    void *p = nullptr;
+    ferry_status st = ferry_device_malloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
+    *part = (double *)p;
+    return st;
+}
+
+static ferry_status loss_combine(const fk_ctx *c, double *part, unsigned blocks, float *loss, double scale,
+                                 const char *what)
+{
+    ferry_status st = fk_launched(what);
+    if (part) {
+        if (st == FERRY_OK) {
+            FK_LAUNCH_COOP(1, FK_THREADS, fk_stream(c), k_loss_combine)(part, (int64_t)blocks, loss, scale);
+            st = fk_launched("loss combine kernel");
+        }
+        ferry_device_free(c->dev, part); // stream-ordered: reused only behind the combine
+    }
+    return st;
+}
+
 // One block per row: max and argmax, log-sum-exp, loss, gradient.
 template <typename T, typename L>
-__global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, float *loss,
+__global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, double *part,
                                 int64_t *correct, int64_t *bad, T *dx, float gscale, const float *gnum)
 {
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     if (gnum)
         gscale = gnum[0] / (float)rows; // a loss scale kept on the device (rows > 0 here)
+    double total = 0.0; // thread 0's: this block's rows, in row order
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *row = x + r * classes;
         float mx = -INFINITY;
@@ -103,8 +149,7 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
                 if (bad)
                     atomicAdd((unsigned long long *)bad, 1ull);
             } else {
-                if (loss)
-                    atomicAdd(loss, logf(s) - (fk_f(row[label]) - mx)); // no mx + log(s): see softmax
+                total += (double)(logf(s) - (fk_f(row[label]) - mx)); // no mx + log(s): see softmax
                 if (correct && arg == label)
                     atomicAdd((unsigned long long *)correct, 1ull);
             }
@@ -118,6 +163,8 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
         }
         __syncthreads();
     }
+    if (part && threadIdx.x == 0)
+        part[blockIdx.x] = total;
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
@@ -130,32 +177,37 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
     if (st != FERRY_OK || rows == 0)
         return st;
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    double *part;
+    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &part)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int32_t>)(
-                (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
+                (const T *)logits, (const int32_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
         else
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int64_t>)(
-                (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
+                (const T *)logits, (const int64_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
     });
-    return fk_launched("cross-entropy kernel");
+    return loss_combine(c, part, blocks, loss, 1.0, "cross-entropy kernel");
 }
 
 template <typename T>
-__global__ void k_mse(const T *p, const T *t, int64_t n, float *loss, float lscale, T *dp, float gscale)
+__global__ void k_mse(const T *p, const T *t, int64_t n, double *part, T *dp, float gscale)
 {
-    __shared__ float sh[32];
-    float s = 0.0f;
+    __shared__ double sh[32];
+    double s = 0.0;
     FK_GRID_STRIDE(i, n)
     {
         float e = fk_f(p[i]) - fk_f(t[i]);
-        s += e * e;
+        s += (double)e * e;
         if (dp)
             dp[i] = fk_to<T>(2.0f * e * gscale);
     }
-    s = fk_block_sum(s, sh);
-    if (threadIdx.x == 0 && loss)
-        atomicAdd(loss, s * lscale);
+    if (part) {
+        s = fk_block_sum_d(s, sh);
+        if (threadIdx.x == 0)
+            part[blockIdx.x] = s;
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
@@ -165,11 +217,14 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
+    unsigned blocks = fk_blocks(n) < 1024 ? fk_blocks(n) : 1024;
+    double *part;
+    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &part)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
-        FK_LAUNCH_COOP(fk_blocks(n) < 1024 ? fk_blocks(n) : 1024, FK_THREADS, fk_stream(c), k_mse<T>)(
-            (const T *)p, (const T *)t, n, loss, lscale, (T *)dp, gscale);
+        FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_mse<T>)((const T *)p, (const T *)t, n, part, (T *)dp, gscale);
     });
-    return fk_launched("MSE kernel");
+    return loss_combine(c, part, blocks, loss, (double)lscale, "MSE kernel");
 }
 
 template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
