@@ -997,7 +997,9 @@ static void naive_bias_grad(const bo_case *t, void *const *p)
 
 static void cases_bias(void)
 {
-    const int64_t shapes[][3] = {{3, 4, 5}, {6, 5, 1}, {2, 3, 70}, {0, 4, 3}, {2, 0, 3}};
+    /* The last two take several blocks per channel (partials combined in order):
+     * a Linear layer's [rows, features] (32 features a tile) and a long plane. */
+    const int64_t shapes[][3] = {{3, 4, 5}, {6, 5, 1}, {2, 3, 70}, {0, 4, 3}, {2, 0, 3}, {5000, 40, 1}, {3, 3, 3000}};
     ferry_dtype dt;
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1592,7 +1594,8 @@ static void prep_bn_bwd(const bo_case *t, void *const *p, ferry_rng *r)
 
 static void cases_bn(void)
 {
-    const int64_t shapes[][3] = {{4, 3, 5}, {6, 2, 1}, {1, 2, 1}, {3, 2, 40}, {2, 0, 3}};
+    /* The last two take several blocks per channel (partials combined in order). */
+    const int64_t shapes[][3] = {{4, 3, 5}, {6, 2, 1}, {1, 2, 1}, {3, 2, 40}, {2, 0, 3}, {8, 3, 1000}, {5000, 3, 1}};
     ferry_dtype dt;
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {

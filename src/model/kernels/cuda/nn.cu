@@ -8,6 +8,133 @@
 
 FK_SOURCE_BEGIN
 
+// ---- per-channel sums over [outer, ch, inner] (bias gradient, BatchNorm) ----
+// Spread over the GPU: block b takes a tile of `cols` channels (32 when inner
+// is 1, so a warp reads a row's neighbouring channels: coalesced; else 1, and
+// the block's threads read along inner) and chunk b % chunks of the channel's
+// outer * inner elements. Each thread sums in double; the block merges its
+// lanes in a fixed tree into partial b; a second kernel adds each channel's
+// partials in chunk order. No atomics: the same result every run.
+struct fk_chan {
+    int64_t outer, ch, inner, count; // count = outer * inner
+    int64_t tiles, chunks, len;      // channel tiles, chunks per channel, elements per chunk
+    int cols;                        // channels per tile
+};
+
+#define FK_CHAN_BLOCKS 2048 // blocks to aim for
+#define FK_CHAN_MIN 2048    // fewest elements a block takes (per channel)
+
+static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
+{
+    fk_chan g;
+    g.outer = outer;
+    g.ch = ch;
+    g.inner = inner;
+    g.count = outer * inner;
+    g.cols = inner == 1 ? 32 : 1;
+    g.tiles = (ch + g.cols - 1) / g.cols;
+    int64_t want = (FK_CHAN_BLOCKS + g.tiles - 1) / g.tiles, most = (g.count + FK_CHAN_MIN - 1) / FK_CHAN_MIN;
+    g.chunks = want < most ? want : most;
+    if (g.chunks < 1)
+        g.chunks = 1;
+    g.len = (g.count + g.chunks - 1) / g.chunks;
+    if (g.len < 1)
+        g.len = 1;
+    g.chunks = (g.count + g.len - 1) / g.len; // every chunk non-empty (0 when count is 0)
+    if (g.chunks < 1)
+        g.chunks = 1;
+    return g;
+}
+
+__device__ __forceinline__ int64_t chan_off(const fk_chan &g, int64_t k, int64_t t)
+{
+    return ((t / g.inner) * g.ch + k) * g.inner + t % g.inner;
+}
+
+// What k_chan_partial sums per element: dy (bias gradient, BatchNorm's mean
+// pass: x), (x - mean)^2 (BatchNorm's variance pass), or dy and
+// dy (x - mean) invstd (BatchNorm backward), the CPU's per-element terms.
+enum { FK_CHAN_SUM = 0, FK_CHAN_SQDEV = 1, FK_CHAN_BWD = 2 };
+
+// Partial p0/p1[k * chunks + chunk] of channel k.
+template <typename T>
+__global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, const double *mean, const float *smean,
+                               const float *sinvstd, double *p0, double *p1)
+{
+    __shared__ double sh0[FK_THREADS];
+    __shared__ double sh1[FK_THREADS];
+    int c = (int)threadIdx.x % g.cols, lane = (int)threadIdx.x / g.cols, lanes = FK_THREADS / g.cols;
+    for (int64_t b = blockIdx.x; b < g.tiles * g.chunks; b += gridDim.x) {
+        int64_t k = (b / g.chunks) * g.cols + c, chunk = b % g.chunks;
+        int64_t j0 = chunk * g.len, j1 = j0 + g.len < g.count ? j0 + g.len : g.count;
+        double s0 = 0.0, s1 = 0.0;
+        if (k < g.ch) {
+            if (mode == FK_CHAN_SUM) {
+                for (int64_t t = j0 + lane; t < j1; t += lanes)
+                    s0 += fk_f(x[chan_off(g, k, t)]);
+            } else if (mode == FK_CHAN_SQDEV) {
+                double m = mean[k];
+                for (int64_t t = j0 + lane; t < j1; t += lanes) {
+                    double d = fk_f(x[chan_off(g, k, t)]) - m;
+                    s0 += d * d;
+                }
+            } else {
+                float m = smean[k], is = sinvstd[k];
+                for (int64_t t = j0 + lane; t < j1; t += lanes) {
+                    int64_t off = chan_off(g, k, t);
+                    float gv = fk_f(dy[off]);
+                    s0 += gv;
+                    s1 += gv * (fk_f(x[off]) - m) * is;
+                }
+            }
+        }
+        sh0[threadIdx.x] = s0;
+        sh1[threadIdx.x] = s1;
+        __syncthreads();
+        for (int half = lanes / 2; half > 0; half /= 2) { // a fixed tree over the lanes
+            if (lane < half) {
+                sh0[threadIdx.x] += sh0[threadIdx.x + half * g.cols];
+                sh1[threadIdx.x] += sh1[threadIdx.x + half * g.cols];
+            }
+            __syncthreads();
+        }
+        if (lane == 0 && k < g.ch) {
+            p0[k * g.chunks + chunk] = sh0[threadIdx.x];
+            if (p1)
+                p1[k * g.chunks + chunk] = sh1[threadIdx.x];
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ double chan_total(const fk_chan &g, const double *p, int64_t k)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < g.chunks; i++)
+        s += p[k * g.chunks + i];
+    return s;
+}
+
+static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, const fk_chan &g, const void *x,
+                                  const void *dy, const double *mean, const float *smean, const float *sinvstd,
+                                  double *p0, double *p1, const char *what)
+{
+    int64_t blocks = g.tiles * g.chunks;
+    FK_FLOAT_TYPES(dt, T, what, {
+        FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_chan_partial<T>)(
+            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1);
+    });
+    return fk_launched(what);
+}
+
+// Scratch from the caching allocator, freed stream-ordered by the caller once
+// its last kernel is queued.
+static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
+{
+    *p = nullptr;
+    return ferry_device_malloc(c->dev, bytes, c->stream, p);
+}
+
 template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
 {
     FK_GRID_STRIDE(i, total) y[i] = fk_to<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
@@ -27,21 +154,9 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt,
     return fk_launched("bias add kernel");
 }
 
-// One block per channel sums its outer * inner values.
-template <typename T> __global__ void k_bias_grad(T *db, const T *dy, int64_t outer, int64_t ch, int64_t inner)
+template <typename T> __global__ void k_bias_grad_add(fk_chan g, T *db, const double *p)
 {
-    __shared__ float sh[32];
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float s = 0.0f;
-        for (int64_t t = threadIdx.x; t < outer * inner; t += blockDim.x) {
-            int64_t o = t / inner, i = t % inner;
-            s += fk_f(dy[(o * ch + k) * inner + i]);
-        }
-        s = fk_block_sum(s, sh);
-        if (threadIdx.x == 0)
-            db[k] = fk_to<T>(fk_f(db[k]) + s);
-        __syncthreads();
-    }
+    FK_GRID_STRIDE(k, g.ch) db[k] = fk_to<T>(fk_f(db[k]) + (float)chan_total(g, p, k));
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
@@ -51,11 +166,23 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "bias gradient", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bias_grad<T>)((T *)db, (const T *)dy,
-                                                                                            outer, ch, inner);
-    });
-    return fk_launched("bias gradient kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "bias gradient");
+    fk_chan g = chan_plan(outer, ch, inner);
+    void *scratch;
+    if ((st = chan_scratch(c, (size_t)(ch * g.chunks) * sizeof(double), &scratch)) != FERRY_OK)
+        return st;
+    double *p = (double *)scratch;
+    st = chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, p, nullptr,
+                       "bias gradient kernel");
+    if (st == FERRY_OK) {
+        FK_FLOAT_TYPES(dt, T, "bias gradient", {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bias_grad_add<T>)(g, (T *)db, p);
+        });
+        st = fk_launched("bias gradient kernel");
+    }
+    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
 }
 
 template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy, int64_t n)
@@ -411,80 +538,40 @@ extern "C" ferry_status FK_CU(fk_cuda_avgpool_bwd)(const fk_ctx *c, ferry_dtype 
     return fk_launched("average pool backward kernel");
 }
 
-// One block per channel. Sums in double, as the CPU kernel (fk_f32_bn_fwd).
-template <typename T>
-__global__ void k_bn_fwd(const T *x, T *y, int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *beta,
-                         float *rmean, float *rvar, float *smean, float *sinvstd, bool training, float momentum,
-                         float eps)
+// BatchNorm sums in double, as the CPU kernels (fk_f32_bn_fwd / _bwd), spread
+// over the GPU by k_chan_partial: the mean pass, the variance pass (around the
+// mean, as the CPU's two passes), then every element.
+__global__ void k_bn_mean(fk_chan g, const double *p, double *mean)
 {
-    __shared__ double sh[32];
-    int64_t count = n * hw;
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float mean, invstd;
-        if (training) {
-            double s = 0.0;
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
-                s += fk_f(x[((t / hw) * ch + k) * hw + t % hw]);
-            double m = fk_block_sum_d(s, sh) / (double)count;
-            double q = 0.0;
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-                double d = fk_f(x[((t / hw) * ch + k) * hw + t % hw]) - m;
-                q += d * d;
-            }
-            q = fk_block_sum_d(q, sh);
-            double var = q / (double)count;
-            mean = (float)m;
-            invstd = (float)(1.0 / sqrt(var + eps));
-            if (threadIdx.x == 0) {
-                smean[k] = mean;
-                sinvstd[k] = invstd;
-                double unbiased = count > 1 ? q / (double)(count - 1) : var;
-                rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
-                rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
-            }
-        } else {
-            mean = rmean[k];
-            invstd = 1.0f / sqrtf(rvar[k] + eps);
-        }
-        float a = gamma[k] * invstd, b = beta[k] - mean * a;
-        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-            y[off] = fk_to<T>(fk_f(x[off]) * a + b);
-        }
-        __syncthreads();
+    FK_GRID_STRIDE(k, g.ch) mean[k] = chan_total(g, p, k) / (double)g.count;
+}
+
+__global__ void k_bn_stats(fk_chan g, const double *q, const double *meand, float *rmean, float *rvar, float *smean,
+                           float *sinvstd, float momentum, float eps)
+{
+    FK_GRID_STRIDE(k, g.ch)
+    {
+        double m = meand[k], qs = chan_total(g, q, k);
+        double var = qs / (double)g.count;
+        smean[k] = (float)m;
+        sinvstd[k] = (float)(1.0 / sqrt(var + eps));
+        double unbiased = g.count > 1 ? qs / (double)(g.count - 1) : var;
+        rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
+        rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
     }
 }
 
-// Sums in double, as fk_f32_bn_bwd.
+// Training: the batch's mean and invstd (smean, sinvstd); else the running ones.
 template <typename T>
-__global__ void k_bn_bwd(const T *x, const T *dy, T *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
-                         const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
+__global__ void k_bn_apply(fk_chan g, const T *x, T *y, const float *gamma, const float *beta, const float *mean,
+                           const float *invstd, const float *rvar, float eps)
 {
-    __shared__ double sh[32];
-    int64_t count = n * hw;
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float m = smean[k], is = sinvstd[k];
-        double sd = 0.0, sdx = 0.0;
-        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-            float g = fk_f(dy[off]);
-            sd += g;
-            sdx += g * (fk_f(x[off]) - m) * is;
-        }
-        sd = fk_block_sum_d(sd, sh);
-        sdx = fk_block_sum_d(sdx, sh);
-        if (threadIdx.x == 0) {
-            dgamma[k] += (float)sdx;
-            dbeta[k] += (float)sd;
-        }
-        if (dx) {
-            float a = gamma[k] * is, mdy = (float)(sd / (double)count), mdyx = (float)(sdx / (double)count);
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-                int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-                dx[off] = fk_to<T>(a * (fk_f(dy[off]) - mdy - (fk_f(x[off]) - m) * is * mdyx));
-            }
-        }
-        __syncthreads();
+    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
+    {
+        int64_t k = (i / g.inner) % g.ch;
+        float is = rvar ? 1.0f / sqrtf(rvar[k] + eps) : invstd[k];
+        float a = gamma[k] * is, b = beta[k] - mean[k] * a;
+        y[i] = fk_to<T>(fk_f(x[i]) * a + b);
     }
 }
 
@@ -496,11 +583,67 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "batch norm", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_fwd<T>)(
-            (const T *)x, (T *)y, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd, training, momentum, eps);
-    });
-    return fk_launched("batch norm kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "batch norm");
+    fk_chan g = chan_plan(n, ch, hw);
+    int64_t total = n * ch * hw;
+    void *scratch = nullptr;
+    if (training) {
+        if ((st = chan_scratch(c, (size_t)(ch * (2 * g.chunks + 1)) * sizeof(double), &scratch)) != FERRY_OK)
+            return st;
+        double *p = (double *)scratch, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
+        st = chan_partials(c, dt, FK_CHAN_SUM, g, x, nullptr, nullptr, nullptr, nullptr, p, nullptr,
+                           "batch norm kernel");
+        if (st == FERRY_OK) {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_mean)(g, p, meand);
+            st = fk_launched("batch norm kernel");
+        }
+        if (st == FERRY_OK)
+            st = chan_partials(c, dt, FK_CHAN_SQDEV, g, x, nullptr, meand, nullptr, nullptr, q, nullptr,
+                               "batch norm kernel");
+        if (st == FERRY_OK) {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_stats)(g, q, meand, rmean, rvar, smean, sinvstd,
+                                                                         momentum, eps);
+            st = fk_launched("batch norm kernel");
+        }
+    }
+    if (st == FERRY_OK && total > 0) {
+        FK_FLOAT_TYPES(dt, T, "batch norm", {
+            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_apply<T>)(
+                g, (const T *)x, (T *)y, gamma, beta, training ? smean : rmean, sinvstd, training ? nullptr : rvar,
+                eps);
+        });
+        st = fk_launched("batch norm kernel");
+    }
+    if (scratch)
+        ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
+}
+
+// dgamma and dbeta, and the means dx needs (f32, as the CPU rounds them).
+__global__ void k_bn_grads(fk_chan g, const double *pd, const double *pdx, float *dgamma, float *dbeta, float *mdy,
+                           float *mdyx)
+{
+    FK_GRID_STRIDE(k, g.ch)
+    {
+        double sd = chan_total(g, pd, k), sdx = chan_total(g, pdx, k);
+        dgamma[k] += (float)sdx;
+        dbeta[k] += (float)sd;
+        mdy[k] = (float)(sd / (double)g.count);
+        mdyx[k] = (float)(sdx / (double)g.count);
+    }
+}
+
+template <typename T>
+__global__ void k_bn_dx(fk_chan g, const T *x, const T *dy, T *dx, const float *gamma, const float *smean,
+                        const float *sinvstd, const float *mdy, const float *mdyx)
+{
+    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
+    {
+        int64_t k = (i / g.inner) % g.ch;
+        float m = smean[k], is = sinvstd[k], a = gamma[k] * is;
+        dx[i] = fk_to<T>(a * (fk_f(dy[i]) - mdy[k] - (fk_f(x[i]) - m) * is * mdyx[k]));
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
@@ -511,11 +654,30 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "batch norm backward", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_bwd<T>)(
-            (const T *)x, (const T *)dy, (T *)dx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
-    });
-    return fk_launched("batch norm backward kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "batch norm backward");
+    fk_chan g = chan_plan(n, ch, hw);
+    int64_t total = n * ch * hw;
+    void *scratch;
+    size_t bytes = (size_t)(ch * 2 * g.chunks) * sizeof(double) + (size_t)(2 * ch) * sizeof(float);
+    if ((st = chan_scratch(c, bytes, &scratch)) != FERRY_OK)
+        return st;
+    double *pd = (double *)scratch, *pdx = pd + ch * g.chunks;
+    float *mdy = (float *)(pdx + ch * g.chunks), *mdyx = mdy + ch;
+    st = chan_partials(c, dt, FK_CHAN_BWD, g, x, dy, nullptr, smean, sinvstd, pd, pdx, "batch norm backward kernel");
+    if (st == FERRY_OK) {
+        FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_grads)(g, pd, pdx, dgamma, dbeta, mdy, mdyx);
+        st = fk_launched("batch norm backward kernel");
+    }
+    if (st == FERRY_OK && dx && total > 0) {
+        FK_FLOAT_TYPES(dt, T, "batch norm backward", {
+            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_dx<T>)(
+                g, (const T *)x, (const T *)dy, (T *)dx, gamma, smean, sinvstd, mdy, mdyx);
+        });
+        st = fk_launched("batch norm backward kernel");
+    }
+    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
 }
 
 // Element i keeps with word i % 4 of Philox block i / 4, as the CPU kernel.
