@@ -45,7 +45,7 @@ static const char *const kernel_names[] = {FK_KERNELS(BO_NAME)};
 enum { BI_UNIFORM, BI_CONST, BI_NAN }; /* how a buffer starts */
 enum { BC_IN, BC_CLOSE, BC_EXACT };    /* how it is compared afterwards */
 
-#define BO_MAXBUF 8
+#define BO_MAXBUF 16
 
 typedef struct bo_buf {
     const char *name;
@@ -1745,6 +1745,100 @@ static void cases_sgd(void)
             }
 }
 
+/* ---- sgd_multi, adam_multi: the single-tensor cases' parameters over three
+ * tensors of mt_sizes (one of them empty) in one launch; bufs per tensor (p, g,
+ * buf) or (p, g, m, v), then taken, skip. The reference is the single-tensor
+ * one, tensor by tensor. ---- */
+#define MT_TENSORS 3
+static const int64_t mt_sizes[MT_TENSORS] = {300, 0, 1000};
+
+static fk_plist mt_list(void *const *p, int per)
+{
+    fk_plist l;
+    memset(&l, 0, sizeof l);
+    l.n = MT_TENSORS;
+    for (int k = 0; k < MT_TENSORS; k++) {
+        l.p[k] = p[k * per];
+        l.g[k] = p[k * per + 1];
+        l.s0[k] = p[k * per + 2];
+        l.s1[k] = per > 3 ? p[k * per + 3] : NULL;
+        l.numel[k] = mt_sizes[k];
+    }
+    return l;
+}
+
+static ferry_status run_sgd_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_plist l = mt_list(p, 3);
+    return FK(c, sgd_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], t->fl[0],
+              (const int64_t *)p[3 * MT_TENSORS], (const float *)p[3 * MT_TENSORS + 1]);
+}
+
+static void naive_sgd(const bo_case *t, void *const *p);
+static void naive_sgd_multi(const bo_case *t, void *const *p)
+{
+    for (int k = 0; k < MT_TENSORS; k++) {
+        bo_case one = *t;
+        one.i[0] = mt_sizes[k];
+        void *q[5] = {p[3 * k], p[3 * k + 1], p[3 * k + 2], p[3 * MT_TENSORS], p[3 * MT_TENSORS + 1]};
+        naive_sgd(&one, q);
+    }
+}
+
+static ferry_status run_adam_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_plist l = mt_list(p, 4);
+    return FK(c, adam_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4],
+              t->fl[0], (const int64_t *)p[4 * MT_TENSORS], (const float *)p[4 * MT_TENSORS + 1]);
+}
+
+static void naive_adam(const bo_case *t, void *const *p);
+static void naive_adam_multi(const bo_case *t, void *const *p)
+{
+    for (int k = 0; k < MT_TENSORS; k++) {
+        bo_case one = *t;
+        one.i[0] = mt_sizes[k];
+        void *q[6] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3], p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]};
+        naive_adam(&one, q);
+    }
+}
+
+static void cases_optim_multi(void)
+{
+    for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++)
+        for (int v = 0; v < 3; v++) { /* plain, momentum (first step), Nesterov */
+            bo_case *t = add_case("sgd_multi", run_sgd_multi, naive_sgd_multi, "f32 3 tensors %s%s",
+                                  v == 0 ? "plain" : v == 1 ? "momentum first step" : "nesterov", skip_names[skip]);
+            t->d[0] = 0.05;
+            t->d[1] = v ? 0.9 : 0;
+            t->d[3] = 0.01;
+            t->fl[0] = v == 2;
+            for (int k = 0; k < MT_TENSORS; k++) {
+                add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "buf", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_CLOSE)->null = v == 0;
+            }
+            add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, v == 1 ? 0 : 4, 0, BC_IN);
+            add_skip_buf(t, skip);
+        }
+    for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++)
+        for (int dec = 0; dec < 2; dec++) {
+            bo_case *t = add_case("adam_multi", run_adam_multi, naive_adam_multi, "f32 3 tensors step 7%s%s",
+                                  dec ? " decoupled (AdamW)" : "", skip_names[skip]);
+            double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
+            memcpy(t->d, d, sizeof d);
+            t->fl[0] = dec;
+            for (int k = 0; k < MT_TENSORS; k++) {
+                add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "m", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
+                add_buf(t, "v", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, 0, 0.01, BC_CLOSE);
+            }
+            add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, 6, 0, BC_IN);
+            add_skip_buf(t, skip);
+        }
+}
+
 /* ---- adam: i[0] = n, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled; bufs p, g, m, v, taken, skip ---- */
 static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
 {
@@ -1943,6 +2037,7 @@ static void build_cases(void)
     cases_dropout();
     cases_sgd();
     cases_adam();
+    cases_optim_multi();
     cases_step_count();
     cases_unscale();
     cases_amp_update();

@@ -19,6 +19,7 @@ typedef struct sim_keep {
     fk_nd nd;
     fk_conv conv;
     fk_batch_spec batch;
+    fk_plist plist;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -50,6 +51,15 @@ static void keep_batch(sim_keep *k, void *field)
     }
 }
 
+static void keep_plist(sim_keep *k, void *field)
+{
+    const fk_plist **f = field;
+    if (*f) {
+        k->plist = **f;
+        *f = &k->plist;
+    }
+}
+
 static void keep_value(sim_keep *k, void *field)
 {
     (void)k;
@@ -58,7 +68,8 @@ static void keep_value(sim_keep *k, void *field)
 
 #define SIM_KEEP_FN(x) _Generic((x), const fk_nd *: keep_nd,                                      \
                                     const fk_conv *: keep_conv,                                      \
-                                    const fk_batch_spec *: keep_batch, default: keep_value)
+                                    const fk_batch_spec *: keep_batch,                               \
+                                    const fk_plist *: keep_plist, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {

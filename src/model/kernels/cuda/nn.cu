@@ -763,6 +763,97 @@ extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const flo
     return fk_launched("Adam kernel");
 }
 
+// Multi-tensor updates: tensor i of the list takes blocks [first[i], first[i+1])
+// of one grid, each element updated with sgd / adam's own formula (the same
+// bits). The list travels by value in the kernel's arguments.
+struct fk_plist_grid {
+    fk_plist l;
+    unsigned first[FK_PLIST_MAX + 1];
+};
+
+// The list's blocks, or an error naming a bad list.
+static ferry_status plist_grid(const fk_plist *l, fk_plist_grid *g, const char *what)
+{
+    if (!l || l->n < 0 || l->n > FK_PLIST_MAX)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the tensor list must hold 0 to %d tensors", what,
+                          FK_PLIST_MAX);
+    g->l = *l;
+    g->first[0] = 0;
+    for (int i = 0; i < l->n; i++)
+        g->first[i + 1] = g->first[i] + (l->numel[i] > 0 ? fk_blocks(l->numel[i]) : 0);
+    return FERRY_OK;
+}
+
+// Which tensor block b updates, and the block's rank within it.
+__device__ __forceinline__ int plist_find(const fk_plist_grid &g, unsigned b)
+{
+    int i = 0;
+    while (b >= g.first[i + 1])
+        i++;
+    return i;
+}
+
+__global__ void k_sgd_multi(fk_plist_grid g, float lr, float momentum, float keep, float wd, bool nesterov,
+                            const int64_t *taken, const float *skip)
+{
+    if (fk_skipped(skip))
+        return;
+    bool first = taken[0] == 0;
+    int t = plist_find(g, blockIdx.x);
+    float *p = g.l.p[t], *buf = g.l.s0[t];
+    const float *gr = g.l.g[t];
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < g.l.numel[t]; i += stride)
+        p[i] = momentum == 0.0f ? fk_sgd_plain(p[i], gr[i], lr, wd)
+                                : fk_sgd_momentum(p[i], gr[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist *l, float lr, float momentum,
+                                          float dampening, float wd, bool nesterov, const int64_t *taken,
+                                          const float *skip)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    fk_plist_grid g;
+    if ((st = plist_grid(l, &g, "SGD")) != FERRY_OK || g.first[l->n] == 0)
+        return st;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_sgd_multi)(g, lr, momentum, 1.0f - dampening, wd, nesterov,
+                                                                   taken, skip);
+    return fk_launched("SGD kernel");
+}
+
+__global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, float eps, float wd, bool decoupled,
+                             const int64_t *taken, const float *skip)
+{
+    if (fk_skipped(skip))
+        return;
+    float step_size, sbc2;
+    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    int t = plist_find(g, blockIdx.x);
+    float *p = g.l.p[t], *m = g.l.s0[t], *v = g.l.s1[t];
+    const float *gr = g.l.g[t];
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < g.l.numel[t]; i += stride)
+        p[i] = fk_adam_elem(p[i], gr[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plist *l, float lr, float b1, float b2,
+                                           float eps, float wd, bool decoupled, const int64_t *taken,
+                                           const float *skip)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    fk_plist_grid g;
+    if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
+        return st;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, lr, b1, b2, eps, wd, decoupled, taken, skip);
+    return fk_launched("Adam kernel");
+}
+
 __global__ void k_step_count(int64_t *taken, const float *skip)
 {
     if (!fk_skipped(skip))
