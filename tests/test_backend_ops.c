@@ -82,6 +82,7 @@ typedef struct bo_case {
     bo_run_fn run;
     bo_naive_fn naive;
     bo_prep_fn prep;
+    bool time_only; /* training-size: timed on the GPUs, no reference (cases_timing) */
 } bo_case;
 
 static bo_case *cases;
@@ -2010,6 +2011,63 @@ static void cases_amp_update(void)
 
 /* ================= the runner ================= */
 
+/* Training-size cases, added only in timing mode (FERRY_BACKEND_OPS_TIME) so that
+ * a real GPU's run reports GB/s or FLOP/s where they mean something; they run on
+ * the GPUs only, without the CPU reference (the CPU would take minutes). */
+static int time_runs(void);
+static void time_only_last(void) { cases[ncases - 1].time_only = true; }
+
+static void cases_timing(void)
+{
+    if (!time_runs())
+        return;
+    add_gemm(FERRY_DTYPE_F32, false, false, 4096, 4096, 4096, 1, 0, 1.0, 0.0, false);
+    time_only_last();
+    add_gemm(FERRY_DTYPE_F16, false, false, 4096, 4096, 4096, 1, 0, 1.0, 0.0, false);
+    time_only_last();
+    const int64_t big = (int64_t)64 << 20;
+    bo_case *t = add_case("binary", run_binary, naive_binary, "f32 add [64M] contiguous (timing)");
+    t->dt = FERRY_DTYPE_F32;
+    t->op = FK_ADD;
+    t->nd = mk_nd(1, (int64_t[]){big}, (int64_t[]){1}, (int64_t[]){1}, (int64_t[]){1});
+    add_buf(t, "y", FERRY_DTYPE_F32, big, BI_UNIFORM, -1, 1, BC_CLOSE);
+    add_buf(t, "a", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
+    add_buf(t, "b", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
+    time_only_last();
+    for (int tr = 0; tr < 2; tr++) { /* ResNet's first stage: [256, 64, 56, 56] */
+        const int64_t n = 256, ch = 64, hw = 56 * 56, tot = n * ch * hw;
+        t = tr ? add_case("bn_fwd", run_bn_fwd, naive_bn_fwd, "f32 [n 256, ch 64, hw 3136] training (timing)")
+               : add_case("bn_bwd", run_bn_bwd, naive_bn_bwd, "f32 [n 256, ch 64, hw 3136] (timing)");
+        t->dt = FERRY_DTYPE_F32;
+        t->i[0] = n;
+        t->i[1] = ch;
+        t->i[2] = hw;
+        if (tr) {
+            t->fl[0] = true;
+            t->d[0] = 0.1;
+            t->d[1] = 1e-5;
+            add_buf(t, "x", FERRY_DTYPE_F32, tot, BI_UNIFORM, -2, 3, BC_IN);
+            add_buf(t, "y", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "beta", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.25, 1, BC_IN);
+            add_buf(t, "rmean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -0.5, 0.5, BC_CLOSE);
+            add_buf(t, "rvar", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+        } else {
+            add_buf(t, "x", FERRY_DTYPE_F32, tot, BI_UNIFORM, -2, 3, BC_IN);
+            add_buf(t, "dy", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_IN);
+            add_buf(t, "dx", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_CONST, 0, 0, BC_IN);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_CONST, 1, 0, BC_IN);
+            add_buf(t, "dgamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "dbeta", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+        }
+        time_only_last();
+    }
+}
+
 static void build_cases(void)
 {
     if (cases)
@@ -2041,6 +2099,7 @@ static void build_cases(void)
     cases_step_count();
     cases_unscale();
     cases_amp_update();
+    cases_timing();
 }
 
 static double bound_for(const bo_buf *b)
@@ -2252,7 +2311,7 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
     fk_ctx c = fk_ctx_make(d->dev, d->stream);
     if (st_ == FERRY_OK)
         st_ = t->run(t, &c, dp);
-    for (int b = 0; b < t->nbuf && st_ == FERRY_OK; b++) {
+    for (int b = 0; b < t->nbuf && st_ == FERRY_OK && ref; b++) {
         if (t->buf[b].null || t->buf[b].cmp == BC_IN)
             continue;
         back[b] = malloc(buf_bytes(&t->buf[b]) + 1);
@@ -2266,7 +2325,7 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
         report(t, where, why);
         ok = false;
     }
-    for (int b = 0; b < t->nbuf && ok; b++) {
+    for (int b = 0; b < t->nbuf && ok && ref; b++) {
         if (t->buf[b].null || t->buf[b].cmp == BC_IN)
             continue;
         if (!compare(&t->buf[b], back[b], ref[b], why, sizeof why)) {
@@ -2321,6 +2380,15 @@ static int run_kernel(const char *kernel)
         ferry_rng_init(&r, seed, ci, 100);
         if (t->prep)
             t->prep(t, host, &r);
+        if (t->time_only) { /* real GPUs only (the simulated one would take hours), timed, no reference */
+            const char *sim = getenv("FERRY_SIM_GPUS");
+            for (int i = 0; i < ndevs && !(sim && atoi(sim) > 0); i++)
+                if (devs[i].dev.type != FERRY_DEVICE_CPU)
+                    fails += !run_on_device(t, &devs[i], host, NULL);
+            for (int b = 0; b < t->nbuf; b++)
+                free(host[b]);
+            continue;
+        }
         for (int b = 0; b < t->nbuf; b++) {
             ref[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));
             want[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));
