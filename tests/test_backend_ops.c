@@ -50,7 +50,7 @@ static const char *const kernel_names[] = {FK_KERNELS(BO_NAME) BO_DATA_KERNELS(B
 enum { BI_UNIFORM, BI_CONST, BI_NAN }; /* how a buffer starts */
 enum { BC_IN, BC_CLOSE, BC_EXACT };    /* how it is compared afterwards */
 
-#define BO_MAXBUF 8
+#define BO_MAXBUF 16
 
 typedef struct bo_buf {
     const char *name;
@@ -87,6 +87,7 @@ typedef struct bo_case {
     bo_run_fn run;
     bo_naive_fn naive;
     bo_prep_fn prep;
+    bool time_only; /* training-size: timed on the GPUs, no reference (cases_timing) */
 } bo_case;
 
 static bo_case *cases;
@@ -585,12 +586,14 @@ static void prep_reduce(const bo_case *t, void *const *p, ferry_rng *r)
 
 static void cases_reduce(void)
 {
-    const int64_t shapes[][3] = {{3, 50, 1}, {1, 300, 1}, {2, 7, 5}, {4, 0, 3}, {0, 5, 2}};
+    /* The last two are few long rows: the GPU splits each over many blocks and
+     * combines the blocks' partials (a full reduction is outer 1, inner 1). */
+    const int64_t shapes[][3] = {{3, 50, 1}, {1, 300, 1}, {2, 7, 5}, {4, 0, 3}, {0, 5, 2}, {1, 100003, 1}, {3, 20000, 1}};
     ferry_dtype dt;
     FOR_ALL(dt)
     for (int op = 0; op < 4; op++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            for (int spec = 0; spec < (dt == FERRY_DTYPE_F32 && s != 1 && s < 3 ? 2 : 1); spec++) {
+            for (int spec = 0; spec < (dt == FERRY_DTYPE_F32 && ((s != 1 && s < 3) || s >= 5) ? 2 : 1); spec++) {
                 int64_t outer = shapes[s][0], n = shapes[s][1], inner = shapes[s][2];
                 bo_case *t = add_case("reduce", run_reduce, naive_reduce, "%s %s [outer %lld, n %lld, inner %lld]%s",
                                       dtn(dt), rop_names[op], (long long)outer, (long long)n, (long long)inner,
@@ -1022,7 +1025,9 @@ static void naive_bias_grad(const bo_case *t, void *const *p)
 
 static void cases_bias(void)
 {
-    const int64_t shapes[][3] = {{3, 4, 5}, {6, 5, 1}, {2, 3, 70}, {0, 4, 3}, {2, 0, 3}};
+    /* The last two take several blocks per channel (partials combined in order):
+     * a Linear layer's [rows, features] (32 features a tile) and a long plane. */
+    const int64_t shapes[][3] = {{3, 4, 5}, {6, 5, 1}, {2, 3, 70}, {0, 4, 3}, {2, 0, 3}, {5000, 40, 1}, {3, 3, 3000}};
     ferry_dtype dt;
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1625,7 +1630,8 @@ static void prep_bn_bwd(const bo_case *t, void *const *p, ferry_rng *r)
 
 static void cases_bn(void)
 {
-    const int64_t shapes[][3] = {{4, 3, 5}, {6, 2, 1}, {1, 2, 1}, {3, 2, 40}, {2, 0, 3}};
+    /* The last two take several blocks per channel (partials combined in order). */
+    const int64_t shapes[][3] = {{4, 3, 5}, {6, 2, 1}, {1, 2, 1}, {3, 2, 40}, {2, 0, 3}, {8, 3, 1000}, {5000, 3, 1}};
     ferry_dtype dt;
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
@@ -1773,6 +1779,100 @@ static void cases_sgd(void)
                 add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, v[k].first ? 0 : 4, 0, BC_IN);
                 add_skip_buf(t, skip);
             }
+}
+
+/* ---- sgd_multi, adam_multi: the single-tensor cases' parameters over three
+ * tensors of mt_sizes (one of them empty) in one launch; bufs per tensor (p, g,
+ * buf) or (p, g, m, v), then taken, skip. The reference is the single-tensor
+ * one, tensor by tensor. ---- */
+#define MT_TENSORS 3
+static const int64_t mt_sizes[MT_TENSORS] = {300, 0, 1000};
+
+static fk_plist mt_list(void *const *p, int per)
+{
+    fk_plist l;
+    memset(&l, 0, sizeof l);
+    l.n = MT_TENSORS;
+    for (int k = 0; k < MT_TENSORS; k++) {
+        l.p[k] = p[k * per];
+        l.g[k] = p[k * per + 1];
+        l.s0[k] = p[k * per + 2];
+        l.s1[k] = per > 3 ? p[k * per + 3] : NULL;
+        l.numel[k] = mt_sizes[k];
+    }
+    return l;
+}
+
+static ferry_status run_sgd_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_plist l = mt_list(p, 3);
+    return FK(c, sgd_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], t->fl[0],
+              (const int64_t *)p[3 * MT_TENSORS], (const float *)p[3 * MT_TENSORS + 1]);
+}
+
+static void naive_sgd(const bo_case *t, void *const *p);
+static void naive_sgd_multi(const bo_case *t, void *const *p)
+{
+    for (int k = 0; k < MT_TENSORS; k++) {
+        bo_case one = *t;
+        one.i[0] = mt_sizes[k];
+        void *q[5] = {p[3 * k], p[3 * k + 1], p[3 * k + 2], p[3 * MT_TENSORS], p[3 * MT_TENSORS + 1]};
+        naive_sgd(&one, q);
+    }
+}
+
+static ferry_status run_adam_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_plist l = mt_list(p, 4);
+    return FK(c, adam_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4],
+              t->fl[0], (const int64_t *)p[4 * MT_TENSORS], (const float *)p[4 * MT_TENSORS + 1]);
+}
+
+static void naive_adam(const bo_case *t, void *const *p);
+static void naive_adam_multi(const bo_case *t, void *const *p)
+{
+    for (int k = 0; k < MT_TENSORS; k++) {
+        bo_case one = *t;
+        one.i[0] = mt_sizes[k];
+        void *q[6] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3], p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]};
+        naive_adam(&one, q);
+    }
+}
+
+static void cases_optim_multi(void)
+{
+    for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++)
+        for (int v = 0; v < 3; v++) { /* plain, momentum (first step), Nesterov */
+            bo_case *t = add_case("sgd_multi", run_sgd_multi, naive_sgd_multi, "f32 3 tensors %s%s",
+                                  v == 0 ? "plain" : v == 1 ? "momentum first step" : "nesterov", skip_names[skip]);
+            t->d[0] = 0.05;
+            t->d[1] = v ? 0.9 : 0;
+            t->d[3] = 0.01;
+            t->fl[0] = v == 2;
+            for (int k = 0; k < MT_TENSORS; k++) {
+                add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "buf", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_CLOSE)->null = v == 0;
+            }
+            add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, v == 1 ? 0 : 4, 0, BC_IN);
+            add_skip_buf(t, skip);
+        }
+    for (int skip = SKIP_NULL; skip <= SKIP_SET; skip++)
+        for (int dec = 0; dec < 2; dec++) {
+            bo_case *t = add_case("adam_multi", run_adam_multi, naive_adam_multi, "f32 3 tensors step 7%s%s",
+                                  dec ? " decoupled (AdamW)" : "", skip_names[skip]);
+            double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
+            memcpy(t->d, d, sizeof d);
+            t->fl[0] = dec;
+            for (int k = 0; k < MT_TENSORS; k++) {
+                add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
+                add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
+                add_buf(t, "m", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
+                add_buf(t, "v", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, 0, 0.01, BC_CLOSE);
+            }
+            add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, 6, 0, BC_IN);
+            add_skip_buf(t, skip);
+        }
 }
 
 /* ---- adam: i[0] = n, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled; bufs p, g, m, v, taken, skip ---- */
@@ -1946,6 +2046,63 @@ static void cases_amp_update(void)
 
 /* ================= the runner ================= */
 
+/* Training-size cases, added only in timing mode (FERRY_BACKEND_OPS_TIME) so that
+ * a real GPU's run reports GB/s or FLOP/s where they mean something; they run on
+ * the GPUs only, without the CPU reference (the CPU would take minutes). */
+static int time_runs(void);
+static void time_only_last(void) { cases[ncases - 1].time_only = true; }
+
+static void cases_timing(void)
+{
+    if (!time_runs())
+        return;
+    add_gemm(FERRY_DTYPE_F32, false, false, 4096, 4096, 4096, 1, 0, 1.0, 0.0, false);
+    time_only_last();
+    add_gemm(FERRY_DTYPE_F16, false, false, 4096, 4096, 4096, 1, 0, 1.0, 0.0, false);
+    time_only_last();
+    const int64_t big = (int64_t)64 << 20;
+    bo_case *t = add_case("binary", run_binary, naive_binary, "f32 add [64M] contiguous (timing)");
+    t->dt = FERRY_DTYPE_F32;
+    t->op = FK_ADD;
+    t->nd = mk_nd(1, (int64_t[]){big}, (int64_t[]){1}, (int64_t[]){1}, (int64_t[]){1});
+    add_buf(t, "y", FERRY_DTYPE_F32, big, BI_UNIFORM, -1, 1, BC_CLOSE);
+    add_buf(t, "a", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
+    add_buf(t, "b", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
+    time_only_last();
+    for (int tr = 0; tr < 2; tr++) { /* ResNet's first stage: [256, 64, 56, 56] */
+        const int64_t n = 256, ch = 64, hw = 56 * 56, tot = n * ch * hw;
+        t = tr ? add_case("bn_fwd", run_bn_fwd, naive_bn_fwd, "f32 [n 256, ch 64, hw 3136] training (timing)")
+               : add_case("bn_bwd", run_bn_bwd, naive_bn_bwd, "f32 [n 256, ch 64, hw 3136] (timing)");
+        t->dt = FERRY_DTYPE_F32;
+        t->i[0] = n;
+        t->i[1] = ch;
+        t->i[2] = hw;
+        if (tr) {
+            t->fl[0] = true;
+            t->d[0] = 0.1;
+            t->d[1] = 1e-5;
+            add_buf(t, "x", FERRY_DTYPE_F32, tot, BI_UNIFORM, -2, 3, BC_IN);
+            add_buf(t, "y", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "beta", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.25, 1, BC_IN);
+            add_buf(t, "rmean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -0.5, 0.5, BC_CLOSE);
+            add_buf(t, "rvar", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 2, BC_CLOSE);
+        } else {
+            add_buf(t, "x", FERRY_DTYPE_F32, tot, BI_UNIFORM, -2, 3, BC_IN);
+            add_buf(t, "dy", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_IN);
+            add_buf(t, "dx", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
+            add_buf(t, "smean", FERRY_DTYPE_F32, ch, BI_CONST, 0, 0, BC_IN);
+            add_buf(t, "sinvstd", FERRY_DTYPE_F32, ch, BI_CONST, 1, 0, BC_IN);
+            add_buf(t, "dgamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "dbeta", FERRY_DTYPE_F32, ch, BI_UNIFORM, -1, 1, BC_CLOSE);
+        }
+        time_only_last();
+    }
+}
+
 static void build_cases(void)
 {
     if (cases)
@@ -1973,9 +2130,11 @@ static void build_cases(void)
     cases_dropout();
     cases_sgd();
     cases_adam();
+    cases_optim_multi();
     cases_step_count();
     cases_unscale();
     cases_amp_update();
+    cases_timing();
 }
 
 static double bound_for(const bo_buf *b)
@@ -2195,7 +2354,7 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
     fk_ctx c = fk_ctx_make(d->dev, d->stream);
     if (st_ == FERRY_OK)
         st_ = t->run(t, &c, dp);
-    for (int b = 0; b < t->nbuf && st_ == FERRY_OK; b++) {
+    for (int b = 0; b < t->nbuf && st_ == FERRY_OK && ref; b++) {
         if (t->buf[b].null || t->buf[b].cmp == BC_IN)
             continue;
         back[b] = malloc(buf_bytes(&t->buf[b]) + 1);
@@ -2209,7 +2368,7 @@ static bool run_on_device(const bo_case *t, const bo_dev *d, void *const *host, 
         report(t, where, why);
         ok = false;
     }
-    for (int b = 0; b < t->nbuf && ok; b++) {
+    for (int b = 0; b < t->nbuf && ok && ref; b++) {
         if (t->buf[b].null || t->buf[b].cmp == BC_IN)
             continue;
         if (!compare(&t->buf[b], back[b], ref[b], why, sizeof why)) {
@@ -2264,6 +2423,15 @@ static int run_kernel(const char *kernel)
         ferry_rng_init(&r, seed, ci, 100);
         if (t->prep)
             t->prep(t, host, &r);
+        if (t->time_only) { /* real GPUs only (the simulated one would take hours), timed, no reference */
+            const char *sim = getenv("FERRY_SIM_GPUS");
+            for (int i = 0; i < ndevs && !(sim && atoi(sim) > 0); i++)
+                if (devs[i].dev.type != FERRY_DEVICE_CPU)
+                    fails += !run_on_device(t, &devs[i], host, NULL);
+            for (int b = 0; b < t->nbuf; b++)
+                free(host[b]);
+            continue;
+        }
         for (int b = 0; b < t->nbuf; b++) {
             ref[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));
             want[b] = dup_bytes(host[b], buf_bytes(&t->buf[b]));

@@ -764,4 +764,13 @@ TEST(cuda_matmul_threads_leak_no_handles_or_memory)
                    ferry_simblas_live());
 #endif
     ASSERT_OK(ferry_memory_empty_cache(ferry_cuda(0)));
+#if FERRY_SIM_KERNELS
+    /* Emptying the cache destroys the idle pooled handles too. */
+    if (getenv("FERRY_SIM_GPUS"))
+        ASSERT_MSG(ferry_simblas_live() == 0, "%ld cuBLAS handles live after ferry_memory_empty_cache",
+                   ferry_simblas_live());
+#endif
+    /* and the next matmul makes a new one. */
+    run_matmul_threads(1);
+    ASSERT_OK(ferry_memory_empty_cache(ferry_cuda(0)));
 }

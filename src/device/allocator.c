@@ -52,6 +52,29 @@ typedef struct dev_alloc {
 static _Atomic(dev_alloc *) allocators[1 + MAX_CUDA_DEVICES];
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* ferry_memory_add_empty_cache_hook_'s hooks: a slot is written once, under
+ * registry_lock, and read lock-free afterwards. */
+static _Atomic(ferry_empty_cache_hook) empty_hooks[FERRY_EMPTY_CACHE_HOOKS];
+
+ferry_status ferry_memory_add_empty_cache_hook_(ferry_empty_cache_hook fn)
+{
+    ferry_status st = FERRY_ERR_UNSUPPORTED;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < FERRY_EMPTY_CACHE_HOOKS; i++) {
+        ferry_empty_cache_hook h = atomic_load_explicit(&empty_hooks[i], memory_order_relaxed);
+        if (h == fn || !h) {
+            if (!h)
+                atomic_store_explicit(&empty_hooks[i], fn, memory_order_release);
+            st = FERRY_OK;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (st != FERRY_OK)
+        return ferry_fail(st, "ferry_memory_add_empty_cache_hook_: more than %d hooks", FERRY_EMPTY_CACHE_HOOKS);
+    return FERRY_OK;
+}
+
 /* The test hook's countdown (ferry_debug_fail_device_alloc_after): 0 = off,
  * 1 = the next allocation fails as if the device were full. */
 static atomic_llong oom_countdown;
@@ -350,6 +373,12 @@ ferry_status ferry_memory_empty_cache(ferry_device d)
     dev_alloc *a = get_alloc(d, &st);
     if (!a)
         return st;
+    if (d.type == FERRY_DEVICE_CUDA)
+        for (size_t i = 0; i < FERRY_EMPTY_CACHE_HOOKS; i++) {
+            ferry_empty_cache_hook h = atomic_load_explicit(&empty_hooks[i], memory_order_acquire);
+            if (h)
+                h(d.index);
+        }
     ferry_mutex_lock(&a->lock);
     flush_cache(a);
     check_alloc(a);

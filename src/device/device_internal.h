@@ -35,6 +35,15 @@ ferry_status ferry_device_copy_(ferry_device dd, void *dst, ferry_device sd, con
  * live blocks are re-keyed to the device's default stream. */
 void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id);
 
+/* What a layer above the device keeps idle on a GPU outside the caching
+ * allocator (the cuBLAS handle pool) and lets go of when ferry_memory_empty_cache
+ * runs on that GPU: the hook is called with the GPU's index, outside the
+ * allocator's locks. Registering the same hook again is a no-op; at most
+ * FERRY_EMPTY_CACHE_HOOKS (one per compiled kernel source, CUDA and simulated). */
+#define FERRY_EMPTY_CACHE_HOOKS 4
+typedef void (*ferry_empty_cache_hook)(int index);
+ferry_status ferry_memory_add_empty_cache_hook_(ferry_empty_cache_hook fn);
+
 /* FERRY_OK when d names this process's CPU or an existing GPU; otherwise the
  * same error (and message) every other call on d would give. */
 ferry_status ferry_device_check(ferry_device d);

@@ -79,6 +79,21 @@ typedef struct fk_gemm {
     int64_t batch;
 } fk_gemm;
 
+/* Parameter tensors one optimiser launch updates (sgd_multi, adam_multi): f32
+ * parameter, gradient and state (s0: SGD's momentum buffer or Adam's first
+ * moment, NULL where unused; s1: Adam's second moment) of numel[i] elements
+ * each. Passed by value to the GPU kernel (its 4 KiB argument limit sets the
+ * size): an optimiser step with more tensors makes one launch per FK_PLIST_MAX. */
+#define FK_PLIST_MAX 48
+typedef struct fk_plist {
+    int n;
+    float *p[FK_PLIST_MAX];
+    const float *g[FK_PLIST_MAX];
+    float *s0[FK_PLIST_MAX];
+    float *s1[FK_PLIST_MAX];
+    int64_t numel[FK_PLIST_MAX];
+} fk_plist;
+
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
@@ -158,6 +173,12 @@ typedef struct fk_gemm {
     X(adam, (float *, p), (const float *, g), (float *, m), (float *, v), (int64_t, n),            \
       (float, lr), (float, b1), (float, b2), (float, eps), (float, wd), (bool, decoupled),         \
       (const int64_t *, taken), (const float *, skip))                                             \
+    /* the same over every tensor of l (one launch; the results of sgd / adam per tensor,   \
+     * bit for bit) */                                                                         \
+    X(sgd_multi, (const fk_plist *, l), (float, lr), (float, momentum), (float, dampening),        \
+      (float, wd), (bool, nesterov), (const int64_t *, taken), (const float *, skip))              \
+    X(adam_multi, (const fk_plist *, l), (float, lr), (float, b1), (float, b2), (float, eps),      \
+      (float, wd), (bool, decoupled), (const int64_t *, taken), (const float *, skip))             \
     /* taken[0] += 1 unless skip (may be NULL) holds a nonzero value; runs after a step's      \
      * updates, which read taken */                                                             \
     X(step_count, (int64_t *, taken), (const float *, skip))                                       \

@@ -203,8 +203,22 @@ ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
     return fm_optim_step_(o, s, NULL);
 }
 
-/* Queues the update of every parameter, then the count's advance: all read the
- * count and the skip flag on the device, in stream order. */
+/* One launch for a list of parameter tensors (all on c's device). */
+static ferry_status step_list(const ferry_optim *o, const fk_ctx *c, const fk_plist *l, const int64_t *taken,
+                              const float *sk)
+{
+    if (l->n == 0)
+        return FERRY_OK;
+    if (o->kind == OPT_SGD)
+        return FK(c, sgd_multi, l, (float)o->lr, (float)o->momentum, (float)o->dampening, (float)o->wd,
+                  o->nesterov, taken, sk);
+    return FK(c, adam_multi, l, (float)o->lr, (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd,
+              o->kind == OPT_ADAMW, taken, sk);
+}
+
+/* Queues the update of every parameter (one launch per FK_PLIST_MAX tensors of
+ * a device, not one per tensor), then the count's advance: all read the count
+ * and the skip flag on the device, in stream order. */
 ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor *skip)
 {
     ferry_status st = fm_optim_prepare(o);
@@ -212,21 +226,32 @@ ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor 
         return st;
     const int64_t *taken = ferry_tensor_data(o->taken);
     const float *sk = skip ? ferry_tensor_data(skip) : NULL;
+    fk_plist l;
+    l.n = 0;
+    fk_ctx lc = {0};
     for (size_t i = 0; i < o->nparams && st == FERRY_OK; i++) {
         fm_param *p = o->m->flat[i].p;
         if (p->buffer)
             continue;
         ferry_tensor *t = fm_param_target(p), *g = fm_param_tgrad(p);
         fk_ctx c = fm_ctx(t, s);
-        float *s0 = o->state[i * 2] ? ferry_tensor_data(o->state[i * 2]) : NULL;
-        float *s1 = o->state[i * 2 + 1] ? ferry_tensor_data(o->state[i * 2 + 1]) : NULL;
-        if (o->kind == OPT_SGD)
-            st = FK(&c, sgd, ferry_tensor_data(t), ferry_tensor_data(g), s0, t->numel, (float)o->lr,
-                    (float)o->momentum, (float)o->dampening, (float)o->wd, o->nesterov, taken, sk);
-        else
-            st = FK(&c, adam, ferry_tensor_data(t), ferry_tensor_data(g), s0, s1, t->numel, (float)o->lr,
-                    (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd, o->kind == OPT_ADAMW, taken, sk);
+        if (l.n == FK_PLIST_MAX || (l.n > 0 && (c.dev.type != lc.dev.type || c.dev.index != lc.dev.index))) {
+            st = step_list(o, &lc, &l, taken, sk);
+            l.n = 0;
+            if (st != FERRY_OK)
+                break;
+        }
+        if (l.n == 0)
+            lc = c;
+        l.p[l.n] = ferry_tensor_data(t);
+        l.g[l.n] = ferry_tensor_data(g);
+        l.s0[l.n] = o->state[i * 2] ? ferry_tensor_data(o->state[i * 2]) : NULL;
+        l.s1[l.n] = o->state[i * 2 + 1] ? ferry_tensor_data(o->state[i * 2 + 1]) : NULL;
+        l.numel[l.n] = t->numel;
+        l.n++;
     }
+    if (st == FERRY_OK)
+        st = step_list(o, &lc, &l, taken, sk);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(o->taken, s);
         st = FK(&c, step_count, ferry_tensor_data(o->taken), sk);

@@ -467,6 +467,25 @@ ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, fl
     return FERRY_OK;
 }
 
+/* One tensor after another, with the single-tensor loops: the same bits. */
+ferry_status fk_cpu_sgd_multi(const fk_ctx *c, const fk_plist *l, float lr, float momentum, float dampening,
+                              float wd, bool nesterov, const int64_t *taken, const float *skip)
+{
+    for (int i = 0; i < l->n; i++)
+        (void)fk_cpu_sgd(c, l->p[i], l->g[i], l->s0[i], l->numel[i], lr, momentum, dampening, wd, nesterov, taken,
+                         skip); /* cannot fail */
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, float lr, float b1, float b2, float eps,
+                               float wd, bool decoupled, const int64_t *taken, const float *skip)
+{
+    for (int i = 0; i < l->n; i++)
+        (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], lr, b1, b2, eps, wd, decoupled,
+                          taken, skip); /* cannot fail */
+    return FERRY_OK;
+}
+
 ferry_status fk_cpu_step_count(const fk_ctx *c, int64_t *taken, const float *skip)
 {
     (void)c;

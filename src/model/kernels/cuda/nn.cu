@@ -8,6 +8,133 @@
 
 FK_SOURCE_BEGIN
 
+// ---- per-channel sums over [outer, ch, inner] (bias gradient, BatchNorm) ----
+// Spread over the GPU: block b takes a tile of `cols` channels (32 when inner
+// is 1, so a warp reads a row's neighbouring channels: coalesced; else 1, and
+// the block's threads read along inner) and chunk b % chunks of the channel's
+// outer * inner elements. Each thread sums in double; the block merges its
+// lanes in a fixed tree into partial b; a second kernel adds each channel's
+// partials in chunk order. No atomics: the same result every run.
+struct fk_chan {
+    int64_t outer, ch, inner, count; // count = outer * inner
+    int64_t tiles, chunks, len;      // channel tiles, chunks per channel, elements per chunk
+    int cols;                        // channels per tile
+};
+
+#define FK_CHAN_BLOCKS 2048 // blocks to aim for
+#define FK_CHAN_MIN 2048    // fewest elements a block takes (per channel)
+
+static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
+{
+    fk_chan g;
+    g.outer = outer;
+    g.ch = ch;
+    g.inner = inner;
+    g.count = outer * inner;
+    g.cols = inner == 1 ? 32 : 1;
+    g.tiles = (ch + g.cols - 1) / g.cols;
+    int64_t want = (FK_CHAN_BLOCKS + g.tiles - 1) / g.tiles, most = (g.count + FK_CHAN_MIN - 1) / FK_CHAN_MIN;
+    g.chunks = want < most ? want : most;
+    if (g.chunks < 1)
+        g.chunks = 1;
+    g.len = (g.count + g.chunks - 1) / g.chunks;
+    if (g.len < 1)
+        g.len = 1;
+    g.chunks = (g.count + g.len - 1) / g.len; // every chunk non-empty (0 when count is 0)
+    if (g.chunks < 1)
+        g.chunks = 1;
+    return g;
+}
+
+__device__ __forceinline__ int64_t chan_off(const fk_chan &g, int64_t k, int64_t t)
+{
+    return ((t / g.inner) * g.ch + k) * g.inner + t % g.inner;
+}
+
+// What k_chan_partial sums per element: dy (bias gradient, BatchNorm's mean
+// pass: x), (x - mean)^2 (BatchNorm's variance pass), or dy and
+// dy (x - mean) invstd (BatchNorm backward), the CPU's per-element terms.
+enum { FK_CHAN_SUM = 0, FK_CHAN_SQDEV = 1, FK_CHAN_BWD = 2 };
+
+// Partial p0/p1[k * chunks + chunk] of channel k.
+template <typename T>
+__global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, const double *mean, const float *smean,
+                               const float *sinvstd, double *p0, double *p1)
+{
+    __shared__ double sh0[FK_THREADS];
+    __shared__ double sh1[FK_THREADS];
+    int c = (int)threadIdx.x % g.cols, lane = (int)threadIdx.x / g.cols, lanes = FK_THREADS / g.cols;
+    for (int64_t b = blockIdx.x; b < g.tiles * g.chunks; b += gridDim.x) {
+        int64_t k = (b / g.chunks) * g.cols + c, chunk = b % g.chunks;
+        int64_t j0 = chunk * g.len, j1 = j0 + g.len < g.count ? j0 + g.len : g.count;
+        double s0 = 0.0, s1 = 0.0;
+        if (k < g.ch) {
+            if (mode == FK_CHAN_SUM) {
+                for (int64_t t = j0 + lane; t < j1; t += lanes)
+                    s0 += fk_f(x[chan_off(g, k, t)]);
+            } else if (mode == FK_CHAN_SQDEV) {
+                double m = mean[k];
+                for (int64_t t = j0 + lane; t < j1; t += lanes) {
+                    double d = fk_f(x[chan_off(g, k, t)]) - m;
+                    s0 += d * d;
+                }
+            } else {
+                float m = smean[k], is = sinvstd[k];
+                for (int64_t t = j0 + lane; t < j1; t += lanes) {
+                    int64_t off = chan_off(g, k, t);
+                    float gv = fk_f(dy[off]);
+                    s0 += gv;
+                    s1 += gv * (fk_f(x[off]) - m) * is;
+                }
+            }
+        }
+        sh0[threadIdx.x] = s0;
+        sh1[threadIdx.x] = s1;
+        __syncthreads();
+        for (int half = lanes / 2; half > 0; half /= 2) { // a fixed tree over the lanes
+            if (lane < half) {
+                sh0[threadIdx.x] += sh0[threadIdx.x + half * g.cols];
+                sh1[threadIdx.x] += sh1[threadIdx.x + half * g.cols];
+            }
+            __syncthreads();
+        }
+        if (lane == 0 && k < g.ch) {
+            p0[k * g.chunks + chunk] = sh0[threadIdx.x];
+            if (p1)
+                p1[k * g.chunks + chunk] = sh1[threadIdx.x];
+        }
+        __syncthreads();
+    }
+}
+
+__device__ __forceinline__ double chan_total(const fk_chan &g, const double *p, int64_t k)
+{
+    double s = 0.0;
+    for (int64_t i = 0; i < g.chunks; i++)
+        s += p[k * g.chunks + i];
+    return s;
+}
+
+static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, const fk_chan &g, const void *x,
+                                  const void *dy, const double *mean, const float *smean, const float *sinvstd,
+                                  double *p0, double *p1, const char *what)
+{
+    int64_t blocks = g.tiles * g.chunks;
+    FK_FLOAT_TYPES(dt, T, what, {
+        FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_chan_partial<T>)(
+            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1);
+    });
+    return fk_launched(what);
+}
+
+// Scratch from the caching allocator, freed stream-ordered by the caller once
+// its last kernel is queued.
+static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
+{
+    *p = nullptr;
+    return ferry_device_malloc(c->dev, bytes, c->stream, p);
+}
+
 template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
 {
     FK_GRID_STRIDE(i, total) y[i] = fk_to<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
@@ -27,21 +154,9 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt,
     return fk_launched("bias add kernel");
 }
 
-// One block per channel sums its outer * inner values.
-template <typename T> __global__ void k_bias_grad(T *db, const T *dy, int64_t outer, int64_t ch, int64_t inner)
+template <typename T> __global__ void k_bias_grad_add(fk_chan g, T *db, const double *p)
 {
-    __shared__ float sh[32];
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float s = 0.0f;
-        for (int64_t t = threadIdx.x; t < outer * inner; t += blockDim.x) {
-            int64_t o = t / inner, i = t % inner;
-            s += fk_f(dy[(o * ch + k) * inner + i]);
-        }
-        s = fk_block_sum(s, sh);
-        if (threadIdx.x == 0)
-            db[k] = fk_to<T>(fk_f(db[k]) + s);
-        __syncthreads();
-    }
+    FK_GRID_STRIDE(k, g.ch) db[k] = fk_to<T>(fk_f(db[k]) + (float)chan_total(g, p, k));
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
@@ -51,11 +166,23 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "bias gradient", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bias_grad<T>)((T *)db, (const T *)dy,
-                                                                                            outer, ch, inner);
-    });
-    return fk_launched("bias gradient kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "bias gradient");
+    fk_chan g = chan_plan(outer, ch, inner);
+    void *scratch;
+    if ((st = chan_scratch(c, (size_t)(ch * g.chunks) * sizeof(double), &scratch)) != FERRY_OK)
+        return st;
+    double *p = (double *)scratch;
+    st = chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, p, nullptr,
+                       "bias gradient kernel");
+    if (st == FERRY_OK) {
+        FK_FLOAT_TYPES(dt, T, "bias gradient", {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bias_grad_add<T>)(g, (T *)db, p);
+        });
+        st = fk_launched("bias gradient kernel");
+    }
+    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
 }
 
 template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy, int64_t n)
@@ -76,15 +203,61 @@ extern "C" ferry_status FK_CU(fk_cuda_relu_bwd)(const fk_ctx *c, ferry_dtype dt,
     return fk_launched("relu backward kernel");
 }
 
+// The losses are summed without float atomics, so that an epoch's loss is the
+// same run to run: each block adds its rows' losses in double (as the CPU
+// kernels do) into its own partial, then one block combines the partials in a
+// fixed order and adds the total to *loss, rounded to f32 once, as the CPU does.
+__global__ void k_loss_combine(const double *part, int64_t n, float *loss, double scale)
+{
+    __shared__ double sh[32];
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += part[i];
+    s = fk_block_sum_d(s, sh);
+    if (threadIdx.x == 0)
+        loss[0] += (float)(s * scale);
+}
+
+// Scratch for `blocks` partials when a loss is asked for (NULL otherwise),
+// stream-ordered: freed once the combine is queued.
+static ferry_status loss_partials(const fk_ctx *c, ferry_dtype dt, const char *what, float *loss, unsigned blocks,
+                                  double **part)
+{
+    *part = nullptr;
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, what); // before the scratch, which the launch's refusal would leak
+    if (!loss)
+        return FERRY_OK;
+    void *p = nullptr;
+    ferry_status st = ferry_device_malloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
+    *part = (double *)p;
+    return st;
+}
+
+static ferry_status loss_combine(const fk_ctx *c, double *part, unsigned blocks, float *loss, double scale,
+                                 const char *what)
+{
+    ferry_status st = fk_launched(what);
+    if (part) {
+        if (st == FERRY_OK) {
+            FK_LAUNCH_COOP(1, FK_THREADS, fk_stream(c), k_loss_combine)(part, (int64_t)blocks, loss, scale);
+            st = fk_launched("loss combine kernel");
+        }
+        ferry_device_free(c->dev, part); // stream-ordered: reused only behind the combine
+    }
+    return st;
+}
+
 // One block per row: max and argmax, log-sum-exp, loss, gradient.
 template <typename T, typename L>
-__global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, float *loss,
+__global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64_t classes, double *part,
                                 int64_t *correct, int64_t *bad, T *dx, float gscale, const float *gnum)
 {
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     if (gnum)
         gscale = gnum[0] / (float)rows; // a loss scale kept on the device (rows > 0 here)
+    double total = 0.0; // thread 0's: this block's rows, in row order
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *row = x + r * classes;
         float mx = -INFINITY;
@@ -103,8 +276,7 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
                 if (bad)
                     atomicAdd((unsigned long long *)bad, 1ull);
             } else {
-                if (loss)
-                    atomicAdd(loss, logf(s) - (fk_f(row[label]) - mx)); // no mx + log(s): see softmax
+                total += (double)(logf(s) - (fk_f(row[label]) - mx)); // no mx + log(s): see softmax
                 if (correct && arg == label)
                     atomicAdd((unsigned long long *)correct, 1ull);
             }
@@ -118,6 +290,8 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
         }
         __syncthreads();
     }
+    if (part && threadIdx.x == 0)
+        part[blockIdx.x] = total;
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
@@ -130,32 +304,37 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
     if (st != FERRY_OK || rows == 0)
         return st;
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
+    double *part;
+    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &part)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int32_t>)(
-                (const T *)logits, (const int32_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
+                (const T *)logits, (const int32_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
         else
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int64_t>)(
-                (const T *)logits, (const int64_t *)labels, rows, classes, loss, correct, bad, (T *)dlogits, gscale, gnum);
+                (const T *)logits, (const int64_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
     });
-    return fk_launched("cross-entropy kernel");
+    return loss_combine(c, part, blocks, loss, 1.0, "cross-entropy kernel");
 }
 
 template <typename T>
-__global__ void k_mse(const T *p, const T *t, int64_t n, float *loss, float lscale, T *dp, float gscale)
+__global__ void k_mse(const T *p, const T *t, int64_t n, double *part, T *dp, float gscale)
 {
-    __shared__ float sh[32];
-    float s = 0.0f;
+    __shared__ double sh[32];
+    double s = 0.0;
     FK_GRID_STRIDE(i, n)
     {
         float e = fk_f(p[i]) - fk_f(t[i]);
-        s += e * e;
+        s += (double)e * e;
         if (dp)
             dp[i] = fk_to<T>(2.0f * e * gscale);
     }
-    s = fk_block_sum(s, sh);
-    if (threadIdx.x == 0 && loss)
-        atomicAdd(loss, s * lscale);
+    if (part) {
+        s = fk_block_sum_d(s, sh);
+        if (threadIdx.x == 0)
+            part[blockIdx.x] = s;
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, const void *p, const void *t, int64_t n,
@@ -165,11 +344,14 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
+    unsigned blocks = fk_blocks(n) < 1024 ? fk_blocks(n) : 1024;
+    double *part;
+    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &part)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
-        FK_LAUNCH_COOP(fk_blocks(n) < 1024 ? fk_blocks(n) : 1024, FK_THREADS, fk_stream(c), k_mse<T>)(
-            (const T *)p, (const T *)t, n, loss, lscale, (T *)dp, gscale);
+        FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_mse<T>)((const T *)p, (const T *)t, n, part, (T *)dp, gscale);
     });
-    return fk_launched("MSE kernel");
+    return loss_combine(c, part, blocks, loss, (double)lscale, "MSE kernel");
 }
 
 // g.n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow.
@@ -369,80 +551,40 @@ extern "C" ferry_status FK_CU(fk_cuda_avgpool_bwd)(const fk_ctx *c, ferry_dtype 
     return fk_launched("average pool backward kernel");
 }
 
-// One block per channel. Sums in double, as the CPU kernel (fk_f32_bn_fwd).
-template <typename T>
-__global__ void k_bn_fwd(const T *x, T *y, int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *beta,
-                         float *rmean, float *rvar, float *smean, float *sinvstd, bool training, float momentum,
-                         float eps)
+// BatchNorm sums in double, as the CPU kernels (fk_f32_bn_fwd / _bwd), spread
+// over the GPU by k_chan_partial: the mean pass, the variance pass (around the
+// mean, as the CPU's two passes), then every element.
+__global__ void k_bn_mean(fk_chan g, const double *p, double *mean)
 {
-    __shared__ double sh[32];
-    int64_t count = n * hw;
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float mean, invstd;
-        if (training) {
-            double s = 0.0;
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x)
-                s += fk_f(x[((t / hw) * ch + k) * hw + t % hw]);
-            double m = fk_block_sum_d(s, sh) / (double)count;
-            double q = 0.0;
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-                double d = fk_f(x[((t / hw) * ch + k) * hw + t % hw]) - m;
-                q += d * d;
-            }
-            q = fk_block_sum_d(q, sh);
-            double var = q / (double)count;
-            mean = (float)m;
-            invstd = (float)(1.0 / sqrt(var + eps));
-            if (threadIdx.x == 0) {
-                smean[k] = mean;
-                sinvstd[k] = invstd;
-                double unbiased = count > 1 ? q / (double)(count - 1) : var;
-                rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
-                rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
-            }
-        } else {
-            mean = rmean[k];
-            invstd = 1.0f / sqrtf(rvar[k] + eps);
-        }
-        float a = gamma[k] * invstd, b = beta[k] - mean * a;
-        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-            y[off] = fk_to<T>(fk_f(x[off]) * a + b);
-        }
-        __syncthreads();
+    FK_GRID_STRIDE(k, g.ch) mean[k] = chan_total(g, p, k) / (double)g.count;
+}
+
+__global__ void k_bn_stats(fk_chan g, const double *q, const double *meand, float *rmean, float *rvar, float *smean,
+                           float *sinvstd, float momentum, float eps)
+{
+    FK_GRID_STRIDE(k, g.ch)
+    {
+        double m = meand[k], qs = chan_total(g, q, k);
+        double var = qs / (double)g.count;
+        smean[k] = (float)m;
+        sinvstd[k] = (float)(1.0 / sqrt(var + eps));
+        double unbiased = g.count > 1 ? qs / (double)(g.count - 1) : var;
+        rmean[k] = (1 - momentum) * rmean[k] + momentum * (float)m;
+        rvar[k] = (1 - momentum) * rvar[k] + momentum * (float)unbiased;
     }
 }
 
-// Sums in double, as fk_f32_bn_bwd.
+// Training: the batch's mean and invstd (smean, sinvstd); else the running ones.
 template <typename T>
-__global__ void k_bn_bwd(const T *x, const T *dy, T *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
-                         const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
+__global__ void k_bn_apply(fk_chan g, const T *x, T *y, const float *gamma, const float *beta, const float *mean,
+                           const float *invstd, const float *rvar, float eps)
 {
-    __shared__ double sh[32];
-    int64_t count = n * hw;
-    for (int64_t k = blockIdx.x; k < ch; k += gridDim.x) {
-        float m = smean[k], is = sinvstd[k];
-        double sd = 0.0, sdx = 0.0;
-        for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-            int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-            float g = fk_f(dy[off]);
-            sd += g;
-            sdx += g * (fk_f(x[off]) - m) * is;
-        }
-        sd = fk_block_sum_d(sd, sh);
-        sdx = fk_block_sum_d(sdx, sh);
-        if (threadIdx.x == 0) {
-            dgamma[k] += (float)sdx;
-            dbeta[k] += (float)sd;
-        }
-        if (dx) {
-            float a = gamma[k] * is, mdy = (float)(sd / (double)count), mdyx = (float)(sdx / (double)count);
-            for (int64_t t = threadIdx.x; t < count; t += blockDim.x) {
-                int64_t off = ((t / hw) * ch + k) * hw + t % hw;
-                dx[off] = fk_to<T>(a * (fk_f(dy[off]) - mdy - (fk_f(x[off]) - m) * is * mdyx));
-            }
-        }
-        __syncthreads();
+    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
+    {
+        int64_t k = (i / g.inner) % g.ch;
+        float is = rvar ? 1.0f / sqrtf(rvar[k] + eps) : invstd[k];
+        float a = gamma[k] * is, b = beta[k] - mean[k] * a;
+        y[i] = fk_to<T>(fk_f(x[i]) * a + b);
     }
 }
 
@@ -454,11 +596,67 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "batch norm", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_fwd<T>)(
-            (const T *)x, (T *)y, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd, training, momentum, eps);
-    });
-    return fk_launched("batch norm kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "batch norm");
+    fk_chan g = chan_plan(n, ch, hw);
+    int64_t total = n * ch * hw;
+    void *scratch = nullptr;
+    if (training) {
+        if ((st = chan_scratch(c, (size_t)(ch * (2 * g.chunks + 1)) * sizeof(double), &scratch)) != FERRY_OK)
+            return st;
+        double *p = (double *)scratch, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
+        st = chan_partials(c, dt, FK_CHAN_SUM, g, x, nullptr, nullptr, nullptr, nullptr, p, nullptr,
+                           "batch norm kernel");
+        if (st == FERRY_OK) {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_mean)(g, p, meand);
+            st = fk_launched("batch norm kernel");
+        }
+        if (st == FERRY_OK)
+            st = chan_partials(c, dt, FK_CHAN_SQDEV, g, x, nullptr, meand, nullptr, nullptr, q, nullptr,
+                               "batch norm kernel");
+        if (st == FERRY_OK) {
+            FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_stats)(g, q, meand, rmean, rvar, smean, sinvstd,
+                                                                         momentum, eps);
+            st = fk_launched("batch norm kernel");
+        }
+    }
+    if (st == FERRY_OK && total > 0) {
+        FK_FLOAT_TYPES(dt, T, "batch norm", {
+            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_apply<T>)(
+                g, (const T *)x, (T *)y, gamma, beta, training ? smean : rmean, sinvstd, training ? nullptr : rvar,
+                eps);
+        });
+        st = fk_launched("batch norm kernel");
+    }
+    if (scratch)
+        ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
+}
+
+// dgamma and dbeta, and the means dx needs (f32, as the CPU rounds them).
+__global__ void k_bn_grads(fk_chan g, const double *pd, const double *pdx, float *dgamma, float *dbeta, float *mdy,
+                           float *mdyx)
+{
+    FK_GRID_STRIDE(k, g.ch)
+    {
+        double sd = chan_total(g, pd, k), sdx = chan_total(g, pdx, k);
+        dgamma[k] += (float)sdx;
+        dbeta[k] += (float)sd;
+        mdy[k] = (float)(sd / (double)g.count);
+        mdyx[k] = (float)(sdx / (double)g.count);
+    }
+}
+
+template <typename T>
+__global__ void k_bn_dx(fk_chan g, const T *x, const T *dy, T *dx, const float *gamma, const float *smean,
+                        const float *sinvstd, const float *mdy, const float *mdyx)
+{
+    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
+    {
+        int64_t k = (i / g.inner) % g.ch;
+        float m = smean[k], is = sinvstd[k], a = gamma[k] * is;
+        dx[i] = fk_to<T>(a * (fk_f(dy[i]) - mdy[k] - (fk_f(x[i]) - m) * is * mdyx[k]));
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
@@ -469,11 +667,30 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
         return st;
-    FK_FLOAT_TYPES(dt, T, "batch norm backward", {
-        FK_LAUNCH_COOP((unsigned)(ch < 65535 ? ch : 65535), FK_THREADS, fk_stream(c), k_bn_bwd<T>)(
-            (const T *)x, (const T *)dy, (T *)dx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
-    });
-    return fk_launched("batch norm backward kernel");
+    if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
+        return fk_bad_dtype(dt, "batch norm backward");
+    fk_chan g = chan_plan(n, ch, hw);
+    int64_t total = n * ch * hw;
+    void *scratch;
+    size_t bytes = (size_t)(ch * 2 * g.chunks) * sizeof(double) + (size_t)(2 * ch) * sizeof(float);
+    if ((st = chan_scratch(c, bytes, &scratch)) != FERRY_OK)
+        return st;
+    double *pd = (double *)scratch, *pdx = pd + ch * g.chunks;
+    float *mdy = (float *)(pdx + ch * g.chunks), *mdyx = mdy + ch;
+    st = chan_partials(c, dt, FK_CHAN_BWD, g, x, dy, nullptr, smean, sinvstd, pd, pdx, "batch norm backward kernel");
+    if (st == FERRY_OK) {
+        FK_LAUNCH(fk_blocks(ch), FK_THREADS, fk_stream(c), k_bn_grads)(g, pd, pdx, dgamma, dbeta, mdy, mdyx);
+        st = fk_launched("batch norm backward kernel");
+    }
+    if (st == FERRY_OK && dx && total > 0) {
+        FK_FLOAT_TYPES(dt, T, "batch norm backward", {
+            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_dx<T>)(
+                g, (const T *)x, (const T *)dy, (T *)dx, gamma, smean, sinvstd, mdy, mdyx);
+        });
+        st = fk_launched("batch norm backward kernel");
+    }
+    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    return st;
 }
 
 // Element i keeps with word i % 4 of Philox block i / 4, as the CPU kernel.
@@ -556,6 +773,97 @@ extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const flo
         return st;
     FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, taken,
                                                          skip);
+    return fk_launched("Adam kernel");
+}
+
+// Multi-tensor updates: tensor i of the list takes blocks [first[i], first[i+1])
+// of one grid, each element updated with sgd / adam's own formula (the same
+// bits). The list travels by value in the kernel's arguments.
+struct fk_plist_grid {
+    fk_plist l;
+    unsigned first[FK_PLIST_MAX + 1];
+};
+
+// The list's blocks, or an error naming a bad list.
+static ferry_status plist_grid(const fk_plist *l, fk_plist_grid *g, const char *what)
+{
+    if (!l || l->n < 0 || l->n > FK_PLIST_MAX)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the tensor list must hold 0 to %d tensors", what,
+                          FK_PLIST_MAX);
+    g->l = *l;
+    g->first[0] = 0;
+    for (int i = 0; i < l->n; i++)
+        g->first[i + 1] = g->first[i] + (l->numel[i] > 0 ? fk_blocks(l->numel[i]) : 0);
+    return FERRY_OK;
+}
+
+// Which tensor block b updates, and the block's rank within it.
+__device__ __forceinline__ int plist_find(const fk_plist_grid &g, unsigned b)
+{
+    int i = 0;
+    while (b >= g.first[i + 1])
+        i++;
+    return i;
+}
+
+__global__ void k_sgd_multi(fk_plist_grid g, float lr, float momentum, float keep, float wd, bool nesterov,
+                            const int64_t *taken, const float *skip)
+{
+    if (fk_skipped(skip))
+        return;
+    bool first = taken[0] == 0;
+    int t = plist_find(g, blockIdx.x);
+    float *p = g.l.p[t], *buf = g.l.s0[t];
+    const float *gr = g.l.g[t];
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < g.l.numel[t]; i += stride)
+        p[i] = momentum == 0.0f ? fk_sgd_plain(p[i], gr[i], lr, wd)
+                                : fk_sgd_momentum(p[i], gr[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist *l, float lr, float momentum,
+                                          float dampening, float wd, bool nesterov, const int64_t *taken,
+                                          const float *skip)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    fk_plist_grid g;
+    if ((st = plist_grid(l, &g, "SGD")) != FERRY_OK || g.first[l->n] == 0)
+        return st;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_sgd_multi)(g, lr, momentum, 1.0f - dampening, wd, nesterov,
+                                                                   taken, skip);
+    return fk_launched("SGD kernel");
+}
+
+__global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, float eps, float wd, bool decoupled,
+                             const int64_t *taken, const float *skip)
+{
+    if (fk_skipped(skip))
+        return;
+    float step_size, sbc2;
+    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    int t = plist_find(g, blockIdx.x);
+    float *p = g.l.p[t], *m = g.l.s0[t], *v = g.l.s1[t];
+    const float *gr = g.l.g[t];
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < g.l.numel[t]; i += stride)
+        p[i] = fk_adam_elem(p[i], gr[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plist *l, float lr, float b1, float b2,
+                                           float eps, float wd, bool decoupled, const int64_t *taken,
+                                           const float *skip)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    fk_plist_grid g;
+    if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
+        return st;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, lr, b1, b2, eps, wd, decoupled, taken, skip);
     return fk_launched("Adam kernel");
 }
 

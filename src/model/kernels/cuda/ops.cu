@@ -5,7 +5,10 @@
 // precision (double for convert and the elementwise maps) and rounding.
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "device/device_internal.h"
 #include "model/kernels/cuda/common.cuh"
 
 FK_SOURCE_BEGIN
@@ -140,17 +143,18 @@ extern "C" ferry_status FK_CU(fk_cuda_binary)(const fk_ctx *c, fk_bop op, ferry_
 // thread per output otherwise (then neighbouring threads read neighbouring memory).
 template <typename T> __global__ void k_reduce_rows(int op, void *y, const T *x, int64_t outer, int64_t n)
 {
+    __shared__ double shd[32];
     __shared__ float shv[32];
     __shared__ int64_t shi[32];
     for (int64_t o = blockIdx.x; o < outer; o += gridDim.x) {
         const T *row = x + o * n;
         if (op == FK_SUM || op == FK_MEAN) {
-            float s = 0.0f;
+            double s = 0.0; // in double, as the CPU does
             for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-                s += fk_f(row[j]);
-            s = fk_block_sum(s, shv);
+                s += fk_d(row[j]);
+            s = fk_block_sum_d(s, shd);
             if (threadIdx.x == 0)
-                ((T *)y)[o] = fk_to<T>(op == FK_MEAN ? (n ? s / (float)n : NAN) : s);
+                ((T *)y)[o] = fk_to<T>(fk_reduce_final(op, s, n));
         } else {
             float v = -INFINITY;
             int64_t arg = INT64_MAX;
@@ -166,6 +170,104 @@ template <typename T> __global__ void k_reduce_rows(int op, void *y, const T *x,
         }
         __syncthreads();
     }
+}
+
+// Few long rows (a full reduction is one): block b reduces chunk b % chunks of
+// row b / chunks into partial b, sums in double; k_reduce_combine then merges
+// each row's partials in chunk order. No atomics: the same result every run.
+template <typename T>
+__global__ void k_reduce_split(int op, const T *x, int64_t outer, int64_t n, int64_t chunks, int64_t len,
+                               double *pacc, int64_t *parg)
+{
+    __shared__ double shd[32];
+    __shared__ float shv[32];
+    __shared__ int64_t shi[32];
+    for (int64_t b = blockIdx.x; b < outer * chunks; b += gridDim.x) {
+        const T *row = x + (b / chunks) * n;
+        int64_t j0 = (b % chunks) * len, j1 = j0 + len < n ? j0 + len : n;
+        if (op == FK_SUM || op == FK_MEAN) {
+            double s = 0.0;
+            for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+                s += fk_d(row[j]);
+            s = fk_block_sum_d(s, shd);
+            if (threadIdx.x == 0)
+                pacc[b] = s;
+        } else {
+            float v = -INFINITY;
+            int64_t arg = INT64_MAX;
+            for (int64_t j = j0 + threadIdx.x; j < j1; j += blockDim.x)
+                fk_argmax_merge(v, arg, fk_f(row[j]), j);
+            fk_block_argmax(v, arg, shv, shi);
+            if (threadIdx.x == 0) {
+                pacc[b] = v;
+                parg[b] = arg;
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// One thread per row: its partials in chunk order (every chunk holds elements).
+template <typename T>
+__global__ void k_reduce_combine(int op, void *y, int64_t outer, int64_t n, int64_t chunks, const double *pacc,
+                                 const int64_t *parg)
+{
+    FK_GRID_STRIDE(o, outer)
+    {
+        double acc = pacc[o * chunks];
+        int64_t arg = parg[o * chunks];
+        for (int64_t k = 1; k < chunks; k++) {
+            if (op == FK_SUM || op == FK_MEAN)
+                acc += pacc[o * chunks + k];
+            else
+                fk_reduce_merge(&acc, &arg, pacc[o * chunks + k], parg[o * chunks + k]);
+        }
+        if (op == FK_ARGMAX)
+            ((int64_t *)y)[o] = arg;
+        else
+            ((T *)y)[o] = fk_to<T>(fk_reduce_final(op, acc, n));
+    }
+}
+
+// Chunks per row for k_reduce_split: 0 when one block per row already fills
+// the GPU or a row is short; else enough that about FK_SPLIT_BLOCKS blocks run,
+// each at least FK_SPLIT_MIN elements.
+#define FK_SPLIT_BLOCKS 1024
+#define FK_SPLIT_MIN 4096
+static int64_t reduce_split_chunks(int64_t outer, int64_t n)
+{
+    if (outer >= FK_SPLIT_BLOCKS / 8 || n < 2 * FK_SPLIT_MIN)
+        return 0;
+    int64_t chunks = FK_SPLIT_BLOCKS / outer, most = n / FK_SPLIT_MIN;
+    return chunks < most ? chunks : most;
+}
+
+// The split reduction: partials in scratch memory from the caching allocator,
+// freed (stream-ordered) once the combine is queued.
+template <typename T>
+static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
+                                 int64_t chunks)
+{
+    int64_t len = (n + chunks - 1) / chunks;
+    chunks = (n + len - 1) / len; // every chunk non-empty
+    int64_t parts = outer * chunks;
+    void *scratch = nullptr;
+    ferry_status st = ferry_device_malloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
+                                          &scratch);
+    if (st != FERRY_OK)
+        return st;
+    double *pacc = (double *)scratch;
+    int64_t *parg = (int64_t *)(pacc + parts);
+    FK_LAUNCH_COOP((unsigned)(parts < 65535 ? parts : 65535), FK_THREADS, fk_stream(c), k_reduce_split<T>)(
+        op, x, outer, n, chunks, len, pacc, parg);
+    st = fk_launched("reduce kernel");
+    if (st == FERRY_OK) {
+        FK_LAUNCH(fk_blocks(outer), FK_THREADS, fk_stream(c), k_reduce_combine<T>)(op, y, outer, n, chunks, pacc,
+                                                                                 parg);
+        st = fk_launched("reduce combine kernel");
+    }
+    ferry_device_free(c->dev, scratch);
+    return st;
 }
 
 // A reduced axis that is not the last: a block takes `cols` neighbouring columns
@@ -248,7 +350,10 @@ extern "C" ferry_status FK_CU(fk_cuda_reduce)(const fk_ctx *c, fk_rop op, ferry_
         });
         return fk_launched("reduce kernel");
     }
+    int64_t chunks = inner == 1 ? reduce_split_chunks(outer, n) : 0;
     FK_FLOAT_TYPES(dt, T, "reduction", {
+        if (chunks > 1)
+            return reduce_split<T>(c, (int)op, y, (const T *)x, outer, n, chunks);
         if (inner == 1)
             FK_LAUNCH_COOP((unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, fk_stream(c), k_reduce_rows<T>)(
                 (int)op, y, (const T *)x, outer, n);
@@ -391,6 +496,38 @@ template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const 
     return cublas_status(s, what);
 }
 
+// Destroys the idle handles of device dev (all devices: dev < 0). Handles in use
+// are not in the pool and go back to it once their call is queued.
+static void blas_free_idle(int dev)
+{
+    for (int d = dev < 0 ? 0 : dev; d < (dev < 0 ? FK_BLAS_DEVICES : dev + 1) && d < FK_BLAS_DEVICES; d++) {
+        cublasHandle_t idle[FK_BLAS_POOL];
+        pthread_mutex_lock(&blas_lock);
+        int n = blas_nidle[d];
+        memcpy(idle, blas_idle[d], (size_t)n * sizeof idle[0]);
+        blas_nidle[d] = 0;
+        pthread_mutex_unlock(&blas_lock);
+        for (int i = 0; i < n; i++)
+            cublasDestroy(idle[i]);
+    }
+}
+
+// ferry_memory_empty_cache's hook for this source's pool.
+static void blas_empty_cache(int dev) { blas_free_idle(dev); }
+
+// At exit, the idle handles go. Registered once a handle has been created: the
+// CUDA runtime registered its own teardown when it started (before any handle
+// could exist), and exit handlers run in the reverse order of registration, so
+// this runs while the runtime is still up.
+static void blas_at_exit(void) { blas_free_idle(-1); }
+
+static pthread_once_t blas_hooks_once = PTHREAD_ONCE_INIT;
+static void blas_hooks_register(void)
+{
+    (void)ferry_memory_add_empty_cache_hook_(blas_empty_cache); // fails only past its fixed table
+    (void)atexit(blas_at_exit);
+}
+
 static cublasHandle_t blas_take(int dev)
 {
     cublasHandle_t h = nullptr;
@@ -457,6 +594,7 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, const fk_gemm *g)
         st = cublas_call(c, "create", [&] { return cublasCreate(&h); });
         if (st != FERRY_OK)
             return st;
+        pthread_once(&blas_hooks_once, blas_hooks_register);
     }
     st = gemm_call(c, h, g, type);
     blas_give_back(dev, h);

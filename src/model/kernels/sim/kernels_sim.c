@@ -18,6 +18,7 @@ typedef struct sim_keep {
     fk_nd nd;
     fk_conv conv;
     fk_gemm gemm;
+    fk_plist plist;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -49,6 +50,15 @@ static void keep_gemm(sim_keep *k, void *field)
     }
 }
 
+static void keep_plist(sim_keep *k, void *field)
+{
+    const fk_plist **f = field;
+    if (*f) {
+        k->plist = **f;
+        *f = &k->plist;
+    }
+}
+
 static void keep_value(sim_keep *k, void *field)
 {
     (void)k;
@@ -57,7 +67,8 @@ static void keep_value(sim_keep *k, void *field)
 
 #define SIM_KEEP_FN(x) _Generic((x), const fk_nd *: keep_nd,                                      \
                                     const fk_conv *: keep_conv,                                      \
-                                    const fk_gemm *: keep_gemm, default: keep_value)
+                                    const fk_gemm *: keep_gemm,                                      \
+                                    const fk_plist *: keep_plist, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {
