@@ -7,7 +7,7 @@
 CKPT is what `train_gray --save` writes (the MLP or the CNN of samples/train_gray,
 told apart by the tensor names). ferry's side runs in a child process (this script
 with --ferry-side) that calls libferry through ctypes: it builds the same model,
-loads CKPT with ferry_checkpoint_read and runs ferry_module_forward in eval mode on
+loads CKPT with ferry_checkpoint_load and runs ferry_module_forward in eval mode on
 a fixed batch (seeded, 1x28x28 per image, in the range of normalised pixels).
 PyTorch's side reads CKPT with safetensors.torch.load_file (--reader builtin: a
 plain reader of the format, for a Python without the safetensors package), loads
@@ -110,7 +110,7 @@ def ferry_side(args):
         "ferry_relu_create": [pvp],
         "ferry_flatten_create": [pvp],
         "ferry_linear_create": [i64, i64, ctypes.c_bool, pvp],
-        "ferry_checkpoint_read": [ctypes.c_char_p, ctypes.c_void_p],
+        "ferry_checkpoint_load": [ctypes.c_char_p, ctypes.c_void_p],
         "ferry_device_parse": [ctypes.c_char_p, ctypes.POINTER(Device)],
         "ferry_module_to": [vp, Device],
         "ferry_tensor_from_host": [vp, ctypes.POINTER(i64), ctypes.c_size_t, ctypes.c_int, Device, pvp],
@@ -167,7 +167,7 @@ def ferry_side(args):
         add("ferry_linear_create", 128, classes, True)
     # ferry_checkpoint: module, optim, amp, loader; only the module here.
     ckpt = (vp * 4)(net.value, None, None, None)
-    check(lib.ferry_checkpoint_read(args.ckpt.encode(), ctypes.byref(ckpt)), "ferry_checkpoint_read")
+    check(lib.ferry_checkpoint_load(args.ckpt.encode(), ctypes.byref(ckpt)), "ferry_checkpoint_load")
     dev = Device()
     check(lib.ferry_device_parse(args.device.encode(), ctypes.byref(dev)), "ferry_device_parse")
     check(lib.ferry_module_to(net, dev), "ferry_module_to")

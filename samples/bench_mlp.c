@@ -165,7 +165,7 @@ int main(int argc, char **argv)
         }
         double dt = now() - t0;
         double loss = 0, acc = 0;
-        CHECK(ferry_metrics_read(mt, &loss, &acc, NULL));
+        CHECK(ferry_metrics_get(mt, &loss, &acc, NULL));
         best = dt < best ? dt : best;
         printf("epoch %d: %.3f s  train loss %.4f  acc %.4f\n", e + 1, dt, loss, acc);
     }
@@ -187,7 +187,7 @@ int main(int argc, char **argv)
         free(ty);
     }
     double tl = 0, ta = 0;
-    CHECK(ferry_metrics_read(mt, &tl, &ta, NULL));
+    CHECK(ferry_metrics_get(mt, &tl, &ta, NULL));
     printf("best epoch %.3f s; test loss %.4f acc %.4f\n", best, tl, ta);
     ferry_metrics_destroy(mt);
     ferry_optim_destroy(opt);

@@ -158,7 +158,7 @@ static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size
     }
     if (!from)
         return FERRY_OK;
-    CHECK(ferry_checkpoint_read(from, &ck->parts));
+    CHECK(ferry_checkpoint_load(from, &ck->parts));
     ferry_loader_state ls;
     CHECK(ferry_loader_state_get(ck->parts.loader, &ls));
     ck->resumed = !ls.done;
@@ -172,7 +172,7 @@ static inline ferry_status sample_save(const sample_ckpt *ck)
 {
     if (!ck || !ck->path || !ck->writer)
         return FERRY_OK;
-    CHECK(ferry_checkpoint_write(ck->path, &ck->parts));
+    CHECK(ferry_checkpoint_save(ck->path, &ck->parts));
     return FERRY_OK;
 }
 
@@ -213,7 +213,7 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
         sample_report();
         return st;
     }
-    CHECK(ferry_metrics_read(met, &r->loss, &r->accuracy, &r->samples));
+    CHECK(ferry_metrics_get(met, &r->loss, &r->accuracy, &r->samples));
     r->seconds = sample_now() - t0;
     ferry_loader_stats ls;
     CHECK(ferry_loader_stats_get(l, &ls));

@@ -22,7 +22,7 @@ int main(int argc, char **argv)
     if (ferry_dataset_open(argv[1], NULL, &ds) == FERRY_OK) {
         ferry_loader_config cfg = {.dataset = ds, .batch_size = 256, .shuffle = true};
         ferry_loader_create(&cfg, &loader);
-        ferry_dataset_destroy(ds); /* the loader keeps its own reference */
+        ferry_dataset_release(ds); /* the loader keeps its own reference */
     }
     if (!loader) {
         fprintf(stderr, "embed: %s\n", ferry_last_error());

@@ -160,7 +160,7 @@ static int make_data(const char *dir, size_t ntrain, size_t ntest, bool jpeg)
                 if (jpeg) {
                     if (write_jpeg(path, px, SIZE, SIZE) != 0)
                         return 1;
-                } else if (ferry_png_write_file(path, px, SIZE, SIZE, 3) != FERRY_OK) {
+                } else if (ferry_png_save(path, px, SIZE, SIZE, 3) != FERRY_OK) {
                     fprintf(stderr, "train_color: %s\n", ferry_last_error());
                     return 1;
                 }
@@ -190,7 +190,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     snprintf(path, sizeof path, "%s/test", o->data);
     CHECK(ferry_dataset_open(path, &img, &test));
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
-    ferry_dataset_destroy(all);
+    ferry_dataset_release(all);
 
     ferry_loader *l[3];
     ferry_dataset *sets[3] = {tr, val, test};
@@ -259,7 +259,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     ferry_module_destroy(net);
     for (int i = 0; i < 3; i++) {
         ferry_loader_destroy(l[i]);
-        ferry_dataset_destroy(sets[i]);
+        ferry_dataset_release(sets[i]);
     }
     return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }

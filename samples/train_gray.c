@@ -121,14 +121,14 @@ static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
                              "from %s): use train_color, or a folder `ferry export fashion-mnist` "
                              "wrote", dir, f->channels, f->height, f->width,
                              ferry_dataset_sample_name(ds, 0));
-    size_t k = ferry_dataset_num_classes(ds);
+    size_t k = ferry_dataset_class_count(ds);
     for (size_t c = 0; st == FERRY_OK && train_ds && c < k; c++)
-        if (k != ferry_dataset_num_classes(train_ds) ||
+        if (k != ferry_dataset_class_count(train_ds) ||
             strcmp(ferry_dataset_class_name(ds, c), ferry_dataset_class_name(train_ds, c)) != 0)
             st = ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: its %zu classes are not the %zu of "
                                  "train/ (the same names, in the same order)", dir, k,
-                                 ferry_dataset_num_classes(train_ds));
-    ferry_dataset_destroy(ds);
+                                 ferry_dataset_class_count(train_ds));
+    ferry_dataset_release(ds);
     return st;
 }
 
@@ -155,7 +155,7 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     if ((st = check_folder(dir, *train)) == FERRY_OK &&
         (st = ferry_dataset_open(dir, &img, test)) == FERRY_OK)
         return FERRY_OK;
-    ferry_dataset_destroy(*train);
+    ferry_dataset_release(*train);
     return st;
 }
 
@@ -199,14 +199,14 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         return st;
     }
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
-    ferry_dataset_destroy(all);
+    ferry_dataset_release(all);
     if (o->limit && o->limit < ferry_dataset_len(tr)) {
         ferry_dataset *first;
         CHECK(ferry_dataset_subset(tr, 0, o->limit, &first));
-        ferry_dataset_destroy(tr);
+        ferry_dataset_release(tr);
         tr = first;
     }
-    size_t classes = ferry_dataset_num_classes(test);
+    size_t classes = ferry_dataset_class_count(test);
     printf("data: %zu train, %zu validation, %zu test images, %zu classes\n", ferry_dataset_len(tr),
            ferry_dataset_len(val), ferry_dataset_len(test), classes);
 
@@ -221,7 +221,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     CHECK(cnn ? model_cnn(1, 28, 28, (int64_t)classes, &net) : model_mlp(784, (int64_t)classes, &net));
     CHECK(ferry_module_init(net, o->seed));
     CHECK(ferry_module_to(net, dev));
-    printf("model: %s, %lld parameters\n", o->model, (long long)ferry_module_num_parameters(net));
+    printf("model: %s, %lld parameters\n", o->model, (long long)ferry_module_trainable_numel(net));
     ferry_optim *opt;
     CHECK(ferry_sgd_create(net, o->lr, 0.9, 5e-4, &opt));
     ferry_amp *amp = NULL;
@@ -301,9 +301,9 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_loader_destroy(ltest);
     ferry_loader_destroy(lval);
     ferry_loader_destroy(ltr);
-    ferry_dataset_destroy(test);
-    ferry_dataset_destroy(val);
-    ferry_dataset_destroy(tr);
+    ferry_dataset_release(test);
+    ferry_dataset_release(val);
+    ferry_dataset_release(tr);
     return curves_lost ? FERRY_ERR_IO : FERRY_OK;
 }
 
@@ -326,7 +326,7 @@ int main(int argc, char **argv)
     ferry_dist *dist;
     ferry_dist_config dc = ferry_dist_config_default();
     dc.device = o.device;
-    ferry_status st = ferry_dist_init(&dc, &dist);
+    ferry_status st = ferry_dist_create(&dc, &dist);
     if (st != FERRY_OK) {
         fprintf(stderr, "train_gray: %s\n", ferry_last_error());
         return 1;
@@ -337,6 +337,6 @@ int main(int argc, char **argv)
     st = train(&o, dist);
     if (st != FERRY_OK) /* tell the other ranks, so they stop instead of waiting */
         ferry_dist_abort(dist, st);
-    ferry_dist_finalize(dist);
+    ferry_dist_destroy(dist);
     return st == FERRY_OK ? 0 : 1;
 }

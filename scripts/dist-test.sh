@@ -62,7 +62,7 @@ drill() {
 drill abort "rank 1: FERRY_ERR_DEVICE_OOM: drill: out of memory in step 3" \
     "rank 0: FERRY_ERR_DIST" "rank 0: stopping because rank 1 failed: drill: out of memory in step 3"
 drill timeout "rank 0: FERRY_ERR_TIMEOUT: rank 0: MPI_Iallreduce did not complete within 2 s"
-drill init "rank 1: FERRY_ERR_NO_DEVICE" "rank 0: FERRY_ERR_DIST: rank 0: ferry_dist_init failed on another rank"
+drill init "rank 1: FERRY_ERR_NO_DEVICE" "rank 0: FERRY_ERR_DIST: rank 0: ferry_dist_create failed on another rank"
 
 # train_gray --dist: 2 ranks x batch 32 must end where one process with batch
 # 64 ends (same data order, same steps), up to float rounding.

@@ -204,7 +204,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < 3; i++) {
             memset(px, 40 * (c * 3 + i), size * size);
             snprintf(path, sizeof path, "%s/class%d/%d.png", argv[1], c, i);
-            if (ferry_png_write_file(path, px, size, size, 1) != FERRY_OK) {
+            if (ferry_png_save(path, px, size, size, 1) != FERRY_OK) {
                 fprintf(stderr, "%s\n", ferry_last_error());
                 return 1;
             }
@@ -220,7 +220,7 @@ if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/mkpng" "$tmp/mkpng.c" $(pkg-confi
     have_data=1
 else
     have_data=
-    bad "writing the test images with ferry_png_write_file"; show "$tmp/out"
+    bad "writing the test images with ferry_png_save"; show "$tmp/out"
 fi
 
 # ---- shared: pkg-config --cflags --libs ferry ----

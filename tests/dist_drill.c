@@ -7,7 +7,7 @@
  *   dist_drill timeout  the last rank stops taking part without a word; the
  *                       others' all-reduce times out (timeout 2 s)
  *   dist_drill init     the last rank asks for a device that does not exist;
- *                       every rank's ferry_dist_init fails */
+ *                       every rank's ferry_dist_create fails */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
     c.device = !strcmp(mode, "init") && last ? "cuda:99" : "cpu";
     c.timeout_s = !strcmp(mode, "timeout") ? 2 : 60;
     ferry_dist *d;
-    ferry_status st = ferry_dist_init(&c, &d);
+    ferry_status st = ferry_dist_create(&c, &d);
     if (st != FERRY_OK)
         return report(env ? atoi(env) : -1, st);
     int rank = ferry_dist_rank(d), world = ferry_dist_world_size(d);
@@ -96,6 +96,6 @@ int main(int argc, char **argv)
     if (st != FERRY_OK)
         ferry_dist_abort(d, st);
     int rc = report(rank, st);
-    ferry_dist_finalize(d);
+    ferry_dist_destroy(d);
     return rc;
 }

@@ -23,7 +23,7 @@ static void step(ferry_device d, ferry_stream *s)
     static const size_t sizes[] = {1, 100, 4096, 70000, 1 << 20, (3 << 20) + 17, 513};
     void *p[sizeof sizes / sizeof sizes[0]];
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        ferry_status st = ferry_device_malloc(d, sizes[i], s, &p[i]);
+        ferry_status st = ferry_device_alloc(d, sizes[i], s, &p[i]);
         if (st != FERRY_OK)
             ft_fail(__FILE__, __LINE__, "malloc %zu: %s", sizes[i], ferry_last_error());
         if (!p[i] || (uintptr_t)p[i] % 256 != 0)
@@ -73,8 +73,8 @@ TEST(cpu_allocator_stats_are_true)
     ASSERT_OK(ferry_memory_empty_cache(d));
     ferry_memory_stats s0 = stats(d);
     void *a, *b;
-    ASSERT_OK(ferry_device_malloc(d, 1000, NULL, &a));  /* rounds to 1024 */
-    ASSERT_OK(ferry_device_malloc(d, 5 << 20, NULL, &b)); /* rounds to 6 MiB */
+    ASSERT_OK(ferry_device_alloc(d, 1000, NULL, &a));  /* rounds to 1024 */
+    ASSERT_OK(ferry_device_alloc(d, 5 << 20, NULL, &b)); /* rounds to 6 MiB */
     ferry_memory_stats s1 = stats(d);
     ASSERT_EQ_SIZE(s1.allocated_bytes - s0.allocated_bytes, 1024 + (6 << 20));
     ASSERT_EQ_SIZE(s1.reserved_bytes - s0.reserved_bytes, 1024 + (6 << 20));
@@ -98,13 +98,13 @@ TEST(allocator_blocks_stay_with_their_stream)
     ASSERT_OK(ferry_stream_create(d, &s1));
     ASSERT_OK(ferry_stream_create(d, &s2));
     void *a, *b;
-    ASSERT_OK(ferry_device_malloc(d, 77777, s1, &a));
+    ASSERT_OK(ferry_device_alloc(d, 77777, s1, &a));
     ferry_device_free(d, a);
     ferry_memory_stats before = stats(d);
-    ASSERT_OK(ferry_device_malloc(d, 77777, s2, &b)); /* s1's block is not handed to s2 */
+    ASSERT_OK(ferry_device_alloc(d, 77777, s2, &b)); /* s1's block is not handed to s2 */
     ASSERT_EQ_INT(stats(d).system_mallocs, before.system_mallocs + 1);
     ferry_device_free(d, b);
-    ASSERT_OK(ferry_device_malloc(d, 77777, s1, &a)); /* but s1 gets it back */
+    ASSERT_OK(ferry_device_alloc(d, 77777, s1, &a)); /* but s1 gets it back */
     ASSERT_EQ_INT(stats(d).system_mallocs, before.system_mallocs + 1);
     ferry_device_free(d, a);
     ferry_stream_destroy(s1);
@@ -115,15 +115,15 @@ TEST(allocator_edge_cases)
 {
     ferry_device d = ferry_cpu();
     void *p = (void *)1;
-    ASSERT_OK(ferry_device_malloc(d, 0, NULL, &p));
+    ASSERT_OK(ferry_device_alloc(d, 0, NULL, &p));
     ASSERT(p == NULL);
     ferry_device_free(d, NULL);
     int on_stack;
     ferry_device_free(d, &on_stack); /* unknown: warning, no crash */
-    ASSERT_STATUS(ferry_device_malloc(d, 10, NULL, NULL), FERRY_ERR_INVALID_ARG);
-    ASSERT_STATUS(ferry_device_malloc(ferry_cuda(ferry_cuda_device_count()), 10, NULL, &p),
+    ASSERT_STATUS(ferry_device_alloc(d, 10, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_device_alloc(ferry_cuda(ferry_cuda_device_count()), 10, NULL, &p),
                   FERRY_ERR_NO_DEVICE);
-    ASSERT_STATUS(ferry_device_malloc(d, SIZE_MAX - 3, NULL, &p), FERRY_ERR_DEVICE_OOM);
+    ASSERT_STATUS(ferry_device_alloc(d, SIZE_MAX - 3, NULL, &p), FERRY_ERR_DEVICE_OOM);
     ASSERT_STR_CONTAINS(ferry_last_error(), "out of memory on cpu");
     ferry_memory_stats s;
     ASSERT_STATUS(ferry_memory_stats_get(ferry_cuda(ferry_cuda_device_count()), &s), FERRY_ERR_NO_DEVICE);
@@ -138,12 +138,12 @@ TEST(cpu_allocator_retries_after_out_of_memory)
     void *p;
     /* leave a recycled block record behind, so the next host allocation the
      * allocator makes is the memory itself */
-    ASSERT_OK(ferry_device_malloc(d, 4242, NULL, &p));
+    ASSERT_OK(ferry_device_alloc(d, 4242, NULL, &p));
     ferry_device_free(d, p);
     ASSERT_OK(ferry_memory_empty_cache(d));
     ferry_memory_stats s0 = stats(d);
     ferry_debug_fail_alloc_after(1);
-    ferry_status st = ferry_device_malloc(d, 123456, NULL, &p);
+    ferry_status st = ferry_device_alloc(d, 123456, NULL, &p);
     ferry_debug_fail_alloc_after(0);
     ASSERT_OK(st);
     ferry_memory_stats s1 = stats(d);
@@ -166,14 +166,14 @@ TEST(cuda_allocator_out_of_memory_then_recovers)
     ASSERT_OK(ferry_device_properties(d, &props));
     void *p = NULL;
     ferry_memory_stats s0 = stats(d);
-    ASSERT_STATUS(ferry_device_malloc(d, props.total_memory + ((size_t)1 << 30), NULL, &p),
+    ASSERT_STATUS(ferry_device_alloc(d, props.total_memory + ((size_t)1 << 30), NULL, &p),
                   FERRY_ERR_DEVICE_OOM);
     ASSERT_STR_CONTAINS(ferry_last_error(), "out of memory on cuda:0 allocating");
     ASSERT_STR_CONTAINS(ferry_last_error(), "free of");
     ASSERT_STR_CONTAINS(ferry_last_error(), "try a smaller batch");
     ASSERT_EQ_INT(stats(d).oom_retries, s0.oom_retries + 1);
     /* the failure is handled: the next allocation and kernel-free work succeed */
-    ASSERT_OK(ferry_device_malloc(d, 1 << 20, NULL, &p));
+    ASSERT_OK(ferry_device_alloc(d, 1 << 20, NULL, &p));
     ASSERT(p != NULL);
     ASSERT_OK(ferry_device_synchronize(d));
     ferry_device_free(d, p);
@@ -190,7 +190,7 @@ static void *alloc_worker(void *arg)
         if (held[k]) {
             ferry_device_free(ferry_cpu(), held[k]);
             held[k] = NULL;
-        } else if (ferry_device_malloc(ferry_cpu(), 1 + rand_r(&seed) % 100000, NULL, &held[k]) != FERRY_OK) {
+        } else if (ferry_device_alloc(ferry_cpu(), 1 + rand_r(&seed) % 100000, NULL, &held[k]) != FERRY_OK) {
             return (void *)1;
         } else {
             memset(held[k], k, 1);

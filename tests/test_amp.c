@@ -176,8 +176,8 @@ static void sequence(ferry_device dev, int kind)
         }
         ASSERT_MSG(ferry_amp_scale(amp) == pol.scale, "step %d: scale %g, want %g", step, ferry_amp_scale(amp),
                    pol.scale);
-        ASSERT_EQ_INT(ferry_optim_steps(o), pol.steps);
-        ASSERT_EQ_INT(ferry_optim_steps(ro), pol.steps);
+        ASSERT_EQ_INT(ferry_optim_step_count(o), pol.steps);
+        ASSERT_EQ_INT(ferry_optim_step_count(ro), pol.steps);
     }
     /* 8 steps, 2 skipped: the scale backed off twice (steps 0 and 3) and grew
      * three times (after steps 2, 5 and 7), so the sequence covered both. */
@@ -252,7 +252,7 @@ static void train_matches(ferry_device dev)
                    ferry_amp_scale(ampa), ferry_amp_scale(ampb));
     }
     ASSERT_NEAR(ferry_amp_scale(ampa), 2000, 0); /* grew once, after 3 good steps */
-    ASSERT_EQ_INT(ferry_optim_steps(oa), 5);
+    ASSERT_EQ_INT(ferry_optim_step_count(oa), 5);
     ferry_tensor_release(x);
     ferry_tensor_release(xh);
     ferry_tensor_release(y);
@@ -359,7 +359,7 @@ static void gated_step(ferry_amp *amp, ferry_optim *o, ferry_module *m, ferry_st
     put(m->flat[0].p->grad, h, s);
     float w0[MAXN], w1[MAXN], sc = 0;
     peek(master, side, w0);
-    int64_t steps0 = ferry_optim_steps(o);
+    int64_t steps0 = ferry_optim_step_count(o);
 
     gate_close(g, s);
     ASSERT_OK(ferry_amp_step(amp, o, s, NULL));
@@ -377,12 +377,12 @@ static void gated_step(ferry_amp *amp, ferry_optim *o, ferry_module *m, ferry_st
     if (bad) {
         ASSERT_MSG(memcmp(w0, w1, (size_t)n * sizeof(float)) == 0, "a skipped step changed the weights");
         ASSERT_NEAR(sc, scale_before * 0.5f, 0);
-        ASSERT_EQ_INT(ferry_optim_steps(o), steps0);
+        ASSERT_EQ_INT(ferry_optim_step_count(o), steps0);
     } else {
         for (int64_t k = 0; k < n; k++)
             ASSERT_MSG(w1[k] != w0[k], "weight %lld did not move", (long long)k);
         ASSERT_NEAR(sc, scale_before, 0);
-        ASSERT_EQ_INT(ferry_optim_steps(o), steps0 + 1);
+        ASSERT_EQ_INT(ferry_optim_step_count(o), steps0 + 1);
     }
 }
 
@@ -403,12 +403,12 @@ TEST(amp_step_without_skipped_never_waits_for_the_stream)
     /* A first step makes the optimiser's state (creation calls, which do wait). */
     ASSERT_OK(ferry_amp_step(amp, o, s, NULL));
     ASSERT_OK(ferry_stream_synchronize(s));
-    ASSERT_EQ_INT(ferry_optim_steps(o), 1);
+    ASSERT_EQ_INT(ferry_optim_step_count(o), 1);
     static gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false, false};
     gated_step(amp, o, m, s, side, &g, false, 256);
     gated_step(amp, o, m, s, side, &g, true, 256);
     gated_step(amp, o, m, s, side, &g, false, 128);
-    ASSERT_EQ_INT(ferry_optim_steps(o), 3);
+    ASSERT_EQ_INT(ferry_optim_step_count(o), 3);
     ferry_stream_destroy(side);
     ferry_stream_destroy(s);
     ferry_amp_destroy(amp);

@@ -42,7 +42,7 @@ static void reap(pid_t pid, const char *file, int line, const char *what, ferry_
                 ferry_status_str(want));
     if (code == CHILD_FALSE)
         ft_fail(file, line, "%s: false", what);
-    if (code >= CHILD_STATUS && code < CHILD_STATUS + FERRY_STATUS_COUNT_)
+    if (code >= CHILD_STATUS && code < CHILD_STATUS + FERRY_STATUS_COUNT)
         ft_fail(file, line, "%s: got %s, want %s", what,
                 ferry_status_str((ferry_status)(code - CHILD_STATUS)), ferry_status_str(want));
     ft_fail(file, line, "%s: child exited with %d (a sanitizer report?)", what, code);
@@ -140,10 +140,10 @@ static ferry_status create_with(ferry_loader_config c)
 /* ================= status.h ================= */
 TEST(status_str_never_null)
 {
-    for (int s = 0; s < FERRY_STATUS_COUNT_; s++)
+    for (int s = 0; s < FERRY_STATUS_COUNT; s++)
         CHK_TRUE(strncmp(ferry_status_str((ferry_status)s), "FERRY_", 6) == 0);
     CHK_TRUE(ferry_status_str((ferry_status)-1) != NULL);
-    CHK_TRUE(ferry_status_str(FERRY_STATUS_COUNT_) != NULL);
+    CHK_TRUE(ferry_status_str(FERRY_STATUS_COUNT) != NULL);
     CHK_TRUE(ferry_status_str((ferry_status)100000) != NULL);
 }
 
@@ -309,34 +309,34 @@ TEST(pinned_pool_errors)
 {
     ferry_pinned_pool *p;
     void *x;
-    ferry_pinned_stats st;
+    ferry_pinned_pool_stats st;
     CHK(ferry_pinned_pool_create(0, false, NULL), FERRY_ERR_INVALID_ARG);
     NOCRASH(ferry_pinned_pool_destroy(NULL));
     ASSERT_OK(ferry_pinned_pool_create(1 << 16, false, &p));
-    CHK(ferry_pinned_alloc(NULL, 16, 0, &x), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_alloc(p, 16, 0, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_alloc(p, 0, 0, &x), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_alloc(p, 16, 3, &x), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_alloc(p, (size_t)-1, 0, &x), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_alloc(p, HUGE_SIZE, 0, &x), FERRY_ERR_NO_MEMORY);
-    NOCRASH(ferry_pinned_free(NULL, &x));
-    NOCRASH(ferry_pinned_free(p, NULL));
-    NOCRASH(ferry_pinned_free(p, &x)); /* not from the pool: ignored with a warning */
-    CHK(ferry_pinned_pool_stats(NULL, &st), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_pinned_pool_stats(p, NULL), FERRY_ERR_INVALID_ARG);
-    CHK_TRUE((ferry_pinned_pool_stats(NULL, &st), st.blocks == 0 && st.live_pieces == 0));
+    CHK(ferry_pinned_pool_alloc(NULL, 16, 0, &x), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_alloc(p, 16, 0, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_alloc(p, 0, 0, &x), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_alloc(p, 16, 3, &x), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_alloc(p, (size_t)-1, 0, &x), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_alloc(p, HUGE_SIZE, 0, &x), FERRY_ERR_NO_MEMORY);
+    NOCRASH(ferry_pinned_pool_free(NULL, &x));
+    NOCRASH(ferry_pinned_pool_free(p, NULL));
+    NOCRASH(ferry_pinned_pool_free(p, &x)); /* not from the pool: ignored with a warning */
+    CHK(ferry_pinned_pool_stats_get(NULL, &st), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_pinned_pool_stats_get(p, NULL), FERRY_ERR_INVALID_ARG);
+    CHK_TRUE((ferry_pinned_pool_stats_get(NULL, &st), st.blocks == 0 && st.live_pieces == 0));
     ferry_pinned_pool_destroy(p);
 }
 
 TEST(device_malloc_errors)
 {
     void *x;
-    CHK(ferry_device_malloc(ferry_cpu(), 16, NULL, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_device_malloc(BAD_DEVICE, 16, NULL, &x), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_device_malloc(ferry_cuda(1000), 16, NULL, &x), FERRY_ERR_NO_DEVICE);
-    CHK_TRUE(ferry_device_malloc(ferry_cpu(), 0, NULL, &x) == FERRY_OK && x == NULL);
-    CHK(ferry_device_malloc(ferry_cpu(), (size_t)-1, NULL, &x), FERRY_ERR_DEVICE_OOM);
-    CHK(ferry_device_malloc(ferry_cpu(), HUGE_SIZE, NULL, &x), FERRY_ERR_DEVICE_OOM);
+    CHK(ferry_device_alloc(ferry_cpu(), 16, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_device_alloc(BAD_DEVICE, 16, NULL, &x), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_device_alloc(ferry_cuda(1000), 16, NULL, &x), FERRY_ERR_NO_DEVICE);
+    CHK_TRUE(ferry_device_alloc(ferry_cpu(), 0, NULL, &x) == FERRY_OK && x == NULL);
+    CHK(ferry_device_alloc(ferry_cpu(), (size_t)-1, NULL, &x), FERRY_ERR_DEVICE_OOM);
+    CHK(ferry_device_alloc(ferry_cpu(), HUGE_SIZE, NULL, &x), FERRY_ERR_DEVICE_OOM);
     NOCRASH(ferry_device_free(ferry_cpu(), NULL));
     NOCRASH(ferry_device_free(BAD_DEVICE, NULL));
     NOCRASH(ferry_device_free(ferry_cuda(1000), &x));
@@ -358,7 +358,7 @@ TEST(build_queries_never_null)
 {
     CHK_TRUE(ferry_version() && ferry_version()[0]);
     CHK_TRUE(ferry_build_features() && ferry_build_features()[0]);
-    CHK_TRUE(ferry_built_with_cuda() == true || ferry_built_with_cuda() == false);
+    CHK_TRUE(ferry_cuda_is_built() == true || ferry_cuda_is_built() == false);
 }
 
 TEST(cuda_arch_queries)
@@ -374,7 +374,7 @@ TEST(cuda_arch_queries)
 /* ================= tensor.h ================= */
 TEST(dtype_queries_invalid)
 {
-    CHK_TRUE(ferry_dtype_size(FERRY_DTYPE_COUNT_) == 0);
+    CHK_TRUE(ferry_dtype_size(FERRY_DTYPE_COUNT) == 0);
     CHK_TRUE(ferry_dtype_size((ferry_dtype)-1) == 0);
     CHK_TRUE(strcmp(ferry_dtype_name((ferry_dtype)99), "invalid") == 0);
 }
@@ -387,7 +387,7 @@ TEST(tensor_create_errors)
     CHK(ferry_tensor_empty(NULL, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_empty(neg, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_empty(many, 9, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_tensor_empty(s2, 2, FERRY_DTYPE_COUNT_, ferry_cpu(), &t), FERRY_ERR_DTYPE);
+    CHK(ferry_tensor_empty(s2, 2, FERRY_DTYPE_COUNT, ferry_cpu(), &t), FERRY_ERR_DTYPE);
     CHK(ferry_tensor_empty(big, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_LIMIT);
     CHK(ferry_tensor_empty(s2, 2, FERRY_DTYPE_F32, BAD_DEVICE, &t), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_empty(s2, 2, FERRY_DTYPE_F32, ferry_cuda(1000), &t), FERRY_ERR_NO_DEVICE);
@@ -417,7 +417,7 @@ TEST(tensor_from_host_and_blob_errors)
     int64_t s2[2] = {2, 3};
     CHK(ferry_tensor_from_host(NULL, s2, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_from_host(data, s2, 2, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_tensor_from_host(data, s2, 2, FERRY_DTYPE_COUNT_, ferry_cpu(), &t), FERRY_ERR_DTYPE);
+    CHK(ferry_tensor_from_host(data, s2, 2, FERRY_DTYPE_COUNT, ferry_cpu(), &t), FERRY_ERR_DTYPE);
     CHK(ferry_tensor_from_host(data, s2, 2, FERRY_DTYPE_F32, ferry_cuda(1000), &t), FERRY_ERR_NO_DEVICE);
     CHK(ferry_tensor_from_blob(NULL, s2, 2, FERRY_DTYPE_F32, ferry_cpu(), &t), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_from_blob(data, s2, 2, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
@@ -439,7 +439,7 @@ TEST(tensor_inspection_null)
     CHK_TRUE(ferry_tensor_strides(NULL) == NULL);
     CHK_TRUE(ferry_tensor_numel(NULL) == 0);
     CHK_TRUE(ferry_tensor_nbytes(NULL) == 0);
-    CHK_TRUE(ferry_tensor_dtype(NULL) == FERRY_DTYPE_COUNT_);
+    CHK_TRUE(ferry_tensor_dtype(NULL) == FERRY_DTYPE_COUNT);
     CHK_TRUE(ferry_device_eq(ferry_tensor_device(NULL), ferry_cpu()));
     CHK_TRUE(!ferry_tensor_is_contiguous(NULL));
     CHK_TRUE(ferry_tensor_data(NULL) == NULL);
@@ -487,7 +487,7 @@ TEST(tensor_to_dtype_errors)
     ASSERT_OK(ferry_tensor_zeros(s2, 2, FERRY_DTYPE_F32, ferry_cpu(), &t));
     CHK(ferry_tensor_to_dtype(NULL, FERRY_DTYPE_F16, &o), FERRY_ERR_INVALID_ARG);
     CHK(ferry_tensor_to_dtype(t, FERRY_DTYPE_F16, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_tensor_to_dtype(t, FERRY_DTYPE_COUNT_, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_tensor_to_dtype(t, FERRY_DTYPE_COUNT, &o), FERRY_ERR_DTYPE);
     CHK(ferry_tensor_to_dtype(t, (ferry_dtype)-1, &o), FERRY_ERR_DTYPE);
     ferry_tensor_release(t);
 }
@@ -527,7 +527,7 @@ TEST(half_conversions_special_values)
 TEST(sample_format_bytes_null_and_overflow)
 {
     ferry_sample_format f = {3, (size_t)1 << 40, (size_t)1 << 40, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
-    ferry_sample_format bad = {1, 2, 2, FERRY_LAYOUT_CHW, FERRY_DTYPE_COUNT_};
+    ferry_sample_format bad = {1, 2, 2, FERRY_LAYOUT_CHW, FERRY_DTYPE_COUNT};
     CHK_TRUE(ferry_sample_format_bytes(NULL) == 0);
     CHK_TRUE(ferry_sample_format_bytes(&f) == 0);
     CHK_TRUE(ferry_sample_format_bytes(&bad) == 0);
@@ -543,7 +543,7 @@ static uint8_t *tiny_png(size_t *n)
 {
     uint8_t px[4] = {1, 2, 3, 4};
     const char *p = ft_tmp("tiny.png");
-    ASSERT_OK(ferry_png_write_file(p, px, 2, 2, 1));
+    ASSERT_OK(ferry_png_save(p, px, 2, 2, 1));
     return ft_read_file(p, n);
 }
 
@@ -640,14 +640,14 @@ TEST(png_write_file_errors)
 {
     uint8_t px[16] = {0};
     const char *p = ft_tmp("w.png");
-    CHK(ferry_png_write_file(NULL, px, 2, 2, 1), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, NULL, 2, 2, 1), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, px, 0, 2, 1), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, px, 2, 0, 1), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, px, 2, 2, 0), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, px, 2, 2, 5), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(p, px, (size_t)1 << 32, 1, 1), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_png_write_file(ft_tmp("no/such/dir/w.png"), px, 2, 2, 1), FERRY_ERR_IO);
+    CHK(ferry_png_save(NULL, px, 2, 2, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, NULL, 2, 2, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, px, 0, 2, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, px, 2, 0, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, px, 2, 2, 0), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, px, 2, 2, 5), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(p, px, (size_t)1 << 32, 1, 1), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_png_save(ft_tmp("no/such/dir/w.png"), px, 2, 2, 1), FERRY_ERR_IO);
 }
 
 TEST(dataset_image_folder_errors)
@@ -688,10 +688,10 @@ TEST(dataset_shards_errors)
     CHK(ferry_dataset_shards(null_path, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_shards(&missing, 1, NULL, &ds), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_shards(&junk, 1, NULL, &ds), FERRY_ERR_FORMAT);
-    CHK_TRUE(!ferry_is_shard_path(NULL) && !ferry_is_shard_path("") &&
-             !ferry_is_shard_path(".tar") && !ferry_is_shard_path("a.tar.xz"));
-    CHK_TRUE(ferry_is_shard_path("a.tar") && ferry_is_shard_path("d/A.TAR.GZ") &&
-             ferry_is_shard_path("b.tgz"));
+    CHK_TRUE(!ferry_dataset_is_shard_path(NULL) && !ferry_dataset_is_shard_path("") &&
+             !ferry_dataset_is_shard_path(".tar") && !ferry_dataset_is_shard_path("a.tar.xz"));
+    CHK_TRUE(ferry_dataset_is_shard_path("a.tar") && ferry_dataset_is_shard_path("d/A.TAR.GZ") &&
+             ferry_dataset_is_shard_path("b.tgz"));
 }
 
 TEST(dataset_idx_errors)
@@ -773,7 +773,7 @@ TEST(dataset_views_errors)
     CHK(ferry_dataset_split(ds, -0.1, 1, &v, &w), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_split(ds, 1.5, 1, &v, &w), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_split(ds, NAN, 1, &v, &w), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 static ferry_status cb_get(void *user, size_t i, void *dst, size_t n, const ferry_sample_ctx *ctx,
@@ -811,7 +811,7 @@ TEST(dataset_custom_errors)
 TEST(dataset_retain_destroy_null)
 {
     CHK_TRUE(ferry_dataset_retain(NULL) == NULL);
-    NOCRASH(ferry_dataset_destroy(NULL));
+    NOCRASH(ferry_dataset_release(NULL));
 }
 
 TEST(dataset_queries_null_and_out_of_range)
@@ -819,16 +819,16 @@ TEST(dataset_queries_null_and_out_of_range)
     ferry_dataset *ds = mem_ds();
     CHK_TRUE(ferry_dataset_len(NULL) == 0);
     const char *first = "x";
-    CHK_TRUE(ferry_dataset_unreadable(NULL, &first) == 0 && first == NULL);
-    CHK_TRUE(ferry_dataset_unreadable(NULL, NULL) == 0);
+    CHK_TRUE(ferry_dataset_unreadable_count(NULL, &first) == 0 && first == NULL);
+    CHK_TRUE(ferry_dataset_unreadable_count(NULL, NULL) == 0);
     CHK_TRUE(ferry_dataset_format(NULL) == NULL);
     CHK_TRUE(ferry_dataset_sample_bytes(NULL) == 0);
-    CHK_TRUE(ferry_dataset_num_classes(NULL) == 0);
+    CHK_TRUE(ferry_dataset_class_count(NULL) == 0);
     CHK_TRUE(ferry_dataset_class_name(NULL, 0) == NULL);
     CHK_TRUE(ferry_dataset_class_name(ds, 1000) == NULL);
     CHK_TRUE(ferry_dataset_sample_name(NULL, 0) == NULL);
     CHK_TRUE(ferry_dataset_sample_name(ds, 1000) == NULL);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(dataset_label_errors)
@@ -839,7 +839,7 @@ TEST(dataset_label_errors)
     CHK(ferry_dataset_label(ds, 0, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_label(ds, 10, &lab), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_label(ds, (size_t)-1, &lab), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(dataset_get_errors)
@@ -853,7 +853,7 @@ TEST(dataset_get_errors)
     CHK(ferry_dataset_get(ds, 10, dst, sizeof dst, NULL, &lab), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_get(ds, 0, dst, sizeof dst - 1, NULL, &lab), FERRY_ERR_INVALID_ARG);
     CHK(ferry_dataset_get(ds, 0, dst, sizeof dst, NULL, &lab), FERRY_OK);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* ================= loader.h ================= */
@@ -866,7 +866,7 @@ TEST(loader_create_null_arguments)
     CHK(ferry_loader_create(&c, NULL), FERRY_ERR_INVALID_ARG);
     c.dataset = NULL;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* {0} with a dataset: every other field its default. */
@@ -877,7 +877,7 @@ TEST(loader_create_zero_config)
     CHK(create_with(c), FERRY_OK);
     c.batch_size = 3;
     CHK(create_with(c), FERRY_OK);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_zero_and_huge_sizes)
@@ -905,8 +905,8 @@ TEST(loader_create_zero_and_huge_sizes)
     ASSERT_OK(ferry_dataset_subset(ds, 3, 3, &empty));
     c = loader_cfg(empty);
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(empty);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(empty);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_wrong_device)
@@ -931,7 +931,7 @@ TEST(loader_create_wrong_device)
         c.pin_memory = FERRY_PIN_MEMORY_ON; /* warns once, falls back */
         CHK(create_with(c), FERRY_OK);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_wrong_dtypes)
@@ -940,7 +940,7 @@ TEST(loader_create_wrong_dtypes)
     ferry_loader_config c = loader_cfg(ds);
     c.out_dtype = FERRY_DTYPE_I64;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    c.out_dtype = FERRY_DTYPE_COUNT_;
+    c.out_dtype = FERRY_DTYPE_COUNT;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c = loader_cfg(ds);
     c.wire_dtype = (ferry_wire_dtype)7;
@@ -948,7 +948,7 @@ TEST(loader_create_wrong_dtypes)
     c.wire_dtype = FERRY_WIRE_F32;
     c.out_dtype = FERRY_DTYPE_U8;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_bad_enums_and_numbers)
@@ -980,7 +980,7 @@ TEST(loader_create_bad_enums_and_numbers)
     c = loader_cfg(ds);
     c.std[0] = 0; /* the default, 1 */
     CHK(create_with(c), FERRY_OK);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_bad_samplers)
@@ -1003,7 +1003,7 @@ TEST(loader_create_bad_samplers)
     c.world_size = 2;
     c.rank = 2;
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_create_unsupported_dataset)
@@ -1023,14 +1023,14 @@ TEST(loader_create_unsupported_dataset)
     CHK(create_with(c), FERRY_OK);
     c.wire_dtype = FERRY_WIRE_F32;
     CHK(create_with(c), FERRY_OK);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* A custom dataset of i64 samples: valid, but the loader cannot carry it. */
     ferry_dataset_callbacks cb = {.len = 4, .format = {1, 1, 2, FERRY_LAYOUT_CHW, FERRY_DTYPE_I64},
                                   .num_classes = 1, .get = cb_get};
     ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
     c = loader_cfg(ds);
     CHK(create_with(c), FERRY_ERR_UNSUPPORTED);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_destroy_null)
@@ -1048,7 +1048,7 @@ TEST(loader_next_errors)
     CHK(ferry_loader_next(NULL, NULL, &b), FERRY_ERR_INVALID_ARG);
     CHK(ferry_loader_next(l, NULL, NULL), FERRY_ERR_INVALID_ARG);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_next_stream_on_another_device)
@@ -1064,14 +1064,14 @@ TEST(loader_next_stream_on_another_device)
     CHK(ferry_loader_next(l, s, &b), FERRY_ERR_DEVICE_MISMATCH);
     ferry_stream_destroy(s);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_reset_and_queries_null)
 {
     CHK(ferry_loader_reset(NULL, 0), FERRY_ERR_INVALID_ARG);
     CHK_TRUE(ferry_loader_len(NULL) == 0);
-    CHK_TRUE(ferry_loader_num_samples(NULL) == 0);
+    CHK_TRUE(ferry_loader_sample_count(NULL) == 0);
     CHK_TRUE(ferry_device_eq(ferry_loader_device(NULL), ferry_cpu()));
 }
 
@@ -1098,7 +1098,7 @@ TEST(loader_state_errors)
     other.drop_last = !s.drop_last;
     CHK(ferry_loader_restore(l, &other), FERRY_ERR_INVALID_ARG);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(loader_stats_errors)
@@ -1112,7 +1112,7 @@ TEST(loader_stats_errors)
     CHK(ferry_loader_stats_get(l, NULL), FERRY_ERR_INVALID_ARG);
     NOCRASH(ferry_loader_stats_reset(NULL));
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* ================= ops.h ================= */
@@ -1193,7 +1193,7 @@ TEST(ops_ones_full_errors)
     CHK(full_with(SHAPE23, FERRY_MAX_DIMS + 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
     CHK(ones_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
     CHK(full_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
-    CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_COUNT_, ferry_cpu()), FERRY_ERR_DTYPE);
+    CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_COUNT, ferry_cpu()), FERRY_ERR_DTYPE);
     CHK(full_with(SHAPE23, 2, (ferry_dtype)-1, ferry_cpu()), FERRY_ERR_DTYPE);
     CHK(ones_with(SHAPE23, 2, FERRY_DTYPE_F32, BAD_DEVICE), FERRY_ERR_INVALID_ARG);
     CHK(full_with(SHAPE23, 2, FERRY_DTYPE_F32, NEG_CUDA), FERRY_ERR_INVALID_ARG);
@@ -1212,7 +1212,7 @@ TEST(ops_arange_errors)
     CHK(arange_with(0, INFINITY, 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_INVALID_ARG);
     CHK(arange_with(0, 1e18, 1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_ERR_LIMIT);
     CHK(arange_with(0, 4, -1, FERRY_DTYPE_F32, ferry_cpu()), FERRY_OK); /* empty */
-    CHK(arange_with(0, 4, 1, FERRY_DTYPE_COUNT_, ferry_cpu()), FERRY_ERR_DTYPE);
+    CHK(arange_with(0, 4, 1, FERRY_DTYPE_COUNT, ferry_cpu()), FERRY_ERR_DTYPE);
     CHK(arange_with(0, 4, 1, FERRY_DTYPE_F32, BAD_DEVICE), FERRY_ERR_INVALID_ARG);
     if (no_gpu())
         CHK(arange_with(0, 4, 1, FERRY_DTYPE_F32, ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
@@ -1226,7 +1226,7 @@ TEST(ops_rand_randn_errors)
         CHK(rand_with(SHAPE_HUGE, 2, FERRY_DTYPE_F32, ferry_cpu(), normal), FERRY_ERR_LIMIT);
         CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_I64, ferry_cpu(), normal), FERRY_ERR_DTYPE);
         CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_U8, ferry_cpu(), normal), FERRY_ERR_DTYPE);
-        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_COUNT_, ferry_cpu(), normal), FERRY_ERR_DTYPE);
+        CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_COUNT, ferry_cpu(), normal), FERRY_ERR_DTYPE);
         CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_F32, BAD_DEVICE, normal), FERRY_ERR_INVALID_ARG);
         if (no_gpu())
             CHK(rand_with(SHAPE23, 2, FERRY_DTYPE_F32, ferry_cuda(0), normal), FERRY_ERR_NO_DEVICE);
@@ -1308,7 +1308,7 @@ TEST(ops_scalar_unary_affine_errors)
     CHK(ferry_unary((ferry_unary_op)99, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
     CHK(ferry_unary((ferry_unary_op)-1, T23, NULL, &o), FERRY_ERR_INVALID_ARG);
     CHK(ferry_affine(NULL, 1, 0, FERRY_DTYPE_F32, NULL, &o), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_COUNT_, NULL, &o), FERRY_ERR_DTYPE);
+    CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_COUNT, NULL, &o), FERRY_ERR_DTYPE);
     CHK(ferry_affine(T23_U8, 1, 0, FERRY_DTYPE_I64, NULL, &o), FERRY_OK); /* any to any */
 }
 
@@ -1588,14 +1588,14 @@ TEST(nn_module_state_errors)
         CHK(ferry_module_to(net(), ferry_cuda(0)), FERRY_ERR_NO_DEVICE);
     CHK(ferry_module_to_dtype(NULL, FERRY_DTYPE_F16), FERRY_ERR_INVALID_ARG);
     CHK(ferry_module_to_dtype(net(), FERRY_DTYPE_I64), FERRY_ERR_DTYPE);
-    CHK(ferry_module_to_dtype(net(), FERRY_DTYPE_COUNT_), FERRY_ERR_DTYPE);
+    CHK(ferry_module_to_dtype(net(), FERRY_DTYPE_COUNT), FERRY_ERR_DTYPE);
     CHK(ferry_module_param(NULL, 0, &p), FERRY_ERR_INVALID_ARG);
     CHK(ferry_module_param(net(), 0, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_module_param(net(), 2, &p), FERRY_ERR_INVALID_ARG);
     CHK(ferry_module_param(net(), SIZE_MAX, &p), FERRY_ERR_INVALID_ARG);
     CHK(ferry_module_set_grad_hook(NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
     CHK_TRUE(ferry_module_param_count(NULL) == 0);
-    CHK_TRUE(ferry_module_num_parameters(NULL) == 0);
+    CHK_TRUE(ferry_module_trainable_numel(NULL) == 0);
     CHK_TRUE(ferry_module_name(NULL) != NULL);
     CHK_TRUE(!ferry_module_is_training(NULL));
     CHK_TRUE(ferry_device_eq(ferry_module_device(NULL), ferry_cpu()));
@@ -1615,8 +1615,8 @@ TEST(nn_metrics_errors)
     if (no_gpu())
         CHK(ferry_metrics_create(ferry_cuda(0), &m), FERRY_ERR_NO_DEVICE);
     CHK(ferry_metrics_reset(NULL, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_metrics_read(NULL, &l, &a, &n), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_metrics_read(cpu_metrics(), NULL, NULL, NULL), FERRY_OK);
+    CHK(ferry_metrics_get(NULL, &l, &a, &n), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_metrics_get(cpu_metrics(), NULL, NULL, NULL), FERRY_OK);
     NOCRASH(ferry_metrics_destroy(NULL));
 }
 
@@ -1671,7 +1671,7 @@ TEST(nn_optim_errors)
     NOCRASH(ferry_optim_destroy(NULL));
     NOCRASH(ferry_optim_set_lr(NULL, 0.1));
     CHK_TRUE(ferry_optim_lr(NULL) == 0.0);
-    CHK_TRUE(ferry_optim_steps(NULL) == 0);
+    CHK_TRUE(ferry_optim_step_count(NULL) == 0);
 }
 
 static ferry_status amp_with(ferry_module *m, ferry_dtype dt)
@@ -1694,7 +1694,7 @@ TEST(nn_amp_errors)
     CHK(ferry_amp_create(net(), &c, NULL), FERRY_ERR_INVALID_ARG);
     CHK(amp_with(net(), FERRY_DTYPE_F32), FERRY_ERR_DTYPE);
     CHK(amp_with(net(), FERRY_DTYPE_U8), FERRY_ERR_DTYPE);
-    CHK(amp_with(net(), FERRY_DTYPE_COUNT_), FERRY_ERR_DTYPE);
+    CHK(amp_with(net(), FERRY_DTYPE_COUNT), FERRY_ERR_DTYPE);
     c.init_scale = 0;
     CHK(ferry_amp_create(net(), &c, &a), FERRY_ERR_INVALID_ARG);
     CHK(ferry_amp_step(NULL, net_sgd(), NULL, &skipped), FERRY_ERR_INVALID_ARG);
@@ -1726,7 +1726,7 @@ static const char *ckpt_path(void)
         snprintf(ckpt_name, sizeof ckpt_name, "/tmp/ferry_api_errors_%d.safetensors", (int)getpid());
         atexit(remove_ckpt);
         ferry_checkpoint c = {.module = net(), .optim = net_sgd()};
-        ASSERT_OK(ferry_checkpoint_write(ckpt_name, &c));
+        ASSERT_OK(ferry_checkpoint_save(ckpt_name, &c));
     }
     return ckpt_name;
 }
@@ -1740,7 +1740,7 @@ static ferry_status load_into(int64_t in, int64_t out, bool wrap)
         l = s;
     }
     if (st == FERRY_OK)
-        st = ferry_checkpoint_read(ckpt_path(), &(ferry_checkpoint){.module = l});
+        st = ferry_checkpoint_load(ckpt_path(), &(ferry_checkpoint){.module = l});
     ferry_module_destroy(l);
     return st;
 }
@@ -1757,21 +1757,21 @@ TEST(nn_checkpoint_write_read_errors)
     const char *p = ft_tmp("write_read.safetensors"); /* not ckpt_path(): others read that */
     ferry_checkpoint none = {0};
     ferry_checkpoint c = {net(), NULL, NULL, NULL};
-    CHK(ferry_checkpoint_write(NULL, &c), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_write(p, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_write(p, &none), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_write("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
-    CHK(ferry_checkpoint_read(NULL, &c), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_read(p, NULL), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_read(p, &none), FERRY_ERR_INVALID_ARG);
-    CHK(ferry_checkpoint_read("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
+    CHK(ferry_checkpoint_save(NULL, &c), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save(p, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save(p, &none), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
+    CHK(ferry_checkpoint_load(NULL, &c), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_load(p, NULL), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_load(p, &none), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_load("/nonexistent-dir/x.safetensors", &c), FERRY_ERR_IO);
     /* An optimiser of another module. */
     ferry_module *other = NULL;
     ferry_optim *o = NULL;
     ASSERT_OK(ferry_linear_create(3, 4, true, &other));
     ASSERT_OK(ferry_sgd_create(other, 0.1, 0.0, 0.0, &o));
     ferry_checkpoint wrong = {net(), o, NULL, NULL};
-    CHK(ferry_checkpoint_write(p, &wrong), FERRY_ERR_INVALID_ARG);
+    CHK(ferry_checkpoint_save(p, &wrong), FERRY_ERR_INVALID_ARG);
     ferry_optim_destroy(o);
     ferry_module_destroy(other);
     /* A loader given, but the file was written without one. */
@@ -1779,12 +1779,12 @@ TEST(nn_checkpoint_write_read_errors)
     ferry_loader_config lc = loader_cfg(ds);
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&lc, &l));
-    ASSERT_OK(ferry_checkpoint_write(p, &c));
+    ASSERT_OK(ferry_checkpoint_save(p, &c));
     ferry_checkpoint with_loader = {net(), NULL, NULL, l};
-    CHK(ferry_checkpoint_read(p, &with_loader), FERRY_ERR_FORMAT);
+    CHK(ferry_checkpoint_load(p, &with_loader), FERRY_ERR_FORMAT);
     CHK(ferry_loader_state_check(NULL, NULL), FERRY_ERR_INVALID_ARG);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 static ferry_safetensors *ckpt_file(void)
@@ -1799,7 +1799,7 @@ static ferry_status parse_bytes(const void *data, size_t n)
 {
     ferry_safetensors *f = NULL;
     ferry_status st = ferry_safetensors_parse(data, n, &f);
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
     return st;
 }
 
@@ -1836,13 +1836,13 @@ TEST(nn_safetensors_errors)
     CHK(ferry_safetensors_info(ckpt_file(), "0.weight", &dt, NULL, &nd), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_info(ckpt_file(), "0.weight", &dt, shape, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_info(ckpt_file(), "nope", &dt, shape, &nd), FERRY_ERR_INVALID_ARG);
-    CHK_TRUE(ferry_safetensors_count(NULL) == 0);
+    CHK_TRUE(ferry_safetensors_tensor_count(NULL) == 0);
     CHK_TRUE(ferry_safetensors_name(NULL, 0) == NULL);
     CHK_TRUE(ferry_safetensors_name(ckpt_file(), SIZE_MAX) == NULL);
     CHK_TRUE(ferry_safetensors_metadata(NULL, "k") == NULL);
     CHK_TRUE(ferry_safetensors_metadata(ckpt_file(), NULL) == NULL);
     CHK_TRUE(ferry_safetensors_metadata(ckpt_file(), "nope") == NULL);
-    NOCRASH(ferry_safetensors_close(NULL));
+    NOCRASH(ferry_safetensors_destroy(NULL));
     CHK(ferry_safetensors_save(NULL, names, ts, 0, NULL, 0), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_save("/tmp/x", NULL, ts, 1, NULL, 0), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_save("/tmp/x", names, NULL, 1, NULL, 0), FERRY_ERR_INVALID_ARG);
@@ -1857,22 +1857,22 @@ TEST(dist_without_a_dist)
 {
     ferry_dist_config c = ferry_dist_config_default();
     /* Without MPI built, every call that needs a dist is UNSUPPORTED. */
-    ferry_status arg = ferry_dist_mpi_built() ? FERRY_ERR_INVALID_ARG : FERRY_ERR_UNSUPPORTED;
+    ferry_status arg = ferry_dist_mpi_is_built() ? FERRY_ERR_INVALID_ARG : FERRY_ERR_UNSUPPORTED;
     ferry_ddp *p = (ferry_ddp *)&c; /* not NULL: the call must clear it */
-    CHK(ferry_dist_init(&c, NULL), arg);
-    CHK(ferry_dist_init(NULL, NULL), arg);
+    CHK(ferry_dist_create(&c, NULL), arg);
+    CHK(ferry_dist_create(NULL, NULL), arg);
     CHK(ferry_dist_all_reduce(NULL, T23, FERRY_REDUCE_SUM, NULL), arg);
     CHK(ferry_dist_broadcast(NULL, T23, 0, NULL), arg);
     CHK(ferry_dist_barrier(NULL), arg);
     CHK_TRUE(ferry_dist_abort(NULL, FERRY_ERR_IO) == FERRY_ERR_IO);
     CHK_TRUE(ferry_dist_abort(NULL, FERRY_OK) == FERRY_OK);
-    NOCRASH(ferry_dist_finalize(NULL));
+    NOCRASH(ferry_dist_destroy(NULL));
     CHK_TRUE(ferry_dist_rank(NULL) == 0);
     CHK_TRUE(ferry_dist_world_size(NULL) == 1);
     CHK_TRUE(ferry_dist_local_rank(NULL) == 0);
     CHK_TRUE(ferry_device_eq(ferry_dist_device(NULL), ferry_cpu()));
     CHK_TRUE(strcmp(ferry_dist_backend(NULL), "none") == 0);
-    CHK_TRUE(!ferry_dist_nccl_built() || ferry_dist_mpi_built());
+    CHK_TRUE(!ferry_dist_nccl_is_built() || ferry_dist_mpi_is_built());
     CHK(ferry_ddp_create(NULL, net(), 0, &p), arg);
     CHK_TRUE(ferry_ddp_create(NULL, net(), 0, &p) != FERRY_OK && p == NULL);
     CHK(ferry_ddp_create(NULL, net(), 0, NULL), arg);
@@ -1948,7 +1948,7 @@ TEST(message_cut_shows_dots)
     ASSERT_STR_EQ(e + n - 3, "...");
     ASSERT_EQ_SIZE(occurrences(e, "..."), 1);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(sample_error_names_the_file_once)
@@ -1983,7 +1983,7 @@ TEST(sample_error_names_the_file_once)
     ASSERT(strncmp(e, head, strlen(head)) == 0);
     ASSERT_MSG(occurrences(e, "1bad.png") == 1, "%s", e);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* A dataset without names: "sample N", once. */
     ferry_dataset_callbacks cb = {.len = 2, .format = {1, 2, 3, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8},
                                   .num_classes = 2, .get = long_reason_get};
@@ -1991,7 +1991,7 @@ TEST(sample_error_names_the_file_once)
     ASSERT_STATUS(ferry_dataset_get(ds, 1, dst, sizeof dst, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT(strncmp(ferry_last_error(), "sample 1: rrr", 13) == 0);
     ASSERT_EQ_SIZE(occurrences(ferry_last_error(), "sample 1"), 1);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(argument_errors_name_the_function)
@@ -2020,5 +2020,5 @@ TEST(argument_errors_name_the_function)
     int64_t label;
     ASSERT_STATUS(ferry_dataset_label(ds, 1000, &label), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "ferry_dataset_label: sample 1000 is out of range");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

@@ -34,7 +34,7 @@ static const char *make_folder(const char *name, bool with_bad)
                 for (size_t c = 0; c < C; c++)
                     px[(y * W + x) * C + c] = (uint8_t)(1 + i * 37 + y * 11 + x * 19 + c * 71);
         ft_write_file(path, "", 0); /* creates the class folder */
-        ASSERT_OK(ferry_png_write_file(path, px, W, H, C));
+        ASSERT_OK(ferry_png_save(path, px, W, H, C));
     }
     return root;
 }
@@ -180,7 +180,7 @@ TEST(augmented_batches_do_not_depend_on_workers_or_device)
         }
         free(ref.images);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(augmentation_changes_with_epoch_and_seed_and_stops_when_not_training)
@@ -225,8 +225,8 @@ TEST(augmentation_changes_with_epoch_and_seed_and_stops_when_not_training)
     epoch_out *all[] = {&e0, &e1, &s6, &p0, &p3, &q};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         free(all[i]->images);
-    ferry_dataset_destroy(pds);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(pds);
+    ferry_dataset_release(ds);
 }
 
 TEST(augmentation_under_the_skip_policy_does_not_depend_on_workers)
@@ -258,5 +258,5 @@ TEST(augmentation_under_the_skip_policy_does_not_depend_on_workers)
         }
     }
     free(ref.images);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

@@ -34,7 +34,7 @@ TEST(safetensors_known_bytes)
     size_t n = known_file(buf);
     ferry_safetensors *f = NULL;
     ASSERT_OK(ferry_safetensors_parse(buf, n, &f));
-    ASSERT_EQ_SIZE(ferry_safetensors_count(f), 2);
+    ASSERT_EQ_SIZE(ferry_safetensors_tensor_count(f), 2);
     ASSERT_STR_EQ(ferry_safetensors_metadata(f, "format"), "pt");
     ASSERT(ferry_safetensors_metadata(f, "nope") == NULL);
     ferry_tensor *a = NULL, *b = NULL;
@@ -47,7 +47,7 @@ TEST(safetensors_known_bytes)
     ASSERT_STR_CONTAINS(ferry_last_error(), "\"c\"");
     ferry_tensor_release(a);
     ferry_tensor_release(b);
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 TEST(safetensors_round_trip_all_dtypes)
@@ -78,7 +78,7 @@ TEST(safetensors_round_trip_all_dtypes)
         ferry_tensor_release(t);
         ferry_tensor_release(ts[i]);
     }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
     /* The header is padded so the data starts 8-aligned. */
     size_t n = 0;
     unsigned char *raw = ft_read_file(path, &n);
@@ -214,7 +214,7 @@ TEST(safetensors_rejects_overlaps_holes_and_tails)
     memset(buf + 8 + hl, 0, 8);
     ferry_safetensors *f = NULL;
     ASSERT_OK(ferry_safetensors_parse(buf, 8 + hl + 8, &f));
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 static ferry_module *small_cnn(void)
@@ -246,9 +246,9 @@ TEST(checkpoint_model_and_adam_round_trip)
     for (int i = 0; i < 3; i++)
         ASSERT_OK(ferry_train_step(a, oa, NULL, x, y, NULL, NULL));
     const char *path = ft_tmp("ck.safetensors");
-    ASSERT_OK(ferry_checkpoint_write(path, &(ferry_checkpoint){.module = a, .optim = oa}));
-    ASSERT_OK(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b, .optim = ob}));
-    ASSERT_EQ_INT(ferry_optim_steps(ob), 3);
+    ASSERT_OK(ferry_checkpoint_save(path, &(ferry_checkpoint){.module = a, .optim = oa}));
+    ASSERT_OK(ferry_checkpoint_load(path, &(ferry_checkpoint){.module = b, .optim = ob}));
+    ASSERT_EQ_INT(ferry_optim_step_count(ob), 3);
     /* The same next step on both gives the same parameters. */
     ASSERT_OK(ferry_train_step(a, oa, NULL, x, y, NULL, NULL));
     ASSERT_OK(ferry_train_step(b, ob, NULL, x, y, NULL, NULL));
@@ -267,7 +267,7 @@ TEST(checkpoint_model_and_adam_round_trip)
     ferry_tensor_release(t);
     ASSERT_OK(ferry_safetensors_get(f, "1.running_var", CPU, &t));
     ferry_tensor_release(t);
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
     ferry_tensor_release(x);
     ferry_tensor_release(y);
     ferry_optim_destroy(oa);
@@ -280,14 +280,14 @@ TEST(checkpoint_mismatch_names_the_tensor)
 {
     ferry_module *a = small_cnn(), *b = NULL, *l = NULL;
     const char *path = ft_tmp("mm.safetensors");
-    ASSERT_OK(ferry_checkpoint_write(path, &(ferry_checkpoint){.module = a}));
+    ASSERT_OK(ferry_checkpoint_save(path, &(ferry_checkpoint){.module = a}));
     ASSERT_OK(ferry_sequential_create(&b));
     ASSERT_OK(ferry_conv2d_create(1, 5, 3, 1, 1, true, &l));
     ASSERT_OK(ferry_sequential_add(b, l));
     ferry_param p;
     ASSERT_OK(ferry_module_param(b, 0, &p));
     float before = ((float *)ferry_tensor_data(p.value))[0];
-    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_SHAPE);
+    ASSERT_STATUS(ferry_checkpoint_load(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_SHAPE);
     ASSERT_STR_CONTAINS(ferry_last_error(), "tensor \"0.weight\" has shape [4, 1, 3, 3] in the checkpoint but [5, 1, 3, 3]");
     ASSERT_NEAR(((float *)ferry_tensor_data(p.value))[0], before, 0); /* unchanged */
     ferry_module_destroy(b);
@@ -298,13 +298,13 @@ TEST(checkpoint_mismatch_names_the_tensor)
     }
     ASSERT_OK(ferry_linear_create(2, 2, true, &l));
     ASSERT_OK(ferry_sequential_add(b, l));
-    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_FORMAT);
+    ASSERT_STATUS(ferry_checkpoint_load(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "no tensor \"3.weight\"");
     ASSERT_STR_CONTAINS(ferry_last_error(), "saved from another model (another kind");
     ferry_module_destroy(b);
     b = small_cnn();
     ASSERT_OK(ferry_module_to_dtype(b, FERRY_DTYPE_F16));
-    ASSERT_STATUS(ferry_checkpoint_read(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_DTYPE);
+    ASSERT_STATUS(ferry_checkpoint_load(path, &(ferry_checkpoint){.module = b}), FERRY_ERR_DTYPE);
     ASSERT_STR_CONTAINS(ferry_last_error(), "tensor \"0.weight\" is f32 in the checkpoint but f16 in the model");
     ferry_module_destroy(b);
     ferry_module_destroy(a);
@@ -340,8 +340,8 @@ TEST(save_refuses_devices_and_writes_through_links)
     ASSERT(lstat(ft_tmp("link.safetensors"), &sb) == 0 && S_ISLNK(sb.st_mode));
     ferry_safetensors *f;
     ASSERT_OK(ferry_safetensors_open(ft_tmp("real.safetensors"), &f));
-    ASSERT_EQ_SIZE(ferry_safetensors_count(f), 1);
-    ferry_safetensors_close(f);
+    ASSERT_EQ_SIZE(ferry_safetensors_tensor_count(f), 1);
+    ferry_safetensors_destroy(f);
     /* A dangling link: its target is created. */
     ASSERT(symlink("new.safetensors", ft_tmp("dangling.safetensors")) == 0);
     ASSERT_OK(ferry_safetensors_save(ft_tmp("dangling.safetensors"), names, &t, 1, NULL, 0));
@@ -380,10 +380,10 @@ TEST(save_removes_temporaries_of_dead_processes)
     ft_write_file(stale, "partial", 7);
     ferry_module *m;
     ASSERT_OK(ferry_linear_create(1, 1, true, &m));
-    ASSERT_OK(ferry_checkpoint_write(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
     snprintf(stale, sizeof stale, "%s.tmp%ld", ft_tmp("m.safetensors"), (long)child);
     ft_write_file(stale, "partial", 7);
-    ASSERT_OK(ferry_checkpoint_read(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
+    ASSERT_OK(ferry_checkpoint_load(ft_tmp("m.safetensors"), &(ferry_checkpoint){.module = m}));
     ASSERT_MSG(stat(stale, &sb) != 0, "%s is still there after a read", stale);
     ferry_module_destroy(m);
     ferry_tensor_release(t);

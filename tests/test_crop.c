@@ -205,7 +205,7 @@ TEST(png_crops_match_pils_resize)
     c.layout = FERRY_LAYOUT_HWC;
     ASSERT_OK(ferry_jpeg_decode(data, n, &c, NULL, "src.jpg", px, sizeof px));
     free(data);
-    ASSERT_OK(ferry_png_write_file(ft_tmp("src.png"), px, 160, 120, 3));
+    ASSERT_OK(ferry_png_save(ft_tmp("src.png"), px, 160, 120, 3));
     data = ft_read_file(ft_tmp("src.png"), &n);
     check_parity("png", data, n);
     free(data);
@@ -331,7 +331,7 @@ TEST(one_digest_for_any_worker_count)
             ft_write_file(ft_tmp(p), jpg, n);
         } else {
             ft_write_file(ft_tmp(p), "", 0);
-            ASSERT_OK(ferry_png_write_file(ft_tmp(p), px, 160, 120, 3));
+            ASSERT_OK(ferry_png_save(ft_tmp(p), px, 160, 120, 3));
         }
     }
     free(jpg);
@@ -350,7 +350,7 @@ TEST(one_digest_for_any_worker_count)
         d3 = epoch_digest(dj, 3, train, true);
         ASSERT(d0 == d3);
     }
-    ferry_dataset_destroy(dj);
+    ferry_dataset_release(dj);
     /* Two samples of one image differ in training (different boxes). */
     static uint8_t x[40 * 40 * 3], y[40 * 40 * 3];
     ferry_sample_ctx ctx = {.seed = 1, .train = true};
@@ -358,7 +358,7 @@ TEST(one_digest_for_any_worker_count)
     ASSERT_OK(ferry_dataset_get(ds, 1, x, sizeof x, &ctx, &label));
     ASSERT_OK(ferry_dataset_get(ds, 2, y, sizeof y, &ctx, &label));
     ASSERT(memcmp(x, y, sizeof x) != 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(bad_recipe_settings_name_the_field)

@@ -13,7 +13,7 @@ static void put_png(const char *rel, uint8_t value, size_t w, size_t h)
     memset(px, value, w * h);
     const char *p = ft_tmp(rel);
     ft_write_file(p, "", 0); /* makes the folders */
-    ASSERT_OK(ferry_png_write_file(p, px, w, h, 1));
+    ASSERT_OK(ferry_png_save(p, px, w, h, 1));
 }
 
 TEST(image_folder_orders_bytewise_and_labels)
@@ -28,7 +28,7 @@ TEST(image_folder_orders_bytewise_and_labels)
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("f"), NULL, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 4);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 0), "B");
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 1), "a");
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 2), "b");
@@ -57,8 +57,8 @@ TEST(image_folder_orders_bytewise_and_labels)
     /* Out of range and a short buffer. */
     ASSERT_STATUS(ferry_dataset_get(ds, 4, out, sizeof out, NULL, NULL), FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_dataset_get(ds, 0, out, 11, NULL, NULL), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
-    ferry_dataset_destroy(NULL);
+    ferry_dataset_release(ds);
+    ferry_dataset_release(NULL);
 }
 
 /* Images in sub-folders of a class folder are its samples (as torchvision's
@@ -86,7 +86,7 @@ TEST(image_folder_walks_class_folders_recursively)
         ASSERT_EQ_INT(l, labels[i]);
     }
     ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 0), "r/a/2019/deep/z.png");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(image_folder_errors_name_the_path)
@@ -116,7 +116,7 @@ TEST(image_folder_errors_name_the_path)
     ASSERT_STR_CONTAINS(ferry_last_error(), "bad/a/1.png: ");
     ASSERT_STATUS(ferry_dataset_get(ds, 2, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "bad/a/2.png: not a PNG file");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* Another size: resized by default; an error when asked. */
     put_png("sz/a/0.png", 5, 4, 4);
     put_png("sz/a/1.png", 6, 8, 2);
@@ -125,12 +125,12 @@ TEST(image_folder_errors_name_the_path)
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), &cfg, &ds));
     ASSERT_STATUS(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "image is 8x2, samples are 4x4");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), NULL, &ds));
     ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL));
     for (int i = 0; i < 16; i++)
         ASSERT_EQ_INT(out[i], 6);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(list_file_paths_labels_and_comments)
@@ -142,13 +142,13 @@ TEST(list_file_paths_labels_and_comments)
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_list_file(ft_tmp("l/list.txt"), NULL, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 4);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 4);
     uint8_t out[9];
     int64_t l;
     ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, &l));
     ASSERT_EQ_INT(out[4], 20);
     ASSERT_EQ_INT(l, 1);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(list_file_errors_give_line_numbers)
@@ -186,7 +186,7 @@ TEST(memory_dataset_u8_and_f32_without_copy)
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_memory(data, &fmt, 3, labels, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), 16);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     float out[4];
     int64_t l;
     data[9] = 42.0f; /* not copied: changes show */
@@ -194,7 +194,7 @@ TEST(memory_dataset_u8_and_f32_without_copy)
     ASSERT_EQ_INT(l, 1);
     ASSERT_NEAR(out[1], 42.0, 0);
     ASSERT_NEAR(out[0], 4.0, 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fmt.dtype = FERRY_DTYPE_I64;
     ASSERT_STATUS(ferry_dataset_memory(data, &fmt, 3, labels, &ds), FERRY_ERR_DTYPE);
 }
@@ -220,7 +220,7 @@ TEST(views_keep_base_alive)
     ASSERT_OK(ferry_dataset_subset(base, 10, 20, &sub));
     size_t pick[3] = {99, 0, 50};
     ASSERT_OK(ferry_dataset_indices(base, pick, 3, &idx));
-    ferry_dataset_destroy(base); /* the views still hold it */
+    ferry_dataset_release(base); /* the views still hold it */
     ASSERT_EQ_SIZE(ferry_dataset_len(sub), 10);
     uint8_t v;
     int64_t l;
@@ -229,19 +229,19 @@ TEST(views_keep_base_alive)
     ASSERT_EQ_INT(l, 3);
     ASSERT_OK(ferry_dataset_get(idx, 0, &v, 1, NULL, NULL));
     ASSERT_EQ_INT(v, 99);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(idx), 10);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(idx), 10);
     ferry_dataset *sub2;
     ASSERT_OK(ferry_dataset_subset(sub, 2, 4, &sub2));
     ASSERT_OK(ferry_dataset_get(sub2, 1, &v, 1, NULL, NULL));
     ASSERT_EQ_INT(v, 13);
-    ferry_dataset_destroy(sub);
-    ferry_dataset_destroy(sub2);
-    ferry_dataset_destroy(idx);
+    ferry_dataset_release(sub);
+    ferry_dataset_release(sub2);
+    ferry_dataset_release(idx);
     base = hundred();
     ASSERT_STATUS(ferry_dataset_subset(base, 5, 101, &sub), FERRY_ERR_INVALID_ARG);
     size_t badpick[1] = {100};
     ASSERT_STATUS(ferry_dataset_indices(base, badpick, 1, &idx), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(base);
+    ferry_dataset_release(base);
 }
 
 TEST(split_is_seeded_disjoint_and_complete)
@@ -277,13 +277,13 @@ TEST(split_is_seeded_disjoint_and_complete)
     }
     ASSERT(!same);
     ASSERT_STATUS(ferry_dataset_split(base, 1.5, 5, &tr3, &va3), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(base);
-    ferry_dataset_destroy(tr);
-    ferry_dataset_destroy(va);
-    ferry_dataset_destroy(tr2);
-    ferry_dataset_destroy(va2);
-    ferry_dataset_destroy(tr3);
-    ferry_dataset_destroy(va3);
+    ferry_dataset_release(base);
+    ferry_dataset_release(tr);
+    ferry_dataset_release(va);
+    ferry_dataset_release(tr2);
+    ferry_dataset_release(va2);
+    ferry_dataset_release(tr3);
+    ferry_dataset_release(va3);
 }
 
 static int destroyed;
@@ -317,7 +317,7 @@ TEST(custom_callbacks)
     ASSERT_STATUS(ferry_dataset_get(ds, 3, out, sizeof out, NULL, &l), FERRY_ERR_IO);
     ASSERT_STR_CONTAINS(ferry_last_error(), "three: ");
     ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 3), "three");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     ASSERT_EQ_INT(destroyed, 1);
 }
 
@@ -327,7 +327,7 @@ TEST(custom_callbacks)
 static void assert_same_dataset(ferry_dataset *ds, ferry_dataset *ref)
 {
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), ferry_dataset_num_classes(ref));
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), ferry_dataset_class_count(ref));
     size_t n = ferry_dataset_sample_bytes(ref);
     ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), n);
     uint8_t *a = malloc(n), *b = malloc(n);
@@ -351,7 +351,7 @@ static void assert_opens_as(const char *path, ferry_dataset_kind want, ferry_dat
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_open(path, NULL, &ds));
     assert_same_dataset(ds, ref);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 static size_t idx_file(uint8_t *buf, uint8_t nd, const uint32_t *dims, const uint8_t *data, size_t n)
@@ -387,12 +387,12 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
     /* A zeroed image config is the defaults. */
     ASSERT_OK(ferry_dataset_open(ft_tmp("open/folder"), &(ferry_image_config){0}, &zero));
     assert_same_dataset(zero, ref);
-    ferry_dataset_destroy(zero);
+    ferry_dataset_release(zero);
     const char *list = "# the folder's images\nfolder/cat/1.png,0\nfolder/cat/2.png,0\n"
                        "folder/dog/3.png,1\n";
     ft_write_file(ft_tmp("open/list.txt"), list, strlen(list));
     assert_opens_as(ft_tmp("open/list.txt"), FERRY_DATASET_LIST_FILE, ref);
-    ferry_dataset_destroy(ref);
+    ferry_dataset_release(ref);
 
     /* Tar shards: one by name, a folder of them, a list of them, a URL by name. */
     size_t png_n;
@@ -411,7 +411,7 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
     assert_opens_as(ft_tmp("open/shards"), FERRY_DATASET_SHARDS, ref);
     ft_write_file(ft_tmp("open/shards.txt"), "\n# one shard\nshards/s0.tar\n", 27);
     assert_opens_as(ft_tmp("open/shards.txt"), FERRY_DATASET_SHARDS, ref);
-    ferry_dataset_destroy(ref);
+    ferry_dataset_release(ref);
     ferry_dataset_kind k = FERRY_DATASET_UNKNOWN;
     ASSERT_OK(ferry_dataset_probe("https://example.invalid/shards/s0.tar", &k));
     ASSERT_EQ_INT(k, FERRY_DATASET_SHARDS);
@@ -437,7 +437,7 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
     assert_opens_as(ft_tmp("open/idx/train-images-idx3-ubyte"), FERRY_DATASET_IDX, ref);
     assert_opens_as(ft_tmp("open/idx/t10k-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
     assert_opens_as(ft_tmp("open/idx/mix-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
-    ferry_dataset_destroy(ref);
+    ferry_dataset_release(ref);
 }
 
 /* What is not a dataset fails naming the path and what it looks like. */

@@ -44,7 +44,7 @@ TEST(threads_give_identical_bytes)
         snprintf(path, sizeof path, "%s/t/c%d/%02d.png", ft_tmpdir(), i % 3, i);
         ft_write_file(path, "", 0);
         /* Every third image has another size, so resizing runs concurrently too. */
-        ASSERT_OK(ferry_png_write_file(path, px, i % 3 == 2 ? W + 5 : W, H, 3));
+        ASSERT_OK(ferry_png_save(path, px, i % 3 == 2 ? W + 5 : W, H, 3));
     }
     ferry_image_config cfg = ferry_image_config_default();
     cfg.channels = 3;
@@ -81,5 +81,5 @@ TEST(threads_give_identical_bytes)
         differ += memcmp(out, reference[i], SAMPLE) != 0;
     }
     ASSERT(differ > N / 2);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

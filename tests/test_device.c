@@ -109,7 +109,7 @@ TEST(count_and_default_agree)
         ASSERT(ferry_device_eq(d, ferry_cuda(0)));
     else
         ASSERT(ferry_device_eq(d, ferry_cpu()));
-    if (!ferry_built_with_cuda() && !ferry_cuda_is_simulated())
+    if (!ferry_cuda_is_built() && !ferry_cuda_is_simulated())
         ASSERT_EQ_INT(n, 0);
     if (ferry_cuda_is_simulated())
         ASSERT_EQ_INT(n, atoi(getenv("FERRY_SIM_GPUS")));
@@ -273,7 +273,7 @@ TEST(cuda_streams_events_and_copies)
     char *host = malloc(n), *back = malloc(n);
     for (size_t i = 0; i < n; i++)
         host[i] = (char)(i * 7);
-    ASSERT_OK(ferry_device_malloc(ferry_cuda(0), n, s, &dev));
+    ASSERT_OK(ferry_device_alloc(ferry_cuda(0), n, s, &dev));
     ASSERT_OK(ferry_event_record(a, s));
     ASSERT_OK(ferry_memcpy(dev, host, n, FERRY_COPY_H2D, ferry_cuda(0), s));
     ASSERT_OK(ferry_memcpy(back, dev, n, FERRY_COPY_D2H, ferry_cuda(0), s));
@@ -366,7 +366,7 @@ static void streams_and_events_keep_current(int cur, ferry_device dev)
         host[i] = (unsigned char)(i * 31 + cur * 7 + dev.index);
     memset(back, 0, sizeof back);
     void *p;
-    KEEPS(cur, ferry_device_malloc(dev, N, s, &p));
+    KEEPS(cur, ferry_device_alloc(dev, N, s, &p));
     KEEPS(cur, ferry_event_record(t0, s));
     KEEPS(cur, ferry_memcpy(p, host, N, FERRY_COPY_H2D, dev, s));
     KEEPS(cur, ferry_event_record(t1, s));
@@ -527,7 +527,7 @@ static void loader_keeps_current(int cur, int d)
     ASSERT_EQ_SIZE(seen, 2 * NS);
     ferry_stream_destroy(s);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     expect_current(cur, "ferry_loader_destroy");
 }
 
@@ -701,7 +701,7 @@ TEST(build_records_its_gpu_code)
 {
     const char *archs = ferry_cuda_archs();
     ASSERT(archs != NULL);
-    if (!ferry_built_with_cuda()) {
+    if (!ferry_cuda_is_built()) {
         ASSERT_STR_EQ(archs, "");
         return;
     }
@@ -739,7 +739,7 @@ TEST(zero_device_is_the_default)
     ASSERT_OK(ferry_tensor_zeros(shape, 1, FERRY_DTYPE_F32, zero, &t));
     ASSERT(ferry_device_eq(ferry_tensor_device(t), def));
     void *p;
-    ASSERT_OK(ferry_device_malloc(zero, 64, s, &p));
+    ASSERT_OK(ferry_device_alloc(zero, 64, s, &p));
     ferry_device_free(zero, p);
     ASSERT_OK(ferry_device_synchronize(zero));
     ferry_tensor_release(t);

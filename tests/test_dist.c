@@ -128,13 +128,13 @@ TEST(grad_hook_reports_each_layer_last_first)
 /* One ferry_dist for the whole program: MPI starts once per process. */
 static ferry_dist *the_dist;
 
-static void finalize_at_exit(void) { ferry_dist_finalize(the_dist); }
+static void finalize_at_exit(void) { ferry_dist_destroy(the_dist); }
 
 static ferry_dist *dist(void)
 {
-    if (!ferry_dist_mpi_built()) {
+    if (!ferry_dist_mpi_is_built()) {
         ferry_dist *d = (ferry_dist *)1;
-        ASSERT_STATUS(ferry_dist_init(NULL, &d), FERRY_ERR_UNSUPPORTED);
+        ASSERT_STATUS(ferry_dist_create(NULL, &d), FERRY_ERR_UNSUPPORTED);
         ASSERT(d == NULL);
         ASSERT_STR_CONTAINS(ferry_last_error(), "no MPI");
         SKIP("built without MPI (DIST=0)");
@@ -143,7 +143,7 @@ static ferry_dist *dist(void)
         ferry_dist_config c = ferry_dist_config_default();
         c.device = "cpu";
         c.timeout_s = 60;
-        ASSERT_OK(ferry_dist_init(&c, &the_dist));
+        ASSERT_OK(ferry_dist_create(&c, &the_dist));
         atexit(finalize_at_exit);
     }
     return the_dist;
@@ -230,7 +230,7 @@ TEST(collectives_refuse_bad_arguments)
     ASSERT_OK(ferry_tensor_zeros(shape, 2, FERRY_DTYPE_F32, ferry_cpu(), &t));
     ASSERT_STATUS(ferry_dist_all_reduce(NULL, t, FERRY_REDUCE_SUM, NULL), FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_dist_all_reduce(d, NULL, FERRY_REDUCE_SUM, NULL), FERRY_ERR_INVALID_ARG);
-    ASSERT_STATUS(ferry_dist_all_reduce(d, t, FERRY_REDUCE_COUNT_, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_dist_all_reduce(d, t, FERRY_REDUCE_COUNT, NULL), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "rank");
     ASSERT_OK(ferry_tensor_transpose(t, 0, 1, &view));
     ASSERT_STATUS(ferry_dist_all_reduce(d, view, FERRY_REDUCE_SUM, NULL), FERRY_ERR_INVALID_ARG);
@@ -249,13 +249,13 @@ TEST(collectives_refuse_bad_arguments)
     ferry_tensor_release(half);
     ferry_tensor_release(view);
     ferry_tensor_release(t);
-    if (ferry_cuda_is_available() && !ferry_dist_nccl_built())
+    if (ferry_cuda_is_available() && !ferry_dist_nccl_is_built())
         return;
     if (!ferry_cuda_is_available()) {
         ferry_dist *x = (ferry_dist *)1;
         ferry_dist_config c = ferry_dist_config_default();
         c.device = "cuda";
-        ASSERT_STATUS(ferry_dist_init(&c, &x), FERRY_ERR_NO_DEVICE);
+        ASSERT_STATUS(ferry_dist_create(&c, &x), FERRY_ERR_NO_DEVICE);
         ASSERT(x == NULL);
         ASSERT_STR_CONTAINS(ferry_last_error(), "no CUDA device");
     }
@@ -369,7 +369,7 @@ TEST(nccl_all_reduce_and_ddp_on_cuda)
 {
     ferry_dist *cpu = dist();
     ft_require_nvidia("NCCL");
-    if (!ferry_dist_nccl_built())
+    if (!ferry_dist_nccl_is_built())
         SKIP("built without NCCL");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     if (ls && atoi(ls) > ferry_cuda_device_count())
@@ -378,7 +378,7 @@ TEST(nccl_all_reduce_and_ddp_on_cuda)
     c.device = "cuda";
     c.timeout_s = 60;
     ferry_dist *d;
-    ASSERT_OK(ferry_dist_init(&c, &d));
+    ASSERT_OK(ferry_dist_create(&c, &d));
     int r = ferry_dist_rank(d), w = ferry_dist_world_size(d);
     ASSERT_EQ_INT(r, ferry_dist_rank(cpu));
     ASSERT_EQ_INT(ferry_dist_device(d).type, FERRY_DEVICE_CUDA);
@@ -436,5 +436,5 @@ TEST(nccl_all_reduce_and_ddp_on_cuda)
     ferry_optim_destroy(opt_ref);
     ferry_module_destroy(net);
     ferry_module_destroy(ref);
-    ferry_dist_finalize(d);
+    ferry_dist_destroy(d);
 }

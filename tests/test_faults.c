@@ -43,7 +43,7 @@ static void sweep(size_t workers, ferry_dtype wire, ferry_dtype out)
     ferry_dataset *warm;
     ASSERT_OK(ferry_dataset_memory(data, &fmt, N, labels, &warm));
     ASSERT_OK(one_epoch(warm, workers, wire, out, &batches));
-    ferry_dataset_destroy(warm);
+    ferry_dataset_release(warm);
     int64_t live0 = ferry_debug_alloc_live();
     for (int64_t k = 1; k < 10000; k++) {
         ferry_dataset *ds = NULL;
@@ -51,7 +51,7 @@ static void sweep(size_t workers, ferry_dtype wire, ferry_dtype out)
         ferry_status st = ferry_dataset_memory(data, &fmt, N, labels, &ds);
         if (st == FERRY_OK)
             st = one_epoch(ds, workers, wire, out, &batches);
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
         bool never_failed = ferry_debug_fail_alloc_after(0) > 0;
         ASSERT_MSG(ferry_debug_alloc_live() == live0,
                    "failing allocation %lld leaked %lld allocation(s)", (long long)k,
@@ -70,7 +70,7 @@ static void sweep(size_t workers, ferry_dtype wire, ferry_dtype out)
         /* The next attempt, with no failure injected, works. */
         ASSERT_OK(ferry_dataset_memory(data, &fmt, N, labels, &ds));
         ASSERT_OK(one_epoch(ds, workers, wire, out, &batches));
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
     ASSERT_MSG(0, "the sweep did not end");
 }

@@ -126,7 +126,7 @@ TEST(shuffled_and_distributed_epoch_orders)
     c.world_size = 3;
     epoch_order(c, 2, got, 12);
     golden_u64("distributed, rank 1 of 3, seed 42, epoch 2", got, want[2], 12);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(split_membership)
@@ -144,9 +144,9 @@ TEST(split_membership)
     }
     static const uint64_t want[10] = {49, 24, 8, 46, 47, 5, 25, 35, 45, 10};
     golden_u64("split 0.2, seed 42: val's samples", got, want, 10);
-    ferry_dataset_destroy(train);
-    ferry_dataset_destroy(val);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(train);
+    ferry_dataset_release(val);
+    ferry_dataset_release(ds);
 }
 
 /* Streaming: 4 shards of 3, 5, 0 and 4 samples, a shuffle buffer of 3. */
@@ -160,7 +160,7 @@ TEST(streaming_order)
             uint8_t px[2] = {(uint8_t)i, (uint8_t)(i * 7)};
             const char *p = ft_tmp("golden/tmp.png");
             ft_write_file(p, "", 0);
-            ASSERT_OK(ferry_png_write_file(p, px, 2, 1, 1));
+            ASSERT_OK(ferry_png_save(p, px, 2, 1, 1));
             size_t n;
             uint8_t *bytes = ft_read_file(p, &n);
             char name[64], lab[16];
@@ -195,7 +195,7 @@ TEST(streaming_order)
     golden_u64("streaming, buffer 3, seed 42, epoch 0", got, want[0], 12);
     epoch_order(c, 1, got, 12);
     golden_u64("streaming, buffer 3, seed 42, epoch 1", got, want[1], 12);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* Random crop (pad 2) and flip: a digest of each augmented image, from images
@@ -211,7 +211,7 @@ TEST(crop_and_flip_draws)
         snprintf(rel, sizeof rel, "golden/folder/c0/img%zu.png", k);
         const char *p = ft_tmp(rel);
         ft_write_file(p, "", 0);
-        ASSERT_OK(ferry_png_write_file(p, px, W, H, 1));
+        ASSERT_OK(ferry_png_save(p, px, W, H, 1));
     }
     ferry_image_config cfg = ferry_image_config_default();
     cfg.random_crop_pad = 2;
@@ -234,5 +234,5 @@ TEST(crop_and_flip_draws)
     static const uint64_t want[6] = {15932792932489512419u, 7586680922647623755u, 18106406564131420701u,
                                      18106406564131420701u, 6170230750177328116u, 9938930117887198395u};
     golden_u64("crop pad 2 + flip, seed 42, epochs 0-1, samples 0-2 (output digests)", got, want, 6);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

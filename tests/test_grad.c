@@ -210,7 +210,7 @@ static double ce_loss(ferry_tensor *logits, ferry_tensor *labels)
     double l = 0;
     ASSERT_OK(ferry_metrics_create(CPU, &mt));
     ASSERT_OK(ferry_cross_entropy(logits, labels, 1.0f, mt, NULL, NULL));
-    ASSERT_OK(ferry_metrics_read(mt, &l, NULL, NULL));
+    ASSERT_OK(ferry_metrics_get(mt, &l, NULL, NULL));
     ferry_metrics_destroy(mt);
     return l;
 }
@@ -221,7 +221,7 @@ static double mse(ferry_tensor *p, ferry_tensor *t)
     double l = 0;
     ASSERT_OK(ferry_metrics_create(CPU, &mt));
     ASSERT_OK(ferry_mse_loss(p, t, 1.0f, mt, NULL, NULL));
-    ASSERT_OK(ferry_metrics_read(mt, &l, NULL, NULL));
+    ASSERT_OK(ferry_metrics_get(mt, &l, NULL, NULL));
     ferry_metrics_destroy(mt);
     return l;
 }

@@ -52,7 +52,7 @@ static void check_round_trip(const char *ip, const char *lp)
     ASSERT_EQ_SIZE(f->channels, 1);
     ASSERT_EQ_SIZE(f->height, H);
     ASSERT_EQ_SIZE(f->width, W);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     uint8_t out[H * W];
     for (size_t i = 0; i < N; i++) {
         int64_t label = -1;
@@ -60,7 +60,7 @@ static void check_round_trip(const char *ip, const char *lp)
         ASSERT_MEM_EQ(out, pixels + i * H * W, sizeof out);
         ASSERT_EQ_INT(label, labels[i]);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(idx_round_trip_plain_and_gz)
@@ -202,7 +202,7 @@ TEST(idx_resize_and_rgb_output)
     ASSERT_OK(ferry_dataset_get(ds, 2, out, sizeof out, NULL, NULL));
     for (int c = 0; c < 3; c++)
         ASSERT_MEM_EQ(out + c * H * W, pixels + 2 * H * W, H * W);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     cfg.channels = 1;
     cfg.height = 8;
     cfg.width = 6;
@@ -213,7 +213,7 @@ TEST(idx_resize_and_rgb_output)
         ASSERT_OK(ferry_dataset_get(ds, i, big, sizeof big, NULL, NULL));
         check_upscale2(pixels + i * H * W, H, W, big);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(fashion_mnist_loads)
@@ -230,9 +230,9 @@ TEST(fashion_mnist_loads)
     ASSERT_OK(ferry_dataset_idx(ip, lp, NULL, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 60000);
     ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), 28 * 28);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 10);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 10);
     int64_t label;
     ASSERT_OK(ferry_dataset_label(ds, 0, &label));
     ASSERT_EQ_INT(label, 9); /* the first training image is an ankle boot */
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

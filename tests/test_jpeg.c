@@ -323,7 +323,7 @@ TEST(resize_crop_and_orientation_paths_agree)
     /* Resize through the whole-image path: same result as PNG's resize of the
      * same pixels, which ferry_png_decode gives from a PNG of the full decode. */
     const char *png = ft_tmp("full.png");
-    ASSERT_OK(ferry_png_write_file(png, full, 40, 30, 3));
+    ASSERT_OK(ferry_png_save(png, full, 40, 30, 3));
     size_t pn;
     uint8_t *pdata = ft_read_file(png, &pn);
     uint8_t a[13 * 11 * 3], b[13 * 11 * 3];
@@ -576,7 +576,7 @@ TEST(a_png_named_jpg_is_read_as_png)
         px[i] = (uint8_t)(i * 7);
     const char *p = ft_tmp("pngjpg/c0/x.jpg");
     ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_write_file(p, px, 4, 3, 3));
+    ASSERT_OK(ferry_png_save(p, px, 4, 3, 3));
     size_t n;
     uint8_t *data = ft_read_file(p, &n);
     ferry_image_info info;
@@ -593,7 +593,7 @@ TEST(a_png_named_jpg_is_read_as_png)
     int64_t lab;
     ASSERT_OK(ferry_dataset_get(ds, 0, out, sizeof out, &ctx, &lab));
     ASSERT_MEM_EQ(out, px, sizeof px);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* Neither signature, named .jpg: the JPEG error. */
     static const uint8_t junk[16] = "not an image....";
     ASSERT_STATUS(ferry_image_decode(junk, sizeof junk, &cfg, NULL, "y.jpg", out, sizeof out), FERRY_ERR_FORMAT);
@@ -722,7 +722,7 @@ TEST(png_and_jpeg_mix_in_folders_lists_and_shards)
             uint8_t px[30 * 20 * 3];
             for (size_t j = 0; j < sizeof px; j++)
                 px[j] = (uint8_t)(j * 7 + (size_t)i * 31);
-            ASSERT_OK(ferry_png_write_file(ft_tmp("tmp.png"), px, 30, 20, 3));
+            ASSERT_OK(ferry_png_save(ft_tmp("tmp.png"), px, 30, 20, 3));
             data = ft_read_file(ft_tmp("tmp.png"), &n);
         } else {
             enc_opts o = {.w = 30, .h = 20, .comps = i == 3 ? 1 : 3, .hs = 2, .vs = 2,
@@ -771,9 +771,9 @@ TEST(png_and_jpeg_mix_in_folders_lists_and_shards)
     ASSERT(epoch_digest(folder, 3) == want);
     ASSERT(epoch_digest(listed, 2) == want);
     ASSERT(epoch_digest(sharded, 3) == want);
-    ferry_dataset_destroy(folder);
-    ferry_dataset_destroy(listed);
-    ferry_dataset_destroy(sharded);
+    ferry_dataset_release(folder);
+    ferry_dataset_release(listed);
+    ferry_dataset_release(sharded);
 
     /* A truncated JPEG in a folder fails by name when loaded. */
     size_t n;
@@ -785,5 +785,5 @@ TEST(png_and_jpeg_mix_in_folders_lists_and_shards)
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("mix"), &cfg, &folder));
     ASSERT_STATUS(ferry_dataset_get(folder, 1, a, bytes, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "a/1.JPG: premature end of JPEG data");
-    ferry_dataset_destroy(folder);
+    ferry_dataset_release(folder);
 }

@@ -40,7 +40,7 @@ static void fixture_make(fixture *f, size_t n)
 
 static void fixture_free(fixture *f)
 {
-    ferry_dataset_destroy(f->ds);
+    ferry_dataset_release(f->ds);
     free(f->data);
     free(f->labels);
 }
@@ -147,7 +147,7 @@ TEST(drop_last_drops_the_short_batch)
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
     ASSERT_EQ_SIZE(ferry_loader_len(l), 3);
-    ASSERT_EQ_SIZE(ferry_loader_num_samples(l), 24);
+    ASSERT_EQ_SIZE(ferry_loader_sample_count(l), 24);
     size_t seen[25] = {0}, nb, total = 0;
     run_epoch(l, &f, seen, &nb);
     ASSERT_EQ_SIZE(nb, 3);
@@ -242,10 +242,10 @@ TEST(distributed_ranks_cover_the_dataset)
             c.seed = 9;
             ferry_loader *l;
             ASSERT_OK(ferry_loader_create(&c, &l));
-            ASSERT_EQ_SIZE(ferry_loader_num_samples(l), (sizes[t] + 3) / 4);
+            ASSERT_EQ_SIZE(ferry_loader_sample_count(l), (sizes[t] + 3) / 4);
             size_t nb;
             run_epoch(l, &f, seen, &nb);
-            total += ferry_loader_num_samples(l);
+            total += ferry_loader_sample_count(l);
             ferry_loader_destroy(l);
         }
         size_t dup = 0;
@@ -422,7 +422,7 @@ TEST(policy_fail_names_the_sample_then_reset_recovers)
         ASSERT_EQ_SIZE(b.indices[0], 0);
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -453,11 +453,11 @@ TEST(errors_name_the_file_the_dataset_did_not)
         ferry_loader_stats s;
         ASSERT_OK(ferry_loader_stats_get(l, &s));
         ASSERT_EQ_INT(s.skipped, 1);
-        ASSERT_EQ_SIZE(s.skipped_names_count, 1);
+        ASSERT_EQ_SIZE(s.num_skipped_names, 1);
         ASSERT_STR_EQ(s.skipped_names[0], "file5.png");
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -485,11 +485,11 @@ TEST(policy_skip_keeps_batches_full_and_counts)
         ASSERT_OK(ferry_loader_stats_get(l, &s));
         ASSERT_EQ_INT(s.samples, 30);
         ASSERT_EQ_INT(s.skipped, 2); /* 5 and 6, once each */
-        ASSERT(s.skipped_names_count >= 2);
+        ASSERT(s.num_skipped_names >= 2);
         ASSERT_STR_EQ(s.skipped_names[0], s.skipped_names[0][4] == '5' ? "file5.png" : "file6.png");
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -530,7 +530,7 @@ TEST(policy_skip_a_run_of_bad_files_costs_each_once)
         ferry_loader_destroy(l);
     }
     bad_run_from = bad_run_to = 0;
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -559,7 +559,7 @@ TEST(timeout_names_the_slow_sample)
         ASSERT_STR_CONTAINS(ferry_last_error(), "timeout");
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -576,7 +576,7 @@ TEST(destroy_while_a_worker_sits_on_a_slow_file)
     double t = now_s();
     ferry_loader_destroy(l); /* waits for the slow sample, starts no new one */
     ASSERT_MSG(now_s() - t < 2.0, "destroy took %.2f s", now_s() - t);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 
@@ -665,7 +665,7 @@ TEST(normalised_float_output_and_layouts)
         }
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* PNG files of one size whose compressed sizes, and so zlib windows, differ
@@ -684,7 +684,7 @@ TEST(no_allocations_after_warmup_png_folder)
         }
         snprintf(path, sizeof path, "%s/c%zu/%03zu.png", ft_tmp("allocs"), i % 2, i);
         ft_write_file(path, "", 0);
-        ASSERT_OK(ferry_png_write_file(path, px, SIDE, SIDE, 1));
+        ASSERT_OK(ferry_png_save(path, px, SIDE, SIDE, 1));
     }
     ferry_dataset *ds = NULL;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("allocs"), NULL, &ds));
@@ -710,7 +710,7 @@ TEST(no_allocations_after_warmup_png_folder)
                    workers, (unsigned long long)s.allocs_after_warmup);
         ferry_loader_destroy(l);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(no_allocations_after_warmup)
@@ -934,7 +934,7 @@ TEST(reset_zero_before_next_keeps_prefetched)
     ASSERT_OK(ferry_loader_reset(l, 0));
     ASSERT(run_epoch(l, &f, NULL, NULL) == want);
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     fixture_free(&f);
 }
 

@@ -44,7 +44,7 @@ static struct {
 static void free_fixtures(void)
 {
     for (int i = 0; i < DS_COUNT; i++)
-        ferry_dataset_destroy(fx.ds[i]);
+        ferry_dataset_release(fx.ds[i]);
     fx.made = false;
 }
 
@@ -61,8 +61,8 @@ static void write_png_folder(const char *root)
         char rel[256];
         snprintf(rel, sizeof rel, "%s/%s/%03zu.png", root, classes[i % 3], i);
         const char *path = ft_tmp(rel);
-        ft_write_file(path, "", 0); /* creates the class folder; ferry_png_write_file does not */
-        ASSERT_OK(ferry_png_write_file(path, px, w, h, 3));
+        ft_write_file(path, "", 0); /* creates the class folder; ferry_png_save does not */
+        ASSERT_OK(ferry_png_save(path, px, w, h, 3));
     }
 }
 
@@ -834,8 +834,8 @@ TEST(loader_and_model_on_cuda1_from_a_thread_on_cuda0)
     }
     double lossg, lossc, accg, accc;
     int64_t cntg, cntc;
-    ASSERT_OK(ferry_metrics_read(mg, &lossg, &accg, &cntg));
-    ASSERT_OK(ferry_metrics_read(mc, &lossc, &accc, &cntc));
+    ASSERT_OK(ferry_metrics_get(mg, &lossg, &accg, &cntg));
+    ASSERT_OK(ferry_metrics_get(mc, &lossc, &accc, &cntc));
     ASSERT_EQ_INT(cntg, cntc);
     ASSERT_EQ_INT(cntg, 2 * MEM_N);
     ASSERT_NEAR(lossg, lossc, 1e-4 + 1e-3 * fabs(lossc));
@@ -917,5 +917,5 @@ TEST(readme_first_example_on_cuda0_with_the_null_stream)
     free(host);
     ferry_loader_destroy(loader);
     ferry_loader_destroy(cpu);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

@@ -41,7 +41,7 @@ static void overfit(ferry_device dev)
     for (int step = 0; step < 300; step++) {
         ASSERT_OK(ferry_metrics_reset(mt, NULL));
         ASSERT_OK(ferry_train_step(net, opt, NULL, x, y, mt, NULL));
-        ASSERT_OK(ferry_metrics_read(mt, &loss, &acc, NULL));
+        ASSERT_OK(ferry_metrics_get(mt, &loss, &acc, NULL));
         if (step == 0)
             first = loss;
         if (loss < 0.01)
@@ -51,7 +51,7 @@ static void overfit(ferry_device dev)
     ASSERT_NEAR(acc, 1.0, 0);
     ASSERT_OK(ferry_metrics_reset(mt, NULL));
     ASSERT_OK(ferry_eval_step(net, x, y, mt, NULL));
-    ASSERT_OK(ferry_metrics_read(mt, &loss, &acc, NULL));
+    ASSERT_OK(ferry_metrics_get(mt, &loss, &acc, NULL));
     ASSERT(loss < 0.02 && acc == 1.0);
     ASSERT(ferry_module_is_training(net));
     ferry_metrics_destroy(mt);
@@ -71,7 +71,7 @@ TEST(mlp_overfits_one_batch_cuda)
 TEST(module_parameters_names_and_count)
 {
     ferry_module *net = mlp(784, 256, 10), *bn = NULL;
-    ASSERT_EQ_INT(ferry_module_num_parameters(net), 784 * 256 + 256 + 256 * 10 + 10);
+    ASSERT_EQ_INT(ferry_module_trainable_numel(net), 784 * 256 + 256 + 256 * 10 + 10);
     ASSERT_EQ_SIZE(ferry_module_param_count(net), 4);
     ferry_param p;
     ASSERT_OK(ferry_module_param(net, 2, &p));
@@ -83,7 +83,7 @@ TEST(module_parameters_names_and_count)
     ASSERT_OK(ferry_module_param(net, 6, &p));
     ASSERT_STR_EQ(p.name, "4.running_mean");
     ASSERT(p.buffer && !p.grad);
-    ASSERT_EQ_INT(ferry_module_num_parameters(net), 784 * 256 + 256 + 256 * 10 + 10 + 16);
+    ASSERT_EQ_INT(ferry_module_trainable_numel(net), 784 * 256 + 256 + 256 * 10 + 10 + 16);
     ASSERT_STR_EQ(ferry_module_name(net), "Sequential(5)");
     /* Same seed, same model. */
     ferry_module *b = mlp(784, 256, 10);
@@ -140,7 +140,7 @@ TEST(sgd_momentum_weight_decay_formula)
         w -= 0.1 * buf;
         ASSERT_NEAR(*(float *)ferry_tensor_data(p.value), w, 1e-5);
     }
-    ASSERT_EQ_INT(ferry_optim_steps(o), 5);
+    ASSERT_EQ_INT(ferry_optim_step_count(o), 5);
     ferry_optim_destroy(o);
     ferry_module_destroy(l);
 }
@@ -257,7 +257,7 @@ TEST(amp_skips_nonfinite_steps_and_adapts_scale)
     ASSERT_NEAR(ferry_amp_scale(amp), 256, 0);
     ASSERT_OK(ferry_amp_step(amp, o, NULL, &skipped));
     ASSERT_NEAR(ferry_amp_scale(amp), 512, 0); /* two good steps in a row */
-    ASSERT_EQ_INT(ferry_optim_steps(o), 3);
+    ASSERT_EQ_INT(ferry_optim_step_count(o), 3);
     ASSERT_STATUS(ferry_module_to_dtype(l, FERRY_DTYPE_F32), FERRY_ERR_BAD_STATE);
     ferry_amp_destroy(amp);
     ferry_optim_destroy(o);
@@ -287,7 +287,7 @@ static void amp_train(ferry_device dev)
         for (int step = 0; step < 400; step++) {
             ASSERT_OK(ferry_metrics_reset(mt, NULL));
             ASSERT_OK(ferry_train_step(net, opt, amp, x, y, mt, NULL));
-            ASSERT_OK(ferry_metrics_read(mt, &loss, NULL, NULL));
+            ASSERT_OK(ferry_metrics_get(mt, &loss, NULL, NULL));
         }
         ASSERT_MSG(loss < 0.05, "%s: loss %g", ferry_dtype_name(cfg.dtype), loss);
         ferry_metrics_destroy(mt);
@@ -610,12 +610,12 @@ TEST(cross_entropy_bad_label_on_every_device)
             ferry_tensor_release(d);
         }
         ASSERT_STR_EQ(want, "2 of 4 labels are outside [0, 3) (in ferry_cross_entropy)");
-        ASSERT_STATUS(ferry_metrics_read(m, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
+        ASSERT_STATUS(ferry_metrics_get(m, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
         ASSERT_STR_CONTAINS(ferry_last_error(), "8 labels were outside [0, classes)");
         ASSERT_OK(ferry_metrics_reset(m, s));
         ASSERT_OK(ferry_cross_entropy(x, y[2], 1.0f, m, s, NULL));
         int64_t seen = 0;
-        ASSERT_OK(ferry_metrics_read(m, NULL, NULL, &seen));
+        ASSERT_OK(ferry_metrics_get(m, NULL, NULL, &seen));
         ASSERT_EQ_INT(seen, 4);
         ferry_metrics_destroy(m);
         ferry_stream_destroy(s);

@@ -76,7 +76,7 @@ static double train(ferry_module *net, ferry_optim *opt, ferry_metrics *mt, ferr
     double loss = 0;
     ASSERT_OK(ferry_metrics_reset(mt, NULL));
     ASSERT_OK(ferry_train_step(net, opt, NULL, x, y, mt, NULL));
-    ASSERT_OK(ferry_metrics_read(mt, &loss, NULL, NULL));
+    ASSERT_OK(ferry_metrics_get(mt, &loss, NULL, NULL));
     ASSERT_MSG(isfinite(loss), "loss %g", loss);
     return loss;
 }
@@ -149,7 +149,7 @@ static void oom_during_training(ferry_device dev)
     int hits[NPHASE] = {0};
     for (int64_t k = 1;; k++) {
         snapshot(net, before);
-        int64_t steps = ferry_optim_steps(opt);
+        int64_t steps = ferry_optim_step_count(opt);
         uint64_t retries = stats(dev).oom_retries;
         ASSERT_EQ_INT(ferry_debug_fail_device_alloc_after(k), 0);
         ferry_status st = ferry_train_step(net, opt, NULL, x, y, NULL, NULL);
@@ -166,7 +166,7 @@ static void oom_during_training(ferry_device dev)
         ASSERT_EQ_INT(stats(dev).oom_retries, retries + 1);
         snapshot(net, after);
         ASSERT_MEM_EQ(before, after, sizeof before);
-        ASSERT_EQ_INT(ferry_optim_steps(opt), steps);
+        ASSERT_EQ_INT(ferry_optim_step_count(opt), steps);
         int64_t end = 0;
         for (int p = 0; p < NPHASE; p++)
             if (k <= (end += n[p])) {
@@ -205,14 +205,14 @@ static void oom_during_training(ferry_device dev)
         bool fired = ferry_debug_fail_device_alloc_after(0) == 0;
         if (!fired) {
             ASSERT_OK(st);
-            ASSERT_EQ_INT(ferry_optim_steps(adam), 1);
+            ASSERT_EQ_INT(ferry_optim_step_count(adam), 1);
             ferry_optim_destroy(adam);
             break;
         }
         check_oom(st, k, "ferry_optim_step");
         snapshot(net, after);
         ASSERT_MEM_EQ(before, after, sizeof before);
-        ASSERT_EQ_INT(ferry_optim_steps(adam), 0);
+        ASSERT_EQ_INT(ferry_optim_step_count(adam), 0);
         ferry_optim_destroy(adam);
         ASSERT_EQ_SIZE(allocated(dev), held);
         failed++;
@@ -238,13 +238,13 @@ TEST(device_alloc_hook_fails_like_a_full_device)
 {
     ferry_device d = ferry_cpu();
     void *p = NULL, *q = NULL;
-    ASSERT_OK(ferry_device_malloc(d, 4096, NULL, &p));
+    ASSERT_OK(ferry_device_alloc(d, 4096, NULL, &p));
     ferry_device_free(d, p); /* cached now */
     ferry_memory_stats s0 = stats(d);
     ASSERT_EQ_INT(ferry_debug_fail_device_alloc_after(2), 0);
-    ASSERT_OK(ferry_device_malloc(d, 4096, NULL, &p)); /* the first: from the cache */
+    ASSERT_OK(ferry_device_alloc(d, 4096, NULL, &p)); /* the first: from the cache */
     q = &q;
-    ASSERT_STATUS(ferry_device_malloc(d, 4096, NULL, &q), FERRY_ERR_DEVICE_OOM);
+    ASSERT_STATUS(ferry_device_alloc(d, 4096, NULL, &q), FERRY_ERR_DEVICE_OOM);
     ASSERT(q == NULL);
     ASSERT_STR_CONTAINS(ferry_last_error(), "out of memory on cpu allocating 4.00 KiB");
     ASSERT_STR_CONTAINS(ferry_last_error(), "its cache was emptied and the allocation retried");
@@ -253,13 +253,13 @@ TEST(device_alloc_hook_fails_like_a_full_device)
     ASSERT_EQ_INT(s1.oom_retries, s0.oom_retries + 1);
     ASSERT_EQ_SIZE(s1.allocated_bytes, s0.allocated_bytes + 4096);
     ASSERT_EQ_SIZE(s1.reserved_bytes, s1.allocated_bytes); /* the cache was emptied */
-    ASSERT_OK(ferry_device_malloc(d, 4096, NULL, &q)); /* one failure only */
+    ASSERT_OK(ferry_device_alloc(d, 4096, NULL, &q)); /* one failure only */
     ferry_device_free(d, p);
     ferry_device_free(d, q);
     ASSERT_EQ_SIZE(stats(d).allocated_bytes, s0.allocated_bytes);
     /* Zero bytes allocate nothing, so they do not count. */
     ferry_debug_fail_device_alloc_after(1);
-    ASSERT_OK(ferry_device_malloc(d, 0, NULL, &p));
+    ASSERT_OK(ferry_device_alloc(d, 0, NULL, &p));
     ASSERT(p == NULL);
     ASSERT_EQ_INT(ferry_debug_fail_device_alloc_after(0), 1);
 }

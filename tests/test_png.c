@@ -235,7 +235,7 @@ static uint8_t *fixture(size_t *n, uint8_t *pixels)
             p[2] = (uint8_t)((x * y * 13) ^ 0x5a);
         }
     const char *path = ft_tmp("fixture.png");
-    ASSERT_OK(ferry_png_write_file(path, pixels, 37, 23, 3));
+    ASSERT_OK(ferry_png_save(path, pixels, 37, 23, 3));
     return ft_read_file(path, n);
 }
 
@@ -261,7 +261,7 @@ TEST(write_then_decode_round_trip)
         ga[2 * i] = (uint8_t)(i * 20);
         ga[2 * i + 1] = 255;
     }
-    ASSERT_OK(ferry_png_write_file(ft_tmp("ga.png"), ga, 4, 3, 2));
+    ASSERT_OK(ferry_png_save(ft_tmp("ga.png"), ga, 4, 3, 2));
     size_t gn;
     uint8_t *gd = ft_read_file(ft_tmp("ga.png"), &gn);
     ASSERT_OK(ferry_png_decode(gd, gn, NULL, NULL, "ga.png", g, sizeof g));
@@ -281,7 +281,7 @@ TEST(gray_conversion_follows_itu601)
         px[i] = (uint8_t)(x >> 24);
     }
     px[0] = px[1] = px[2] = 255; /* white stays white */
-    ASSERT_OK(ferry_png_write_file(ft_tmp("rgb.png"), px, W, H, 3));
+    ASSERT_OK(ferry_png_save(ft_tmp("rgb.png"), px, W, H, 3));
     size_t n;
     uint8_t *data = ft_read_file(ft_tmp("rgb.png"), &n);
     ferry_image_config cfg = ferry_image_config_default();

@@ -252,7 +252,7 @@ static void run_layers(const layer_case *cases, size_t n)
             for (int t = 0; t < 3; t++)
                 run_layer(f, &cases[c], device_at(d), all_dtypes[t]);
     }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 TEST(linear_matches_pytorch)
@@ -350,7 +350,7 @@ TEST(batchnorm2d_train_and_eval_match_pytorch)
             ferry_tensor_release(y);
             ferry_module_destroy(bn);
         }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 /* Dropout: the identity in eval (PyTorch's fixture); in training every element
@@ -393,7 +393,7 @@ TEST(dropout_eval_is_identity_as_in_pytorch)
         ferry_tensor_release(y);
         ferry_module_destroy(m);
     }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 /* ---- losses: the mean loss (read through metrics) and the input gradient,
@@ -402,7 +402,7 @@ TEST(dropout_eval_is_identity_as_in_pytorch)
 static void expect_loss(const where *w, const ferry_safetensors *f, ferry_metrics *met, bounds b)
 {
     double loss = 0;
-    ASSERT_OK(ferry_metrics_read(met, &loss, NULL, NULL));
+    ASSERT_OK(ferry_metrics_get(met, &loss, NULL, NULL));
     ferry_tensor *want = ref_get(f, w->case_, "loss", ferry_cpu(), FERRY_DTYPE_F32);
     float got = (float)loss, ref = *(const float *)ferry_tensor_data(want);
     check_err(w, "loss", norm_err(&got, &ref, 1, 1.0), bound_for(b, w->dt));
@@ -461,7 +461,7 @@ TEST(losses_match_pytorch)
             where mse = {"mse", device_at(d), all_dtypes[t]};
             run_mse(f, &mse, (bounds){1e-7, 6e-4, 5e-3});
         }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 /* ---- optimisers: a Linear(4, 3)'s parameters after each of five steps from
@@ -510,7 +510,7 @@ static void run_optim(const ferry_safetensors *f, const optim_case *oc, ferry_de
             expect(&w, f, what, p.value, b);
         }
     }
-    ASSERT_EQ_INT(ferry_optim_steps(o), 5);
+    ASSERT_EQ_INT(ferry_optim_step_count(o), 5);
     ferry_optim_destroy(o);
     ferry_module_destroy(m);
 }
@@ -525,7 +525,7 @@ static void run_optims(const optim_case *cases, size_t n, bounds b)
         for (int d = 0; d < device_count(); d++)
             run_optim(f, &cases[c], device_at(d), b);
     }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 TEST(sgd_configurations_match_pytorch)
@@ -648,7 +648,7 @@ static void run_train(const char *case_, const char *config, bool cnn, bounds b)
                 train_one_call(f, &w, net, b);
             ferry_module_destroy(net);
         }
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
 }
 
 TEST(train_step_mlp_matches_pytorch)

@@ -31,7 +31,7 @@ static void add_sample(ft_tar *t, size_t i)
         px[j] = (uint8_t)(i * 31 + j * 7 + (j * j) % 13);
     const char *p = ft_tmp("remote/tmp.png");
     ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_write_file(p, px, IW, IH, 1));
+    ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
     size_t n;
     uint8_t *bytes = ft_read_file(p, &n);
     char name[64], lab[16];
@@ -278,8 +278,8 @@ static void digest_test(const char *env_url)
     ferry_remote_stats s = stats_of(remote);
     ASSERT_EQ_INT(s.downloads, NSHARDS);
     ASSERT_EQ_INT(s.failures, 0);
-    ferry_dataset_destroy(remote);
-    ferry_dataset_destroy(local);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
     ft_http_stop(srv);
 }
 
@@ -347,8 +347,8 @@ TEST(cache_stays_in_budget_and_evicts)
     ASSERT_MSG(s.held_peak <= budget, "held %zu bytes, budget %zu", s.held_peak, budget);
     ASSERT(s.evictions > 0);
     ASSERT(s.downloads > NSHARDS);
-    ferry_dataset_destroy(remote);
-    ferry_dataset_destroy(local);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
     ft_http_stop(srv);
 }
 
@@ -385,7 +385,7 @@ TEST(cache_reuses_whole_files_never_partial_or_foreign)
     ft_write_file(p, "partial", 7);
     ferry_dataset *local = open_local(), *a, *b;
     ASSERT_OK(open_urls(ft_http_base(srv), &c, &a));
-    ferry_dataset_destroy(a); /* (its fetches renamed and joined) */
+    ferry_dataset_release(a); /* (its fetches renamed and joined) */
     ASSERT_EQ_SIZE(count_files(c.remote_cache_dir, ".part"), 0);
     ASSERT_EQ_SIZE(count_files(c.remote_cache_dir, "mine.tar"), 1);
     ASSERT_EQ_SIZE(count_files(c.remote_cache_dir, ".shard"), NSHARDS);
@@ -404,8 +404,8 @@ TEST(cache_reuses_whole_files_never_partial_or_foreign)
     assert_same_samples(local, b);
     ferry_remote_stats s = stats_of(b);
     ASSERT_EQ_INT(s.downloads, 1);
-    ferry_dataset_destroy(b);
-    ferry_dataset_destroy(local);
+    ferry_dataset_release(b);
+    ferry_dataset_release(local);
     ft_http_stop(srv);
 }
 
@@ -424,8 +424,8 @@ static void survives(const ft_http_faults *f, const char *what)
     ASSERT_MSG(s.retries > 0, "%s: no retries", what);
     ASSERT_EQ_INT(s.failures, 0);
     ASSERT_MSG(ferry_now() - t0 < 60, "%s took %.1f s", what, ferry_now() - t0);
-    ferry_dataset_destroy(remote);
-    ferry_dataset_destroy(local);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
     ft_http_stop(srv);
 }
 
@@ -482,7 +482,7 @@ TEST(unreachable_shard_skip_or_fail)
     ferry_status st = epoch_digest(remote, false, FERRY_ON_ERROR_FAIL, &d, NULL);
     ASSERT_STATUS(st, FERRY_ERR_IO);
     ASSERT_STR_CONTAINS(ferry_last_error(), ft_http_base(srv));
-    ferry_dataset_destroy(remote);
+    ferry_dataset_release(remote);
     ft_http_stop(srv);
 }
 
@@ -554,6 +554,6 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
                        stream ? "streaming" : "random", rank, batches, want);
         }
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     ft_http_stop(srv);
 }

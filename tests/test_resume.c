@@ -20,7 +20,7 @@ static const char *make_folder_named(const char *name, size_t n, const char *pre
             px[j] = (uint8_t)(i * 29 + j * 7 + (j % W) * 13);
         snprintf(path, sizeof path, "%s/c%zu/%s%03zu.png", root, i % 2, prefix, i);
         ft_write_file(path, "", 0);
-        ASSERT_OK(ferry_png_write_file(path, px, W, H, C));
+        ASSERT_OK(ferry_png_save(path, px, W, H, C));
     }
     return root;
 }
@@ -165,7 +165,7 @@ TEST(restore_continues_bit_for_bit_with_other_workers)
     }
     ASSERT_EQ_SIZE(epoch0, N);
     free(ref.img);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* Ranks of world w over the dataset, each delivering k batches; returns the
@@ -227,7 +227,7 @@ static void elastic(size_t w1, size_t w2, size_t k)
     size_t nb = run_ranks(ds, w2, SIZE_MAX, b, NULL, NULL, s.epoch + 1);
     ASSERT_EQ_SIZE(na, nb);
     ASSERT(!memcmp(a, b, na * sizeof *a));
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(elastic_two_ranks_to_one) { elastic(2, 1, 2); }
@@ -273,14 +273,14 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     ASSERT_STATUS(ferry_loader_restore(l, &s), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "the dataset's length is 30 in the state, 31 here");
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(more);
+    ferry_dataset_release(more);
 
     /* The same files in another folder: the same dataset (it may move). */
     ferry_dataset *moved = open_folder(make_folder("fit_moved", N));
     l = make_loader(moved, (loader_opts){.workers = 1});
     ASSERT_OK(ferry_loader_restore(l, &s));
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(moved);
+    ferry_dataset_release(moved);
 
     /* Same length, other names. */
     ferry_dataset *other = open_folder(make_folder_named("fit_other", N, "pic"));
@@ -289,7 +289,7 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     ASSERT_STR_CONTAINS(ferry_last_error(), "the dataset differs from the one it was saved with");
     assert_no_hash(ferry_last_error());
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(other);
+    ferry_dataset_release(other);
 
     /* Another seed, with a split made by it (as the samples' --seed does): the
      * seed is named, in numbers the user gave, not the split's fingerprint. */
@@ -314,10 +314,10 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     ASSERT_STR_CONTAINS(ferry_last_error(), "the split or subset");
     assert_no_hash(ferry_last_error());
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(tr17);
-    ferry_dataset_destroy(va17);
-    ferry_dataset_destroy(tr18);
-    ferry_dataset_destroy(va18);
+    ferry_dataset_release(tr17);
+    ferry_dataset_release(va17);
+    ferry_dataset_release(tr18);
+    ferry_dataset_release(va18);
 
     ferry_loader_state bad;
     ASSERT_STATUS(ferry_loader_state_parse("ferry-loader-state/1 seed=x", &bad), FERRY_ERR_FORMAT);
@@ -328,7 +328,7 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     strcat(text, " extra=1");
     ASSERT_STATUS(ferry_loader_state_parse(text, &bad), FERRY_ERR_FORMAT);
     ASSERT_STATUS(ferry_loader_state_format(&s, text, 20), FERRY_ERR_INVALID_ARG);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* One process (the random sampler, batch 8) resumed on two ranks (the
@@ -396,5 +396,5 @@ TEST(elastic_between_one_process_and_two_ranks_keeps_the_global_batches)
     free(t.img);
     free(part[0].img);
     free(part[1].img);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

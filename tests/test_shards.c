@@ -31,7 +31,7 @@ static void make_reference(void)
         snprintf(rel, sizeof rel, "ref/c%lld/%06zu.png", (long long)labels[i], i);
         const char *p = ft_tmp(rel);
         ft_write_file(p, "", 0);
-        ASSERT_OK(ferry_png_write_file(p, px, IW, IH, 1));
+        ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
         png[i] = ft_read_file(p, &png_n[i]);
         /* The same bytes as plain files for GNU tar and Python to pack. */
         snprintf(rel, sizeof rel, "flat/sub_folder/%06zu.png", i);
@@ -107,19 +107,19 @@ TEST(shard_samples_equal_the_image_folder)
     ferry_dataset *ds = open1(p);
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), N);
     assert_matches_reference(ds, 0);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 1), "trouser");
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 2), "bag");
     char want[4096];
     snprintf(want, sizeof want, "%s:000007.png", p);
     ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 7), want);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* Without class names: the largest label + 1. */
     ds = open1(write_shard("noclasses.tar", 0, N, NULL));
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     ASSERT(ferry_dataset_class_name(ds, 0) == NULL);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(shards_from_a_folder_a_list_file_and_paths_keep_their_order)
@@ -132,13 +132,13 @@ TEST(shards_from_a_folder_a_list_file_and_paths_keep_their_order)
     ferry_dataset *ds = open1(ft_tmp("many"));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), N);
     assert_matches_reference(ds, 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     const char *list = "# the shards\nmany/shard-0.tar\n\n  many/shard-1.tar  \r\nmany/shard-2.tar";
     ft_write_file(ft_tmp("shards.txt"), list, strlen(list));
     ds = open1(ft_tmp("shards.txt"));
     assert_matches_reference(ds, 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* Explicit paths in the caller's order: samples follow it. */
     const char *paths[] = {b, c, a};
@@ -152,7 +152,7 @@ TEST(shards_from_a_folder_a_list_file_and_paths_keep_their_order)
     ASSERT_OK(ferry_dataset_get(ds, N - 1, x, sizeof x, NULL, &lx));
     ASSERT_OK(ferry_dataset_get(ref, 4, y, sizeof y, NULL, &ly));
     ASSERT_MEM_EQ(x, y, sizeof x);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* The same file twice would count its samples twice. */
     const char *twice[] = {a, b, ft_tmp("many/../many/shard-0.tar")};
@@ -199,7 +199,7 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers, ferry_on_error p
         *allocs_after_warmup = s.allocs_after_warmup;
     if (stats_out) {
         *stats_out = s;
-        for (size_t i = 0; i < s.skipped_names_count; i++) /* valid only until destroy */
+        for (size_t i = 0; i < s.num_skipped_names; i++) /* valid only until destroy */
             stats_out->skipped_names[i] = strdup(s.skipped_names[i]);
     }
     ferry_loader_destroy(l);
@@ -220,7 +220,7 @@ TEST(loader_batches_equal_the_folders_for_any_worker_count)
         ASSERT_MSG(got == want, "digest with %zu workers differs from the image folder's", counts[k]);
         ASSERT_EQ_INT(allocs, 0);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* A shard whose keys 1..4 cannot be loaded, each for its own reason. */
@@ -267,7 +267,7 @@ TEST(incomplete_keys_fail_by_name_when_loaded)
     const char *p = write_incomplete(&cls3, &png1);
     ferry_dataset *ds = open1(p);
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 7);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 3);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 3);
     char name[4096], where[64];
     snprintf(name, sizeof name, "%s:000001.png", p);
     snprintf(where, sizeof where, "at byte %zu", png1);
@@ -297,12 +297,12 @@ TEST(incomplete_keys_fail_by_name_when_loaded)
     uint64_t d0 = epoch_digest(ds, 0, FERRY_ON_ERROR_SKIP, NULL, &s0);
     for (size_t w = 1; w <= 3; w++) {
         ASSERT(epoch_digest(ds, w, FERRY_ON_ERROR_SKIP, NULL, &s) == d0);
-        for (size_t i = 0; i < s.skipped_names_count; i++)
+        for (size_t i = 0; i < s.num_skipped_names; i++)
             free((char *)s.skipped_names[i]);
     }
     ASSERT(s0.skipped >= 5); /* a replacement may fail too */
     bool seen[7] = {0};
-    for (size_t i = 0; i < s0.skipped_names_count; i++) {
+    for (size_t i = 0; i < s0.num_skipped_names; i++) {
         const char *colon = strrchr(s0.skipped_names[i], ':');
         ASSERT(colon);
         seen[atoi(colon + 1)] = true;
@@ -322,7 +322,7 @@ TEST(incomplete_keys_fail_by_name_when_loaded)
     ASSERT_STATUS(ferry_loader_next(l, NULL, &b), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "incomplete.tar:00000");
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(an_image_over_the_size_limit_fails_when_loaded)
@@ -340,7 +340,7 @@ TEST(an_image_over_the_size_limit_fails_when_loaded)
     snprintf(name, sizeof name, "%s:000001.png", p);
     assert_get_fails(ds, 1, FERRY_ERR_LIMIT, name, "over the limit");
     ASSERT_STR_CONTAINS(ferry_last_error(), "at byte");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* A one-sample shard body (000000.png and .cls); returns the png header's offset. */
@@ -527,7 +527,7 @@ TEST(pax_gnu_and_ustar_names_sizes_and_types)
     char want[4096];
     snprintf(want, sizeof want, "%s:%s000002.png", p, longdir);
     ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 2), want);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* ---- shards written by other programs ---- */
@@ -548,7 +548,7 @@ static void check_external(const char *p)
     char want[4096];
     snprintf(want, sizeof want, "%s:sub_folder/000003.png", p);
     ASSERT_STR_EQ(ferry_dataset_sample_name(ds, 3), want);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(shards_written_by_gnu_tar)
@@ -589,7 +589,7 @@ TEST(shards_written_by_gnu_tar)
             ASSERT_MEM_EQ(a, b, sizeof a);
             ASSERT_EQ_INT(la, lb);
         }
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
     snprintf(cmd, sizeof cmd, "mv %s/000011.* %s/flat/sub_folder/ && rm -r %s/flat/%060d", deep,
              ft_tmpdir(), ft_tmpdir(), 0);
@@ -669,7 +669,7 @@ TEST(more_shards_than_open_files_allowed_fail_at_create_saying_why)
     close(after);
     ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &ds)); /* with the limit back */
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 40);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(every_failed_allocation_is_reported_and_nothing_leaks)
@@ -693,7 +693,7 @@ TEST(every_failed_allocation_is_reported_and_nothing_leaks)
                 ferry_debug_fail_alloc_after(k);
                 st = load_all(ds);
             }
-            ferry_dataset_destroy(d2);
+            ferry_dataset_release(d2);
             bool never_failed = ferry_debug_fail_alloc_after(0) > 0;
             ASSERT_MSG(ferry_debug_alloc_live() == live0, "phase %d: failing allocation %lld "
                        "leaked %lld", phase, (long long)k,
@@ -711,5 +711,5 @@ TEST(every_failed_allocation_is_reported_and_nothing_leaks)
         }
         ASSERT_MSG(failures > 5, "phase %d: only %zu allocations were failed", phase, failures);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

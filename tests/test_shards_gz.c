@@ -33,7 +33,7 @@ static void add_sample(ft_tar *t, size_t shard, size_t i)
         px[j] = (uint8_t)(i * 37 + j * 11);
     const char *p = ft_tmp("gz/tmp.png");
     ft_write_file(p, "", 0); /* (makes the folder) */
-    ASSERT_OK(ferry_png_write_file(p, px, IW, IH, 1));
+    ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
     size_t n;
     uint8_t *bytes = ft_read_file(p, &n);
     char name[64], lab[16];
@@ -124,7 +124,7 @@ static void permutation(size_t *v, size_t n, unsigned seed)
 TEST(every_sample_matches_the_uncompressed_shards_in_any_order)
 {
     ferry_dataset *plain = open_dir("gz/plain", 0), *zip = open_dir("gz/zip", 0);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(zip), 5);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(zip), 5);
     ASSERT_EQ_SIZE(ferry__dataset_gzip_shards(zip), NSHARDS);
     ASSERT_EQ_SIZE(ferry__dataset_gzip_shards(plain), 0);
     ASSERT(!ferry__dataset_gz_stats(plain, &(ferry_gz_cache_stats){0}));
@@ -140,8 +140,8 @@ TEST(every_sample_matches_the_uncompressed_shards_in_any_order)
     ferry_gz_cache_stats s = stats_of(zip);
     ASSERT_EQ_INT(s.from_ring + s.from_stream, 3 * N + 1); /* + the format probe at create */
     ASSERT_EQ_INT(s.evicted, 0);
-    ferry_dataset_destroy(plain);
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(plain);
+    ferry_dataset_release(zip);
 }
 
 /* Without a plan, an image the stream passes is kept until read once: the
@@ -161,7 +161,7 @@ TEST(reading_backwards_decompresses_each_shard_once)
                (unsigned long long)(s.decompressed - d0));
     ASSERT_EQ_SIZE(s.kept, 0); /* every kept image was read */
     ASSERT(s.kept_peak > 0);
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(zip);
 }
 
 typedef struct reader {
@@ -206,8 +206,8 @@ TEST(threads_reading_at_once_get_the_right_bytes)
         ASSERT(pthread_join(th[t], NULL) == 0);
         ASSERT_EQ_INT(r[t].bad, 0);
     }
-    ferry_dataset_destroy(plain);
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(plain);
+    ferry_dataset_release(zip);
 }
 
 /* ---- through the loader ---- */
@@ -280,8 +280,8 @@ TEST(the_loader_gives_the_uncompressed_batches_in_every_order)
                        "than the uncompressed shards", k, workers[w]);
         }
     }
-    ferry_dataset_destroy(plain);
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(plain);
+    ferry_dataset_release(zip);
 }
 
 /* Loader create warms each worker's buffers by loading sample 0 (one pass
@@ -323,7 +323,7 @@ TEST(streaming_decompresses_each_shard_once_within_the_bound)
                        "%zu images held at once", buffers[b], workers[w], s.kept_peak);
             if (buffers[b] == 12)
                 ASSERT(s.kept_peak > 0);
-            ferry_dataset_destroy(zip);
+            ferry_dataset_release(zip);
         }
 }
 
@@ -339,7 +339,7 @@ TEST(a_full_shuffle_decompresses_each_shard_once_while_the_ring_holds)
     ASSERT_EQ_INT(s.evicted, 0);
     ASSERT(s.from_ring > 0);
     ASSERT_EQ_SIZE(s.kept, 0); /* the plan kept only what the epochs read */
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(zip);
 }
 
 TEST(a_small_ring_stays_within_its_bytes_and_gives_the_same_batches)
@@ -358,9 +358,9 @@ TEST(a_small_ring_stays_within_its_bytes_and_gives_the_same_batches)
         ASSERT_MSG(s.kept_bytes_peak <= caps[k], "%zu bytes held with a ring of %zu",
                    s.kept_bytes_peak, caps[k]);
         ASSERT(s.rewinds > 0); /* the price of the small ring */
-        ferry_dataset_destroy(zip);
+        ferry_dataset_release(zip);
     }
-    ferry_dataset_destroy(plain);
+    ferry_dataset_release(plain);
 }
 
 /* A class-names member of 360 KiB that starts 900 KiB into the tar crosses
@@ -389,15 +389,15 @@ TEST(a_member_across_the_read_window_is_read_whole)
     ferry_dataset *a = NULL, *b = NULL;
     ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &a));
     ASSERT_OK(ferry_dataset_shards(&q, 1, NULL, &b));
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(a), NC);
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(b), NC);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(a), NC);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(b), NC);
     for (size_t c = 0; c < NC; c += 997)
         ASSERT_STR_EQ(ferry_dataset_class_name(b, c), ferry_dataset_class_name(a, c));
     ASSERT_STR_EQ(ferry_dataset_class_name(b, NC - 1), "class_29999");
     for (size_t i = 0; i < 4; i++)
         assert_same_sample(a, b, i);
-    ferry_dataset_destroy(a);
-    ferry_dataset_destroy(b);
+    ferry_dataset_release(a);
+    ferry_dataset_release(b);
 }
 
 /* More gzip shards than streams (8): streams move between shards, the spent
@@ -431,8 +431,8 @@ TEST(more_gzip_shards_than_streams_give_the_same_batches)
     }
     ferry_gz_cache_stats s = stats_of(zip);
     ASSERT_EQ_INT(s.rewinds, 0); /* a moved stream starts its new shard over by design */
-    ferry_dataset_destroy(plain);
-    ferry_dataset_destroy(zip);
+    ferry_dataset_release(plain);
+    ferry_dataset_release(zip);
 }
 
 /* ---- bad input ---- */
@@ -507,7 +507,7 @@ TEST(corrupt_gzip_shards_fail_at_create_naming_the_shard_and_where)
     ferry_dataset *ds = NULL;
     ASSERT_OK(ferry_dataset_shards(&p, 1, NULL, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 1);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* A member size of nearly 2^64 would wrap the walk back to byte 0 while
      * the size of a gzip tar is not known: it is refused, and create ends. */
@@ -538,7 +538,7 @@ TEST(a_shard_cut_after_create_fails_by_name_when_loaded)
     ASSERT_STR_CONTAINS(ferry_last_error(), "truncated");
     /* The stream is left mid-member by the failure: the next read starts over. */
     ASSERT_STATUS(ferry_dataset_get(ds, 4, x, sizeof x, NULL, NULL), FERRY_ERR_FORMAT);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 
@@ -603,7 +603,7 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     ASSERT(access(ia, F_OK) != 0); /* only when asked */
     ASSERT_OK(open_ix(dir, true, &ds));
     ASSERT(access(ia, F_OK) == 0 && access(ib, F_OK) == 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     size_t na, nb;
     uint8_t *saved_a = ft_read_file(ia, &na), *saved_b = ft_read_file(ib, &nb);
 
@@ -613,7 +613,7 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     ASSERT_STATUS(open_ix(dir, false, &ds), FERRY_ERR_FORMAT);
     ASSERT_OK(open_ix(dir, true, &ds));
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
-    ASSERT_EQ_SIZE(ferry_dataset_num_classes(ds), 5);
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ds), 5);
     ASSERT_STR_EQ(ferry_dataset_class_name(ds, 4), "c4");
     for (size_t i = 0; i < ferry_dataset_len(ref); i++) {
         ASSERT_STR_EQ(ferry_dataset_sample_name(ds, i), ferry_dataset_sample_name(ref, i));
@@ -625,13 +625,13 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
         if (i == 1) /* the key without an image fails the same way */
             ASSERT_STR_CONTAINS(ferry_last_error(), "no image (.png, .jpg or .jpeg)");
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* A path spelled otherwise finds the same index, and names with it. */
     const char *dot = ft_tmp("ix/.");
     ASSERT_OK(open_ix(dot, true, &ds));
     ASSERT_STR_CONTAINS(ferry_dataset_sample_name(ds, 0), "/ix/./a.tar:s0_000.png");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 
     /* A newer shard: the kept index is stale, and the spoilt header is seen. */
     ASSERT(utimensat(AT_FDCWD, a, NULL, 0) == 0);
@@ -642,7 +642,7 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     /* A damaged index is ignored, and written again. */
     spoil_keeping_mtime(ib, nb / 2);
     ASSERT_OK(open_ix(dir, true, &ds));
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     size_t n2;
     uint8_t *again = ft_read_file(ib, &n2);
     ASSERT(n2 == nb && !memcmp(again, saved_b, nb));
@@ -651,7 +651,7 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     /* An index whose CRC is right but whose records are not the indexer's (a
      * name far outside the names, a label no .cls gives) is not trusted. */
     for (int what = 0; what < 2; what++) {
-        ferry_dataset_destroy(ref);
+        ferry_dataset_release(ref);
         ASSERT_OK(open_ix(dir, true, &ref)); /* (writes a good index) */
         size_t n;
         uint8_t *d = ft_read_file(ib, &n);
@@ -675,7 +675,7 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
             ASSERT_EQ_INT(ferry_dataset_label(ds, i, &la), ferry_dataset_label(ref, i, &lb));
             ASSERT_EQ_INT(la, lb);
         }
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
 
     /* An index that cannot be written is one warning, not a failure. */
@@ -689,11 +689,11 @@ TEST(the_index_kept_beside_a_shard_is_used_while_the_shard_is_unchanged)
     ASSERT_STR_CONTAINS(last_warning, "cannot keep the index");
     ASSERT_STR_CONTAINS(last_warning, "a.tar.ferry-index");
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), ferry_dataset_len(ref));
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     ASSERT(rmdir(ia) == 0);
     free(saved_a);
     free(saved_b);
-    ferry_dataset_destroy(ref);
+    ferry_dataset_release(ref);
 }
 
 /* ---- out of memory ---- */
@@ -734,7 +734,7 @@ TEST(every_failed_allocation_is_reported_and_nothing_leaks)
                 else
                     st = load_all(ds);
                 bool never_failed = ferry_debug_fail_alloc_after(0) > 0;
-                ferry_dataset_destroy(d2);
+                ferry_dataset_release(d2);
                 ASSERT_MSG(ferry_debug_alloc_live() == live0, "cached %d, phase %d: failing "
                            "allocation %lld leaked %lld", cached, phase, (long long)k,
                            (long long)(ferry_debug_alloc_live() - live0));
@@ -753,6 +753,6 @@ TEST(every_failed_allocation_is_reported_and_nothing_leaks)
             if (phase == 0)
                 ASSERT_MSG(failures > 5, "create: only %zu allocations were failed", failures);
         }
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
 }

@@ -119,9 +119,9 @@ static void soak_setup(soak *s)
         int kind = bad_kind(k);
         if (kind == 4) {
             uint8_t big[(H + 1) * W] = {0};
-            ASSERT_OK(ferry_png_write_file(path, big, W, H + 1, 1));
+            ASSERT_OK(ferry_png_save(path, big, W, H + 1, 1));
         } else {
-            ASSERT_OK(ferry_png_write_file(path, s->pixels[k], W, H, 1));
+            ASSERT_OK(ferry_png_save(path, s->pixels[k], W, H, 1));
         }
         if (kind == 1 || kind == 5) {
             size_t n;
@@ -329,6 +329,6 @@ TEST(soak_epochs_early_stops_resets_destroys)
     ASSERT_EQ_INT(threads1, threads0);
     if (!SANITIZED) /* ASan's quarantine holds freed memory on purpose */
         ASSERT_MSG(rss1 - rss0 < 2048, "RSS grew by %ld KiB (%ld -> %ld)", rss1 - rss0, rss0, rss1);
-    ferry_dataset_destroy(s.ds);
+    ferry_dataset_release(s.ds);
     ferry_set_log(NULL, NULL);
 }

@@ -22,7 +22,7 @@ static void add_sample(ft_tar *t, size_t shard, size_t i)
         px[j] = (uint8_t)(i * 29 + j * 13);
     const char *p = ft_tmp("stream/tmp.png");
     ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_write_file(p, px, IW, IH, 1));
+    ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
     size_t n;
     uint8_t *bytes = ft_read_file(p, &n);
     char name[64], lab[16];
@@ -323,7 +323,7 @@ TEST(streaming_without_shards_or_without_shuffle_fails_by_name)
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "needs a dataset with shards");
     ASSERT(l == NULL);
-    ferry_dataset_destroy(mem);
+    ferry_dataset_release(mem);
 }
 
 /* ---- streaming through views and custom datasets (their shard capability) ---- */
@@ -405,9 +405,9 @@ TEST(views_of_shards_stream_shard_by_shard)
         if (v == 0)
             ASSERT(!seen[3] && !seen[17]);
     }
-    ferry_dataset_destroy(iv);
-    ferry_dataset_destroy(train);
-    ferry_dataset_destroy(val);
+    ferry_dataset_release(iv);
+    ferry_dataset_release(train);
+    ferry_dataset_release(val);
 }
 
 /* A custom dataset of 12 samples in shards ending at 4, 4 (an empty one), 9
@@ -445,7 +445,7 @@ TEST(a_custom_dataset_that_declares_shards_streams)
     size_t ids[12], n = stream_ids(ds, 1, 2, custom_id, ids, 12);
     ASSERT_EQ_SIZE(n, 12);
     assert_shard_runs("custom", ids, n, custom_shard);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* Bad layouts are refused by name. */
     static const size_t decreasing[3] = {5, 4, 12}, short_[2] = {4, 11};
     ferry_dataset *bad = NULL;

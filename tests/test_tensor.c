@@ -46,7 +46,7 @@ TEST(dtype_sizes_and_names)
     ASSERT_EQ_SIZE(ferry_dtype_size(FERRY_DTYPE_U8), 1);
     ASSERT_EQ_SIZE(ferry_dtype_size(FERRY_DTYPE_I32), 4);
     ASSERT_EQ_SIZE(ferry_dtype_size(FERRY_DTYPE_I64), 8);
-    ASSERT_EQ_SIZE(ferry_dtype_size(FERRY_DTYPE_COUNT_), 0);
+    ASSERT_EQ_SIZE(ferry_dtype_size(FERRY_DTYPE_COUNT), 0);
     ASSERT_STR_EQ(ferry_dtype_name(FERRY_DTYPE_BF16), "bf16");
     ASSERT_STR_EQ(ferry_dtype_name((ferry_dtype)99), "invalid");
 }
@@ -227,8 +227,8 @@ TEST(to_dtype_all_pairs_on_cpu)
     /* values every dtype can hold exactly */
     static const double vals[] = {0, 1, 2, 3, 7, 100, 127, 0};
     int64_t shape[] = {8};
-    for (int a = 0; a < FERRY_DTYPE_COUNT_; a++) {
-        for (int b = 0; b < FERRY_DTYPE_COUNT_; b++) {
+    for (int a = 0; a < FERRY_DTYPE_COUNT; a++) {
+        for (int b = 0; b < FERRY_DTYPE_COUNT; b++) {
             char buf[64];
             for (int i = 0; i < 8; i++) {
                 switch (a) {
@@ -507,11 +507,11 @@ TEST(cuda_to_dtype_matches_cpu)
     ferry_tensor *base;
     ASSERT_OK(ferry_tensor_from_host(src, shape, 1, FERRY_DTYPE_F32, ferry_cpu(), &base));
     char *a = malloc(N * 8), *b = malloc(N * 8);
-    for (int x = 0; x < FERRY_DTYPE_COUNT_; x++) {
+    for (int x = 0; x < FERRY_DTYPE_COUNT; x++) {
         ferry_tensor *cx, *gx;
         ASSERT_OK(ferry_tensor_to_dtype(base, (ferry_dtype)x, &cx));
         ASSERT_OK(ferry_tensor_to(cx, ferry_cuda(0), false, &gx));
-        for (int y = 0; y < FERRY_DTYPE_COUNT_; y++) {
+        for (int y = 0; y < FERRY_DTYPE_COUNT; y++) {
             ferry_tensor *cy, *gy;
             ASSERT_OK(ferry_tensor_to_dtype(cx, (ferry_dtype)y, &cy));
             ASSERT_OK(ferry_tensor_to_dtype(gx, (ferry_dtype)y, &gy));

@@ -28,7 +28,7 @@ static const char *make_folder(void)
             px[j] = (uint8_t)((i % CLASSES) * 60 + (j % SIDE) * 5 + i);
         snprintf(path, sizeof path, "%s/c%zu/%03zu.png", root, i % CLASSES, i);
         ft_write_file(path, "", 0);
-        ASSERT_OK(ferry_png_write_file(path, px, SIDE, SIDE, 1));
+        ASSERT_OK(ferry_png_save(path, px, SIDE, SIDE, 1));
     }
     return root;
 }
@@ -92,7 +92,7 @@ static void run_close(run *r)
     ferry_amp_destroy(r->amp);
     ferry_module_destroy(r->net);
     ferry_loader_destroy(r->loader);
-    ferry_dataset_destroy(r->ds);
+    ferry_dataset_release(r->ds);
 }
 
 static ferry_checkpoint parts(run *r, bool with_loader)
@@ -134,7 +134,7 @@ static void resume_everywhere(variant v)
         run_open(&r, devs[d], 2, v);
         ASSERT(train(&r, SIZE_MAX));
         ferry_checkpoint c = parts(&r, false);
-        ASSERT_OK(ferry_checkpoint_write(ft_tmp("ref.st"), &c));
+        ASSERT_OK(ferry_checkpoint_save(ft_tmp("ref.st"), &c));
         run_close(&r);
         size_t nref = 0;
         void *ref = file_bytes(ft_tmp("ref.st"), &nref);
@@ -145,14 +145,14 @@ static void resume_everywhere(variant v)
             run_open(&r, devs[d], k % 3, v);
             ASSERT(!train(&r, cuts[k]));
             c = parts(&r, true);
-            ASSERT_OK(ferry_checkpoint_write(ft_tmp("cut.st"), &c));
+            ASSERT_OK(ferry_checkpoint_save(ft_tmp("cut.st"), &c));
             run_close(&r);
             run_open(&r, devs[d], 2 - k % 3 + 1, v); /* other workers, fresh init */
             c = parts(&r, true);
-            ASSERT_OK(ferry_checkpoint_read(ft_tmp("cut.st"), &c));
+            ASSERT_OK(ferry_checkpoint_load(ft_tmp("cut.st"), &c));
             ASSERT(train(&r, SIZE_MAX));
             c = parts(&r, false);
-            ASSERT_OK(ferry_checkpoint_write(ft_tmp("end.st"), &c));
+            ASSERT_OK(ferry_checkpoint_save(ft_tmp("end.st"), &c));
             run_close(&r);
             size_t nend = 0;
             void *end = file_bytes(ft_tmp("end.st"), &nend);
@@ -178,14 +178,14 @@ TEST(failed_writes_leave_the_previous_checkpoint)
     ferry_checkpoint c = parts(&r, true);
     const char *path = ft_tmp("ck/atomic.st");
     ft_write_file(ft_tmp("ck/.keep"), "", 0);
-    ASSERT_OK(ferry_checkpoint_write(path, &c));
+    ASSERT_OK(ferry_checkpoint_save(path, &c));
     size_t nold = 0;
     void *old = file_bytes(path, &nold);
     ASSERT(!train(&r, 3)); /* the state moves on */
     size_t failures = 0;
     for (int64_t k = 1; k < 1000; k++) {
         ferry_debug_fail_io_after(k);
-        ferry_status st = ferry_checkpoint_write(path, &c);
+        ferry_status st = ferry_checkpoint_save(path, &c);
         int64_t left = ferry_debug_fail_io_after(0);
         size_t n = 0;
         void *now = file_bytes(path, &n);
@@ -205,7 +205,7 @@ TEST(failed_writes_leave_the_previous_checkpoint)
             ASSERT_STR_CONTAINS(ferry_last_error(), "syncing its folder");
             ferry_safetensors *f = NULL;
             ASSERT_OK(ferry_safetensors_open(path, &f));
-            ferry_safetensors_close(f);
+            ferry_safetensors_destroy(f);
         }
         free(now);
         char tmp[700];
@@ -257,7 +257,7 @@ TEST(killed_while_writing_leaves_a_whole_checkpoint)
         for (int64_t i = 1; i < ferry_tensor_numel(t); i++)
             ASSERT(p[i] == p[0]);
         ferry_tensor_release(t);
-        ferry_safetensors_close(f);
+        ferry_safetensors_destroy(f);
     }
 }
 
@@ -267,19 +267,19 @@ TEST(torn_or_changed_checkpoints_are_refused_by_name)
     run_open(&r, "cpu", 0, (variant){true, false});
     ferry_checkpoint c = parts(&r, true);
     const char *path = ft_tmp("bad.st");
-    ASSERT_OK(ferry_checkpoint_write(path, &c));
+    ASSERT_OK(ferry_checkpoint_save(path, &c));
     size_t n = 0;
     unsigned char *b = file_bytes(path, &n);
     /* One bit of the data flipped. */
     b[n - 3] ^= 0x10;
     ft_write_file(ft_tmp("flipped.st"), b, n);
-    ASSERT_STATUS(ferry_checkpoint_read(ft_tmp("flipped.st"), &c), FERRY_ERR_FORMAT);
+    ASSERT_STATUS(ferry_checkpoint_load(ft_tmp("flipped.st"), &c), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "flipped.st");
     ASSERT_STR_CONTAINS(ferry_last_error(), "checksum");
     b[n - 3] ^= 0x10;
     /* Cut short. */
     ft_write_file(ft_tmp("short.st"), b, n - 9);
-    ASSERT_STATUS(ferry_checkpoint_read(ft_tmp("short.st"), &c), FERRY_ERR_FORMAT);
+    ASSERT_STATUS(ferry_checkpoint_load(ft_tmp("short.st"), &c), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "short.st");
     free(b);
     run_close(&r);
@@ -293,7 +293,7 @@ TEST(a_checkpoint_of_another_loader_changes_nothing)
     run_open(&a, "cpu", 1, (variant){true, false});
     ASSERT(!train(&a, 2));
     ferry_checkpoint ca = parts(&a, true);
-    ASSERT_OK(ferry_checkpoint_write(ft_tmp("other.st"), &ca));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("other.st"), &ca));
     run_open(&b, "cpu", 1, (variant){true, false});
     ferry_loader_destroy(b.loader);
     ferry_loader_config lc = ferry_loader_config_default();
@@ -303,13 +303,13 @@ TEST(a_checkpoint_of_another_loader_changes_nothing)
     lc.seed = 5; /* the run's: the batch size is what differs */
     ASSERT_OK(ferry_loader_create(&lc, &b.loader));
     ferry_checkpoint cb = parts(&b, false);
-    ASSERT_OK(ferry_checkpoint_write(ft_tmp("before.st"), &cb));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("before.st"), &cb));
     cb = parts(&b, true);
-    ASSERT_STATUS(ferry_checkpoint_read(ft_tmp("other.st"), &cb), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_checkpoint_load(ft_tmp("other.st"), &cb), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "other.st");
     ASSERT_STR_CONTAINS(ferry_last_error(), "the batch size is 5 in the state, 6 here");
     cb = parts(&b, false);
-    ASSERT_OK(ferry_checkpoint_write(ft_tmp("after.st"), &cb));
+    ASSERT_OK(ferry_checkpoint_save(ft_tmp("after.st"), &cb));
     size_t n1 = 0, n2 = 0;
     void *x = file_bytes(ft_tmp("before.st"), &n1), *y = file_bytes(ft_tmp("after.st"), &n2);
     ASSERT(n1 == n2 && !memcmp(x, y, n1));

@@ -7,7 +7,7 @@
 /* Writes a gray or RGB image and returns its PNG bytes. */
 static uint8_t *png_of(const char *name, const uint8_t *px, size_t w, size_t h, size_t c, size_t *n)
 {
-    ASSERT_OK(ferry_png_write_file(ft_tmp(name), px, w, h, c));
+    ASSERT_OK(ferry_png_save(ft_tmp(name), px, w, h, c));
     return ft_read_file(ft_tmp(name), n);
 }
 
@@ -107,7 +107,7 @@ static ferry_dataset *folder(const ferry_image_config *cfg, uint8_t *px, size_t 
     for (int k = 0; k < 4; k++) {
         snprintf(path, sizeof path, "%s/aug/a/%d.png", ft_tmpdir(), k);
         ft_write_file(path, "", 0);
-        ASSERT_OK(ferry_png_write_file(path, px, w, h, 1));
+        ASSERT_OK(ferry_png_save(path, px, w, h, 1));
     }
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("aug"), cfg, &ds));
@@ -149,7 +149,7 @@ TEST(random_crop_is_a_shift_with_zero_fill)
     ASSERT_MEM_EQ(out, px, sizeof px);
     ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL));
     ASSERT_MEM_EQ(out, px, sizeof px);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(hflip_and_determinism)
@@ -173,5 +173,5 @@ TEST(hflip_and_determinism)
         }
     }
     ASSERT(flips > 16 && flips < 48);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

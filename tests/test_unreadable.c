@@ -42,7 +42,7 @@ static void put_png(const char *rel, uint8_t value, size_t w, size_t h)
     memset(px, value, w * h);
     const char *p = ft_tmp(rel);
     ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_write_file(p, px, w, h, 1));
+    ASSERT_OK(ferry_png_save(p, px, w, h, 1));
 }
 
 static void make_link(const char *target, const char *rel)
@@ -94,7 +94,7 @@ TEST(dangling_link_is_a_sample_that_fails_by_name)
     int64_t label;
     ASSERT_OK(ferry_dataset_label(ds, 0, &label));
     ASSERT_EQ_INT(label, 0);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(folder_named_png_is_a_sample_that_fails_by_name)
@@ -109,7 +109,7 @@ TEST(folder_named_png_is_a_sample_that_fails_by_name)
     ASSERT_STR_CONTAINS(warnings, "fd/a/x.png: is a directory");
     assert_get_value(ds, 0, 3);
     assert_get_fails(ds, 1, "fd/a/x.png", "is a directory");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(fifo_named_png_fails_without_blocking)
@@ -125,7 +125,7 @@ TEST(fifo_named_png_fails_without_blocking)
     log_stop();
     ASSERT_STR_CONTAINS(warnings, "ff/a/p.png: is a FIFO");
     assert_get_fails(ds, 1, "ff/a/p.png", "is a FIFO");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     /* A list file naming it, and the FIFO first: create reads past it. */
     const char *list = "a/p.png,0\na/0.png,1\n";
     ft_write_file(ft_tmp("ff/list.txt"), list, strlen(list));
@@ -137,7 +137,7 @@ TEST(fifo_named_png_fails_without_blocking)
     ASSERT_STR_CONTAINS(warnings, "ff/a/p.png: is a FIFO");
     assert_get_fails(ds, 0, "ff/a/p.png", "is a FIFO");
     assert_get_value(ds, 1, 4);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* Root reads files whatever their mode, so this one case cannot be made there;
@@ -154,7 +154,7 @@ TEST(file_without_read_permission_fails_by_name)
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
     assert_get_value(ds, 0, 5);
     assert_get_fails(ds, 1, "pm/a/1.png", strerror(EACCES));
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     chmod(ft_tmp("pm/a/1.png"), 0644);
 }
 
@@ -176,7 +176,7 @@ static int unreadable_at_create_child(void)
     if (nwarnings != 1 || !strstr(warnings, want))
         rc = 12;
     const char *first = NULL;
-    if (rc == 0 && (ferry_dataset_unreadable(ds, &first) != 1 || !first || !strstr(first, "pc/a/1.png")))
+    if (rc == 0 && (ferry_dataset_unreadable_count(ds, &first) != 1 || !first || !strstr(first, "pc/a/1.png")))
         rc = 13;
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
@@ -185,7 +185,7 @@ static int unreadable_at_create_child(void)
     if (rc == 0 && ferry_loader_create(&c, &l) != FERRY_ERR_IO)
         rc = 14;
     ferry_loader_destroy(l);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     log_stop();
     return rc;
 }
@@ -205,7 +205,7 @@ TEST(file_without_read_permission_is_caught_at_create)
     ASSERT(waitpid(child, &status, 0) == child);
     ASSERT_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                "the child's check %d failed (10: setuid; 11: create; 12: the warning; "
-               "13: ferry_dataset_unreadable; 14: the loader)", WEXITSTATUS(status));
+               "13: ferry_dataset_unreadable_count; 14: the loader)", WEXITSTATUS(status));
     chmod(ft_tmp("pc/a/1.png"), 0644);
 }
 
@@ -229,7 +229,7 @@ TEST(list_file_entries_that_cannot_be_read_fail_by_name)
     assert_get_value(ds, 1, 8);
     assert_get_fails(ds, 2, "lf/img/dir.png", "is a directory");
     assert_get_fails(ds, 3, "lf/img/link.png", "dangling symbolic link");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(nothing_readable_fails_create_unless_the_size_is_given)
@@ -255,7 +255,7 @@ TEST(nothing_readable_fails_create_unless_the_size_is_given)
     ASSERT_STR_CONTAINS(warnings, "2 of 2 image entries cannot be read, the first: ");
     ASSERT_STR_CONTAINS(warnings, "nr/a/0.png: dangling symbolic link");
     assert_get_fails(ds, 1, "nr/a/1.png", "dangling symbolic link");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 /* A clean folder warns about nothing. */
@@ -270,9 +270,9 @@ TEST(readable_folder_gives_no_warning)
     ASSERT_EQ_SIZE(nwarnings, 0);
     ASSERT_EQ_SIZE(ferry_dataset_len(ds), 2);
     const char *first = "x";
-    ASSERT_EQ_SIZE(ferry_dataset_unreadable(ds, &first), 0);
+    ASSERT_EQ_SIZE(ferry_dataset_unreadable_count(ds, &first), 0);
     ASSERT(first == NULL);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 static ferry_loader_config cpu_config(ferry_dataset *ds, size_t workers)
@@ -337,12 +337,12 @@ TEST(file_deleted_after_create_is_named_at_load)
         ferry_loader_stats s;
         ASSERT_OK(ferry_loader_stats_get(l, &s));
         ASSERT_EQ_INT(s.skipped, 1);
-        ASSERT_EQ_SIZE(s.skipped_names_count, 1);
+        ASSERT_EQ_SIZE(s.num_skipped_names, 1);
         ASSERT_STR_CONTAINS(s.skipped_names[0], "vz/a/1.png");
         ferry_loader_destroy(l);
     }
     log_stop();
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 TEST(dangling_link_under_skip_policy_is_counted_and_named)
@@ -364,13 +364,13 @@ TEST(dangling_link_under_skip_policy_is_counted_and_named)
     ferry_loader_stats s;
     ASSERT_OK(ferry_loader_stats_get(l, &s));
     ASSERT_EQ_INT(s.skipped, 1);
-    ASSERT_EQ_SIZE(s.skipped_names_count, 1);
+    ASSERT_EQ_SIZE(s.num_skipped_names, 1);
     ASSERT_STR_CONTAINS(s.skipped_names[0], "sk/b/1.png");
     ferry_loader_destroy(l);
     log_stop();
     /* The dataset knows, and says which. */
     const char *first = NULL;
-    ASSERT_EQ_SIZE(ferry_dataset_unreadable(ds, &first), 1);
+    ASSERT_EQ_SIZE(ferry_dataset_unreadable_count(ds, &first), 1);
     ASSERT_STR_CONTAINS(first, "sk/b/1.png: dangling symbolic link");
     /* Under the fail policy the loader refuses it at create, naming the file,
      * instead of stopping when its turn comes. */
@@ -380,5 +380,5 @@ TEST(dangling_link_under_skip_policy_is_counted_and_named)
     ASSERT(!l);
     ASSERT_STR_CONTAINS(ferry_last_error(), "1 of the dataset's 3 files cannot be read");
     ASSERT_STR_CONTAINS(ferry_last_error(), "sk/b/1.png: dangling symbolic link");
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }

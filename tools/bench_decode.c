@@ -60,7 +60,7 @@ static int generate(const char *dir, long n)
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/%06ld.png", dir, i);
-        if (ferry_png_write_file(path, px, S, S, 3) != FERRY_OK) {
+        if (ferry_png_save(path, px, S, S, 3) != FERRY_OK) {
             fprintf(stderr, "ferry bench decode: %s\n", ferry_last_error());
             return 1;
         }

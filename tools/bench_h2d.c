@@ -100,8 +100,8 @@ static int run_gpu(bench *b, ferry_pinned_pool *pool)
     }
     memset(page, 1, b->max_bytes); /* fault the pages in before timing */
     if ((st = ferry_stream_create(b->dev, &s)) != FERRY_OK ||
-        (st = ferry_device_malloc(b->dev, b->max_bytes, s, &dev)) != FERRY_OK ||
-        (st = ferry_pinned_alloc(pool, b->max_bytes, 0, &pin)) != FERRY_OK)
+        (st = ferry_device_alloc(b->dev, b->max_bytes, s, &dev)) != FERRY_OK ||
+        (st = ferry_pinned_pool_alloc(pool, b->max_bytes, 0, &pin)) != FERRY_OK)
         goto fail;
     memset(pin, 1, b->max_bytes);
     for (size_t n = 4096; n <= b->max_bytes; n *= 4) {
@@ -144,8 +144,8 @@ static int run_cpu_reference(bench *b, ferry_pinned_pool *pool)
     int rc = 1;
     if (!a || !c)
         goto out;
-    if ((st = ferry_pinned_alloc(pool, b->max_bytes, 0, &pa)) != FERRY_OK ||
-        (st = ferry_pinned_alloc(pool, b->max_bytes, 0, &pc)) != FERRY_OK)
+    if ((st = ferry_pinned_pool_alloc(pool, b->max_bytes, 0, &pa)) != FERRY_OK ||
+        (st = ferry_pinned_pool_alloc(pool, b->max_bytes, 0, &pc)) != FERRY_OK)
         goto out;
     memset(a, 1, b->max_bytes);
     memset(c, 2, b->max_bytes);

@@ -523,12 +523,12 @@ static ferry_dataset *open_dataset(const bench_opts *o)
         ferry_dataset *rest, *sub;
         double frac = (double)o->limit / (double)ferry_dataset_len(ds);
         ferry_status st = ferry_dataset_split(ds, frac, 1, &rest, &sub);
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
         if (st != FERRY_OK) {
             fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
             return NULL;
         }
-        ferry_dataset_destroy(rest);
+        ferry_dataset_release(rest);
         ds = sub;
     }
     return ds;
@@ -655,7 +655,7 @@ int bench_pipeline(int argc, char **argv)
     size_t hostbuf_bytes = o.batch * ferry_dataset_sample_bytes(ds) * 4 + o.batch * 8;
     void *hostbuf = malloc(hostbuf_bytes);
     if (!hostbuf) {
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
         fprintf(stderr, "ferry bench: out of memory\n");
         return 1;
     }
@@ -672,7 +672,7 @@ int bench_pipeline(int argc, char **argv)
         if (plain <= 0) {
             fprintf(stderr, "ferry bench: the plain libpng loop failed on %s\n", o.dir);
             free(hostbuf);
-            ferry_dataset_destroy(ds);
+            ferry_dataset_release(ds);
             return 1;
         }
         if (o.json)
@@ -682,7 +682,7 @@ int bench_pipeline(int argc, char **argv)
     }
     if (warm_up(&o, ds, hostbuf, hostbuf_bytes) != 0) {
         free(hostbuf);
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
         return 1;
     }
     chart ch = {0};
@@ -709,6 +709,6 @@ int bench_pipeline(int argc, char **argv)
         }
     }
     free(hostbuf);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     return rc;
 }

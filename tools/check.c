@@ -157,7 +157,7 @@ static int collect_image_folder(const char *dir, tool_paths *files)
     for (size_t i = 0; rc == 0 && i < ferry_dataset_len(ds); i++)
         rc = tool_paths_push(files, ferry_dataset_sample_name(ds, i),
                              ferry__path_problem(ferry_dataset_sample_name(ds, i)));
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     return rc;
 }
 

@@ -39,9 +39,9 @@ static ferry_status max_diff(ferry_tensor *a, ferry_tensor *b, double *out)
  * DIFF_CANNOT_READ. */
 static int compare(ferry_safetensors *f, ferry_safetensors *g, const char *pa, const char *pb, double tol)
 {
-    size_t n = ferry_safetensors_count(f);
-    if (n != ferry_safetensors_count(g)) {
-        printf("%s has %zu tensors, %s has %zu\n", pa, n, pb, ferry_safetensors_count(g));
+    size_t n = ferry_safetensors_tensor_count(f);
+    if (n != ferry_safetensors_tensor_count(g)) {
+        printf("%s has %zu tensors, %s has %zu\n", pa, n, pb, ferry_safetensors_tensor_count(g));
         return 1;
     }
     double worst = 0;
@@ -129,11 +129,11 @@ int cmd_diff(int argc, char **argv)
     ferry_safetensors *f = NULL, *g = NULL;
     if (ferry_safetensors_open(paths[0], &f) != FERRY_OK || ferry_safetensors_open(paths[1], &g) != FERRY_OK) {
         fprintf(stderr, "ferry diff: %s\n", ferry_last_error());
-        ferry_safetensors_close(f);
+        ferry_safetensors_destroy(f);
         return DIFF_CANNOT_READ;
     }
     rc = compare(f, g, paths[0], paths[1], tol);
-    ferry_safetensors_close(f);
-    ferry_safetensors_close(g);
+    ferry_safetensors_destroy(f);
+    ferry_safetensors_destroy(g);
     return rc;
 }

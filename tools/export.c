@@ -63,7 +63,7 @@ static void *export_worker(void *arg)
         class_dir(j, label, dir, sizeof dir);
         snprintf(path, sizeof path, "%s/%0*zu.png", dir, j->digits, i);
         if (st == FERRY_OK)
-            st = ferry_png_write_file(path, buf, f->width, f->height, f->channels);
+            st = ferry_png_save(path, buf, f->width, f->height, f->channels);
         if (st != FERRY_OK) {
             j->failed = 1;
             snprintf(j->err, sizeof j->err, "%s", ferry_last_error());
@@ -90,7 +90,7 @@ static int export_pair(const char *images, const char *labels, const char *out_d
     int digits = 5;
     for (size_t m = 100000; m <= len - (len > 0); m *= 10)
         digits++;
-    size_t classes = ferry_dataset_num_classes(ds);
+    size_t classes = ferry_dataset_class_count(ds);
     int class_digits = 1;
     for (size_t m = 10; m <= classes - (classes > 0); m *= 10)
         class_digits++;
@@ -102,7 +102,7 @@ static int export_pair(const char *images, const char *labels, const char *out_d
         class_dir(&tmp, (int64_t)c, dir, sizeof dir);
         if (tool_mkdirs(dir) != 0) {
             fprintf(stderr, "ferry export: %s: %s\n", dir, strerror(errno));
-            ferry_dataset_destroy(ds);
+            ferry_dataset_release(ds);
             return 1;
         }
     }
@@ -117,7 +117,7 @@ static int export_pair(const char *images, const char *labels, const char *out_d
     export_worker(&jobs[0]);
     if (threaded)
         pthread_join(th, NULL);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     for (int k = 0; k < 2; k++)
         if (jobs[k].failed) {
             fprintf(stderr, "ferry export: %s\n", jobs[k].err);

@@ -21,7 +21,7 @@ static void print_arch_fit(const ferry_device_props *p)
     int arch = 0;
     ferry_arch_fit fit = ferry_cuda_arch_fit(ferry_cuda_archs(), p->cc_major, p->cc_minor, &arch);
     const char *sim = ferry_cuda_is_simulated() ? " (simulated: the CPU kernels run)" : "";
-    if (*sim && !ferry_built_with_cuda())
+    if (*sim && !ferry_cuda_is_built())
         printf("          GPU code: none needed%s\n", sim);
     else if (fit == FERRY_ARCH_FIT_SASS)
         printf("          GPU code: sm_%d, machine code for this GPU%s\n", arch, sim);
@@ -66,18 +66,18 @@ static void print_pinned(void)
     ferry_pinned_pool *pool = NULL;
     void *piece = NULL;
     if (ferry_pinned_pool_create(1 << 20, true, &pool) != FERRY_OK ||
-        ferry_pinned_alloc(pool, 4096, 0, &piece) != FERRY_OK) {
+        ferry_pinned_pool_alloc(pool, 4096, 0, &piece) != FERRY_OK) {
         printf("pinned memory: failed: %s\n", ferry_last_error());
         ferry_pinned_pool_destroy(pool);
         return;
     }
-    ferry_pinned_stats st;
-    ferry_pinned_pool_stats(pool, &st);
+    ferry_pinned_pool_stats st;
+    ferry_pinned_pool_stats_get(pool, &st);
     printf("pinned memory: %s\n",
            !st.pinned                 ? "no (no CUDA device; aligned pageable memory instead)"
            : ferry_cuda_is_simulated() ? "yes (simulated: ordinary memory the simulated GPU treats as page-locked)"
                                        : "yes (page-locked via cudaHostAlloc)");
-    ferry_pinned_free(pool, piece);
+    ferry_pinned_pool_free(pool, piece);
     ferry_pinned_pool_destroy(pool);
 }
 
@@ -89,7 +89,7 @@ static void info_usage(FILE *f)
 /* Why there is no GPU, in the README's words, with what the CUDA runtime said. */
 static void print_no_gpu_reason(void)
 {
-    if (!ferry_built_with_cuda()) {
+    if (!ferry_cuda_is_built()) {
         printf("  no CUDA device: this build of ferry has no CUDA support (nvcc was not found, "
                "or CUDA=0)\n");
         return;
@@ -115,9 +115,9 @@ int cmd_info(int argc, char **argv)
         return cli_unknown("ferry info", argv[1], info_usage);
     printf("ferry %s\n", ferry_version());
     printf("build: %s\n", ferry_build_features());
-    printf("GPU code: %s\n", ferry_built_with_cuda() ? ferry_cuda_archs() : "none (built without CUDA)");
-    printf("distributed: %s\n", !ferry_dist_mpi_built() ? "no (built without MPI)"
-                                 : ferry_dist_nccl_built() ? "MPI (CPU) and NCCL (CUDA)"
+    printf("GPU code: %s\n", ferry_cuda_is_built() ? ferry_cuda_archs() : "none (built without CUDA)");
+    printf("distributed: %s\n", !ferry_dist_mpi_is_built() ? "no (built without MPI)"
+                                 : ferry_dist_nccl_is_built() ? "MPI (CPU) and NCCL (CUDA)"
                                                            : "MPI (CPU; no NCCL for CUDA)");
     int n = ferry_cuda_device_count();
     printf("devices:\n");

@@ -194,7 +194,7 @@ static int sample_png(packer *p, size_t i, size_t *n)
     } else {
         const ferry_sample_format *f = ferry_dataset_format(p->ds);
         if (ferry_dataset_get(p->ds, i, p->pixels, ferry_dataset_sample_bytes(p->ds), NULL, NULL) != FERRY_OK ||
-            ferry_png_write_file(path, p->pixels, f->width, f->height, f->channels) != FERRY_OK) {
+            ferry_png_save(path, p->pixels, f->width, f->height, f->channels) != FERRY_OK) {
             fprintf(stderr, PACK ": sample %zu: %s\n", i, ferry_last_error());
             return -1;
         }
@@ -250,7 +250,7 @@ static int add_sample(packer *p, size_t i, size_t k, int digits)
 /* The class names as __classes__.txt's text; none when a name has a newline. */
 static int collect_classes(packer *p)
 {
-    size_t k = ferry_dataset_num_classes(p->ds), len = 0;
+    size_t k = ferry_dataset_class_count(p->ds), len = 0;
     for (size_t c = 0; c < k; c++) {
         const char *s = ferry_dataset_class_name(p->ds, c);
         if (!s || !*s || strchr(s, '\n'))
@@ -375,7 +375,7 @@ int cmd_pack(int argc, char **argv)
     }
     if (tool_mkdirs(o.out) != 0) {
         fprintf(stderr, PACK ": %s: %s\n", o.out, strerror(errno));
-        ferry_dataset_destroy(p.ds);
+        ferry_dataset_release(p.ds);
         return 1;
     }
     double t0 = tool_now();
@@ -389,6 +389,6 @@ int cmd_pack(int argc, char **argv)
     free(p.classes);
     free(p.buf);
     free(p.pixels);
-    ferry_dataset_destroy(p.ds);
+    ferry_dataset_release(p.ds);
     return rc;
 }

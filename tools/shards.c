@@ -61,7 +61,7 @@ static int check_each_shard(const char *dir, size_t workers, size_t *total, size
     struct dirent *e;
     int rc = 0;
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || !ferry_is_shard_path(e->d_name))
+        if (e->d_name[0] == '.' || !ferry_dataset_is_shard_path(e->d_name))
             continue;
         if (n == cap) {
             char **v = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *v);
@@ -104,7 +104,7 @@ int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *b
     size_t len = ferry_dataset_len(ds);
     check_job j = {.ds = ds, .reasons = calloc(len, sizeof(char *))};
     if (!j.reasons) {
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
         return -1;
     }
     atomic_init(&j.next, 0);
@@ -124,6 +124,6 @@ int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *b
         }
     *total += len;
     free(j.reasons);
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     return 0;
 }

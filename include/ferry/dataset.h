@@ -70,12 +70,12 @@ typedef enum ferry_crop {
 } ferry_crop;
 
 /* Limits on every image file, PNG and JPEG alike. */
-typedef struct ferry_png_limits {
+typedef struct ferry_image_limits {
     size_t max_width, max_height; /* default 16384 each */
     size_t max_pixels;            /* default 64 Mpixel */
     size_t max_file_bytes;        /* default 256 MiB */
     size_t max_chunk_bytes;       /* PNG ancillary chunks; default 8 MiB */
-} ferry_png_limits;
+} ferry_image_limits;
 
 /* Every field's zero is its default: `(ferry_image_config){0}` (or a NULL
  * cfg) decodes at the first image's size and channels, with no augmentation. */
@@ -108,7 +108,7 @@ typedef struct ferry_image_config {
     size_t resize_shorter;  /* the shorter side before the centre crop; 0: 256/224 of
                              * the larger of height and width, rounded */
     bool crop_full_scale;   /* JPEG: never decode at a reduced DCT scale */
-    ferry_png_limits limits;
+    ferry_image_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
      * are ordered (in streaming mode: the shuffle buffer's images). The most
@@ -196,7 +196,7 @@ FERRY_API ferry_status ferry_image_decode(const void *data, size_t n, const ferr
 
 /* Writes 8-bit interleaved pixels (channels 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA)
  * to a PNG file. For fixtures and `ferry export`. */
-FERRY_API ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
+FERRY_API ferry_status ferry_png_save(const char *path, const void *pixels, size_t width,
                                             size_t height, size_t channels);
 
 /* ---- datasets ---- */
@@ -289,7 +289,7 @@ FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
 /* Whether a path is named as a shard: it ends in .tar, .tar.gz or .tgz (any
  * case). The rule ferry_dataset_shards lists folders and tells a shard from a
  * list file by. false for NULL. */
-FERRY_API bool ferry_is_shard_path(const char *path);
+FERRY_API bool ferry_dataset_is_shard_path(const char *path);
 /* An IDX pair (images u8 [N,H,W] or [N,H,W,C]; labels u8 [N]), plain or .gz, read
  * into memory. cfg may be NULL (native size, 1 channel, no augmentation). */
 FERRY_API ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
@@ -330,12 +330,12 @@ FERRY_API ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, v
                                             ferry_dataset **out);
 
 FERRY_API ferry_dataset *ferry_dataset_retain(ferry_dataset *ds);
-FERRY_API void ferry_dataset_destroy(ferry_dataset *ds); /* drops a reference; NULL is a no-op */
+FERRY_API void ferry_dataset_release(ferry_dataset *ds); /* drops a reference; NULL is a no-op */
 
 FERRY_API size_t ferry_dataset_len(const ferry_dataset *ds);
 FERRY_API const ferry_sample_format *ferry_dataset_format(const ferry_dataset *ds);
 FERRY_API size_t ferry_dataset_sample_bytes(const ferry_dataset *ds);
-FERRY_API size_t ferry_dataset_num_classes(const ferry_dataset *ds);
+FERRY_API size_t ferry_dataset_class_count(const ferry_dataset *ds);
 /* NULL if none */
 FERRY_API const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls);
 /* The label without decoding. */
@@ -345,7 +345,7 @@ FERRY_API ferry_status ferry_dataset_label(const ferry_dataset *ds, size_t index
  * samples and fail by name when loaded. first (may be NULL) gets the first,
  * "path: reason", or NULL when there are none. A loader with on_error = FAIL
  * refuses such a dataset at create; with SKIP it skips and counts them. */
-FERRY_API size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first);
+FERRY_API size_t ferry_dataset_unreadable_count(const ferry_dataset *ds, const char **first);
 
 /* A file path or other name for messages; NULL when the dataset has none. */
 FERRY_API const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);

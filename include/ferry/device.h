@@ -136,14 +136,14 @@ FERRY_API ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, fe
  * out aligned pageable memory and reports pinned = false. */
 typedef struct ferry_pinned_pool ferry_pinned_pool;
 
-typedef struct ferry_pinned_stats {
+typedef struct ferry_pinned_pool_stats {
     bool pinned;              /* the memory is page-locked */
     size_t blocks;            /* blocks taken from the system */
     size_t reserved_bytes;    /* bytes in those blocks */
     size_t live_pieces;       /* pieces handed out and not yet freed */
     size_t live_bytes;        /* bytes in those pieces */
     size_t system_allocs;     /* cudaHostAlloc / aligned allocations made, ever */
-} ferry_pinned_stats;
+} ferry_pinned_pool_stats;
 
 /* block_bytes: minimum size of each block taken from the system (0: 64 MiB).
  * want_pinned false gives pageable memory even with a GPU. */
@@ -151,11 +151,11 @@ FERRY_API ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pi
                                                 ferry_pinned_pool **out);
 FERRY_API void ferry_pinned_pool_destroy(ferry_pinned_pool *p); /* frees every piece */
 /* align: a power of two (0: 256). */
-FERRY_API ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align,
+FERRY_API ferry_status ferry_pinned_pool_alloc(ferry_pinned_pool *p, size_t bytes, size_t align,
                                           void **out);
-FERRY_API void ferry_pinned_free(ferry_pinned_pool *p, void *ptr);
+FERRY_API void ferry_pinned_pool_free(ferry_pinned_pool *p, void *ptr);
 /* pool or out NULL: FERRY_ERR_INVALID_ARG (out, when given, zeroed). */
-FERRY_API ferry_status ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out);
+FERRY_API ferry_status ferry_pinned_pool_stats_get(const ferry_pinned_pool *p, ferry_pinned_pool_stats *out);
 
 /* ---- device memory: the caching allocator ----
  * One caching allocator per device for the process (the CUDA context is per
@@ -163,7 +163,7 @@ FERRY_API ferry_status ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry
  * cudaMalloc calls. On cudaErrorMemoryAllocation it empties the cache, retries
  * once, then fails with FERRY_ERR_DEVICE_OOM naming requested, free and total
  * bytes. For the CPU device this is aligned host memory, counted the same way. */
-FERRY_API ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s,
+FERRY_API ferry_status ferry_device_alloc(ferry_device d, size_t bytes, ferry_stream *s,
                                            void **out);
 /* Returns the block to the cache of the stream it was allocated on. */
 FERRY_API void ferry_device_free(ferry_device d, void *ptr);
@@ -172,7 +172,7 @@ typedef struct ferry_memory_stats {
     size_t allocated_bytes;      /* in blocks handed out now */
     size_t reserved_bytes;       /* held from the driver (allocated + cached) */
     size_t peak_allocated_bytes;
-    uint64_t alloc_calls;        /* ferry_device_malloc calls */
+    uint64_t alloc_calls;        /* ferry_device_alloc calls */
     uint64_t system_mallocs;     /* cudaMalloc (or host) calls made */
     uint64_t cache_hits;         /* allocations served from the cache */
     uint64_t oom_retries;        /* cache flushes forced by an OOM */
@@ -182,7 +182,7 @@ FERRY_API ferry_status ferry_memory_empty_cache(ferry_device d);
 FERRY_API void ferry_memory_reset_peak(ferry_device d);
 
 /* Build features: a bit set and a one-line description ("CUDA 13.0, cuBLAS, OpenBLAS"). */
-FERRY_API bool ferry_built_with_cuda(void);
+FERRY_API bool ferry_cuda_is_built(void);
 /* FERRY_VERSION of the library that runs ("0.2.0"): compare with the FERRY_VERSION
  * a program was compiled with. */
 FERRY_API const char *ferry_version(void);

@@ -5,7 +5,7 @@
  *     mpirun -np 2 build/samples/train_gray --dist
  *     mpirun -np 16 --hostfile hosts build/samples/train_gray --dist --device cuda
  *
- * Each process calls ferry_dist_init, which reads rank, world size and local rank
+ * Each process calls ferry_dist_create, which reads rank, world size and local rank
  * (the rank among the processes on its machine) from MPI and, for "cuda", picks
  * cuda:<local rank> and builds an NCCL communicator over MPI. Each rank's loader
  * reads its own share of the data (FERRY_SAMPLER_DISTRIBUTED with
@@ -15,14 +15,14 @@
  * on the union of their batches.
  *
  *     ferry_dist *d;   ferry_dist_config dc = ferry_dist_config_default();
- *     ferry_dist_init(&dc, &d);                      // dc.device = "cuda" for GPUs
+ *     ferry_dist_create(&dc, &d);                      // dc.device = "cuda" for GPUs
  *     ... build net on ferry_dist_device(d), optimiser, loader with
  *         c.sampler = FERRY_SAMPLER_DISTRIBUTED, c.rank = ferry_dist_rank(d),
  *         c.world_size = ferry_dist_world_size(d) ...
  *     ferry_ddp *ddp;  ferry_ddp_create(d, net, 0, &ddp);
  *     ferry_train_step(net, opt, NULL, x, y, metrics, s);   // unchanged
  *     ...
- *     ferry_ddp_destroy(ddp);  ferry_dist_finalize(d);
+ *     ferry_ddp_destroy(ddp);  ferry_dist_destroy(d);
  *
  * Failures: every MPI or NCCL error becomes FERRY_ERR_DIST with the rank in the
  * message. A rank whose own step fails calls ferry_dist_abort: the others' pending
@@ -32,7 +32,7 @@
  * collectives of that ferry_dist refuse to run (FERRY_ERR_BAD_STATE); finalize it
  * and end the process with an error (mpirun then ends the job).
  *
- * Built when mpicc is found (make DIST=0 leaves it out: ferry_dist_init then
+ * Built when mpicc is found (make DIST=0 leaves it out: ferry_dist_create then
  * fails with FERRY_ERR_UNSUPPORTED); the NCCL path when CUDA is built too. */
 #ifndef FERRY_DIST_H
 #define FERRY_DIST_H
@@ -64,11 +64,11 @@ FERRY_API ferry_dist_config ferry_dist_config_default(void);
 /* Initialises MPI (unless the program already did; then ferry leaves it to the
  * program to finalise) and, for a CUDA device, NCCL. Outside mpirun it runs as
  * a world of one. */
-FERRY_API ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out);
-/* Frees the communicators and finalises MPI if ferry_dist_init initialised it.
+FERRY_API ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out);
+/* Frees the communicators and finalises MPI if ferry_dist_create initialised it.
  * After a failure MPI cannot be finalised safely (a collective may still be
  * pending): it is left alone, and the process should exit with an error. */
-FERRY_API void ferry_dist_finalize(ferry_dist *d);
+FERRY_API void ferry_dist_destroy(ferry_dist *d);
 
 FERRY_API int ferry_dist_rank(const ferry_dist *d);
 FERRY_API int ferry_dist_world_size(const ferry_dist *d);
@@ -77,15 +77,15 @@ FERRY_API ferry_device ferry_dist_device(const ferry_dist *d);
 /* "MPI (Open MPI v4.1.4)" or "MPI (...) + NCCL 2.27.3". */
 FERRY_API const char *ferry_dist_backend(const ferry_dist *d);
 /* Whether this build has MPI (and NCCL). */
-FERRY_API bool ferry_dist_mpi_built(void);
-FERRY_API bool ferry_dist_nccl_built(void);
+FERRY_API bool ferry_dist_mpi_is_built(void);
+FERRY_API bool ferry_dist_nccl_is_built(void);
 
 typedef enum ferry_reduce_op {
     FERRY_REDUCE_SUM = 0,
     FERRY_REDUCE_AVG, /* the sum divided by the world size (floating dtypes) */
     FERRY_REDUCE_MIN,
     FERRY_REDUCE_MAX,
-    FERRY_REDUCE_COUNT_ /* the number of operations, not one */
+    FERRY_REDUCE_COUNT /* the number of operations, not one */
 } ferry_reduce_op;
 
 /* In place over all ranks: every rank passes a contiguous tensor of the same

@@ -154,7 +154,7 @@ FERRY_API ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
 /* Batches per epoch. */
 FERRY_API size_t ferry_loader_len(const ferry_loader *l);
 /* Samples per epoch (for this rank). */
-FERRY_API size_t ferry_loader_num_samples(const ferry_loader *l);
+FERRY_API size_t ferry_loader_sample_count(const ferry_loader *l);
 FERRY_API ferry_device ferry_loader_device(const ferry_loader *l);
 
 #define FERRY_LOADER_MAX_SKIPPED_NAMES 64
@@ -170,7 +170,7 @@ typedef struct ferry_loader_stats {
     bool pinned;                          /* the slots are page-locked */
     size_t host_bytes;                    /* host memory held for slots */
     size_t device_bytes;                  /* device memory held for slots */
-    size_t skipped_names_count;           /* names kept, at most FERRY_LOADER_MAX_SKIPPED_NAMES */
+    size_t num_skipped_names;           /* names kept, at most FERRY_LOADER_MAX_SKIPPED_NAMES */
     const char *skipped_names[FERRY_LOADER_MAX_SKIPPED_NAMES]; /* valid until reset/destroy */
 } ferry_loader_stats;
 

@@ -101,7 +101,7 @@ FERRY_API bool ferry_module_is_training(const ferry_module *m);
 FERRY_API ferry_device ferry_module_device(const ferry_module *m);
 FERRY_API ferry_dtype ferry_module_dtype(const ferry_module *m);
 /* Number of trainable scalars (PyTorch's sum(p.numel() for p in parameters())). */
-FERRY_API int64_t ferry_module_num_parameters(const ferry_module *m);
+FERRY_API int64_t ferry_module_trainable_numel(const ferry_module *m);
 
 /* Parameters and buffers, in a stable order, named like PyTorch's state_dict
  * ("0.weight", "2.running_mean"). The tensors belong to the module: valid until
@@ -137,14 +137,14 @@ FERRY_API ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s);
 /* Waits for the device (all its streams). Mean loss per sample, accuracy in [0, 1] (0 when no
  * classification loss was added), samples seen. Fails (FERRY_ERR_INVALID_ARG)
  * when some label was outside [0, classes). */
-FERRY_API ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy,
+FERRY_API ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy,
                                           int64_t *count);
 
 /* Mean cross-entropy of logits [N, C] against class labels [N] (i64 or i32),
  * as torch.nn.functional.cross_entropy. Adds to metrics (may be NULL). When
  * dlogits is not NULL, *dlogits gets dL/dlogits times grad_scale (1 normally; the
  * loss scale under mixed precision). On the CPU a label outside [0, C) fails at
- * once; on CUDA it is reported by ferry_metrics_read. */
+ * once; on CUDA it is reported by ferry_metrics_get. */
 FERRY_API ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels,
                                            float grad_scale, ferry_metrics *metrics,
                                            ferry_stream *s, ferry_tensor **dlogits);
@@ -176,7 +176,7 @@ FERRY_API double ferry_optim_lr(const ferry_optim *o);
 /* Steps taken (steps mixed precision skipped do not count). The count lives on
  * the module's device, so this waits for the device's streams to read it; -1,
  * with ferry_last_error set, when the read fails; 0 for NULL. */
-FERRY_API int64_t ferry_optim_steps(const ferry_optim *o);
+FERRY_API int64_t ferry_optim_step_count(const ferry_optim *o);
 
 /* ---- mixed precision ----
  * The model computes in f16 or bf16 (BatchNorm statistics and affine parameters
@@ -250,8 +250,8 @@ typedef struct ferry_checkpoint {
     ferry_amp *amp;
     ferry_loader *loader;
 } ferry_checkpoint;
-FERRY_API ferry_status ferry_checkpoint_write(const char *path, const ferry_checkpoint *c);
-FERRY_API ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c);
+FERRY_API ferry_status ferry_checkpoint_save(const char *path, const ferry_checkpoint *c);
+FERRY_API ferry_status ferry_checkpoint_load(const char *path, const ferry_checkpoint *c);
 
 /* A safetensors file: 8-byte little-endian header length, a JSON header
  * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [a, b]}, ...,
@@ -262,8 +262,8 @@ FERRY_API ferry_status ferry_safetensors_open(const char *path, ferry_safetensor
 /* The same from bytes in memory (copied). */
 FERRY_API ferry_status ferry_safetensors_parse(const void *data, size_t size,
                                                ferry_safetensors **out);
-FERRY_API void ferry_safetensors_close(ferry_safetensors *f);
-FERRY_API size_t ferry_safetensors_count(const ferry_safetensors *f);
+FERRY_API void ferry_safetensors_destroy(ferry_safetensors *f);
+FERRY_API size_t ferry_safetensors_tensor_count(const ferry_safetensors *f);
 FERRY_API const char *ferry_safetensors_name(const ferry_safetensors *f, size_t i);
 /* FERRY_ERR_INVALID_ARG naming the tensor when absent. */
 FERRY_API ferry_status ferry_safetensors_get(const ferry_safetensors *f, const char *name,

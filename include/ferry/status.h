@@ -26,7 +26,7 @@ typedef enum ferry_status {
     FERRY_ERR_SHAPE,           /* tensor shapes do not fit */
     FERRY_ERR_DTYPE,           /* tensor dtypes do not fit */
     FERRY_ERR_DIST,            /* MPI or NCCL failed, or another rank did */
-    FERRY_STATUS_COUNT_        /* the number of codes, not a code (grows as codes are added) */
+    FERRY_STATUS_COUNT        /* the number of codes, not a code (grows as codes are added) */
 } ferry_status;
 
 /* "FERRY_ERR_FORMAT" etc.; never NULL. */

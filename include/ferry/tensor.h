@@ -29,7 +29,7 @@ typedef enum ferry_dtype {
     FERRY_DTYPE_U8,
     FERRY_DTYPE_I32,
     FERRY_DTYPE_I64,
-    FERRY_DTYPE_COUNT_ /* the number of dtypes, not a dtype (grows as dtypes are added) */
+    FERRY_DTYPE_COUNT /* the number of dtypes, not a dtype (grows as dtypes are added) */
 } ferry_dtype;
 
 FERRY_API size_t ferry_dtype_size(ferry_dtype dt);      /* bytes per element; 0 for invalid */

@@ -90,7 +90,7 @@ int64_t ferry_debug_alloc_count(void);
 int64_t ferry_debug_alloc_live(void);
 /* Allocations made by the calling thread, ever (for per-thread accounting). */
 int64_t ferry_debug_thread_alloc_count(void);
-/* The same for device memory: the k-th ferry_device_malloc from now (of a
+/* The same for device memory: the k-th ferry_device_alloc from now (of a
  * non-zero size, any device) fails as a full device does: the cache is emptied
  * and FERRY_ERR_DEVICE_OOM comes back with the usual message. 0 = never; returns
  * the countdown it replaces. Lives in allocator.c. */

@@ -26,7 +26,7 @@ static void *log_user;        /* guarded by log_lock */
 
 const char *ferry_status_str(ferry_status s)
 {
-    static const char *const names[FERRY_STATUS_COUNT_] = {
+    static const char *const names[FERRY_STATUS_COUNT] = {
         [FERRY_OK] = "FERRY_OK",
         [FERRY_ERR_INVALID_ARG] = "FERRY_ERR_INVALID_ARG",
         [FERRY_ERR_NO_MEMORY] = "FERRY_ERR_NO_MEMORY",
@@ -45,7 +45,7 @@ const char *ferry_status_str(ferry_status s)
         [FERRY_ERR_DTYPE] = "FERRY_ERR_DTYPE",
         [FERRY_ERR_DIST] = "FERRY_ERR_DIST",
     };
-    if ((unsigned)s >= FERRY_STATUS_COUNT_ || !names[s])
+    if ((unsigned)s >= FERRY_STATUS_COUNT || !names[s])
         return "FERRY_ERR_UNKNOWN";
     return names[s];
 }

@@ -57,7 +57,7 @@ ferry_dataset *ferry_dataset_retain(ferry_dataset *ds)
     return ds;
 }
 
-void ferry_dataset_destroy(ferry_dataset *ds)
+void ferry_dataset_release(ferry_dataset *ds)
 {
     if (!ds || atomic_fetch_sub_explicit(&ds->refs, 1, memory_order_acq_rel) != 1)
         return;
@@ -76,7 +76,7 @@ const ferry_sample_format *ferry_dataset_format(const ferry_dataset *ds)
     return ds ? &ds->format : NULL;
 }
 size_t ferry_dataset_sample_bytes(const ferry_dataset *ds) { return ds ? ds->sample_bytes : 0; }
-size_t ferry_dataset_num_classes(const ferry_dataset *ds) { return ds ? ds->num_classes : 0; }
+size_t ferry_dataset_class_count(const ferry_dataset *ds) { return ds ? ds->num_classes : 0; }
 
 const char *ferry_dataset_class_name(const ferry_dataset *ds, size_t cls)
 {
@@ -173,7 +173,7 @@ static void view_destroy(ferry_dataset *ds)
     view *v = ds->impl;
     if (!v)
         return;
-    ferry_dataset_destroy(v->base);
+    ferry_dataset_release(v->base);
     ferry_host_free(v->indices);
     ferry_host_free(v->seq);
     ferry_host_free(v->ends);
@@ -305,7 +305,7 @@ static ferry_status view_new(ferry_dataset *base, size_t begin, size_t *indices,
     if (st != FERRY_OK)
         return st;
     if ((st = view_layout(*out)) != FERRY_OK) {
-        ferry_dataset_destroy(*out);
+        ferry_dataset_release(*out);
         *out = NULL;
         return st;
     }
@@ -315,12 +315,12 @@ static ferry_status view_new(ferry_dataset *base, size_t begin, size_t *indices,
         ds->class_names = ferry_host_calloc(base->num_classes, sizeof(char *));
         for (size_t i = 0; ds->class_names && i < base->num_classes; i++)
             if (!(ds->class_names[i] = ferry_host_strdup(base->class_names[i]))) {
-                ferry_dataset_destroy(ds);
+                ferry_dataset_release(ds);
                 *out = NULL;
                 return FERRY_ERR_NO_MEMORY;
             }
         if (!ds->class_names) {
-            ferry_dataset_destroy(ds);
+            ferry_dataset_release(ds);
             *out = NULL;
             return FERRY_ERR_NO_MEMORY;
         }
@@ -391,7 +391,7 @@ ferry_status ferry_dataset_split(ferry_dataset *base, double val_fraction, uint6
         st = ferry_dataset_indices(base, perm + (n - nval), nval, &va);
     ferry_host_free(perm);
     if (st != FERRY_OK) {
-        ferry_dataset_destroy(tr);
+        ferry_dataset_release(tr);
         return st;
     }
     *train = tr;
@@ -555,7 +555,7 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
     return st;
 }
 
-size_t ferry_dataset_unreadable(const ferry_dataset *ds, const char **first)
+size_t ferry_dataset_unreadable_count(const ferry_dataset *ds, const char **first)
 {
     if (first)
         *first = ds && ds->unreadable ? ds->unreadable_first : NULL;

@@ -47,7 +47,7 @@ ferry_status ferry_image_probe(const void *data, size_t n, ferry_image_info *out
 }
 
 ferry_status ferry__image_check_limits(const ferry_image_info *info, size_t file_bytes,
-                                       const ferry_png_limits *lim, const char *name)
+                                       const ferry_image_limits *lim, const char *name)
 {
     size_t px = 0;
     if (info->width > lim->max_width || info->height > lim->max_height ||

@@ -212,7 +212,7 @@ static inline void ferry__image_oriented_size(const ferry_image_config *cfg,
 }
 /* The size and file-size limits, before anything large is allocated: FERRY_ERR_LIMIT. */
 ferry_status ferry__image_check_limits(const ferry_image_info *info, size_t file_bytes,
-                                       const ferry_png_limits *lim, const char *name);
+                                       const ferry_image_limits *lim, const char *name);
 /* Whether a file name is an image's by its extension: .png, .jpg, .jpeg, any case. */
 bool ferry__is_image_name(const char *name);
 
@@ -241,7 +241,7 @@ struct ferry_dataset {
     size_t num_classes;
     char **class_names;    /* num_classes entries or NULL; owned */
     void *impl;            /* the kind's own state, freed by vt->destroy */
-    size_t unreadable;     /* entries found unreadable at create (ferry_dataset_unreadable) */
+    size_t unreadable;     /* entries found unreadable at create (ferry_dataset_unreadable_count) */
     char unreadable_first[1024]; /* the first of them: "path: reason" */
 };
 

@@ -53,7 +53,7 @@ static ferry_status probe_folder(const char *path, ferry_dataset_kind *kind)
     while (!sub && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        tar |= ferry_is_shard_path(e->d_name);
+        tar |= ferry_dataset_is_shard_path(e->d_name);
         idx |= strstr(e->d_name, "-images-idx") != NULL;
         if (e->d_type == DT_DIR) {
             sub = true;
@@ -127,7 +127,7 @@ static ferry_status probe_file(const char *path, ferry_dataset_kind *kind)
     char line[1024];
     if (!first_line((const char *)head, n, line, sizeof line))
         return unknown_file(path, "a text file without an entry");
-    if (ferry_is_shard_path(line)) {
+    if (ferry_dataset_is_shard_path(line)) {
         *kind = FERRY_DATASET_SHARDS;
         return FERRY_OK;
     }
@@ -148,7 +148,7 @@ ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind *kind)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_probe: path is %s",
                           path ? "empty" : "NULL");
     /* A shard by name, a URL included: nothing to read. */
-    if (ferry_is_shard_path(path)) {
+    if (ferry_dataset_is_shard_path(path)) {
         *kind = FERRY_DATASET_SHARDS;
         return FERRY_OK;
     }

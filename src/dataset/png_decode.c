@@ -79,7 +79,7 @@ ferry_status ferry_png_info(const void *data, size_t n, ferry_image_info *out)
     return ferry__png_header(data, n, NULL, out);
 }
 
-static ferry_status check_limits(const ferry_image_info *info, const ferry_png_limits *lim,
+static ferry_status check_limits(const ferry_image_info *info, const ferry_image_limits *lim,
                                  const char *name)
 {
     size_t px = 0;
@@ -160,7 +160,7 @@ static ferry_status decode_rows(decoder *d)
     if (setjmp(png_jmpbuf(png)))
         return d->oom ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT;
 
-    const ferry_png_limits *lim = &d->cfg->limits;
+    const ferry_image_limits *lim = &d->cfg->limits;
     png_set_user_limits(png, (png_uint_32)(lim->max_width < 0x7fffffff ? lim->max_width : 0x7fffffff),
                         (png_uint_32)(lim->max_height < 0x7fffffff ? lim->max_height : 0x7fffffff));
     png_set_chunk_malloc_max(png, lim->max_chunk_bytes);

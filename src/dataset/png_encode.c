@@ -64,7 +64,7 @@ static ferry_status write_rows(encoder *e)
     return FERRY_OK;
 }
 
-ferry_status ferry_png_write_file(const char *path, const void *pixels, size_t width,
+ferry_status ferry_png_save(const char *path, const void *pixels, size_t width,
                                   size_t height, size_t channels)
 {
     if (!path || !pixels)

@@ -33,7 +33,7 @@ static bool ends_with(const char *s, size_t n, const char *tail)
     return n > t && !strcasecmp(s + n - t, tail);
 }
 
-bool ferry_is_shard_path(const char *path)
+bool ferry_dataset_is_shard_path(const char *path)
 {
     size_t n = path ? strlen(path) : 0;
     return path && (ends_with(path, n, ".tar") || ends_with(path, n, ".tar.gz") ||
@@ -56,7 +56,7 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     ferry_status st = FERRY_OK;
     struct dirent *e;
     while (st == FERRY_OK && (e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.' && ferry_is_shard_path(e->d_name))
+        if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name))
             st = ferry__str_list_push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
     closedir(d);
     if (st != FERRY_OK)
@@ -122,7 +122,7 @@ static ferry_status add_path(const char *p, ferry_str_list *l)
                              "%s", strerror(errno));
     if (S_ISDIR(sb.st_mode))
         return add_folder(p, l);
-    if (ferry_is_shard_path(p))
+    if (ferry_dataset_is_shard_path(p))
         return ferry__str_list_push(l, ferry_host_strdup(p));
     if (S_ISREG(sb.st_mode))
         return add_list_file(p, l);

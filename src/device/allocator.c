@@ -237,7 +237,7 @@ static ferry_status oom_message(dev_alloc *a, size_t bytes)
                       ferry_format_bytes(a->st.allocated_bytes, held, sizeof held));
 }
 
-ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, void **out)
+ferry_status ferry_device_alloc(ferry_device d, size_t bytes, ferry_stream *s, void **out)
 {
     d = ferry_device_resolve(d);
     if (!out)
@@ -249,7 +249,7 @@ ferry_status ferry_device_malloc(ferry_device d, size_t bytes, ferry_stream *s, 
         return st;
     if (s && !ferry_device_eq(ferry_stream_device(s), d)) {
         char x[FERRY_DEVICE_NAME_MAX], y[FERRY_DEVICE_NAME_MAX];
-        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_device_malloc: memory on %s, stream on %s",
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_device_alloc: memory on %s, stream on %s",
                           devname(d, x), devname(ferry_stream_device(s), y));
     }
     size_t size;

@@ -38,7 +38,7 @@ int ferry_cuda_device_count(void)
 
 bool ferry_cuda_is_available(void) { return ferry_cuda_device_count() > 0; }
 
-bool ferry_built_with_cuda(void)
+bool ferry_cuda_is_built(void)
 {
 #if FERRY_HAVE_CUDA
     return true;
@@ -92,7 +92,7 @@ const ferry_backend *ferry_backend_gpu(void)
 
 static ferry_status no_cuda_device(const char *what)
 {
-    if (!ferry_built_with_cuda())
+    if (!ferry_cuda_is_built())
         return ferry_fail(FERRY_ERR_NO_DEVICE,
                           "%s: no CUDA device (this build of ferry has no CUDA support; "
                           "rebuild with nvcc and CUDA=1)", what);

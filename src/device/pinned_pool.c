@@ -37,7 +37,7 @@ struct ferry_pinned_pool {
     size_t block_bytes;      /* fixed at create */
     block *blocks;           /* guarded by lock */
     seg *spare;              /* recycled seg records, linked by next; guarded by lock */
-    ferry_pinned_stats stats; /* guarded by lock */
+    ferry_pinned_pool_stats stats; /* guarded by lock */
 };
 
 ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned, ferry_pinned_pool **out)
@@ -249,7 +249,7 @@ static ferry_status add_block(ferry_pinned_pool *p, size_t need)
     return FERRY_OK;
 }
 
-ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align, void **out)
+ferry_status ferry_pinned_pool_alloc(ferry_pinned_pool *p, size_t bytes, size_t align, void **out)
 {
     if (!p || !out)
         return FERRY_ARG_ERROR("pool or out is NULL");
@@ -258,7 +258,7 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
         align = DEFAULT_ALIGN;
     if ((align & (align - 1)) != 0 || align > ((size_t)1 << 30))
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "ferry_pinned_alloc: alignment %zu is not a power of two up to 1 GiB", align);
+                          "ferry_pinned_pool_alloc: alignment %zu is not a power of two up to 1 GiB", align);
     if (bytes == 0)
         return FERRY_ARG_ERROR("size 0");
     if (bytes > SIZE_MAX - align)
@@ -284,7 +284,7 @@ ferry_status ferry_pinned_alloc(ferry_pinned_pool *p, size_t bytes, size_t align
     return FERRY_OK;
 }
 
-void ferry_pinned_free(ferry_pinned_pool *p, void *ptr)
+void ferry_pinned_pool_free(ferry_pinned_pool *p, void *ptr)
 {
     if (!p || !ptr)
         return;
@@ -324,15 +324,15 @@ void ferry_pinned_free(ferry_pinned_pool *p, void *ptr)
         break;
     }
     ferry_mutex_unlock(&p->lock);
-    ferry_log(FERRY_LOG_WARN, "ferry_pinned_free: %p is not a live piece of this pool; ignored", ptr);
+    ferry_log(FERRY_LOG_WARN, "ferry_pinned_pool_free: %p is not a live piece of this pool; ignored", ptr);
 }
 
-ferry_status ferry_pinned_pool_stats(const ferry_pinned_pool *p, ferry_pinned_stats *out)
+ferry_status ferry_pinned_pool_stats_get(const ferry_pinned_pool *p, ferry_pinned_pool_stats *out)
 {
     if (out)
         memset(out, 0, sizeof *out);
     if (!p || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_pool_stats: %s is NULL", p ? "out" : "pool");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_pool_stats_get: %s is NULL", p ? "out" : "pool");
     /* The lock is logically mutable state; stats are read under it. */
     ferry_pinned_pool *mp = (ferry_pinned_pool *)p;
     ferry_mutex_lock(&mp->lock);

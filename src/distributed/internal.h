@@ -22,7 +22,7 @@ struct ferry_dist {
     int rank, world, local_rank;
     ferry_device device;
     double timeout_s;
-    bool owns_mpi;          /* ferry_dist_init called MPI_Init: finalize calls MPI_Finalize */
+    bool owns_mpi;          /* ferry_dist_create called MPI_Init: finalize calls MPI_Finalize */
     bool failed;            /* a collective failed or a peer aborted: no more collectives */
     bool heard_abort;       /* a peer's notice arrived (answered; not announced again) */
     MPI_Request abort_req;  /* posted receive for a peer's notice */

@@ -23,9 +23,9 @@ ferry_dist_config ferry_dist_config_default(void)
     return c;
 }
 
-bool ferry_dist_mpi_built(void) { return true; }
+bool ferry_dist_mpi_is_built(void) { return true; }
 
-bool ferry_dist_nccl_built(void)
+bool ferry_dist_nccl_is_built(void)
 {
 #if FERRY_HAVE_NCCL
     return true;
@@ -266,10 +266,10 @@ static void teardown(ferry_dist *d)
     ferry_host_free(d);
 }
 
-ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
+ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_dist_init)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_dist_create)");
     *out = NULL;
     ferry_dist_config def = ferry_dist_config_default();
     if (!cfg)
@@ -278,7 +278,7 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (finalized)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "ferry_dist_init: MPI was already finalised in this process");
+        return ferry_fail(FERRY_ERR_BAD_STATE, "ferry_dist_create: MPI was already finalised in this process");
 
     ferry_dist *d = ferry_host_calloc(1, sizeof *d);
     if (!d)
@@ -292,7 +292,7 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS) {
             ferry_host_free(d);
-            return ferry_fail(FERRY_ERR_DIST, "ferry_dist_init: MPI_Init_thread failed (error %d)", rc);
+            return ferry_fail(FERRY_ERR_DIST, "ferry_dist_create: MPI_Init_thread failed (error %d)", rc);
         }
         d->owns_mpi = true;
     }
@@ -319,7 +319,7 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
         rc = MPI_Irecv(d->abort_in, (int)sizeof d->abort_in, MPI_CHAR, MPI_ANY_SOURCE, TAG_ABORT,
                        d->ctl, &d->abort_req);
     if (rc != MPI_SUCCESS)
-        st = fd_mpi_fail(d, rc, "ferry_dist_init");
+        st = fd_mpi_fail(d, rc, "ferry_dist_create");
     if (st == FERRY_OK)
         st = pick_device(d, cfg->device);
     if (st == FERRY_OK && d->device.type == FERRY_DEVICE_CUDA && ferry_cuda_is_simulated()) {
@@ -343,9 +343,9 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
         int ok = st == FERRY_OK, all = 0;
         rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, d->comm);
         if (rc != MPI_SUCCESS)
-            st = fd_mpi_fail(d, rc, "ferry_dist_init");
+            st = fd_mpi_fail(d, rc, "ferry_dist_create");
         else if (st == FERRY_OK && !all)
-            st = ferry_fail(FERRY_ERR_DIST, "rank %d: ferry_dist_init failed on another rank (see its message)",
+            st = ferry_fail(FERRY_ERR_DIST, "rank %d: ferry_dist_create failed on another rank (see its message)",
                             d->rank);
     }
     if (st != FERRY_OK) {
@@ -359,7 +359,7 @@ ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
     return FERRY_OK;
 }
 
-void ferry_dist_finalize(ferry_dist *d)
+void ferry_dist_destroy(ferry_dist *d)
 {
     if (d)
         teardown(d);
@@ -414,7 +414,7 @@ ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_
                           "rank %d: ferry_dist_all_reduce: MPI cannot reduce %s tensors (f32, u8, i32, "
                           "i64 can be)",
                           d->rank, ferry_dtype_name(dt));
-    if ((unsigned)op >= FERRY_REDUCE_COUNT_)
+    if ((unsigned)op >= FERRY_REDUCE_COUNT)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: ferry_dist_all_reduce: unknown op %d", d->rank, (int)op);
     bool floating = dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
     if (op == FERRY_REDUCE_AVG && !floating)

@@ -41,7 +41,7 @@ ferry_status fd_nccl_create(ferry_dist *d, fd_nccl **out)
             return nccl_fail(d, r, "ncclGetUniqueId");
     }
     /* A failure on rank 0 above leaves the others here until the timeout:
-     * ferry_dist_init's agreement step cannot run before this broadcast. */
+     * ferry_dist_create's agreement step cannot run before this broadcast. */
     MPI_Request req;
     int rc = MPI_Ibcast(&id, (int)sizeof id, MPI_BYTE, 0, d->comm, &req);
     if (rc != MPI_SUCCESS)

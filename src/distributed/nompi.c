@@ -17,22 +17,22 @@ ferry_dist_config ferry_dist_config_default(void)
     return c;
 }
 
-ferry_status ferry_dist_init(const ferry_dist_config *cfg, ferry_dist **out)
+ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
 {
     (void)cfg;
     if (out)
         *out = NULL;
-    return not_built("ferry_dist_init");
+    return not_built("ferry_dist_create");
 }
 
-void ferry_dist_finalize(ferry_dist *d) { (void)d; }
+void ferry_dist_destroy(ferry_dist *d) { (void)d; }
 int ferry_dist_rank(const ferry_dist *d) { (void)d; return 0; }
 int ferry_dist_world_size(const ferry_dist *d) { (void)d; return 1; }
 int ferry_dist_local_rank(const ferry_dist *d) { (void)d; return 0; }
 ferry_device ferry_dist_device(const ferry_dist *d) { (void)d; return ferry_cpu(); }
 const char *ferry_dist_backend(const ferry_dist *d) { (void)d; return "none"; }
-bool ferry_dist_mpi_built(void) { return false; }
-bool ferry_dist_nccl_built(void) { return false; }
+bool ferry_dist_mpi_is_built(void) { return false; }
+bool ferry_dist_nccl_is_built(void) { return false; }
 
 ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_op op,
                                    ferry_stream *s)

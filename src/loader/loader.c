@@ -210,11 +210,11 @@ static ferry_status alloc_slots(ferry_loader *l)
     bool want_pinned = l->cfg.pin_memory == FERRY_PIN_MEMORY_ON && l->gpu;
     ferry_status st = ferry_pinned_pool_create(host_total, want_pinned, &l->pool);
     if (st == FERRY_OK)
-        st = ferry_pinned_alloc(l->pool, host_total, 4096, &l->host_block);
+        st = ferry_pinned_pool_alloc(l->pool, host_total, 4096, &l->host_block);
     if (st != FERRY_OK)
         return ferry_fail_prefix(st, "loader: %zu slots of %zu bytes: ", l->nslots, l->slot_bytes);
-    ferry_pinned_stats ps;
-    ferry_pinned_pool_stats(l->pool, &ps);
+    ferry_pinned_pool_stats ps;
+    ferry_pinned_pool_stats_get(l->pool, &ps);
     l->stats.pinned = ps.pinned;
     l->stats.host_bytes = host_total;
 
@@ -232,7 +232,7 @@ static ferry_status alloc_slots(ferry_loader *l)
         /* Filed under slot 0's copy stream, which writes it first: the allocator
          * hands a block back only in that stream's order (and destroy frees it
          * before the streams go, after synchronising the device). */
-        st = ferry_device_malloc(l->dev, dev_total, l->slots[0].copy_stream, &l->dev_block);
+        st = ferry_device_alloc(l->dev, dev_total, l->slots[0].copy_stream, &l->dev_block);
         if (st != FERRY_OK)
             return ferry_fail_prefix(st, "loader: device buffers for %zu slots: ", l->nslots);
     }
@@ -403,7 +403,7 @@ static void warn_gzip_order(ferry_loader *l)
 static void warn_sorted_stream(ferry_loader *l, const size_t *ends, const size_t *seq, size_t k)
 {
     size_t n = ends[k - 1] < 1000000 ? ends[k - 1] : 1000000, same = 0, pairs = 0;
-    size_t nc = ferry_dataset_num_classes(l->ds);
+    size_t nc = ferry_dataset_class_count(l->ds);
     if (n < 64 || nc < 2 || nc > 100000)
         return;
     size_t *count = ferry_host_calloc(nc, sizeof *count);
@@ -504,7 +504,7 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     /* Under FAIL an unreadable file known now would stop the run when its turn
      * comes, perhaps hours in: say so before anything starts. */
     const char *bad = NULL;
-    size_t nbad = ferry_dataset_unreadable(cfg->dataset, &bad);
+    size_t nbad = ferry_dataset_unreadable_count(cfg->dataset, &bad);
     if (nbad && cfg->on_error == FERRY_ON_ERROR_FAIL)
         return ferry_fail(FERRY_ERR_IO, "loader: %zu of the dataset's %zu files cannot be read, the "
                           "first: %s (on_error = FERRY_ON_ERROR_SKIP skips and counts them)",
@@ -593,7 +593,7 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->dev_block)
         ferry_device_free(l->dev, l->dev_block);
     if (l->host_block)
-        ferry_pinned_free(l->pool, l->host_block);
+        ferry_pinned_pool_free(l->pool, l->host_block);
     ferry_pinned_pool_destroy(l->pool);
     for (size_t k = 0; l->slots && k < l->nslots; k++)
         ferry_stream_destroy(l->slots[k].copy_stream);
@@ -608,7 +608,7 @@ void ferry_loader_destroy(ferry_loader *l)
         (void)ferry__dataset_plan_reads(l->ds, NULL, 0);
     ferry_host_free(l->stream_perm);
     ferry_host_free(l->own_indices);
-    ferry_dataset_destroy(l->ds);
+    ferry_dataset_release(l->ds);
     pthread_cond_destroy(&l->work_cv);
     pthread_cond_destroy(&l->ready_cv);
     ferry_mutex_destroy(&l->trace_lock);
@@ -898,7 +898,7 @@ ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first
 }
 
 size_t ferry_loader_len(const ferry_loader *l) { return l ? l->full_num_batches : 0; }
-size_t ferry_loader_num_samples(const ferry_loader *l)
+size_t ferry_loader_sample_count(const ferry_loader *l)
 {
     if (!l)
         return 0;

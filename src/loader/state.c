@@ -47,7 +47,7 @@ uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
     h = fnv_u64(h, f->width);
     h = fnv_u64(h, (uint64_t)f->layout);
     h = fnv_u64(h, (uint64_t)f->dtype);
-    h = fnv_u64(h, ferry_dataset_num_classes(ds));
+    h = fnv_u64(h, ferry_dataset_class_count(ds));
     /* Names at 64 spread-out indices and the last: a renamed, added or removed
      * file changes them, at no cost worth measuring. */
     for (size_t k = 0; len && k <= 64; k++) {

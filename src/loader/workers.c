@@ -157,7 +157,7 @@ static void note_skipped(ferry_loader *l, size_t index)
 {
     FERRY_ASSERT_HELD(&l->lock);
     l->stats.skipped++;
-    size_t n = l->stats.skipped_names_count;
+    size_t n = l->stats.num_skipped_names;
     if (n < FERRY_LOADER_MAX_SKIPPED_NAMES) {
         const char *name = ferry_dataset_sample_name(l->ds, index);
         if (name)
@@ -165,7 +165,7 @@ static void note_skipped(ferry_loader *l, size_t index)
         else
             snprintf(l->skipped_names[n], sizeof l->skipped_names[n], "sample %zu", index);
         l->stats.skipped_names[n] = l->skipped_names[n];
-        l->stats.skipped_names_count = n + 1;
+        l->stats.num_skipped_names = n + 1;
     }
 }
 

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ferry_dataset *ds = NULL;
     if (ferry_dataset_idx(ip, lp, NULL, &ds) == FERRY_OK) {
         idx_fuzz_get_some(ds);
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
     ferry_image_config cfg = ferry_image_config_default();
     cfg.channels = 3;
@@ -53,7 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cfg.random_crop_pad = 2;
     if (ferry_dataset_idx(ip, lp, &cfg, &ds) == FERRY_OK) {
         idx_fuzz_get_some(ds);
-        ferry_dataset_destroy(ds);
+        ferry_dataset_release(ds);
     }
     return 0;
 }

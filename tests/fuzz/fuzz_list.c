@@ -14,10 +14,10 @@ static void list_fuzz_fixtures(void)
     for (size_t i = 0; i < sizeof px; i++)
         px[i] = (uint8_t)(i * 37);
     ferry_fuzz_write("a.png", "", 0, p, sizeof p);
-    if (ferry_png_write_file(p, px, 4, 4, 1) != FERRY_OK)
+    if (ferry_png_save(p, px, 4, 4, 1) != FERRY_OK)
         abort();
     ferry_fuzz_write("b.png", "", 0, p, sizeof p);
-    if (ferry_png_write_file(p, px, 4, 4, 3) != FERRY_OK)
+    if (ferry_png_save(p, px, 4, 4, 3) != FERRY_OK)
         abort();
 }
 
@@ -46,13 +46,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t label = -1;
         const char *name = ferry_dataset_sample_name(ds, i);
         if (!name || ferry_dataset_label(ds, i, &label) != FERRY_OK || label < 0 ||
-            (size_t)label >= ferry_dataset_num_classes(ds)) {
+            (size_t)label >= ferry_dataset_class_count(ds)) {
             fprintf(stderr, "fuzz_list: sample %zu: name %s, label %lld of %zu classes\n", i,
-                    name ? name : "(null)", (long long)label, ferry_dataset_num_classes(ds));
+                    name ? name : "(null)", (long long)label, ferry_dataset_class_count(ds));
             abort();
         }
         (void)ferry_dataset_get(ds, i, dst, sizeof dst, NULL, &label);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
     return 0;
 }

@@ -57,7 +57,7 @@ static void tar_fuzz_open(const char *path, tar_fuzz_result *r)
     if (r->create != FERRY_OK)
         return;
     r->len = ferry_dataset_len(ds);
-    r->classes = ferry_dataset_num_classes(ds);
+    r->classes = ferry_dataset_class_count(ds);
     size_t plen = strlen(path);
     /* Backwards, so that the gzip reader must go back (or have kept). */
     for (size_t k = r->len < MAX_SAMPLES ? r->len : MAX_SAMPLES; k-- > 0;) {
@@ -71,7 +71,7 @@ static void tar_fuzz_open(const char *path, tar_fuzz_result *r)
         r->label[k] = -7;
         r->st[k] = ferry_dataset_get(ds, k, r->px[k], sizeof r->px[k], NULL, &r->label[k]);
     }
-    ferry_dataset_destroy(ds);
+    ferry_dataset_release(ds);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -144,7 +144,7 @@ static ferry_status build_meta(const ferry_checkpoint *c, ck_meta *meta)
     meta->kv[meta->n++ * 2 + 1] = "ferry";
     if (c->optim) {
         fm_optim_get_hparams(c->optim, meta->hp, sizeof meta->hp);
-        int64_t steps = ferry_optim_steps(c->optim);
+        int64_t steps = ferry_optim_step_count(c->optim);
         if (steps < 0)
             return ferry_fail(FERRY_ERR_BAD_STATE, "checkpoint: cannot read the optimiser's step count (%s)",
                               ferry_last_error());
@@ -170,10 +170,10 @@ static ferry_status build_meta(const ferry_checkpoint *c, ck_meta *meta)
     return FERRY_OK;
 }
 
-ferry_status ferry_checkpoint_write(const char *path, const ferry_checkpoint *c)
+ferry_status ferry_checkpoint_save(const char *path, const ferry_checkpoint *c)
 {
     if (!path || !c || !c->module)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_write)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_save)");
     ck_item *it = NULL;
     size_t n = 0;
     ferry_status st = collect(c->module, c->optim, c->amp, &it, &n);
@@ -277,10 +277,10 @@ static ferry_status apply(ferry_safetensors *f, const ferry_checkpoint *c, const
     return st;
 }
 
-ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c)
+ferry_status ferry_checkpoint_load(const char *path, const ferry_checkpoint *c)
 {
     if (!path || !c || !c->module)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_read)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_load)");
     ferry_safetensors *f = NULL;
     ferry_status st = ferry_safetensors_open(path, &f);
     if (st != FERRY_OK)
@@ -298,6 +298,6 @@ ferry_status ferry_checkpoint_read(const char *path, const ferry_checkpoint *c)
     if (st == FERRY_OK)
         st = apply(f, c, it, n, &r);
     ferry_host_free(it);
-    ferry_safetensors_close(f);
+    ferry_safetensors_destroy(f);
     return st;
 }

@@ -349,7 +349,7 @@ static void st_free(ferry_safetensors *f)
     ferry_host_free(f);
 }
 
-void ferry_safetensors_close(ferry_safetensors *f)
+void ferry_safetensors_destroy(ferry_safetensors *f)
 {
     if (f)
         st_free(f);
@@ -572,7 +572,7 @@ ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out)
     return st;
 }
 
-size_t ferry_safetensors_count(const ferry_safetensors *f) { return f ? f->n : 0; }
+size_t ferry_safetensors_tensor_count(const ferry_safetensors *f) { return f ? f->n : 0; }
 
 const char *ferry_safetensors_name(const ferry_safetensors *f, size_t i)
 {

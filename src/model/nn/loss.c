@@ -58,10 +58,10 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
     return st;
 }
 
-ferry_status ferry_metrics_read(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
+ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_read)");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_get)");
     float l = 0;
     int64_t ints[2] = {0, 0};
     /* The losses may have been queued on any stream of the device: wait for all. */

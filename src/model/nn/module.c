@@ -206,7 +206,7 @@ const char *ferry_module_name(const ferry_module *m) { return m ? m->name : "(nu
 
 static void print_tree(const ferry_module *m, FILE *f, int depth, const char *label)
 {
-    int64_t n = ferry_module_num_parameters(m);
+    int64_t n = ferry_module_trainable_numel(m);
     fprintf(f, "%*s%s%s", depth * 2, "", label, m->name);
     if (n)
         fprintf(f, "  [%lld parameters]", (long long)n);
@@ -439,7 +439,7 @@ bool ferry_module_is_training(const ferry_module *m) { return m && m->training; 
 ferry_device ferry_module_device(const ferry_module *m) { return m ? m->device : ferry_cpu(); }
 ferry_dtype ferry_module_dtype(const ferry_module *m) { return m ? m->dtype : FERRY_DTYPE_F32; }
 
-int64_t ferry_module_num_parameters(const ferry_module *m)
+int64_t ferry_module_trainable_numel(const ferry_module *m)
 {
     int64_t n = 0;
     if (!m)

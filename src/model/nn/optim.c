@@ -135,7 +135,7 @@ void ferry_optim_set_lr(ferry_optim *o, double lr)
 }
 double ferry_optim_lr(const ferry_optim *o) { return o ? o->lr : 0.0; }
 /* Reads the device's count, so it waits for the device's streams. */
-int64_t ferry_optim_steps(const ferry_optim *o)
+int64_t ferry_optim_step_count(const ferry_optim *o)
 {
     if (!o)
         return 0;

@@ -22,7 +22,7 @@ typedef struct ferry_storage {
     void *data;          /* device pointer for CUDA storage */
     size_t bytes;
     ferry_device device;
-    bool owned;          /* true: from ferry_device_malloc, freed with the storage;
+    bool owned;          /* true: from ferry_device_alloc, freed with the storage;
                             false: borrowed (ferry_tensor_from_blob) */
 } ferry_storage;
 

@@ -9,19 +9,19 @@
 #include "common/error.h"
 #include "model/tensor/internal.h"
 
-static const struct { size_t size; const char *name; } dtypes[FERRY_DTYPE_COUNT_] = {
+static const struct { size_t size; const char *name; } dtypes[FERRY_DTYPE_COUNT] = {
     [FERRY_DTYPE_F32] = {4, "f32"}, [FERRY_DTYPE_F16] = {2, "f16"}, [FERRY_DTYPE_BF16] = {2, "bf16"},
     [FERRY_DTYPE_U8] = {1, "u8"},   [FERRY_DTYPE_I32] = {4, "i32"}, [FERRY_DTYPE_I64] = {8, "i64"},
 };
 
 size_t ferry_dtype_size(ferry_dtype dt)
 {
-    return (unsigned)dt < FERRY_DTYPE_COUNT_ ? dtypes[dt].size : 0;
+    return (unsigned)dt < FERRY_DTYPE_COUNT ? dtypes[dt].size : 0;
 }
 
 const char *ferry_dtype_name(ferry_dtype dt)
 {
-    return (unsigned)dt < FERRY_DTYPE_COUNT_ ? dtypes[dt].name : "invalid";
+    return (unsigned)dt < FERRY_DTYPE_COUNT ? dtypes[dt].name : "invalid";
 }
 
 const char *ferry_shape_format_(const int64_t *shape, size_t ndim, char *buf, size_t size)
@@ -151,7 +151,7 @@ static ferry_status tensor_alloc(const int64_t *shape, size_t ndim, ferry_dtype 
     if (st != FERRY_OK)
         return st;
     void *data = NULL;
-    if ((st = ferry_device_malloc(d, bytes, s, &data)) != FERRY_OK) {
+    if ((st = ferry_device_alloc(d, bytes, s, &data)) != FERRY_OK) {
         char sbuf[256];
         ferry_fail_prefix(st, "tensor %s %s: ", ferry_shape_format_(shape, ndim, sbuf, sizeof sbuf),
                           ferry_dtype_name(dt));
@@ -319,7 +319,7 @@ size_t ferry_tensor_nbytes(const ferry_tensor *t)
     return t ? (size_t)t->numel * ferry_dtype_size(t->dtype) : 0;
 }
 
-ferry_dtype ferry_tensor_dtype(const ferry_tensor *t) { return t ? t->dtype : FERRY_DTYPE_COUNT_; }
+ferry_dtype ferry_tensor_dtype(const ferry_tensor *t) { return t ? t->dtype : FERRY_DTYPE_COUNT; }
 ferry_device ferry_tensor_device(const ferry_tensor *t) { return t ? t->device : ferry_cpu(); }
 void *ferry_tensor_data(const ferry_tensor *t) { return t ? ferry_tensor_ptr_(t) : NULL; }
 

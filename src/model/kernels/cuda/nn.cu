@@ -132,7 +132,7 @@ static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, con
 static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
 {
     *p = nullptr;
-    return ferry_device_malloc(c->dev, bytes, c->stream, p);
+    return ferry_device_alloc(c->dev, bytes, c->stream, p);
 }
 
 template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
@@ -229,7 +229,7 @@ static ferry_status loss_partials(const fk_ctx *c, ferry_dtype dt, const char *w
     if (!loss)
         return FERRY_OK;
     void *p = nullptr;
-    ferry_status st = ferry_device_malloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
+    ferry_status st = ferry_device_alloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
     *part = (double *)p;
     return st;
 }

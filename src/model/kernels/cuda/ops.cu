@@ -252,7 +252,7 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
     chunks = (n + len - 1) / len; // every chunk non-empty
     int64_t parts = outer * chunks;
     void *scratch = nullptr;
-    ferry_status st = ferry_device_malloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
+    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
                                           &scratch);
     if (st != FERRY_OK)
         return st;
@@ -607,7 +607,7 @@ static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *
     if (st != FERRY_OK)
         return st;
     void *ws = nullptr;
-    if ((st = ferry_device_malloc(c->dev, FK_BLAS_WORKSPACE, c->stream, &ws)) != FERRY_OK)
+    if ((st = ferry_device_alloc(c->dev, FK_BLAS_WORKSPACE, c->stream, &ws)) != FERRY_OK)
         return st;
     st = cublas_call(c, "set workspace", [&] { return cublasSetWorkspace(h, ws, FK_BLAS_WORKSPACE); });
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
