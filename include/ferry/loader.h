@@ -127,7 +127,11 @@ FERRY_API ferry_loader_config ferry_loader_config_default(void);
 typedef struct ferry_loader ferry_loader;
 
 /* A batch: views of the slot, valid until the next ferry_loader_next, reset or
- * destroy on this loader. Do not release the tensors; copy what you keep. */
+ * destroy on this loader. Do not release the tensors; copy what you keep. Code
+ * with its own kernels reads plain values from them: ferry_tensor_data (a
+ * device pointer on a GPU), ferry_tensor_dtype, _shape, _strides (in elements)
+ * and _device, all in libferry; the data is ready in the order of the stream
+ * given to ferry_loader_next. Users of the model layer pass the tensors on. */
 typedef struct ferry_batch {
     ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device */
     ferry_tensor *labels;   /* [B] i64 on the loader's device */
