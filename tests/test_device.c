@@ -202,6 +202,7 @@ TEST(cpu_streams_and_events_complete_at_once)
     ferry_event *a = NULL, *b = NULL, *plain = NULL;
     ASSERT_OK(ferry_stream_create(ferry_cpu(), &s));
     ASSERT(ferry_device_eq(ferry_stream_device(s), ferry_cpu()));
+    ASSERT(ferry_stream_cuda_handle(s) == NULL); /* no CUDA stream behind a CPU one */
     ASSERT_OK(ferry_event_create(ferry_cpu(), true, &a));
     ASSERT_OK(ferry_event_create(ferry_cpu(), true, &b));
     ASSERT_OK(ferry_event_create(ferry_cpu(), false, &plain));
@@ -289,6 +290,15 @@ TEST(cuda_streams_events_and_copies)
     ASSERT_OK(ferry_stream_create(ferry_cuda(0), &s2));
     ASSERT_OK(ferry_stream_wait_event(s2, b));
     ASSERT_OK(ferry_stream_synchronize(s2));
+    /* Own kernels order themselves after ferry's work through the CUDA handle:
+     * one per stream on a real GPU, none on the simulated one. */
+    if (ferry_cuda_is_simulated()) {
+        ASSERT(ferry_stream_cuda_handle(s) == NULL);
+    } else {
+        ASSERT(ferry_stream_cuda_handle(s) != NULL);
+        ASSERT(ferry_stream_cuda_handle(s) != ferry_stream_cuda_handle(s2));
+    }
+    ASSERT(ferry_stream_cuda_handle(NULL) == NULL);
     ferry_device_free(ferry_cuda(0), dev);
     free(host);
     free(back);

@@ -91,6 +91,11 @@ FERRY_API ferry_status ferry_stream_create(ferry_device d, ferry_stream **out);
 FERRY_API void ferry_stream_destroy(ferry_stream *s);
 FERRY_API ferry_device ferry_stream_device(const ferry_stream *s);
 FERRY_API ferry_status ferry_stream_synchronize(ferry_stream *s);
+/* The cudaStream_t behind s, for code that launches its own kernels in the
+ * order of ferry's work on s (a batch from ferry_loader_next, say): NULL for a
+ * CPU stream, for the simulated GPU's streams (there is no CUDA stream to give)
+ * and for s == NULL (the device's default stream, CUDA's stream 0). */
+FERRY_API void *ferry_stream_cuda_handle(const ferry_stream *s);
 /* True when all work queued on s has completed; false while some is still
  * running, and also false, with ferry_last_error() set, when the query fails
  * (a kernel on the device faulted, say): a failure never reads as complete.

@@ -131,7 +131,8 @@ typedef struct ferry_loader ferry_loader;
  * with its own kernels reads plain values from them: ferry_tensor_data (a
  * device pointer on a GPU), ferry_tensor_dtype, _shape, _strides (in elements)
  * and _device, all in libferry; the data is ready in the order of the stream
- * given to ferry_loader_next. Users of the model layer pass the tensors on. */
+ * given to ferry_loader_next (ferry_stream_cuda_handle: its cudaStream_t, to
+ * launch kernels after it). Users of the model layer pass the tensors on. */
 typedef struct ferry_batch {
     ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device */
     ferry_tensor *labels;   /* [B] i64 on the loader's device */

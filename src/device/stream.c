@@ -27,6 +27,11 @@ struct ferry_event {
 
 void *ferry_stream_native(const ferry_stream *s) { return s ? s->native : NULL; }
 
+void *ferry_stream_cuda_handle(const ferry_stream *s)
+{
+    return s && s->be->kind == FERRY_BACKEND_CUDA ? s->native : NULL;
+}
+
 ferry_status ferry_stream_create(ferry_device d, ferry_stream **out)
 {
     d = ferry_device_resolve(d);
