@@ -23,41 +23,21 @@ typedef struct sim_keep {
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
 
-static void keep_nd(sim_keep *k, void *field)
-{
-    const fk_nd **f = field;
-    if (*f) {
-        k->nd = **f;
-        *f = &k->nd;
+/* keep_<field>: gives the launch its own copy of the struct an argument points
+ * at, and points the argument at that copy. */
+#define SIM_KEEP_STRUCT(type, field)                                                               \
+    static void keep_##field(sim_keep *k, void *arg)                                               \
+    {                                                                                              \
+        const type **a = arg;                                                                      \
+        if (*a) {                                                                                  \
+            k->field = **a;                                                                        \
+            *a = &k->field;                                                                        \
+        }                                                                                          \
     }
-}
-
-static void keep_conv(sim_keep *k, void *field)
-{
-    const fk_conv **f = field;
-    if (*f) {
-        k->conv = **f;
-        *f = &k->conv;
-    }
-}
-
-static void keep_gemm(sim_keep *k, void *field)
-{
-    const fk_gemm **f = field;
-    if (*f) {
-        k->gemm = **f;
-        *f = &k->gemm;
-    }
-}
-
-static void keep_plist(sim_keep *k, void *field)
-{
-    const fk_plist **f = field;
-    if (*f) {
-        k->plist = **f;
-        *f = &k->plist;
-    }
-}
+SIM_KEEP_STRUCT(fk_nd, nd)
+SIM_KEEP_STRUCT(fk_conv, conv)
+SIM_KEEP_STRUCT(fk_gemm, gemm)
+SIM_KEEP_STRUCT(fk_plist, plist)
 
 static void keep_value(sim_keep *k, void *field)
 {
