@@ -1086,8 +1086,14 @@ static void cases_relu_bwd(void)
  * gnum (a loss scale on the device: the factor is gnum[0] / rows instead of gscale) ---- */
 static ferry_status run_cross_entropy(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, cross_entropy, t->dt, p[0], t->dt2, p[1], t->i[0], t->i[1], (float *)p[2], (int64_t *)p[3],
-              (int64_t *)p[4], p[5], (float)t->d[0], (const float *)p[6]);
+    fk_xent r = {.rows = t->i[0],
+                 .classes = t->i[1],
+                 .loss = p[2],
+                 .correct = p[3],
+                 .bad = p[4],
+                 .gscale = (float)t->d[0],
+                 .gnum = p[6]};
+    return FK(c, cross_entropy, t->dt, p[0], t->dt2, p[1], p[5], &r);
 }
 
 static int64_t label_at(const bo_case *t, const void *labels, int64_t r)
@@ -1538,8 +1544,19 @@ static void cases_pool(void)
 /* ---- batch norm: i = {n, ch, hw}, d = {momentum, eps}, fl[0] = training ---- */
 static ferry_status run_bn_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bn_fwd, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2], (const float *)p[2], (const float *)p[3],
-              (float *)p[4], (float *)p[5], (float *)p[6], (float *)p[7], t->fl[0], (float)t->d[0], (float)t->d[1]);
+    fk_bn b = {.n = t->i[0],
+               .ch = t->i[1],
+               .hw = t->i[2],
+               .gamma = p[2],
+               .beta = p[3],
+               .rmean = p[4],
+               .rvar = p[5],
+               .smean = p[6],
+               .sinvstd = p[7],
+               .training = t->fl[0],
+               .momentum = (float)t->d[0],
+               .eps = (float)t->d[1]};
+    return FK(c, bn_fwd, t->dt, p[0], p[1], &b);
 }
 
 static void naive_bn_fwd(const bo_case *t, void *const *p)
@@ -1580,8 +1597,8 @@ static void naive_bn_fwd(const bo_case *t, void *const *p)
 
 static ferry_status run_bn_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bn_bwd, t->dt, p[0], p[1], p[2], t->i[0], t->i[1], t->i[2], (const float *)p[3],
-              (const float *)p[4], (const float *)p[5], (float *)p[6], (float *)p[7]);
+    fk_bn b = {.n = t->i[0], .ch = t->i[1], .hw = t->i[2], .gamma = p[3], .smean = p[4], .sinvstd = p[5]};
+    return FK(c, bn_bwd, t->dt, p[0], p[1], p[2], &b, p[6], p[7]);
 }
 
 static void naive_bn_bwd(const bo_case *t, void *const *p)
@@ -1730,8 +1747,12 @@ static void add_skip_buf(bo_case *t, int skip)
 /* ---- sgd: i[0] = n, d = {lr, momentum, dampening, wd}, fl[0] = nesterov; bufs p, g, buf, taken, skip ---- */
 static ferry_status run_sgd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, sgd, (float *)p[0], (const float *)p[1], (float *)p[2], t->i[0], (float)t->d[0], (float)t->d[1],
-              (float)t->d[2], (float)t->d[3], t->fl[0], (const int64_t *)p[3], (const float *)p[4]);
+    fk_sgd h = {.lr = (float)t->d[0],
+                .momentum = (float)t->d[1],
+                .dampening = (float)t->d[2],
+                .wd = (float)t->d[3],
+                .nesterov = t->fl[0]};
+    return FK(c, sgd, p[0], p[1], p[2], t->i[0], &h, p[3], p[4]);
 }
 
 static void naive_sgd(const bo_case *t, void *const *p)
@@ -1806,8 +1827,12 @@ static fk_plist mt_list(void *const *p, int per)
 static ferry_status run_sgd_multi(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     fk_plist l = mt_list(p, 3);
-    return FK(c, sgd_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], t->fl[0],
-              (const int64_t *)p[3 * MT_TENSORS], (const float *)p[3 * MT_TENSORS + 1]);
+    fk_sgd h = {.lr = (float)t->d[0],
+                .momentum = (float)t->d[1],
+                .dampening = (float)t->d[2],
+                .wd = (float)t->d[3],
+                .nesterov = t->fl[0]};
+    return FK(c, sgd_multi, &l, &h, p[3 * MT_TENSORS], p[3 * MT_TENSORS + 1]);
 }
 
 static void naive_sgd(const bo_case *t, void *const *p);
@@ -1824,8 +1849,13 @@ static void naive_sgd_multi(const bo_case *t, void *const *p)
 static ferry_status run_adam_multi(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     fk_plist l = mt_list(p, 4);
-    return FK(c, adam_multi, &l, (float)t->d[0], (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4],
-              t->fl[0], (const int64_t *)p[4 * MT_TENSORS], (const float *)p[4 * MT_TENSORS + 1]);
+    fk_adam h = {.lr = (float)t->d[0],
+                 .b1 = (float)t->d[1],
+                 .b2 = (float)t->d[2],
+                 .eps = (float)t->d[3],
+                 .wd = (float)t->d[4],
+                 .decoupled = t->fl[0]};
+    return FK(c, adam_multi, &l, &h, p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]);
 }
 
 static void naive_adam(const bo_case *t, void *const *p);
@@ -1878,9 +1908,13 @@ static void cases_optim_multi(void)
 /* ---- adam: i[0] = n, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled; bufs p, g, m, v, taken, skip ---- */
 static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, adam, (float *)p[0], (const float *)p[1], (float *)p[2], (float *)p[3], t->i[0], (float)t->d[0],
-              (float)t->d[1], (float)t->d[2], (float)t->d[3], (float)t->d[4], t->fl[0], (const int64_t *)p[4],
-              (const float *)p[5]);
+    fk_adam h = {.lr = (float)t->d[0],
+                 .b1 = (float)t->d[1],
+                 .b2 = (float)t->d[2],
+                 .eps = (float)t->d[3],
+                 .wd = (float)t->d[4],
+                 .decoupled = t->fl[0]};
+    return FK(c, adam, p[0], p[1], p[2], p[3], t->i[0], &h, p[4], p[5]);
 }
 
 static void naive_adam(const bo_case *t, void *const *p)

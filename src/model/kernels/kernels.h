@@ -79,6 +79,46 @@ typedef struct fk_gemm {
     int64_t batch;
 } fk_gemm;
 
+/* Softmax cross-entropy's rows and results (cross_entropy): rows x classes
+ * logits; loss[0] += sum_r -log p[label], correct[0] += (argmax == label), and
+ * bad[0] counts labels outside [0, classes), which contribute nothing (loss,
+ * correct and bad are device memory; any may be NULL). The gradient's scale g is
+ * gscale, or, when gnum (device memory: a loss scale kept on the device) is not
+ * NULL, gnum[0] / rows in f32. */
+typedef struct fk_xent {
+    int64_t rows, classes;
+    float *loss;
+    int64_t *correct, *bad;
+    float gscale;
+    const float *gnum;
+} fk_xent;
+
+/* One batch norm layer over [n, ch, hw] (bn_fwd, bn_bwd); f32 statistics and
+ * affine parameters, ch values each. Forward in training writes the batch's
+ * mean and inverse standard deviation (smean, sinvstd) and updates the running
+ * ones (rmean, rvar) with momentum; otherwise it normalises with the running
+ * ones. Backward reads gamma, smean and sinvstd. */
+typedef struct fk_bn {
+    int64_t n, ch, hw;
+    const float *gamma, *beta;
+    float *rmean, *rvar;
+    float *smean, *sinvstd;
+    bool training;
+    float momentum, eps;
+} fk_bn;
+
+/* The optimisers' hyper-parameters (PyTorch's names), shared by the
+ * single-tensor and the multi-tensor kernels. */
+typedef struct fk_sgd {
+    float lr, momentum, dampening, wd;
+    bool nesterov;
+} fk_sgd;
+
+typedef struct fk_adam {
+    float lr, b1, b2, eps, wd;
+    bool decoupled; /* AdamW's weight decay */
+} fk_adam;
+
 /* Parameter tensors one optimiser launch updates (sgd_multi, adam_multi): f32
  * parameter, gradient and state (s0: SGD's momentum buffer or Adam's first
  * moment, NULL where unused; s1: Adam's second moment) of numel[i] elements
@@ -99,7 +139,9 @@ typedef struct fk_plist {
  * from this one list. The context is named c in every definition; so the list names
  * the channel count ch (a name at another position reads as swapped arguments).
  * A kernel takes at most eight arguments besides the context; one that needs
- * more takes a struct (fk_gemm), which the simulated GPU's launches copy. */
+ * more takes a struct by pointer (fk_gemm, fk_xent, fk_bn, fk_sgd, fk_adam),
+ * which the simulated GPU's launches copy. FK_MAP stops at eight: a ninth
+ * argument fails to compile. */
 #define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
     X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
@@ -128,15 +170,10 @@ typedef struct fk_plist {
       (int64_t, ch), (int64_t, inner))                                                             \
     /* dx = dy where y > 0, else 0 */                                                              \
     X(relu_bwd, (ferry_dtype, dt), (void *, dx), (const void *, y), (const void *, dy), (int64_t, n)) \
-    /* softmax cross-entropy over rows: loss[0] += sum_r -log p[label]; correct[0] +=            \
-     * (argmax == label); dlogits (may be NULL) = (p - onehot) * g with g = gscale, or, when     \
-     * gnum (device memory: a loss scale kept on the device) is not NULL, g = gnum[0] / rows    \
-     * in f32. labels i32 or i64; a label outside [0, classes) is counted in bad[0] and         \
-     * contributes nothing. loss, correct and bad are device memory (any may be NULL). */        \
+    /* softmax cross-entropy over rows (fk_xent); dlogits (may be NULL) = (p - onehot) * g;   \
+     * labels i32 or i64 */                                                                      \
     X(cross_entropy, (ferry_dtype, dt), (const void *, logits), (ferry_dtype, ldt),                \
-      (const void *, labels), (int64_t, rows), (int64_t, classes), (float *, loss),               \
-      (int64_t *, correct), (int64_t *, bad), (void *, dlogits), (float, gscale),                 \
-      (const float *, gnum))                                                                       \
+      (const void *, labels), (void *, dlogits), (const fk_xent *, r))                             \
     /* loss[0] += lscale * sum (p - t)^2; dp (may be NULL) = 2 (p - t) gscale */                   \
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
@@ -151,14 +188,10 @@ typedef struct fk_plist {
       (const int32_t *, idx), (void *, dx))                                                        \
     X(avgpool_fwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, y))        \
     X(avgpool_bwd, (ferry_dtype, dt), (const fk_conv *, g), (const void *, dy), (void *, dx))      \
-    /* batch norm over [n, ch, hw]; f32 statistics and affine parameters */                       \
-    X(bn_fwd, (ferry_dtype, dt), (const void *, x), (void *, y), (int64_t, n), (int64_t, ch),      \
-      (int64_t, hw), (const float *, gamma), (const float *, beta), (float *, rmean),              \
-      (float *, rvar), (float *, smean), (float *, sinvstd), (bool, training), (float, momentum),   \
-      (float, eps))                                                                                \
-    X(bn_bwd, (ferry_dtype, dt), (const void *, x), (const void *, dy), (void *, dx), (int64_t, n), \
-      (int64_t, ch), (int64_t, hw), (const float *, gamma), (const float *, smean),                \
-      (const float *, sinvstd), (float *, dgamma), (float *, dbeta))                               \
+    /* batch norm (fk_bn); dx may be NULL (dgamma and dbeta accumulate) */                     \
+    X(bn_fwd, (ferry_dtype, dt), (const void *, x), (void *, y), (const fk_bn *, b))               \
+    X(bn_bwd, (ferry_dtype, dt), (const void *, x), (const void *, dy), (void *, dx),              \
+      (const fk_bn *, b), (float *, dgamma), (float *, dbeta))                                     \
     /* y = x * keep / (1 - p), keep drawn from Philox (seed, stream) at element i */              \
     X(dropout, (ferry_dtype, dt), (void *, y), (const void *, x), (int64_t, n), (float, p),        \
       (uint64_t, seed), (uint64_t, stream))                                                        \
@@ -167,18 +200,16 @@ typedef struct fk_plist {
      * corrects its bias for step taken + 1. When skip (device memory, may be NULL) holds a     \
      * nonzero value the kernel writes nothing: mixed precision's inf/nan check, decided on     \
      * the device. */                                                                          \
-    X(sgd, (float *, p), (const float *, g), (float *, buf), (int64_t, n), (float, lr),            \
-      (float, momentum), (float, dampening), (float, wd), (bool, nesterov),                       \
+    X(sgd, (float *, p), (const float *, g), (float *, buf), (int64_t, n), (const fk_sgd *, h),    \
       (const int64_t *, taken), (const float *, skip))                                             \
     X(adam, (float *, p), (const float *, g), (float *, m), (float *, v), (int64_t, n),            \
-      (float, lr), (float, b1), (float, b2), (float, eps), (float, wd), (bool, decoupled),         \
-      (const int64_t *, taken), (const float *, skip))                                             \
+      (const fk_adam *, h), (const int64_t *, taken), (const float *, skip))                       \
     /* the same over every tensor of l (one launch; the results of sgd / adam per tensor,   \
      * bit for bit) */                                                                         \
-    X(sgd_multi, (const fk_plist *, l), (float, lr), (float, momentum), (float, dampening),        \
-      (float, wd), (bool, nesterov), (const int64_t *, taken), (const float *, skip))              \
-    X(adam_multi, (const fk_plist *, l), (float, lr), (float, b1), (float, b2), (float, eps),      \
-      (float, wd), (bool, decoupled), (const int64_t *, taken), (const float *, skip))             \
+    X(sgd_multi, (const fk_plist *, l), (const fk_sgd *, h), (const int64_t *, taken),             \
+      (const float *, skip))                                                                       \
+    X(adam_multi, (const fk_plist *, l), (const fk_adam *, h), (const int64_t *, taken),           \
+      (const float *, skip))                                                                       \
     /* taken[0] += 1 unless skip (may be NULL) holds a nonzero value; runs after a step's      \
      * updates, which read taken */                                                             \
     X(step_count, (int64_t *, taken), (const float *, skip))                                       \
@@ -192,14 +223,13 @@ typedef struct fk_plist {
       (float, growth), (float, backoff), (int64_t, interval))
 
 /* FK_MAP(m, sep, (t1, n1), (t2, n2), ...) expands to m(t1, n1) sep m(t2, n2) ...
- * for up to 20 pairs. sep is a function-like macro's name (FK_COMMA gives a
- * parameter or argument list, FK_NOSEP nothing), so it survives being passed on. */
+ * for up to 8 pairs, a kernel's most arguments. sep is a function-like macro's
+ * name (FK_COMMA gives a parameter or argument list, FK_NOSEP nothing), so it
+ * survives being passed on. */
 #define FK_COMMA() ,
 #define FK_NOSEP()
-#define FK_NARGS(...) FK_NARGS_(__VA_ARGS__, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, \
-                                6, 5, 4, 3, 2, 1, 0)
-#define FK_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, \
-                  a19, a20, N, ...) N
+#define FK_NARGS(...) FK_NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define FK_NARGS_(a1, a2, a3, a4, a5, a6, a7, a8, N, ...) N
 #define FK_CAT(a, b) FK_CAT_(a, b)
 #define FK_CAT_(a, b) a##b
 #define FK_APPLY(m, pair) m pair
@@ -212,18 +242,6 @@ typedef struct fk_plist {
 #define FK_MAP_6(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_5(m, s, __VA_ARGS__)
 #define FK_MAP_7(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_6(m, s, __VA_ARGS__)
 #define FK_MAP_8(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_7(m, s, __VA_ARGS__)
-#define FK_MAP_9(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_8(m, s, __VA_ARGS__)
-#define FK_MAP_10(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_9(m, s, __VA_ARGS__)
-#define FK_MAP_11(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_10(m, s, __VA_ARGS__)
-#define FK_MAP_12(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_11(m, s, __VA_ARGS__)
-#define FK_MAP_13(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_12(m, s, __VA_ARGS__)
-#define FK_MAP_14(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_13(m, s, __VA_ARGS__)
-#define FK_MAP_15(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_14(m, s, __VA_ARGS__)
-#define FK_MAP_16(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_15(m, s, __VA_ARGS__)
-#define FK_MAP_17(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_16(m, s, __VA_ARGS__)
-#define FK_MAP_18(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_17(m, s, __VA_ARGS__)
-#define FK_MAP_19(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_18(m, s, __VA_ARGS__)
-#define FK_MAP_20(m, s, x, ...) FK_APPLY(m, x) s() FK_MAP_19(m, s, __VA_ARGS__)
 
 #define FK_PARAM(t, n) t n
 #define FK_ARG(t, n) n

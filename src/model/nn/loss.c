@@ -160,9 +160,15 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
         float *lp = metrics ? ferry_tensor_data(metrics->loss) : NULL;
         int64_t *ip = metrics ? ferry_tensor_data(metrics->ints) : NULL;
         float gscale = rows ? grad_scale / (float)rows : 0.0f;
-        st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y), rows,
-                classes, lp, ip, bad, d ? ferry_tensor_data(d) : NULL, gscale,
-                scale ? (const float *)ferry_tensor_data(scale) : NULL);
+        fk_xent r = {.rows = rows,
+                     .classes = classes,
+                     .loss = lp,
+                     .correct = ip,
+                     .bad = bad,
+                     .gscale = gscale,
+                     .gnum = scale ? (const float *)ferry_tensor_data(scale) : NULL};
+        st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y),
+                d ? ferry_tensor_data(d) : NULL, &r);
     }
     if (st == FERRY_OK)
         st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);

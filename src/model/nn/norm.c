@@ -53,10 +53,19 @@ static ferry_status bn_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         float *stats = ferry_tensor_data(b->stats);
-        st = FK(&c, bn_fwd, m->dtype, ferry_tensor_data(xi), ferry_tensor_data(yt), n, b->c, hw,
-                ferry_tensor_data(m->params[0].value), ferry_tensor_data(m->params[1].value),
-                ferry_tensor_data(m->params[2].value), ferry_tensor_data(m->params[3].value), stats, stats + b->c,
-                m->training, b->momentum, b->eps);
+        fk_bn p = {.n = n,
+                   .ch = b->c,
+                   .hw = hw,
+                   .gamma = ferry_tensor_data(m->params[0].value),
+                   .beta = ferry_tensor_data(m->params[1].value),
+                   .rmean = ferry_tensor_data(m->params[2].value),
+                   .rvar = ferry_tensor_data(m->params[3].value),
+                   .smean = stats,
+                   .sinvstd = stats + b->c,
+                   .training = m->training,
+                   .momentum = b->momentum,
+                   .eps = b->eps};
+        st = FK(&c, bn_fwd, m->dtype, ferry_tensor_data(xi), ferry_tensor_data(yt), &p);
     }
     if (st != FERRY_OK) {
         ferry_tensor_release(xi);
@@ -86,9 +95,14 @@ static ferry_status bn_backward(ferry_module *m, ferry_tensor *dy, ferry_stream 
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(gy, s);
         float *stats = ferry_tensor_data(b->stats);
+        fk_bn p = {.n = b->x->shape[0],
+                   .ch = b->c,
+                   .hw = b->x->shape[2] * b->x->shape[3],
+                   .gamma = ferry_tensor_data(m->params[0].value),
+                   .smean = stats,
+                   .sinvstd = stats + b->c};
         st = FK(&c, bn_bwd, m->dtype, ferry_tensor_data(b->x), ferry_tensor_data(gy), dxt ? ferry_tensor_data(dxt) : NULL,
-                b->x->shape[0], b->c, b->x->shape[2] * b->x->shape[3], ferry_tensor_data(m->params[0].value), stats,
-                stats + b->c, ferry_tensor_data(m->params[0].grad), ferry_tensor_data(m->params[1].grad));
+                &p, ferry_tensor_data(m->params[0].grad), ferry_tensor_data(m->params[1].grad));
     }
     ferry_tensor_release(gy);
     bn_drop(m);

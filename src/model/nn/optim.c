@@ -209,11 +209,21 @@ static ferry_status step_list(const ferry_optim *o, const fk_ctx *c, const fk_pl
 {
     if (l->n == 0)
         return FERRY_OK;
-    if (o->kind == OPT_SGD)
-        return FK(c, sgd_multi, l, (float)o->lr, (float)o->momentum, (float)o->dampening, (float)o->wd,
-                  o->nesterov, taken, sk);
-    return FK(c, adam_multi, l, (float)o->lr, (float)o->b1, (float)o->b2, (float)o->eps, (float)o->wd,
-              o->kind == OPT_ADAMW, taken, sk);
+    if (o->kind == OPT_SGD) {
+        fk_sgd h = {.lr = (float)o->lr,
+                    .momentum = (float)o->momentum,
+                    .dampening = (float)o->dampening,
+                    .wd = (float)o->wd,
+                    .nesterov = o->nesterov};
+        return FK(c, sgd_multi, l, &h, taken, sk);
+    }
+    fk_adam h = {.lr = (float)o->lr,
+                 .b1 = (float)o->b1,
+                 .b2 = (float)o->b2,
+                 .eps = (float)o->eps,
+                 .wd = (float)o->wd,
+                 .decoupled = o->kind == OPT_ADAMW};
+    return FK(c, adam_multi, l, &h, taken, sk);
 }
 
 /* Queues the update of every parameter (one launch per FK_PLIST_MAX tensors of

@@ -136,16 +136,14 @@ ferry_status fk_cpu_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const vo
 }
 
 ferry_status fk_cpu_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
-                                  const void *labels, int64_t rows, int64_t classes, float *loss, int64_t *correct,
-                                  int64_t *bad, void *dlogits, float gscale, const float *gnum)
+                                  const void *labels, void *dlogits, const fk_xent *r)
 {
-    PASS_F32(cross_entropy, dt, logits, ldt, labels, rows, classes, loss, correct, bad, dlogits, gscale, gnum);
+    PASS_F32(cross_entropy, dt, logits, ldt, labels, dlogits, r);
     scratch s = {{0}, 0};
-    int64_t n = rows * classes;
+    int64_t n = r->rows * r->classes;
     float *fx = in32(&s, dt, logits, n), *fd = dlogits ? in32(&s, dt, NULL, n) : NULL;
     NEED(fx && (fd || !dlogits));
-    ferry_status st = fk_f32_cross_entropy(c, FERRY_DTYPE_F32, fx, ldt, labels, rows, classes, loss, correct, bad,
-                                           fd, gscale, gnum);
+    ferry_status st = fk_f32_cross_entropy(c, FERRY_DTYPE_F32, fx, ldt, labels, fd, r);
     if (fd)
         out16(dt, dlogits, fd, n);
     return done(&s, st);
@@ -238,31 +236,27 @@ ferry_status fk_cpu_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *
     return done(&s, st);
 }
 
-ferry_status fk_cpu_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch, int64_t hw,
-                           const float *gamma, const float *beta, float *rmean, float *rvar, float *smean,
-                           float *sinvstd, bool training, float momentum, float eps)
+ferry_status fk_cpu_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, const fk_bn *b)
 {
-    PASS_F32(bn_fwd, dt, x, y, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd, training, momentum, eps);
+    PASS_F32(bn_fwd, dt, x, y, b);
     scratch s = {{0}, 0};
-    int64_t total = n * ch * hw;
+    int64_t total = b->n * b->ch * b->hw;
     float *fx = in32(&s, dt, x, total), *fy = in32(&s, dt, NULL, total);
     NEED(fx && fy);
-    ferry_status st = fk_f32_bn_fwd(c, FERRY_DTYPE_F32, fx, fy, n, ch, hw, gamma, beta, rmean, rvar, smean, sinvstd,
-                                    training, momentum, eps);
+    ferry_status st = fk_f32_bn_fwd(c, FERRY_DTYPE_F32, fx, fy, b);
     out16(dt, y, fy, total);
     return done(&s, st);
 }
 
-ferry_status fk_cpu_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx, int64_t n,
-                           int64_t ch, int64_t hw, const float *gamma, const float *smean, const float *sinvstd,
+ferry_status fk_cpu_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx, const fk_bn *b,
                            float *dgamma, float *dbeta)
 {
-    PASS_F32(bn_bwd, dt, x, dy, dx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
+    PASS_F32(bn_bwd, dt, x, dy, dx, b, dgamma, dbeta);
     scratch s = {{0}, 0};
-    int64_t total = n * ch * hw;
+    int64_t total = b->n * b->ch * b->hw;
     float *fx = in32(&s, dt, x, total), *fdy = in32(&s, dt, dy, total), *fdx = dx ? in32(&s, dt, NULL, total) : NULL;
     NEED(fx && fdy && (fdx || !dx));
-    ferry_status st = fk_f32_bn_bwd(c, FERRY_DTYPE_F32, fx, fdy, fdx, n, ch, hw, gamma, smean, sinvstd, dgamma, dbeta);
+    ferry_status st = fk_f32_bn_bwd(c, FERRY_DTYPE_F32, fx, fdy, fdx, b, dgamma, dbeta);
     if (fdx)
         out16(dt, dx, fdx, total);
     return done(&s, st);

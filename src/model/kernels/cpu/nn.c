@@ -67,14 +67,15 @@ ferry_status fk_f32_relu_bwd(const fk_ctx *c, ferry_dtype dt, void *dx, const vo
 }
 
 ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *logits,
-                                  ferry_dtype ldt, const void *labels, int64_t rows,
-                                  int64_t classes, float *loss, int64_t *correct, int64_t *bad,
-                                  void *dlogits, float gscale, const float *gnum)
+                                  ferry_dtype ldt, const void *labels, void *dlogits,
+                                  const fk_xent *xr)
 {
     (void)c;
     (void)dt;
-    if (gnum && rows)
-        gscale = gnum[0] / (float)rows;
+    int64_t rows = xr->rows, classes = xr->classes;
+    float gscale = xr->gscale;
+    if (xr->gnum && rows)
+        gscale = xr->gnum[0] / (float)rows;
     const float *x = logits;
     float *dx = dlogits;
     double total = 0;
@@ -113,12 +114,12 @@ ferry_status fk_f32_cross_entropy(const fk_ctx *c, ferry_dtype dt, const void *l
             drow[label] -= gscale;
         }
     }
-    if (loss)
-        loss[0] += (float)total;
-    if (correct)
-        correct[0] += ok;
-    if (bad)
-        bad[0] += nbad;
+    if (xr->loss)
+        xr->loss[0] += (float)total;
+    if (xr->correct)
+        xr->correct[0] += ok;
+    if (xr->bad)
+        xr->bad[0] += nbad;
     return FERRY_OK;
 }
 
@@ -322,13 +323,15 @@ ferry_status fk_f32_avgpool_bwd(const fk_ctx *c, ferry_dtype dt, const fk_conv *
     return FERRY_OK;
 }
 
-ferry_status fk_f32_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n,
-                           int64_t ch, int64_t hw, const float *gamma, const float *beta,
-                           float *rmean, float *rvar, float *smean, float *sinvstd, bool training,
-                           float momentum, float eps)
+ferry_status fk_f32_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, const fk_bn *bn)
 {
     (void)c;
     (void)dt;
+    int64_t n = bn->n, ch = bn->ch, hw = bn->hw;
+    const float *gamma = bn->gamma, *beta = bn->beta;
+    float *rmean = bn->rmean, *rvar = bn->rvar, *smean = bn->smean, *sinvstd = bn->sinvstd;
+    float momentum = bn->momentum, eps = bn->eps;
+    bool training = bn->training;
     const float *xp = x;
     float *yp = y;
     int64_t count = n * hw;
@@ -372,11 +375,12 @@ ferry_status fk_f32_bn_fwd(const fk_ctx *c, ferry_dtype dt, const void *x, void 
 }
 
 ferry_status fk_f32_bn_bwd(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy,
-                           void *dx, int64_t n, int64_t ch, int64_t hw, const float *gamma,
-                           const float *smean, const float *sinvstd, float *dgamma, float *dbeta)
+                           void *dx, const fk_bn *bn, float *dgamma, float *dbeta)
 {
     (void)c;
     (void)dt;
+    int64_t n = bn->n, ch = bn->ch, hw = bn->hw;
+    const float *gamma = bn->gamma, *smean = bn->smean, *sinvstd = bn->sinvstd;
     const float *xp = x, *d = dy;
     float *o = dx;
     double count = (double)(n * hw);
@@ -428,14 +432,15 @@ ferry_status fk_f32_dropout(const fk_ctx *c, ferry_dtype dt, void *y, const void
 static bool skipped(const float *skip) { return skip && skip[0] != 0.0f; }
 
 ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restrict g, float *restrict buf,
-                        int64_t n, float lr, float momentum, float dampening, float wd, bool nesterov,
-                        const int64_t *taken, const float *skip)
+                        int64_t n, const fk_sgd *h, const int64_t *taken, const float *skip)
 {
     (void)c;
     if (skipped(skip))
         return FERRY_OK;
     /* One loop per case with the flags constant, so each inlines to a
      * branch-free body that vectorises. */
+    float lr = h->lr, momentum = h->momentum, dampening = h->dampening, wd = h->wd;
+    bool nesterov = h->nesterov;
     float keep = 1.0f - dampening;
     if (momentum == 0.0f) {
         for (int64_t i = 0; i < n; i++)
@@ -454,12 +459,15 @@ ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restric
 }
 
 ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
-                         float lr, float b1, float b2, float eps, float wd, bool decoupled,
-                         const int64_t *taken, const float *skip)
+                         const fk_adam *h, const int64_t *taken, const float *skip)
 {
     (void)c;
     if (skipped(skip))
         return FERRY_OK;
+    /* Locals, not h's fields: a store to p could alias them and stop the loop
+     * from vectorising. */
+    float lr = h->lr, b1 = h->b1, b2 = h->b2, eps = h->eps, wd = h->wd;
+    bool decoupled = h->decoupled;
     float step_size, sbc2;
     fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
     for (int64_t i = 0; i < n; i++)
@@ -468,21 +476,19 @@ ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, fl
 }
 
 /* One tensor after another, with the single-tensor loops: the same bits. */
-ferry_status fk_cpu_sgd_multi(const fk_ctx *c, const fk_plist *l, float lr, float momentum, float dampening,
-                              float wd, bool nesterov, const int64_t *taken, const float *skip)
+ferry_status fk_cpu_sgd_multi(const fk_ctx *c, const fk_plist *l, const fk_sgd *h, const int64_t *taken,
+                              const float *skip)
 {
     for (int i = 0; i < l->n; i++)
-        (void)fk_cpu_sgd(c, l->p[i], l->g[i], l->s0[i], l->numel[i], lr, momentum, dampening, wd, nesterov, taken,
-                         skip); /* cannot fail */
+        (void)fk_cpu_sgd(c, l->p[i], l->g[i], l->s0[i], l->numel[i], h, taken, skip); /* cannot fail */
     return FERRY_OK;
 }
 
-ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, float lr, float b1, float b2, float eps,
-                               float wd, bool decoupled, const int64_t *taken, const float *skip)
+ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, const fk_adam *h, const int64_t *taken,
+                               const float *skip)
 {
     for (int i = 0; i < l->n; i++)
-        (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], lr, b1, b2, eps, wd, decoupled,
-                          taken, skip); /* cannot fail */
+        (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], h, taken, skip); /* cannot fail */
     return FERRY_OK;
 }
 

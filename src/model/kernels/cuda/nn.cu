@@ -295,10 +295,11 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtype dt, const void *logits, ferry_dtype ldt,
-                                              const void *labels, int64_t rows, int64_t classes, float *loss,
-                                              int64_t *correct, int64_t *bad, void *dlogits, float gscale,
-                                              const float *gnum)
+                                              const void *labels, void *dlogits, const fk_xent *r)
 {
+    int64_t rows = r->rows, classes = r->classes, *correct = r->correct, *bad = r->bad;
+    float *loss = r->loss, gscale = r->gscale;
+    const float *gnum = r->gnum;
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || rows == 0)
@@ -588,10 +589,13 @@ __global__ void k_bn_apply(fk_chan g, const T *x, T *y, const float *gamma, cons
     }
 }
 
-extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, int64_t n, int64_t ch,
-                                       int64_t hw, const float *gamma, const float *beta, float *rmean, float *rvar,
-                                       float *smean, float *sinvstd, bool training, float momentum, float eps)
+extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, const void *x, void *y, const fk_bn *b)
 {
+    int64_t n = b->n, ch = b->ch, hw = b->hw;
+    const float *gamma = b->gamma, *beta = b->beta;
+    float *rmean = b->rmean, *rvar = b->rvar, *smean = b->smean, *sinvstd = b->sinvstd;
+    bool training = b->training;
+    float momentum = b->momentum, eps = b->eps;
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
@@ -660,9 +664,10 @@ __global__ void k_bn_dx(fk_chan g, const T *x, const T *dy, T *dx, const float *
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, const void *x, const void *dy, void *dx,
-                                       int64_t n, int64_t ch, int64_t hw, const float *gamma, const float *smean,
-                                       const float *sinvstd, float *dgamma, float *dbeta)
+                                       const fk_bn *b, float *dgamma, float *dbeta)
 {
+    int64_t n = b->n, ch = b->ch, hw = b->hw;
+    const float *gamma = b->gamma, *smean = b->smean, *sinvstd = b->sinvstd;
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || ch == 0)
@@ -739,16 +744,15 @@ __global__ void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr,
                             : fk_sgd_momentum(p[i], g[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
 }
 
-extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n, float lr,
-                                    float momentum, float dampening, float wd, bool nesterov, const int64_t *taken,
-                                    const float *skip)
+extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const float *g, float *buf, int64_t n,
+                                    const fk_sgd *h, const int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_sgd)(p, g, buf, n, lr, momentum, 1.0f - dampening, wd, nesterov,
-                                                         taken, skip);
+    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_sgd)(p, g, buf, n, h->lr, h->momentum, 1.0f - h->dampening,
+                                                         h->wd, h->nesterov, taken, skip);
     return fk_launched("SGD kernel");
 }
 
@@ -764,15 +768,14 @@ __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, 
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
-                                     float lr, float b1, float b2, float eps, float wd, bool decoupled,
-                                     const int64_t *taken, const float *skip)
+                                     const fk_adam *h, const int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, lr, b1, b2, eps, wd, decoupled, taken,
-                                                         skip);
+    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
+                                                         h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
 }
 
@@ -821,9 +824,8 @@ __global__ void k_sgd_multi(fk_plist_grid g, float lr, float momentum, float kee
                                 : fk_sgd_momentum(p[i], gr[i], &buf[i], lr, momentum, keep, wd, nesterov, first);
 }
 
-extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist *l, float lr, float momentum,
-                                          float dampening, float wd, bool nesterov, const int64_t *taken,
-                                          const float *skip)
+extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist *l, const fk_sgd *h,
+                                          const int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -832,8 +834,8 @@ extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist
     fk_plist_grid g;
     if ((st = plist_grid(l, &g, "SGD")) != FERRY_OK || g.first[l->n] == 0)
         return st;
-    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_sgd_multi)(g, lr, momentum, 1.0f - dampening, wd, nesterov,
-                                                                   taken, skip);
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_sgd_multi)(g, h->lr, h->momentum, 1.0f - h->dampening,
+                                                                   h->wd, h->nesterov, taken, skip);
     return fk_launched("SGD kernel");
 }
 
@@ -852,9 +854,8 @@ __global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, floa
         p[i] = fk_adam_elem(p[i], gr[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
 
-extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plist *l, float lr, float b1, float b2,
-                                           float eps, float wd, bool decoupled, const int64_t *taken,
-                                           const float *skip)
+extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plist *l, const fk_adam *h,
+                                           const int64_t *taken, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -863,7 +864,8 @@ extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plis
     fk_plist_grid g;
     if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
         return st;
-    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, lr, b1, b2, eps, wd, decoupled, taken, skip);
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
+                                                                    h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
 }
 

@@ -4,7 +4,7 @@
  * toolkit's headers, runs the CPU kernels instead, each launched as a stream
  * operation that runs the CPU kernel on the stream's thread, in stream order.
  * Such a launch copies its arguments, and the small structs some of them point
- * to (an fk_nd, an fk_conv, an fk_gemm), because the caller's copies are gone by the time
+ * to (an fk_nd, an fk_conv, an fk_gemm, ...), because the caller's copies are gone by the time
  * the operation runs, exactly as a CUDA launch copies its parameters. */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +19,10 @@ typedef struct sim_keep {
     fk_conv conv;
     fk_gemm gemm;
     fk_plist plist;
+    fk_xent xent;
+    fk_bn bn;
+    fk_sgd sgd;
+    fk_adam adam;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -38,6 +42,10 @@ SIM_KEEP_STRUCT(fk_nd, nd)
 SIM_KEEP_STRUCT(fk_conv, conv)
 SIM_KEEP_STRUCT(fk_gemm, gemm)
 SIM_KEEP_STRUCT(fk_plist, plist)
+SIM_KEEP_STRUCT(fk_xent, xent)
+SIM_KEEP_STRUCT(fk_bn, bn)
+SIM_KEEP_STRUCT(fk_sgd, sgd)
+SIM_KEEP_STRUCT(fk_adam, adam)
 
 static void keep_value(sim_keep *k, void *field)
 {
@@ -48,7 +56,11 @@ static void keep_value(sim_keep *k, void *field)
 #define SIM_KEEP_FN(x) _Generic((x), const fk_nd *: keep_nd,                                      \
                                     const fk_conv *: keep_conv,                                      \
                                     const fk_gemm *: keep_gemm,                                      \
-                                    const fk_plist *: keep_plist, default: keep_value)
+                                    const fk_plist *: keep_plist,                                    \
+                                    const fk_xent *: keep_xent,                                      \
+                                    const fk_bn *: keep_bn,                                          \
+                                    const fk_sgd *: keep_sgd,                                        \
+                                    const fk_adam *: keep_adam, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {
