@@ -63,6 +63,85 @@ typedef struct bo_buf {
     double tol;    /* NMSE bound for this buffer; 0: the dtype's */
 } bo_buf;
 
+/* Each kernel's parameters, by name, as the case sets them (scales and rates in
+ * double; the run casts them to the kernel's f32, the reference reads the same
+ * rounded values). */
+typedef struct bo_rows {
+    int64_t outer, n, inner;
+} bo_rows; /* reduce over the middle axis of [outer, n, inner] */
+
+typedef struct bo_softmax {
+    int64_t outer, n, inner;
+    bool log_softmax;
+    bool big_logits; /* logits + 1000: only a max-shifted exp stays finite */
+    bool neg_inf;    /* some -inf logits (never a whole row) */
+} bo_softmax;
+
+typedef struct bo_gemm {
+    bool ta, tb;
+    int64_t m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+    double alpha, beta;
+} bo_gemm;
+
+typedef struct bo_n {
+    int64_t n;
+} bo_n; /* cast, relu_bwd */
+
+typedef struct bo_rand {
+    int64_t n;
+    uint64_t seed, stream;
+    bool normal;
+} bo_rand;
+
+typedef struct bo_bias {
+    int64_t outer, ch, inner;
+} bo_bias;
+
+typedef struct bo_xent {
+    int64_t rows, classes;
+    double gscale;
+    bool bad_labels; /* rows 1 and 3 labelled outside [0, classes) */
+} bo_xent;
+
+typedef struct bo_mse {
+    int64_t n;
+    double lscale, gscale;
+} bo_mse;
+
+typedef struct bo_bn {
+    int64_t n, ch, hw;
+    bool training;
+    double momentum, eps;
+} bo_bn;
+
+typedef struct bo_dropout {
+    int64_t n;
+    double p;
+    uint64_t seed, stream;
+} bo_dropout;
+
+typedef struct bo_sgd {
+    int64_t n; /* sgd_multi: set per tensor by the reference */
+    double lr, momentum, dampening, wd;
+    bool nesterov;
+} bo_sgd;
+
+typedef struct bo_adam {
+    int64_t n; /* adam_multi: set per tensor by the reference */
+    double lr, b1, b2, eps, wd;
+    bool decoupled;
+} bo_adam;
+
+typedef struct bo_unscale {
+    int64_t n;
+    bool with_inf, with_nan; /* an inf at element 7, a NaN at element 3 */
+} bo_unscale;
+
+typedef struct bo_amp {
+    int64_t interval;
+    double growth, backoff;
+} bo_amp;
+
 struct bo_case;
 typedef ferry_status (*bo_run_fn)(const struct bo_case *t, const fk_ctx *c, void *const *p);
 /* Computes the expected outputs in place, from the inputs in the same buffers. */
@@ -76,14 +155,36 @@ typedef struct bo_case {
     int nbuf;
     bo_buf buf[BO_MAXBUF];
     ferry_dtype dt, dt2;
-    int op;
-    bool fl[3];
-    int64_t i[12];
-    double d[6];
-    uint64_t u[2];
-    fk_nd nd;
-    fk_conv g;
-    ferry_convert_spec bs;
+    int op;        /* unary, binary, reduce: the fk_uop, fk_bop or fk_rop */
+    bool specials; /* inputs with NaN, inf and -0 (convert, cast, binary, reduce, pooling) */
+    fk_nd nd;      /* fill, convert, unary, binary */
+    fk_conv g;     /* im2col, col2im, pooling */
+    ferry_convert_spec bs; /* batch_convert */
+    union {        /* the member named after the case's kernel */
+        struct {
+            double v;
+        } fill;
+        struct {
+            double mul, add;
+        } convert;
+        struct {
+            double alpha;
+        } unary;
+        bo_rows reduce;
+        bo_softmax softmax;
+        bo_gemm gemm;
+        bo_n cast, relu;
+        bo_rand rand;
+        bo_bias bias;
+        bo_xent xent;
+        bo_mse mse;
+        bo_bn bn;
+        bo_dropout dropout;
+        bo_sgd sgd;   /* sgd, sgd_multi */
+        bo_adam adam; /* adam, adam_multi */
+        bo_unscale unscale;
+        bo_amp amp;
+    };
     bo_run_fn run;
     bo_naive_fn naive;
     bo_prep_fn prep;
@@ -283,13 +384,13 @@ static int nd_shapes(nd_shape *out)
 /* ---- fill ---- */
 static ferry_status run_fill(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, fill, t->dt, p[0], &t->nd, t->d[0]);
+    return FK(c, fill, t->dt, p[0], &t->nd, t->fill.v);
 }
 
 static void naive_fill(const bo_case *t, void *const *p)
 {
     for (int64_t i = 0; i < t->nd.numel; i++)
-        st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i), t->d[0]);
+        st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i), t->fill.v);
 }
 
 static void cases_fill(void)
@@ -306,7 +407,7 @@ static void cases_fill(void)
                                   nd_str(&sh[s].nd, nb, sizeof nb), vals[v]);
             t->dt = dt;
             t->nd = sh[s].nd;
-            t->d[0] = vals[v];
+            t->fill.v = vals[v];
             add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -5, 5, BC_EXACT);
         }
 }
@@ -314,17 +415,17 @@ static void cases_fill(void)
 /* ---- convert ---- */
 static ferry_status run_convert(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, convert, t->dt, p[0], t->dt2, p[1], &t->nd, t->d[0], t->d[1]);
+    return FK(c, convert, t->dt, p[0], t->dt2, p[1], &t->nd, t->convert.mul, t->convert.add);
 }
 
 static void naive_convert(const bo_case *t, void *const *p)
 {
     for (int64_t i = 0; i < t->nd.numel; i++) {
         int64_t o = nd_off(&t->nd, t->nd.so, i), a = nd_off(&t->nd, t->nd.sa, i);
-        if (t->dt == FERRY_DTYPE_I64 && t->dt2 == FERRY_DTYPE_I64 && t->d[0] == 1.0 && t->d[1] == 0.0)
+        if (t->dt == FERRY_DTYPE_I64 && t->dt2 == FERRY_DTYPE_I64 && t->convert.mul == 1.0 && t->convert.add == 0.0)
             ((int64_t *)p[0])[o] = ((const int64_t *)p[1])[a];
         else
-            st(t->dt, p[0], o, ld(t->dt2, p[1], a) * t->d[0] + t->d[1]);
+            st(t->dt, p[0], o, ld(t->dt2, p[1], a) * t->convert.mul + t->convert.add);
     }
 }
 
@@ -332,7 +433,7 @@ static void prep_convert(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
     int64_t n = t->buf[1].n;
-    if (is_float(t->dt2) && t->fl[0])
+    if (is_float(t->dt2) && t->specials)
         put_specials(t->dt2, p[1], n);
     if (t->dt2 == FERRY_DTYPE_I64 && n > 3) { /* values a trip through double would change */
         int64_t *x = p[1];
@@ -373,9 +474,9 @@ static void cases_convert(void)
                 t->dt = y;
                 t->dt2 = x;
                 t->nd = sh[s].nd;
-                t->d[0] = aff[a][0];
-                t->d[1] = aff[a][1];
-                t->fl[0] = spec;
+                t->convert.mul = aff[a][0];
+                t->convert.add = aff[a][1];
+                t->specials = spec;
                 t->prep = prep_convert;
                 double lo, hi;
                 source_range(x, &lo, &hi);
@@ -392,7 +493,7 @@ static const char *const uop_names[] = {"neg",   "relu", "gelu",  "exp",   "log"
 
 static ferry_status run_unary(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, unary, (fk_uop)t->op, t->dt, p[0], p[1], &t->nd, t->d[0]);
+    return FK(c, unary, (fk_uop)t->op, t->dt, p[0], p[1], &t->nd, t->unary.alpha);
 }
 
 static double naive_uop(int op, double x, double s)
@@ -422,7 +523,7 @@ static void naive_unary(const bo_case *t, void *const *p)
 {
     for (int64_t i = 0; i < t->nd.numel; i++)
         st(t->dt, p[0], nd_off(&t->nd, t->nd.so, i),
-           naive_uop(t->op, ld(t->dt, p[1], nd_off(&t->nd, t->nd.sa, i)), t->d[0]));
+           naive_uop(t->op, ld(t->dt, p[1], nd_off(&t->nd, t->nd.sa, i)), t->unary.alpha));
 }
 
 static void prep_specials_in1(const bo_case *t, void *const *p, ferry_rng *r)
@@ -452,7 +553,7 @@ static void cases_unary(void)
             t->dt = dt;
             t->op = op;
             t->nd = h->nd;
-            t->d[0] = alpha[op];
+            t->unary.alpha = alpha[op];
             if (spec)
                 t->prep = prep_specials_in1;
             add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
@@ -491,7 +592,7 @@ static void prep_binary(const bo_case *t, void *const *p, ferry_rng *r)
         for (int64_t i = 0; i < t->buf[2].n; i++)
             if (ferry_rng_u32(r) & 1)
                 st(t->dt, p[2], i, -ld(t->dt, p[2], i));
-    if (t->fl[0]) {
+    if (t->specials) {
         put_specials(t->dt, p[1], t->buf[1].n);
         put_specials(t->dt, (char *)p[2] + 3 * ferry_dtype_size(t->dt), t->buf[2].n - 3);
     }
@@ -515,7 +616,7 @@ static void cases_binary(void)
             t->dt = dt;
             t->op = op;
             t->nd = h->nd;
-            t->fl[0] = spec;
+            t->specials = spec;
             t->prep = prep_binary;
             add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
             add_buf(t, "a", dt, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, -3, 3, BC_IN);
@@ -542,12 +643,12 @@ static const char *const rop_names[] = {"sum", "mean", "max", "argmax"};
 
 static ferry_status run_reduce(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, reduce, (fk_rop)t->op, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+    return FK(c, reduce, (fk_rop)t->op, t->dt, p[0], p[1], t->reduce.outer, t->reduce.n, t->reduce.inner);
 }
 
 static void naive_reduce(const bo_case *t, void *const *p)
 {
-    int64_t outer = t->i[0], n = t->i[1], inner = t->i[2];
+    int64_t outer = t->reduce.outer, n = t->reduce.n, inner = t->reduce.inner;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t k = 0; k < inner; k++) {
             double sum = 0, best = -INFINITY;
@@ -580,7 +681,7 @@ static void prep_reduce(const bo_case *t, void *const *p, ferry_rng *r)
     (void)r;
     if (t->op == FK_ARGMAX || t->op == FK_MAX)
         make_ties(t->dt, p[1], t->buf[1].n);
-    if (t->fl[0])
+    if (t->specials)
         put_specials(t->dt, p[1], t->buf[1].n);
 }
 
@@ -600,10 +701,10 @@ static void cases_reduce(void)
                                       spec ? " with NaN/inf/-0" : "");
                 t->dt = dt;
                 t->op = op;
-                t->i[0] = outer;
-                t->i[1] = n;
-                t->i[2] = inner;
-                t->fl[0] = spec;
+                t->reduce.outer = outer;
+                t->reduce.n = n;
+                t->reduce.inner = inner;
+                t->specials = spec;
                 t->prep = prep_reduce;
                 double lo = -2, hi = 2;
                 if (dt == FERRY_DTYPE_U8)
@@ -624,9 +725,9 @@ static void cases_reduce(void)
                               rop_names[op], op >= FK_MAX ? " and noise" : "");
         t->dt = FERRY_DTYPE_F32;
         t->op = op;
-        t->i[0] = 1;
-        t->i[1] = 1000000;
-        t->i[2] = 2;
+        t->reduce.outer = 1;
+        t->reduce.n = 1000000;
+        t->reduce.inner = 2;
         add_buf(t, "y", op == FK_ARGMAX ? FERRY_DTYPE_I64 : FERRY_DTYPE_F32, 2, BI_UNIFORM, 0, 9,
                 op == FK_ARGMAX ? BC_EXACT : BC_CLOSE);
         if (op >= FK_MAX)
@@ -639,12 +740,12 @@ static void cases_reduce(void)
 /* ---- softmax ---- */
 static ferry_status run_softmax(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, softmax, t->fl[0], t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+    return FK(c, softmax, t->softmax.log_softmax, t->dt, p[0], p[1], t->softmax.outer, t->softmax.n, t->softmax.inner);
 }
 
 static void naive_softmax(const bo_case *t, void *const *p)
 {
-    int64_t outer = t->i[0], n = t->i[1], inner = t->i[2];
+    int64_t outer = t->softmax.outer, n = t->softmax.n, inner = t->softmax.inner;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t k = 0; k < inner; k++) {
             double mx = -INFINITY, sum = 0;
@@ -655,7 +756,7 @@ static void naive_softmax(const bo_case *t, void *const *p)
             for (int64_t j = 0; j < n; j++) {
                 int64_t i = (o * n + j) * inner + k;
                 double z = ld(t->dt, p[1], i) - mx;
-                st(t->dt, p[0], i, t->fl[0] ? z - log(sum) : exp(z) / sum);
+                st(t->dt, p[0], i, t->softmax.log_softmax ? z - log(sum) : exp(z) / sum);
             }
         }
 }
@@ -663,10 +764,10 @@ static void naive_softmax(const bo_case *t, void *const *p)
 static void prep_softmax(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
-    if (t->fl[1]) /* large logits: only a max-shifted exp stays finite */
+    if (t->softmax.big_logits) /* large logits: only a max-shifted exp stays finite */
         for (int64_t i = 0; i < t->buf[1].n; i++)
             st(t->dt, p[1], i, ld(t->dt, p[1], i) + 1000.0);
-    if (t->fl[2]) /* some -inf logits (never a whole row) */
+    if (t->softmax.neg_inf) /* some -inf logits (never a whole row) */
         for (int64_t i = 2; i < t->buf[1].n; i += 5)
             st(t->dt, p[1], i, -INFINITY);
 }
@@ -684,12 +785,12 @@ static void cases_softmax(void)
                                       dtn(dt), lg ? "log_softmax" : "softmax", (long long)outer, (long long)n,
                                       (long long)inner, var == 1 ? " logits + 1000" : var == 2 ? " some -inf" : "");
                 t->dt = dt;
-                t->fl[0] = lg;
-                t->fl[1] = var == 1;
-                t->fl[2] = var == 2;
-                t->i[0] = outer;
-                t->i[1] = n;
-                t->i[2] = inner;
+                t->softmax.log_softmax = lg;
+                t->softmax.big_logits = var == 1;
+                t->softmax.neg_inf = var == 2;
+                t->softmax.outer = outer;
+                t->softmax.n = n;
+                t->softmax.inner = inner;
                 t->prep = prep_softmax;
                 add_buf(t, "y", dt, outer * n * inner, BI_UNIFORM, 0, 1, BC_CLOSE);
                 add_buf(t, "x", dt, outer * n * inner, BI_UNIFORM, -5, 5, BC_IN);
@@ -699,42 +800,43 @@ static void cases_softmax(void)
         bo_case *t = add_case("softmax", run_softmax, naive_softmax, "f32 %s [outer 1, n 200000, inner 2]",
                               lg ? "log_softmax" : "softmax");
         t->dt = FERRY_DTYPE_F32;
-        t->fl[0] = lg;
-        t->i[0] = 1;
-        t->i[1] = 200000;
-        t->i[2] = 2;
+        t->softmax.log_softmax = lg;
+        t->softmax.outer = 1;
+        t->softmax.n = 200000;
+        t->softmax.inner = 2;
         add_buf(t, "y", FERRY_DTYPE_F32, 400000, BI_UNIFORM, 0, 1, BC_CLOSE);
         add_buf(t, "x", FERRY_DTYPE_F32, 400000, BI_UNIFORM, -5, 5, BC_IN);
     }
 }
 
-/* ---- gemm: i = {m, n, k, lda, ldb, ldc, stride_a, stride_b, stride_c, batch}, d = {alpha, beta} ---- */
+/* ---- gemm: t->gemm; bufs a, b, c ---- */
 static ferry_status run_gemm(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    const int64_t *i = t->i;
-    fk_gemm g = {.dt = t->dt, .ta = t->fl[0], .tb = t->fl[1], .m = i[0], .n = i[1], .k = i[2],
-                 .alpha = (float)t->d[0], .beta = (float)t->d[1], .a = p[0], .b = p[1], .c = p[2], .lda = i[3],
-                 .ldb = i[4], .ldc = i[5], .stride_a = i[6], .stride_b = i[7], .stride_c = i[8], .batch = i[9]};
+    const bo_gemm *h = &t->gemm;
+    fk_gemm g = {.dt = t->dt, .ta = h->ta, .tb = h->tb, .m = h->m, .n = h->n, .k = h->k,
+                 .alpha = (float)h->alpha, .beta = (float)h->beta, .a = p[0], .b = p[1], .c = p[2], .lda = h->lda,
+                 .ldb = h->ldb, .ldc = h->ldc, .stride_a = h->stride_a, .stride_b = h->stride_b,
+                 .stride_c = h->stride_c, .batch = h->batch};
     return FK(c, gemm, &g);
 }
 
 static void naive_gemm(const bo_case *t, void *const *p)
 {
-    const int64_t *i = t->i;
-    int64_t m = i[0], n = i[1], k = i[2], lda = i[3], ldb = i[4], ldc = i[5];
-    bool ta = t->fl[0], tb = t->fl[1];
-    for (int64_t b = 0; b < i[9]; b++)
+    const bo_gemm *h = &t->gemm;
+    int64_t m = h->m, n = h->n, k = h->k, lda = h->lda, ldb = h->ldb, ldc = h->ldc;
+    bool ta = h->ta, tb = h->tb;
+    for (int64_t b = 0; b < h->batch; b++)
         for (int64_t r = 0; r < m; r++)
             for (int64_t q = 0; q < n; q++) {
                 double s = 0;
                 for (int64_t j = 0; j < k; j++) {
-                    double x = ld(t->dt, p[0], b * i[6] + (ta ? j * lda + r : r * lda + j));
-                    double y = ld(t->dt, p[1], b * i[7] + (tb ? q * ldb + j : j * ldb + q));
+                    double x = ld(t->dt, p[0], b * h->stride_a + (ta ? j * lda + r : r * lda + j));
+                    double y = ld(t->dt, p[1], b * h->stride_b + (tb ? q * ldb + j : j * ldb + q));
                     s += x * y;
                 }
-                int64_t o = b * i[8] + r * ldc + q;
-                double beta = (float)t->d[1];
-                st(t->dt, p[2], o, (float)t->d[0] * s + (beta == 0 ? 0 : beta * ld(t->dt, p[2], o)));
+                int64_t o = b * h->stride_c + r * ldc + q;
+                double beta = (float)h->beta;
+                st(t->dt, p[2], o, (float)h->alpha * s + (beta == 0 ? 0 : beta * ld(t->dt, p[2], o)));
             }
 }
 
@@ -759,12 +861,8 @@ static void add_gemm(ferry_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int
                           tb, (long long)m, (long long)n, (long long)k, (long long)batch, (long long)pad, alpha, beta,
                           c_nan ? " C = NaN" : "");
     t->dt = dt;
-    t->fl[0] = ta;
-    t->fl[1] = tb;
-    int64_t v[10] = {m, n, k, lda, ldb, ldc, sa, sb, sc, batch};
-    memcpy(t->i, v, sizeof v);
-    t->d[0] = alpha;
-    t->d[1] = beta;
+    t->gemm = (bo_gemm){.ta = ta, .tb = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+                        .stride_a = sa, .stride_b = sb, .stride_c = sc, .batch = batch, .alpha = alpha, .beta = beta};
     add_buf(t, "a", dt, mat_extent(batch, sa, ra, ca, lda), BI_UNIFORM, -1, 1, BC_IN);
     add_buf(t, "b", dt, mat_extent(batch, sb, rb, cb, ldb), BI_UNIFORM, -1, 1, BC_IN);
     /* C with a tail past its last element: nothing outside C's m x n may change. */
@@ -780,10 +878,8 @@ static void add_gemm_conv(ferry_dtype dt, int64_t m, int64_t n, int64_t k, int64
     bo_case *t = add_case("gemm", run_gemm, naive_gemm, "%s conv-shaped m %lld n %lld k %lld batch %lld", dtn(dt),
                           (long long)m, (long long)n, (long long)k, (long long)batch);
     t->dt = dt;
-    int64_t v[10] = {m, n, k, k, batch * n, n, 0, n, m * n, batch};
-    memcpy(t->i, v, sizeof v);
-    t->d[0] = 1.0;
-    t->d[1] = 0.0;
+    t->gemm = (bo_gemm){.m = m, .n = n, .k = k, .lda = k, .ldb = batch * n, .ldc = n, .stride_a = 0,
+                        .stride_b = n, .stride_c = m * n, .batch = batch, .alpha = 1.0, .beta = 0.0};
     add_buf(t, "a", dt, m * k, BI_UNIFORM, -1, 1, BC_IN);
     add_buf(t, "b", dt, k * batch * n, BI_UNIFORM, -1, 1, BC_IN);
     add_buf(t, "c", dt, batch * m * n + 4, BI_UNIFORM, -1, 1, BC_CLOSE);
@@ -818,14 +914,14 @@ static void cases_gemm(void)
 /* ---- cast: n contiguous elements, x (dt2) to y (dt) ---- */
 static ferry_status run_cast(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return ferry_tensor_cast_(c->dev, c->stream, t->dt2, p[1], t->dt, p[0], t->i[0]);
+    return ferry_tensor_cast_(c->dev, c->stream, t->dt2, p[1], t->dt, p[0], t->cast.n);
 }
 
 /* Integers convert without a trip through double: to a float dtype through f32,
  * to an integer dtype saturated. */
 static void naive_cast(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    for (int64_t i = 0; i < t->cast.n; i++) {
         if (is_float(t->dt2)) {
             st(t->dt, p[0], i, ld(t->dt2, p[1], i));
             continue;
@@ -853,8 +949,8 @@ static void cases_cast(void)
                               n && is_float(x) ? " with NaN/inf/-0" : "");
         t->dt = y;
         t->dt2 = x;
-        t->i[0] = n;
-        t->fl[0] = true;
+        t->cast.n = n;
+        t->specials = true;
         t->prep = prep_convert;
         double lo, hi;
         source_range(x, &lo, &hi);
@@ -959,20 +1055,21 @@ static void cases_batch_convert(void)
                     }
 }
 
-/* ---- rand: u = {seed, stream}, i[0] = n ---- */
+/* ---- rand: t->rand ---- */
 static ferry_status run_rand(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, rand, t->dt, p[0], t->i[0], t->u[0], t->u[1], t->fl[0]);
+    return FK(c, rand, t->dt, p[0], t->rand.n, t->rand.seed, t->rand.stream, t->rand.normal);
 }
 
 static void naive_rand(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->i[0]; i++) {
-        uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)t->u[1], (uint32_t)(t->u[1] >> 32)};
-        uint32_t key[2] = {(uint32_t)t->u[0], (uint32_t)(t->u[0] >> 32)}, w[4];
+    for (int64_t i = 0; i < t->rand.n; i++) {
+        uint64_t sm = t->rand.stream;
+        uint32_t ctr[4] = {(uint32_t)i, (uint32_t)((uint64_t)i >> 32), (uint32_t)sm, (uint32_t)(sm >> 32)};
+        uint32_t key[2] = {(uint32_t)t->rand.seed, (uint32_t)(t->rand.seed >> 32)}, w[4];
         ferry_philox4x32_10(ctr, key, w);
         double u1 = (double)(w[0] >> 8) / 16777216.0, u2 = (double)(w[1] >> 8) / 16777216.0;
-        double v = t->fl[0] ? sqrt(-2.0 * log(u1 + 1.0 / 16777216.0)) * cos(2.0 * M_PI * u2) : u1;
+        double v = t->rand.normal ? sqrt(-2.0 * log(u1 + 1.0 / 16777216.0)) * cos(2.0 * M_PI * u2) : u1;
         st(t->dt, p[0], i, v);
     }
 }
@@ -987,38 +1084,38 @@ static void cases_rand(void)
             bo_case *t = add_case("rand", run_rand, naive_rand, "%s %s n %lld", dtn(dt), normal ? "normal" : "uniform",
                                   (long long)sizes[s]);
             t->dt = dt;
-            t->fl[0] = normal;
-            t->i[0] = sizes[s];
-            t->u[0] = seed * 0x9E3779B97F4A7C15ull + ncases;
-            t->u[1] = s == 1 ? 0xFEDCBA9876543210ull : FERRY_RNG_INIT;
+            t->rand.normal = normal;
+            t->rand.n = sizes[s];
+            t->rand.seed = seed * 0x9E3779B97F4A7C15ull + ncases;
+            t->rand.stream = s == 1 ? 0xFEDCBA9876543210ull : FERRY_RNG_INIT;
             add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, normal ? BC_CLOSE : BC_EXACT);
         }
 }
 
-/* ---- bias_add, bias_grad: i = {outer, ch, inner} ---- */
+/* ---- bias_add, bias_grad: t->bias ---- */
 static ferry_status run_bias_add(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bias_add, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+    return FK(c, bias_add, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner);
 }
 
 static void naive_bias_add(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->i[0] * t->i[1] * t->i[2]; i++)
-        st(t->dt, p[0], i, ld(t->dt, p[0], i) + ld(t->dt, p[1], (i / t->i[2]) % t->i[1]));
+    for (int64_t i = 0; i < t->bias.outer * t->bias.ch * t->bias.inner; i++)
+        st(t->dt, p[0], i, ld(t->dt, p[0], i) + ld(t->dt, p[1], (i / t->bias.inner) % t->bias.ch));
 }
 
 static ferry_status run_bias_grad(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bias_grad, t->dt, p[0], p[1], t->i[0], t->i[1], t->i[2]);
+    return FK(c, bias_grad, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner);
 }
 
 static void naive_bias_grad(const bo_case *t, void *const *p)
 {
-    for (int64_t k = 0; k < t->i[1]; k++) {
+    for (int64_t k = 0; k < t->bias.ch; k++) {
         double s = ld(t->dt, p[0], k);
-        for (int64_t o = 0; o < t->i[0]; o++)
-            for (int64_t j = 0; j < t->i[2]; j++)
-                s += ld(t->dt, p[1], (o * t->i[1] + k) * t->i[2] + j);
+        for (int64_t o = 0; o < t->bias.outer; o++)
+            for (int64_t j = 0; j < t->bias.inner; j++)
+                s += ld(t->dt, p[1], (o * t->bias.ch + k) * t->bias.inner + j);
         st(t->dt, p[0], k, s);
     }
 }
@@ -1035,13 +1132,13 @@ static void cases_bias(void)
         bo_case *t = add_case("bias_add", run_bias_add, naive_bias_add, "%s [outer %lld, ch %lld, inner %lld]",
                               dtn(dt), (long long)outer, (long long)ch, (long long)inner);
         t->dt = dt;
-        memcpy(t->i, shapes[s], sizeof shapes[s]);
+        t->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner};
         add_buf(t, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
         add_buf(t, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
         t = add_case("bias_grad", run_bias_grad, naive_bias_grad, "%s [outer %lld, ch %lld, inner %lld]", dtn(dt),
                      (long long)outer, (long long)ch, (long long)inner);
         t->dt = dt;
-        memcpy(t->i, shapes[s], sizeof shapes[s]);
+        t->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner};
         add_buf(t, "db", dt, ch, BI_UNIFORM, -2, 2, BC_CLOSE);
         add_buf(t, "dy", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_IN);
     }
@@ -1050,19 +1147,19 @@ static void cases_bias(void)
 /* ---- relu_bwd ---- */
 static ferry_status run_relu_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, relu_bwd, t->dt, p[0], p[1], p[2], t->i[0]);
+    return FK(c, relu_bwd, t->dt, p[0], p[1], p[2], t->relu.n);
 }
 
 static void naive_relu_bwd(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->i[0]; i++)
+    for (int64_t i = 0; i < t->relu.n; i++)
         st(t->dt, p[0], i, ld(t->dt, p[1], i) > 0 ? ld(t->dt, p[2], i) : 0.0);
 }
 
 static void prep_relu_bwd(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
-    for (int64_t i = 0; i < t->i[0]; i += 5) /* exact zeros: y = 0 passes nothing */
+    for (int64_t i = 0; i < t->relu.n; i += 5) /* exact zeros: y = 0 passes nothing */
         st(t->dt, p[1], i, i % 10 ? -0.0 : 0.0);
 }
 
@@ -1074,7 +1171,7 @@ static void cases_relu_bwd(void)
     for (size_t s = 0; s < 3; s++) {
         bo_case *t = add_case("relu_bwd", run_relu_bwd, naive_relu_bwd, "%s n %lld", dtn(dt), (long long)sizes[s]);
         t->dt = dt;
-        t->i[0] = sizes[s];
+        t->relu.n = sizes[s];
         t->prep = prep_relu_bwd;
         add_buf(t, "dx", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE);
         add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, BC_IN);
@@ -1082,16 +1179,16 @@ static void cases_relu_bwd(void)
     }
 }
 
-/* ---- cross_entropy: i = {rows, classes}, d[0] = gscale; bufs logits, labels, loss, correct, bad, dlogits,
+/* ---- cross_entropy: t->xent; bufs logits, labels, loss, correct, bad, dlogits,
  * gnum (a loss scale on the device: the factor is gnum[0] / rows instead of gscale) ---- */
 static ferry_status run_cross_entropy(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    fk_xent r = {.rows = t->i[0],
-                 .classes = t->i[1],
+    fk_xent r = {.rows = t->xent.rows,
+                 .classes = t->xent.classes,
                  .loss = p[2],
                  .correct = p[3],
                  .bad = p[4],
-                 .gscale = (float)t->d[0],
+                 .gscale = (float)t->xent.gscale,
                  .gnum = p[6]};
     return FK(c, cross_entropy, t->dt, p[0], t->dt2, p[1], p[5], &r);
 }
@@ -1103,9 +1200,9 @@ static int64_t label_at(const bo_case *t, const void *labels, int64_t r)
 
 static void naive_cross_entropy(const bo_case *t, void *const *p)
 {
-    int64_t rows = t->i[0], classes = t->i[1], ok = 0, bad = 0;
+    int64_t rows = t->xent.rows, classes = t->xent.classes, ok = 0, bad = 0;
     /* The device's factor is one f32 division, as the host's gscale was. */
-    double loss = 0, g = p[6] && rows ? (float)(((const float *)p[6])[0] / (float)rows) : (float)t->d[0];
+    double loss = 0, g = p[6] && rows ? (float)(((const float *)p[6])[0] / (float)rows) : (float)t->xent.gscale;
     for (int64_t r = 0; r < rows; r++) {
         double mx = -INFINITY, sum = 0;
         int64_t arg = 0, label = label_at(t, p[1], r);
@@ -1141,7 +1238,7 @@ static void naive_cross_entropy(const bo_case *t, void *const *p)
  * rows 1 and 3 get labels just outside [0, classes). */
 static void prep_cross_entropy(const bo_case *t, void *const *p, ferry_rng *r)
 {
-    int64_t rows = t->i[0], classes = t->i[1];
+    int64_t rows = t->xent.rows, classes = t->xent.classes;
     for (int64_t row = 0; row < rows; row++) {
         int64_t label = (int64_t)ferry_rng_below(r, (uint64_t)classes);
         if (row % 2 == 0) {
@@ -1152,9 +1249,9 @@ static void prep_cross_entropy(const bo_case *t, void *const *p, ferry_rng *r)
                     label = k;
                 }
         }
-        if (t->fl[0] && row == 1)
+        if (t->xent.bad_labels && row == 1)
             label = classes;
-        if (t->fl[0] && row == 3)
+        if (t->xent.bad_labels && row == 3)
             label = -1;
         st(t->dt2, p[1], row, (double)label);
     }
@@ -1169,10 +1266,10 @@ static void add_ce(ferry_dtype dt, ferry_dtype ldt, int64_t rows, int64_t classe
                           grad ? "" : " no gradient", dev_scale ? " scale on the device" : "");
     t->dt = dt;
     t->dt2 = ldt;
-    t->i[0] = rows;
-    t->i[1] = classes;
-    t->d[0] = 0.25;
-    t->fl[0] = bad;
+    t->xent.rows = rows;
+    t->xent.classes = classes;
+    t->xent.gscale = 0.25;
+    t->xent.bad_labels = bad;
     t->prep = prep_cross_entropy;
     add_buf(t, "logits", dt, rows * classes, BI_UNIFORM, -4, 4, BC_IN);
     add_buf(t, "labels", ldt, rows, BI_CONST, 0, 0, BC_IN);
@@ -1203,23 +1300,23 @@ static void cases_cross_entropy(void)
     }
 }
 
-/* ---- mse: i[0] = n, d = {lscale, gscale}; bufs p, t, loss, dp ---- */
+/* ---- mse: t->mse; bufs p, t, loss, dp ---- */
 static ferry_status run_mse(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, mse, t->dt, p[0], p[1], t->i[0], (float *)p[2], (float)t->d[0], p[3], (float)t->d[1]);
+    return FK(c, mse, t->dt, p[0], p[1], t->mse.n, (float *)p[2], (float)t->mse.lscale, p[3], (float)t->mse.gscale);
 }
 
 static void naive_mse(const bo_case *t, void *const *p)
 {
     double s = 0;
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    for (int64_t i = 0; i < t->mse.n; i++) {
         double e = ld(t->dt, p[0], i) - ld(t->dt, p[1], i);
         s += e * e;
         if (p[3])
-            st(t->dt, p[3], i, 2 * e * (float)t->d[1]);
+            st(t->dt, p[3], i, 2 * e * (float)t->mse.gscale);
     }
     if (p[2])
-        ((float *)p[2])[0] = (float)(((float *)p[2])[0] + s * (float)t->d[0]);
+        ((float *)p[2])[0] = (float)(((float *)p[2])[0] + s * (float)t->mse.lscale);
 }
 
 static void cases_mse(void)
@@ -1232,9 +1329,9 @@ static void cases_mse(void)
             bo_case *t = add_case("mse", run_mse, naive_mse, "%s n %lld%s", dtn(dt), (long long)sizes[s],
                                   v == 1 ? " no gradient" : v == 2 ? " no loss" : "");
             t->dt = dt;
-            t->i[0] = sizes[s];
-            t->d[0] = 0.1;
-            t->d[1] = 0.02;
+            t->mse.n = sizes[s];
+            t->mse.lscale = 0.1;
+            t->mse.gscale = 0.02;
             add_buf(t, "p", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
             add_buf(t, "t", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
             add_buf(t, "loss", FERRY_DTYPE_F32, 1, BI_CONST, 0.5, 0, BC_CLOSE)->null = v == 2;
@@ -1406,7 +1503,7 @@ static void prep_pool(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
     make_ties(t->dt, p[0], t->buf[0].n);
-    if (t->fl[0])
+    if (t->specials)
         put_specials(t->dt, p[0], t->buf[0].n);
 }
 
@@ -1515,7 +1612,7 @@ static void cases_pool(void)
                                   spec ? " with NaN/inf/-0" : "");
             t->dt = dt;
             t->g = g;
-            t->fl[0] = spec;
+            t->specials = spec;
             t->prep = prep_pool;
             add_buf(t, "x", dt, nx, BI_UNIFORM, -3, 3, BC_IN);
             add_buf(t, "y", dt, ny, BI_UNIFORM, -1, 1, BC_CLOSE);
@@ -1541,32 +1638,32 @@ static void cases_pool(void)
     }
 }
 
-/* ---- batch norm: i = {n, ch, hw}, d = {momentum, eps}, fl[0] = training ---- */
+/* ---- batch norm: t->bn ---- */
 static ferry_status run_bn_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    fk_bn b = {.n = t->i[0],
-               .ch = t->i[1],
-               .hw = t->i[2],
+    fk_bn b = {.n = t->bn.n,
+               .ch = t->bn.ch,
+               .hw = t->bn.hw,
                .gamma = p[2],
                .beta = p[3],
                .rmean = p[4],
                .rvar = p[5],
                .smean = p[6],
                .sinvstd = p[7],
-               .training = t->fl[0],
-               .momentum = (float)t->d[0],
-               .eps = (float)t->d[1]};
+               .training = t->bn.training,
+               .momentum = (float)t->bn.momentum,
+               .eps = (float)t->bn.eps};
     return FK(c, bn_fwd, t->dt, p[0], p[1], &b);
 }
 
 static void naive_bn_fwd(const bo_case *t, void *const *p)
 {
-    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2], cnt = n * hw;
+    int64_t n = t->bn.n, ch = t->bn.ch, hw = t->bn.hw, cnt = n * hw;
     float *rmean = p[4], *rvar = p[5], *smean = p[6], *sinv = p[7];
-    double mom = (float)t->d[0], eps = (float)t->d[1];
+    double mom = (float)t->bn.momentum, eps = (float)t->bn.eps;
     for (int64_t k = 0; k < ch; k++) {
         double mean, inv;
-        if (t->fl[0]) {
+        if (t->bn.training) {
             double s = 0, q = 0;
             for (int64_t b = 0; b < n; b++)
                 for (int64_t i = 0; i < hw; i++)
@@ -1597,13 +1694,13 @@ static void naive_bn_fwd(const bo_case *t, void *const *p)
 
 static ferry_status run_bn_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    fk_bn b = {.n = t->i[0], .ch = t->i[1], .hw = t->i[2], .gamma = p[3], .smean = p[4], .sinvstd = p[5]};
+    fk_bn b = {.n = t->bn.n, .ch = t->bn.ch, .hw = t->bn.hw, .gamma = p[3], .smean = p[4], .sinvstd = p[5]};
     return FK(c, bn_bwd, t->dt, p[0], p[1], p[2], &b, p[6], p[7]);
 }
 
 static void naive_bn_bwd(const bo_case *t, void *const *p)
 {
-    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2];
+    int64_t n = t->bn.n, ch = t->bn.ch, hw = t->bn.hw;
     double cnt = (double)(n * hw);
     for (int64_t k = 0; k < ch; k++) {
         double m = ((const float *)p[4])[k], is = ((const float *)p[5])[k], gm = ((const float *)p[3])[k];
@@ -1630,7 +1727,7 @@ static void naive_bn_bwd(const bo_case *t, void *const *p)
 static void prep_bn_bwd(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
-    int64_t n = t->i[0], ch = t->i[1], hw = t->i[2];
+    int64_t n = t->bn.n, ch = t->bn.ch, hw = t->bn.hw;
     for (int64_t k = 0; k < ch; k++) {
         double s = 0, q = 0;
         for (int64_t b = 0; b < n; b++)
@@ -1657,10 +1754,7 @@ static void cases_bn(void)
             bo_case *t = add_case("bn_fwd", run_bn_fwd, naive_bn_fwd, "%s [n %lld, ch %lld, hw %lld] %s", dtn(dt),
                                   (long long)n, (long long)ch, (long long)hw, tr ? "training" : "eval");
             t->dt = dt;
-            memcpy(t->i, shapes[s], sizeof shapes[s]);
-            t->fl[0] = tr;
-            t->d[0] = 0.1;
-            t->d[1] = 1e-5;
+            t->bn = (bo_bn){.n = n, .ch = ch, .hw = hw, .training = tr, .momentum = 0.1, .eps = 1e-5};
             add_buf(t, "x", dt, tot, BI_UNIFORM, -2, 3, BC_IN);
             /* One value per channel: y = beta + (x - mean) * 316 gamma cancels to
              * ~1e-4 relative in f32, whatever the backend; the statistics stay tight. */
@@ -1678,7 +1772,7 @@ static void cases_bn(void)
             bo_case *t = add_case("bn_bwd", run_bn_bwd, naive_bn_bwd, "%s [n %lld, ch %lld, hw %lld]%s", dtn(dt),
                                   (long long)n, (long long)ch, (long long)hw, with_dx ? "" : " no dx");
             t->dt = dt;
-            memcpy(t->i, shapes[s], sizeof shapes[s]);
+            t->bn = (bo_bn){.n = n, .ch = ch, .hw = hw};
             t->prep = prep_bn_bwd;
             add_buf(t, "x", dt, tot, BI_UNIFORM, -2, 3, BC_IN);
             add_buf(t, "dy", dt, tot, BI_UNIFORM, -1, 1, BC_IN);
@@ -1692,19 +1786,20 @@ static void cases_bn(void)
     }
 }
 
-/* ---- dropout: i[0] = n, d[0] = p, u = {seed, stream} ---- */
+/* ---- dropout: t->dropout ---- */
 static ferry_status run_dropout(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, dropout, t->dt, p[0], p[1], t->i[0], (float)t->d[0], t->u[0], t->u[1]);
+    return FK(c, dropout, t->dt, p[0], p[1], t->dropout.n, (float)t->dropout.p, t->dropout.seed, t->dropout.stream);
 }
 
 static void naive_dropout(const bo_case *t, void *const *p)
 {
-    double prob = (float)t->d[0];
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    double prob = (float)t->dropout.p;
+    for (int64_t i = 0; i < t->dropout.n; i++) {
         uint64_t blk = (uint64_t)i / 4;
-        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)t->u[1], (uint32_t)(t->u[1] >> 32)};
-        uint32_t key[2] = {(uint32_t)t->u[0], (uint32_t)(t->u[0] >> 32)}, w[4];
+        uint64_t sm = t->dropout.stream;
+        uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), (uint32_t)sm, (uint32_t)(sm >> 32)};
+        uint32_t key[2] = {(uint32_t)t->dropout.seed, (uint32_t)(t->dropout.seed >> 32)}, w[4];
         ferry_philox4x32_10(ctr, key, w);
         double u = (double)(w[i % 4] >> 8) / 16777216.0;
         st(t->dt, p[0], i, u >= prob ? ld(t->dt, p[1], i) / (1.0 - prob) : 0.0);
@@ -1724,10 +1819,10 @@ static void cases_dropout(void)
             bo_case *t = add_case("dropout", run_dropout, naive_dropout, "%s n %lld p %g", dtn(dt), (long long)sizes[s],
                                   probs[k]);
             t->dt = dt;
-            t->i[0] = sizes[s];
-            t->d[0] = probs[k];
-            t->u[0] = seed + 77 * ncases;
-            t->u[1] = FERRY_RNG_DROPOUT | 12345;
+            t->dropout.n = sizes[s];
+            t->dropout.p = probs[k];
+            t->dropout.seed = seed + 77 * ncases;
+            t->dropout.stream = FERRY_RNG_DROPOUT | 12345;
             add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE);
             add_buf(t, "x", dt, sizes[s], BI_UNIFORM, -2, 2, BC_IN);
         }
@@ -1744,15 +1839,31 @@ static void add_skip_buf(bo_case *t, int skip)
     add_buf(t, "skip", FERRY_DTYPE_F32, 1, BI_CONST, skip == SKIP_SET ? 1 : 0, 0, BC_IN)->null = skip == SKIP_NULL;
 }
 
-/* ---- sgd: i[0] = n, d = {lr, momentum, dampening, wd}, fl[0] = nesterov; bufs p, g, buf, taken, skip ---- */
+/* The kernels' f32 hyper-parameters. */
+static fk_sgd sgd_hyper(const bo_sgd *o)
+{
+    return (fk_sgd){.lr = (float)o->lr,
+                    .momentum = (float)o->momentum,
+                    .dampening = (float)o->dampening,
+                    .wd = (float)o->wd,
+                    .nesterov = o->nesterov};
+}
+
+static fk_adam adam_hyper(const bo_adam *o)
+{
+    return (fk_adam){.lr = (float)o->lr,
+                     .b1 = (float)o->b1,
+                     .b2 = (float)o->b2,
+                     .eps = (float)o->eps,
+                     .wd = (float)o->wd,
+                     .decoupled = o->decoupled};
+}
+
+/* ---- sgd: t->sgd; bufs p, g, buf, taken, skip ---- */
 static ferry_status run_sgd(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    fk_sgd h = {.lr = (float)t->d[0],
-                .momentum = (float)t->d[1],
-                .dampening = (float)t->d[2],
-                .wd = (float)t->d[3],
-                .nesterov = t->fl[0]};
-    return FK(c, sgd, p[0], p[1], p[2], t->i[0], &h, p[3], p[4]);
+    fk_sgd h = sgd_hyper(&t->sgd);
+    return FK(c, sgd, p[0], p[1], p[2], t->sgd.n, &h, p[3], p[4]);
 }
 
 static void naive_sgd(const bo_case *t, void *const *p)
@@ -1762,13 +1873,13 @@ static void naive_sgd(const bo_case *t, void *const *p)
     float *w = p[0], *buf = p[2];
     const float *g = p[1];
     bool first = ((const int64_t *)p[3])[0] == 0;
-    double lr = (float)t->d[0], mom = (float)t->d[1], damp = (float)t->d[2], wd = (float)t->d[3];
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    double lr = (float)t->sgd.lr, mom = (float)t->sgd.momentum, damp = (float)t->sgd.dampening, wd = (float)t->sgd.wd;
+    for (int64_t i = 0; i < t->sgd.n; i++) {
         double d = g[i] + wd * w[i];
         if (mom != 0) {
             double b = first ? d : mom * buf[i] + (1 - damp) * d;
             buf[i] = (float)b;
-            d = t->fl[0] ? d + mom * b : b;
+            d = t->sgd.nesterov ? d + mom * b : b;
         }
         w[i] = (float)(w[i] - lr * d);
     }
@@ -1788,12 +1899,12 @@ static void cases_sgd(void)
                 bo_case *t = add_case("sgd", run_sgd, naive_sgd, "f32 n %lld momentum %g dampening %g wd %g%s%s%s",
                                       (long long)n, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov ? " nesterov" : "",
                                       v[k].first ? " first step" : "", skip_names[skip]);
-                t->i[0] = n;
-                t->d[0] = 0.05;
-                t->d[1] = v[k].mom;
-                t->d[2] = v[k].damp;
-                t->d[3] = v[k].wd;
-                t->fl[0] = v[k].nesterov;
+                t->sgd.n = n;
+                t->sgd.lr = 0.05;
+                t->sgd.momentum = v[k].mom;
+                t->sgd.dampening = v[k].damp;
+                t->sgd.wd = v[k].wd;
+                t->sgd.nesterov = v[k].nesterov;
                 add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
                 add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
                 add_buf(t, "buf", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE)->null = v[k].mom == 0;
@@ -1827,11 +1938,7 @@ static fk_plist mt_list(void *const *p, int per)
 static ferry_status run_sgd_multi(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     fk_plist l = mt_list(p, 3);
-    fk_sgd h = {.lr = (float)t->d[0],
-                .momentum = (float)t->d[1],
-                .dampening = (float)t->d[2],
-                .wd = (float)t->d[3],
-                .nesterov = t->fl[0]};
+    fk_sgd h = sgd_hyper(&t->sgd);
     return FK(c, sgd_multi, &l, &h, p[3 * MT_TENSORS], p[3 * MT_TENSORS + 1]);
 }
 
@@ -1840,7 +1947,7 @@ static void naive_sgd_multi(const bo_case *t, void *const *p)
 {
     for (int k = 0; k < MT_TENSORS; k++) {
         bo_case one = *t;
-        one.i[0] = mt_sizes[k];
+        one.sgd.n = mt_sizes[k];
         void *q[5] = {p[3 * k], p[3 * k + 1], p[3 * k + 2], p[3 * MT_TENSORS], p[3 * MT_TENSORS + 1]};
         naive_sgd(&one, q);
     }
@@ -1849,12 +1956,7 @@ static void naive_sgd_multi(const bo_case *t, void *const *p)
 static ferry_status run_adam_multi(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     fk_plist l = mt_list(p, 4);
-    fk_adam h = {.lr = (float)t->d[0],
-                 .b1 = (float)t->d[1],
-                 .b2 = (float)t->d[2],
-                 .eps = (float)t->d[3],
-                 .wd = (float)t->d[4],
-                 .decoupled = t->fl[0]};
+    fk_adam h = adam_hyper(&t->adam);
     return FK(c, adam_multi, &l, &h, p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]);
 }
 
@@ -1863,10 +1965,16 @@ static void naive_adam_multi(const bo_case *t, void *const *p)
 {
     for (int k = 0; k < MT_TENSORS; k++) {
         bo_case one = *t;
-        one.i[0] = mt_sizes[k];
+        one.adam.n = mt_sizes[k];
         void *q[6] = {p[4 * k], p[4 * k + 1], p[4 * k + 2], p[4 * k + 3], p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]};
         naive_adam(&one, q);
     }
+}
+
+/* The Adam cases' hyper-parameters (PyTorch's betas and eps; lr 1e-2, wd 0.01). */
+static bo_adam adam_defaults(int64_t n, bool decoupled)
+{
+    return (bo_adam){.n = n, .lr = 1e-2, .b1 = 0.9, .b2 = 0.999, .eps = 1e-8, .wd = 0.01, .decoupled = decoupled};
 }
 
 static void cases_optim_multi(void)
@@ -1875,10 +1983,7 @@ static void cases_optim_multi(void)
         for (int v = 0; v < 3; v++) { /* plain, momentum (first step), Nesterov */
             bo_case *t = add_case("sgd_multi", run_sgd_multi, naive_sgd_multi, "f32 3 tensors %s%s",
                                   v == 0 ? "plain" : v == 1 ? "momentum first step" : "nesterov", skip_names[skip]);
-            t->d[0] = 0.05;
-            t->d[1] = v ? 0.9 : 0;
-            t->d[3] = 0.01;
-            t->fl[0] = v == 2;
+            t->sgd = (bo_sgd){.lr = 0.05, .momentum = v ? 0.9 : 0, .wd = 0.01, .nesterov = v == 2};
             for (int k = 0; k < MT_TENSORS; k++) {
                 add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
                 add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
@@ -1891,9 +1996,7 @@ static void cases_optim_multi(void)
         for (int dec = 0; dec < 2; dec++) {
             bo_case *t = add_case("adam_multi", run_adam_multi, naive_adam_multi, "f32 3 tensors step 7%s%s",
                                   dec ? " decoupled (AdamW)" : "", skip_names[skip]);
-            double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
-            memcpy(t->d, d, sizeof d);
-            t->fl[0] = dec;
+            t->adam = adam_defaults(0, dec);
             for (int k = 0; k < MT_TENSORS; k++) {
                 add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
                 add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
@@ -1905,16 +2008,11 @@ static void cases_optim_multi(void)
         }
 }
 
-/* ---- adam: i[0] = n, d = {lr, b1, b2, eps, wd}, fl[0] = decoupled; bufs p, g, m, v, taken, skip ---- */
+/* ---- adam: t->adam; bufs p, g, m, v, taken, skip ---- */
 static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    fk_adam h = {.lr = (float)t->d[0],
-                 .b1 = (float)t->d[1],
-                 .b2 = (float)t->d[2],
-                 .eps = (float)t->d[3],
-                 .wd = (float)t->d[4],
-                 .decoupled = t->fl[0]};
-    return FK(c, adam, p[0], p[1], p[2], p[3], t->i[0], &h, p[4], p[5]);
+    fk_adam h = adam_hyper(&t->adam);
+    return FK(c, adam, p[0], p[1], p[2], p[3], t->adam.n, &h, p[4], p[5]);
 }
 
 static void naive_adam(const bo_case *t, void *const *p)
@@ -1924,11 +2022,12 @@ static void naive_adam(const bo_case *t, void *const *p)
     float *w = p[0], *m = p[2], *v = p[3];
     const float *g = p[1];
     double step = (double)(((const int64_t *)p[4])[0] + 1);
-    double lr = (float)t->d[0], b1 = (float)t->d[1], b2 = (float)t->d[2], eps = (float)t->d[3], wd = (float)t->d[4];
+    const bo_adam *h = &t->adam;
+    double lr = (float)h->lr, b1 = (float)h->b1, b2 = (float)h->b2, eps = (float)h->eps, wd = (float)h->wd;
     double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    for (int64_t i = 0; i < t->adam.n; i++) {
         double d = g[i], x = w[i];
-        if (t->fl[0])
+        if (t->adam.decoupled)
             x *= 1 - lr * wd;
         else
             d += wd * x;
@@ -1949,10 +2048,7 @@ static void cases_adam(void)
                         continue;
                     bo_case *t = add_case("adam", run_adam, naive_adam, "f32 n %lld step %lld%s%s", (long long)n,
                                           (long long)step, dec ? " decoupled (AdamW)" : "", skip_names[skip]);
-                    t->i[0] = n;
-                    double d[5] = {1e-2, 0.9, 0.999, 1e-8, 0.01};
-                    memcpy(t->d, d, sizeof d);
-                    t->fl[0] = dec;
+                    t->adam = adam_defaults(n, dec);
                     add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
                     add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
                     add_buf(t, "m", FERRY_DTYPE_F32, n, BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
@@ -1985,17 +2081,17 @@ static void cases_step_count(void)
     }
 }
 
-/* ---- unscale: i[0] = n; bufs g, master, found, scale ---- */
+/* ---- unscale: t->unscale; bufs g, master, found, scale ---- */
 static ferry_status run_unscale(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, unscale, t->dt, p[0], (float *)p[1], t->i[0], (const float *)p[3], (float *)p[2]);
+    return FK(c, unscale, t->dt, p[0], (float *)p[1], t->unscale.n, (const float *)p[3], (float *)p[2]);
 }
 
 static void naive_unscale(const bo_case *t, void *const *p)
 {
     bool bad = false;
     float inv = 1.0f / ((const float *)p[3])[0];
-    for (int64_t i = 0; i < t->i[0]; i++) {
+    for (int64_t i = 0; i < t->unscale.n; i++) {
         float v = (float)(ld(t->dt, p[0], i) * inv);
         bad |= !isfinite(v);
         ((float *)p[1])[i] = v;
@@ -2007,9 +2103,9 @@ static void naive_unscale(const bo_case *t, void *const *p)
 static void prep_unscale(const bo_case *t, void *const *p, ferry_rng *r)
 {
     (void)r;
-    if (t->fl[0] && t->i[0] > 7)
+    if (t->unscale.with_inf && t->unscale.n > 7)
         st(t->dt, p[0], 7, INFINITY);
-    if (t->fl[1] && t->i[0] > 3)
+    if (t->unscale.with_nan && t->unscale.n > 3)
         st(t->dt, p[0], 3, NAN);
 }
 
@@ -2023,9 +2119,9 @@ static void cases_unscale(void)
         bo_case *t = add_case("unscale", run_unscale, naive_unscale, "%s n %lld scale %g%s", dtn(dt), (long long)n,
                               scale, k == 1 ? " with inf" : k == 2 ? " with NaN" : "");
         t->dt = dt;
-        t->i[0] = n;
-        t->fl[0] = k == 1;
-        t->fl[1] = k == 2;
+        t->unscale.n = n;
+        t->unscale.with_inf = k == 1;
+        t->unscale.with_nan = k == 2;
         t->prep = prep_unscale;
         add_buf(t, "g", dt, n, BI_UNIFORM, -3000, 3000, BC_IN);
         add_buf(t, "master", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_CLOSE);
@@ -2034,11 +2130,11 @@ static void cases_unscale(void)
     }
 }
 
-/* ---- amp_update: i[0] = interval, d = {growth, backoff}; bufs scale, tracker, found ---- */
+/* ---- amp_update: t->amp; bufs scale, tracker, found ---- */
 static ferry_status run_amp_update(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, amp_update, (float *)p[0], (int64_t *)p[1], (const float *)p[2], (float)t->d[0], (float)t->d[1],
-              t->i[0]);
+    return FK(c, amp_update, (float *)p[0], (int64_t *)p[1], (const float *)p[2], (float)t->amp.growth,
+              (float)t->amp.backoff, t->amp.interval);
 }
 
 static void naive_amp_update(const bo_case *t, void *const *p)
@@ -2047,10 +2143,10 @@ static void naive_amp_update(const bo_case *t, void *const *p)
     int64_t *tracker = p[1];
     /* A product of two floats is exact in double: one rounding, as in f32. */
     if (((const float *)p[2])[0] != 0.0f) {
-        scale[0] = (float)((double)scale[0] * (float)t->d[1]);
+        scale[0] = (float)((double)scale[0] * (float)t->amp.backoff);
         tracker[0] = 0;
-    } else if (tracker[0] + 1 >= t->i[0]) {
-        scale[0] = (float)((double)scale[0] * (float)t->d[0]);
+    } else if (tracker[0] + 1 >= t->amp.interval) {
+        scale[0] = (float)((double)scale[0] * (float)t->amp.growth);
         tracker[0] = 0;
     } else {
         tracker[0] += 1;
@@ -2069,9 +2165,9 @@ static void cases_amp_update(void)
     };
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
         bo_case *t = add_case("amp_update", run_amp_update, naive_amp_update, "%s", v[k].what);
-        t->i[0] = v[k].interval;
-        t->d[0] = v[k].growth;
-        t->d[1] = v[k].backoff;
+        t->amp.interval = v[k].interval;
+        t->amp.growth = v[k].growth;
+        t->amp.backoff = v[k].backoff;
         add_buf(t, "scale", FERRY_DTYPE_F32, 1, BI_CONST, v[k].scale, 0, BC_EXACT);
         add_buf(t, "tracker", FERRY_DTYPE_I64, 1, BI_CONST, (double)v[k].tracker, 0, BC_EXACT);
         add_buf(t, "found", FERRY_DTYPE_F32, 1, BI_CONST, v[k].found, 0, BC_IN);
@@ -2108,13 +2204,11 @@ static void cases_timing(void)
         t = tr ? add_case("bn_fwd", run_bn_fwd, naive_bn_fwd, "f32 [n 256, ch 64, hw 3136] training (timing)")
                : add_case("bn_bwd", run_bn_bwd, naive_bn_bwd, "f32 [n 256, ch 64, hw 3136] (timing)");
         t->dt = FERRY_DTYPE_F32;
-        t->i[0] = n;
-        t->i[1] = ch;
-        t->i[2] = hw;
+        t->bn = (bo_bn){.n = n, .ch = ch, .hw = hw};
         if (tr) {
-            t->fl[0] = true;
-            t->d[0] = 0.1;
-            t->d[1] = 1e-5;
+            t->bn.training = true;
+            t->bn.momentum = 0.1;
+            t->bn.eps = 1e-5;
             add_buf(t, "x", FERRY_DTYPE_F32, tot, BI_UNIFORM, -2, 3, BC_IN);
             add_buf(t, "y", FERRY_DTYPE_F32, tot, BI_UNIFORM, -1, 1, BC_CLOSE);
             add_buf(t, "gamma", FERRY_DTYPE_F32, ch, BI_UNIFORM, 0.5, 1.5, BC_IN);
@@ -2343,7 +2437,7 @@ static void time_case(const bo_case *t, const bo_dev *d, const fk_ctx *c, void *
     for (int b = 0; b < t->nbuf; b++)
         bytes += t->buf[b].null ? 0 : (double)buf_bytes(&t->buf[b]);
     if (strcmp(t->kernel, "gemm") == 0)
-        flops = 2.0 * (double)t->i[0] * (double)t->i[1] * (double)t->i[2] * (double)t->i[9];
+        flops = 2.0 * (double)t->gemm.m * (double)t->gemm.n * (double)t->gemm.k * (double)t->gemm.batch;
     struct timespec a, z;
     clock_gettime(CLOCK_MONOTONIC, &a);
     ferry_status st_ = FERRY_OK;
