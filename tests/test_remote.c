@@ -647,6 +647,22 @@ TEST(resume_mid_epoch_gives_the_same_remaining_batches)
     ft_http_stop(srv);
 }
 
+/* The stats once no transfer moves (bytes_fetched the same over 200 ms, 5 s
+ * at most): a fetch that create's indexing started may still be finishing
+ * when create returns, and its bytes are not the epoch's. */
+static ferry_remote_stats settled_stats(const ferry_dataset *ds)
+{
+    ferry_remote_stats s = stats_of(ds);
+    for (int i = 0; i < 25; i++) {
+        usleep(200000);
+        ferry_remote_stats t = stats_of(ds);
+        if (t.bytes_fetched == s.bytes_fetched)
+            return t;
+        s = t;
+    }
+    return s;
+}
+
 /* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
  * rank's samples are 2 whole shards of the 4, and what its cache fetches in
  * the epoch is never more than those 2 shards' bytes (an interleaved split
@@ -662,7 +678,7 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
         ferry_image_config ic = remote_cfg("remote/cache-ranks-bytes", 2 * biggest);
         ferry_dataset *ds;
         ASSERT_OK(open_urls(ft_http_base(srv), &ic, &ds));
-        ferry_remote_stats before = stats_of(ds);
+        ferry_remote_stats before = settled_stats(ds);
         ferry_loader_config c = resume_cfg(ds, true, 2, rank);
         c.stream_shuffle_buffer = 1;
         c.num_workers = 1;
@@ -685,9 +701,13 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
             }
         ASSERT_MSG(count == 2, "rank %zu read samples of %zu shards, want 2", rank, count);
         ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
-                   "rank %zu fetched %llu bytes in the epoch, its shards have %llu", rank,
+                   "rank %zu fetched %llu bytes in the epoch, its shards have %llu "
+                   "(%llu downloads, %llu evictions, %llu requests)", rank,
                    (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
-                   (unsigned long long)own_bytes);
+                   (unsigned long long)own_bytes,
+                   (unsigned long long)(after.downloads - before.downloads),
+                   (unsigned long long)(after.evictions - before.evictions),
+                   (unsigned long long)(after.requests - before.requests));
         ASSERT(after.downloads - before.downloads <= 2);
         ferry_dataset_release(ds);
     }
