@@ -5,7 +5,9 @@
  * stays in its budget, never deletes what it did not write, reuses whole
  * files and never a partial one; faults (error bursts, Retry-After, dropped
  * connections, stalls) are retried to the same digest; lies (Content-Length,
- * a changed object, 404) are errors naming the URL, in bounded time. */
+ * a changed object, 404) are errors naming the URL, in bounded time; every
+ * rank gets the same batch count, streaming ranks fetch only their own
+ * shards, and a loader state resumes mid-epoch over URLs bit for bit. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
