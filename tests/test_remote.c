@@ -718,3 +718,46 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
                    mine[0][s] ? "both ranks" : "no rank");
     ft_http_stop(srv);
 }
+
+/* ferry__remote_put (ferry pack --upload): the file arrives whole through a
+ * 503 burst; a server that resets every PUT, or answers 403, is an error
+ * naming the URL, after the retries (reset) or at once (403). */
+TEST(put_uploads_through_transient_failures_and_names_refusals)
+{
+    need_curl();
+    const char *src = ft_tmp("remote/www/a.tar");
+    www();
+    ft_write_file(ft_tmp("remote/up/.made"), "", 0);
+    ft_http *srv = ft_http_start(ft_tmp("remote/up"), &(ft_http_faults){.fail_first = 2,
+                                                                          .fail_status = 503});
+    char url[300];
+    snprintf(url, sizeof url, "%s/a-copy.tar", ft_http_base(srv));
+    ferry_remote_opts o = {.timeout_s = 1, .retries = 3, .backoff_s = 0.01};
+    ASSERT_OK(ferry__remote_put(url, src, &o));
+    ASSERT_EQ_INT(ft_http_requests(srv), 3);
+    size_t n, m;
+    uint8_t *a = ft_read_file(src, &n), *b = ft_read_file(ft_tmp("remote/up/a-copy.tar"), &m);
+    ASSERT_EQ_SIZE(m, n);
+    ASSERT_MEM_EQ(b, a, n);
+    free(a);
+    free(b);
+
+    ft_http_set_faults(srv, &(ft_http_faults){.drop_every = 1});
+    unsigned before = ft_http_requests(srv);
+    snprintf(url, sizeof url, "%s/reset.tar", ft_http_base(srv));
+    ASSERT_STATUS(ferry__remote_put(url, src, &o), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "gave up after 4 tries");
+    ASSERT_EQ_INT(ft_http_requests(srv) - before, 4);
+
+    ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 99, .fail_status = 403});
+    before = ft_http_requests(srv);
+    snprintf(url, sizeof url, "%s/refused.tar", ft_http_base(srv));
+    ASSERT_STATUS(ferry__remote_put(url, src, &o), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "HTTP 403");
+    ASSERT_EQ_INT(ft_http_requests(srv) - before, 1);
+    struct stat sb;
+    ASSERT(stat(ft_tmp("remote/up/refused.tar"), &sb) != 0 && stat(ft_tmp("remote/up/reset.tar"), &sb) != 0);
+    ft_http_stop(srv);
+}
