@@ -98,5 +98,66 @@ fi
 [ -n "$notes" ] && echo "remote-test: ${notes#; }"
 out=$(timeout -k 5 300 "$test" 2>&1)
 rc=$?
-printf '%s\n' "$out"
-exit $rc
+printf '%s\n' "$out" | sed '$d'
+
+# ---- ferry pack --upload: to s3rver (signed PUTs), read back by URL ----
+passed=0 failed=0 skipped=0
+ok() { echo "ok    pack-upload $1"; passed=$((passed + 1)); }
+bad() { echo "FAIL  pack-upload $1"; failed=$((failed + 1)); }
+check() { if [ "$2" = 0 ]; then ok "$1"; else bad "$1"; fi; }
+ferry=$build/ferry
+if [ -z "$FERRY_TEST_S3_URL" ] || [ ! -x "$ferry" ] || [ ! -x /usr/bin/python3 ]; then
+    echo "skip  pack-upload (needs s3rver, $ferry and python3)"
+    skipped=1
+else
+    # 60 images of 9x7, 3 classes, as an IDX pair exported to a folder.
+    /usr/bin/python3 - "$tmp" <<'PY'
+import random, struct, sys
+d = sys.argv[1]; n, h, w = 60, 7, 9
+r = random.Random(8)
+with open(d + "/img.idx", "wb") as f:
+    f.write(struct.pack(">IIII", 0x803, n, h, w))
+    f.write(bytes(r.randrange(256) for _ in range(n * h * w)))
+with open(d + "/lab.idx", "wb") as f:
+    f.write(struct.pack(">II", 0x801, n))
+    f.write(bytes(r.randrange(3) for _ in range(n)))
+PY
+    "$ferry" export idx "$tmp/img.idx" "$tmp/lab.idx" "$tmp/folder" > /dev/null 2>&1
+    timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed" --shard-size 10K \
+        --upload "$FERRY_TEST_S3_URL/packed/" > "$tmp/pack.out" 2>&1
+    check "pack --upload s3:// exits 0 ($(tail -n 1 "$tmp/pack.out"))" $?
+    n=$(ls "$tmp/packed" | grep -c '^shard-.*\.tar$')
+    up=$(grep -c "^$FERRY_TEST_S3_URL/packed/shard-[0-9]*\.tar: uploaded" "$tmp/pack.out")
+    [ "$n" -gt 1 ] && [ "$up" = "$n" ] && grep -q "/packed/PACK.txt: uploaded" "$tmp/pack.out"
+    check "$up of $n shards uploaded, then PACK.txt" $?
+    digest() {
+        timeout 120 "$ferry" bench "$1" --workers 2 --epochs 1 --batch 4 2> /dev/null |
+            awk '$1 ~ /^[0-9]+$/ { print $NF }'
+    }
+    same=0
+    for f in "$tmp/packed"/shard-*.tar; do
+        a=$(digest "$f") b=$(digest "$FERRY_TEST_S3_URL/packed/${f##*/}")
+        if [ -z "$a" ] || [ "$a" != "$b" ]; then
+            same=1
+            echo "  ${f##*/}: digest $a on disk, '$b' read back by URL"
+        fi
+    done
+    check "every uploaded shard read back by URL has the local shard's digest" $same
+    AWS_ACCESS_KEY_ID=wrong AWS_SECRET_ACCESS_KEY=wrong timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed2" \
+        --upload "$FERRY_TEST_S3_URL/p2" > "$tmp/p2.out" 2>&1
+    r=$?
+    [ "$r" -ne 0 ] && grep -q "$FERRY_TEST_S3_URL/p2/shard-000000.tar: PUT answered HTTP 403" "$tmp/p2.out"
+    check "wrong credentials: exit $r, the URL and HTTP 403 named ($(grep "upload:" "$tmp/p2.out"))" $?
+    if [ -n "$FERRY_TEST_URL" ]; then
+        timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed3" --upload "$FERRY_TEST_URL/up" \
+            > "$tmp/p3.out" 2>&1
+        r=$?
+        [ "$r" -ne 0 ] && grep -q "$FERRY_TEST_URL/up/shard-000000.tar: PUT answered HTTP 405" "$tmp/p3.out"
+        check "nginx refuses PUT: exit $r, the URL and HTTP 405 named ($(grep "upload:" "$tmp/p3.out"))" $?
+    fi
+fi
+# The test program's summary with these checks added.
+last=$(printf '%s\n' "$out" | tail -n 1)
+case $last in *" passed, "*" failed, "*" skipped") set -- $last ;; *) set -- 0 x 1 x 0 x; echo "$last" ;; esac
+echo "$((${1:-0} + passed)) passed, $((${3:-0} + failed)) failed, $((${5:-0} + skipped)) skipped"
+[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]

@@ -57,7 +57,9 @@ static bool send_all(int fd, const void *p, size_t n)
     return true;
 }
 
-static bool read_request(int fd, char *req, size_t cap)
+/* The request's head into req (NUL-terminated); *got: all bytes read, which
+ * may run past the head into a PUT's body. */
+static bool read_request(int fd, char *req, size_t cap, size_t *got)
 {
     size_t n = 0;
     while (n + 1 < cap) {
@@ -66,6 +68,7 @@ static bool read_request(int fd, char *req, size_t cap)
             return false;
         n += (size_t)r;
         req[n] = '\0';
+        *got = n;
         if (strstr(req, "\r\n\r\n"))
             return true;
     }
@@ -79,6 +82,36 @@ static void reply_status(int fd, int status, unsigned retry_after)
                      "close\r\n\r\noops!", status, retry_after ? "Retry-After: " : "",
                      retry_after, retry_after ? "\r\n" : "");
     send_all(fd, h, (size_t)n);
+}
+
+/* PUT: the body (Content-Length bytes, the first of them already in req)
+ * written to path through path.part, then 200; a short body is no file. */
+static void put_file(int fd, const char *req, size_t got, const char *path)
+{
+    const char *cl = strcasestr(req, "\r\nContent-Length:");
+    const char *body = strstr(req, "\r\n\r\n") + 4;
+    long want = cl ? strtol(cl + 17, NULL, 10) : -1;
+    char part[1700], buf[16384];
+    snprintf(part, sizeof part, "%s.part", path);
+    FILE *f = want >= 0 ? fopen(part, "wb") : NULL;
+    if (!f) {
+        reply_status(fd, want < 0 ? 411 : 500, 0);
+        return;
+    }
+    long have = (long)(got - (size_t)(body - req));
+    bool ok = fwrite(body, 1, (size_t)have, f) == (size_t)have;
+    while (ok && have < want) {
+        ssize_t r = recv(fd, buf, sizeof buf, 0);
+        ok = r > 0 && fwrite(buf, 1, (size_t)r, f) == (size_t)r;
+        have += r > 0 ? r : 0;
+    }
+    ok = fclose(f) == 0 && ok && have == want && rename(part, path) == 0;
+    if (!ok) {
+        remove(part);
+        return; /* the connection just closes: the client sees no answer */
+    }
+    static const char h[] = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    send_all(fd, h, sizeof h - 1);
 }
 
 /* The body [a, b) of file f, with this request's faults. */
@@ -112,7 +145,8 @@ static void send_body(int fd, FILE *f, long a, long b, const ft_http_faults *x, 
 static void answer(ft_http *s, int fd)
 {
     char req[4096], path[1600], method[16], target[900];
-    if (!read_request(fd, req, sizeof req) || sscanf(req, "%15s %899s", method, target) != 2)
+    size_t got = 0;
+    if (!read_request(fd, req, sizeof req, &got) || sscanf(req, "%15s %899s", method, target) != 2)
         return;
     pthread_mutex_lock(&s->lock);
     ft_http_faults x = s->f;
@@ -127,6 +161,15 @@ static void answer(ft_http *s, int fd)
         return;
     }
     snprintf(path, sizeof path, "%s%s", s->root, target);
+    if (!strcmp(method, "PUT")) {
+        if (x.drop_every && nth % x.drop_every == x.drop_every - 1)
+            return; /* closed with the body unread, no answer: a reset */
+        if (strstr(target, ".."))
+            reply_status(fd, 403, 0);
+        else
+            put_file(fd, req, got, path);
+        return;
+    }
     struct stat sb;
     FILE *f = strstr(target, "..") ? NULL : fopen(path, "rb");
     if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -1,7 +1,9 @@
 /* A small HTTP/1.1 file server for the tests (harness_http.c), on 127.0.0.1
  * only, that serves a folder with Range and ETag and misbehaves on request:
  * error bursts, connections dropped mid-body, stalls, lying Content-Length,
- * delays. Bounded: each connection has socket timeouts, stop() waits a few
+ * delays. A PUT writes its body to the folder (faults: the error bursts, and
+ * drop_every closes it unanswered).
+ * Bounded: each connection has socket timeouts, stop() waits a few
  * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
 #ifndef FERRY_TEST_HARNESS_HTTP_H
 #define FERRY_TEST_HARNESS_HTTP_H

@@ -195,6 +195,16 @@ TEST(streaming_order)
     golden_u64("streaming, buffer 3, seed 42, epoch 0", got, want[0], 12);
     epoch_order(c, 1, got, 12);
     golden_u64("streaming, buffer 3, seed 42, epoch 1", got, want[1], 12);
+    /* Over 3 ranks: rank r the r-th third of that order. */
+    static const uint64_t ranks[2][4] = {{8, 10, 9, 11}, {0, 2, 4, 1}};
+    c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+    c.world_size = 3;
+    for (size_t r = 1; r < 3; r++) {
+        c.rank = r;
+        epoch_order(c, 0, got, 4);
+        golden_u64(r == 1 ? "streaming, 3 ranks, rank 1, epoch 0" : "streaming, 3 ranks, rank 2, epoch 0",
+                   got, ranks[r - 1], 4);
+    }
     ferry_dataset_release(ds);
 }
 

@@ -5,7 +5,9 @@
  * stays in its budget, never deletes what it did not write, reuses whole
  * files and never a partial one; faults (error bursts, Retry-After, dropped
  * connections, stalls) are retried to the same digest; lies (Content-Length,
- * a changed object, 404) are errors naming the URL, in bounded time. */
+ * a changed object, 404) are errors naming the URL, in bounded time; every
+ * rank gets the same batch count, streaming ranks fetch only their own
+ * shards, and a loader state resumes mid-epoch over URLs bit for bit. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -555,5 +557,207 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
         }
     }
     ferry_dataset_release(ds);
+    ft_http_stop(srv);
+}
+
+static ferry_loader_config resume_cfg(ferry_dataset *ds, bool stream, size_t world, size_t rank)
+{
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = 5;
+    c.shuffle = true;
+    c.seed = 9;
+    c.num_workers = 2;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
+    c.out_dtype = FERRY_DTYPE_U8;
+    c.stream_shuffle_buffer = stream ? 6 : 0;
+    if (world > 1) {
+        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+        c.rank = rank;
+        c.world_size = world;
+    }
+    return c;
+}
+
+/* A batch's digest: its indices, image bytes and labels. */
+static uint64_t batch_digest(const ferry_batch *b)
+{
+    uint64_t h = ft_batch_digest(FT_DIGEST_SEED, b);
+    for (size_t i = 0; i < b->size; i++)
+        h = (h ^ (uint64_t)b->indices[i]) * 1099511628211ull;
+    return h;
+}
+
+/* Resume across remote shards: a loader stopped after 3 batches, its state
+ * through its text form, restored in a new loader over a new dataset (its own
+ * cache, as a restarted process has) gives the uninterrupted run's remaining
+ * batches bit for bit, in random and streaming order, on one process and on
+ * rank 1 of 2. */
+TEST(resume_mid_epoch_gives_the_same_remaining_batches)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    for (int stream = 0; stream < 2; stream++)
+        for (size_t world = 1; world <= 2; world++) {
+            size_t rank = world - 1;
+            ferry_image_config ic = remote_cfg("remote/cache-resume", 0);
+            ferry_dataset *ds;
+            ASSERT_OK(open_urls(ft_http_base(srv), &ic, &ds));
+            ferry_loader_config c = resume_cfg(ds, stream, world, rank);
+            ferry_loader *l;
+            ASSERT_OK(ferry_loader_create(&c, &l));
+            ASSERT_OK(ferry_loader_reset(l, 2));
+            uint64_t whole[64];
+            size_t n = 0;
+            ferry_batch b;
+            ferry_status st;
+            while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+                whole[n++] = batch_digest(&b);
+            ASSERT_STATUS(st, FERRY_END);
+            ASSERT(n > 3);
+            /* Interrupted: 3 batches, then the state as a checkpoint keeps it. */
+            ASSERT_OK(ferry_loader_reset(l, 2));
+            for (size_t k = 0; k < 3; k++) {
+                ASSERT_OK(ferry_loader_next(l, NULL, &b));
+                ASSERT_MSG(batch_digest(&b) == whole[k], "batch %zu differs before the stop", k);
+            }
+            ferry_loader_state s, back;
+            char text[FERRY_LOADER_STATE_TEXT_MAX];
+            ASSERT_OK(ferry_loader_state_get(l, &s));
+            ASSERT_OK(ferry_loader_state_format(&s, text, sizeof text));
+            ferry_loader_destroy(l);
+            ferry_dataset_release(ds);
+            ASSERT_OK(ferry_loader_state_parse(text, &back));
+
+            ferry_image_config ic2 = remote_cfg("remote/cache-resume", 0);
+            ASSERT_OK(open_urls(ft_http_base(srv), &ic2, &ds));
+            c = resume_cfg(ds, stream, world, rank);
+            ASSERT_OK(ferry_loader_create(&c, &l));
+            ASSERT_OK(ferry_loader_restore(l, &back));
+            size_t k = 3;
+            while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK) {
+                ASSERT_MSG(k < n && batch_digest(&b) == whole[k], "%s, world %zu: batch %zu "
+                           "after the resume differs from the uninterrupted run's",
+                           stream ? "streaming" : "random", world, k);
+                k++;
+            }
+            ASSERT_STATUS(st, FERRY_END);
+            ASSERT_EQ_SIZE(k, n);
+            ferry_loader_destroy(l);
+            ferry_dataset_release(ds);
+        }
+    ft_http_stop(srv);
+}
+
+/* The stats once no transfer moves (bytes_fetched the same over 200 ms, 5 s
+ * at most): a fetch that create's indexing started may still be finishing
+ * when create returns, and its bytes are not the epoch's. */
+static ferry_remote_stats settled_stats(const ferry_dataset *ds)
+{
+    ferry_remote_stats s = stats_of(ds);
+    for (int i = 0; i < 25; i++) {
+        usleep(200000);
+        ferry_remote_stats t = stats_of(ds);
+        if (t.bytes_fetched == s.bytes_fetched)
+            return t;
+        s = t;
+    }
+    return s;
+}
+
+/* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
+ * rank's samples are 2 whole shards of the 4, and what its cache fetches in
+ * the epoch is never more than those 2 shards' bytes (an interleaved split
+ * had each rank read all 4). Each rank has a cache of its own, room for 2. */
+TEST(streaming_ranks_fetch_only_their_own_shards)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    size_t biggest = 0;
+    for (size_t s = 0; s < NSHARDS; s++)
+        biggest = shard_bytes(s) > biggest ? shard_bytes(s) : biggest;
+    bool mine[2][NSHARDS] = {{0}};
+    for (size_t rank = 0; rank < 2; rank++) {
+        ferry_image_config ic = remote_cfg("remote/cache-ranks-bytes", 2 * biggest);
+        ferry_dataset *ds;
+        ASSERT_OK(open_urls(ft_http_base(srv), &ic, &ds));
+        ferry_remote_stats before = settled_stats(ds);
+        ferry_loader_config c = resume_cfg(ds, true, 2, rank);
+        c.stream_shuffle_buffer = 1;
+        c.num_workers = 1;
+        ferry_loader *l;
+        ASSERT_OK(ferry_loader_create(&c, &l));
+        ferry_batch b;
+        ferry_status st;
+        while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+            for (size_t i = 0; i < b.size; i++)
+                mine[rank][b.indices[i] / PER] = true; /* shard s holds s * PER .. */
+        ASSERT_STATUS(st, FERRY_END);
+        ferry_loader_destroy(l);
+        ferry_remote_stats after = stats_of(ds);
+        size_t count = 0;
+        uint64_t own_bytes = 0;
+        for (size_t s = 0; s < NSHARDS; s++)
+            if (mine[rank][s]) {
+                count++;
+                own_bytes += shard_bytes(s);
+            }
+        ASSERT_MSG(count == 2, "rank %zu read samples of %zu shards, want 2", rank, count);
+        ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
+                   "rank %zu fetched %llu bytes in the epoch, its shards have %llu "
+                   "(%llu downloads, %llu evictions, %llu requests)", rank,
+                   (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
+                   (unsigned long long)own_bytes,
+                   (unsigned long long)(after.downloads - before.downloads),
+                   (unsigned long long)(after.evictions - before.evictions),
+                   (unsigned long long)(after.requests - before.requests));
+        ASSERT(after.downloads - before.downloads <= 2);
+        ferry_dataset_release(ds);
+    }
+    for (size_t s = 0; s < NSHARDS; s++)
+        ASSERT_MSG(mine[0][s] != mine[1][s], "shard %zu read by %s", s,
+                   mine[0][s] ? "both ranks" : "no rank");
+    ft_http_stop(srv);
+}
+
+/* ferry__remote_put (ferry pack --upload): the file arrives whole through a
+ * 503 burst; a server that resets every PUT, or answers 403, is an error
+ * naming the URL, after the retries (reset) or at once (403). */
+TEST(put_uploads_through_transient_failures_and_names_refusals)
+{
+    need_curl();
+    const char *src = ft_tmp("remote/www/a.tar");
+    www();
+    ft_write_file(ft_tmp("remote/up/.made"), "", 0);
+    ft_http *srv = ft_http_start(ft_tmp("remote/up"), &(ft_http_faults){.fail_first = 2,
+                                                                          .fail_status = 503});
+    char url[300];
+    snprintf(url, sizeof url, "%s/a-copy.tar", ft_http_base(srv));
+    ferry_remote_opts o = {.timeout_s = 1, .retries = 3, .backoff_s = 0.01};
+    ASSERT_OK(ferry__remote_put(url, src, &o));
+    ASSERT_EQ_INT(ft_http_requests(srv), 3);
+    size_t n, m;
+    uint8_t *a = ft_read_file(src, &n), *b = ft_read_file(ft_tmp("remote/up/a-copy.tar"), &m);
+    ASSERT_EQ_SIZE(m, n);
+    ASSERT_MEM_EQ(b, a, n);
+    free(a);
+    free(b);
+
+    ft_http_set_faults(srv, &(ft_http_faults){.drop_every = 1});
+    unsigned before = ft_http_requests(srv);
+    snprintf(url, sizeof url, "%s/reset.tar", ft_http_base(srv));
+    ASSERT_STATUS(ferry__remote_put(url, src, &o), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "gave up after 4 tries");
+    ASSERT_EQ_INT(ft_http_requests(srv) - before, 4);
+
+    ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 99, .fail_status = 403});
+    before = ft_http_requests(srv);
+    snprintf(url, sizeof url, "%s/refused.tar", ft_http_base(srv));
+    ASSERT_STATUS(ferry__remote_put(url, src, &o), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "HTTP 403");
+    ASSERT_EQ_INT(ft_http_requests(srv) - before, 1);
+    struct stat sb;
+    ASSERT(stat(ft_tmp("remote/up/refused.tar"), &sb) != 0 && stat(ft_tmp("remote/up/reset.tar"), &sb) != 0);
     ft_http_stop(srv);
 }

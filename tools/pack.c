@@ -7,7 +7,9 @@
  * in stored order: its shuffle buffer mixes only neighbours. OUT/PACK.txt
  * records the source, the count and the seed. With --no-shuffle,
  * ferry_dataset_shards(OUT) has the source's samples in the source's order:
- * `ferry bench OUT` prints the source's digest. */
+ * `ferry bench OUT` prints the source's digest. With --upload URL the finished
+ * shards (and PACK.txt) are then PUT to URL/shard-000000.tar, ... (http(s)://,
+ * or s3://BUCKET/PREFIX signed as reads are; builds with libcurl). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "dataset/remote.h"
 #include "ferry.h"
 #include "files.h"
 #include "tar_write.h"
@@ -26,6 +29,7 @@
 
 typedef struct pack_opts {
     const char *src, *out, *labels;
+    const char *upload;  /* a base URL, or NULL */
     uint64_t shard_size;
     uint64_t seed;
     bool shuffle;
@@ -47,7 +51,9 @@ static void usage(FILE *f)
             "  --shard-size SIZE: start a new shard before one passes SIZE bytes (a sample is\n"
             "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
             "                     none (bytes), 10K to 1024G; default 256M\n"
-            "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n");
+            "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n"
+            "  --upload URL:      then PUT each shard and PACK.txt to URL/NAME: http(s)://HOST/PATH\n"
+            "                     or s3://BUCKET/PREFIX (AWS_* variables, as for reading)\n");
 }
 
 /* "64M", "1G", "100000": bytes. */
@@ -92,6 +98,12 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(PACK, argc, argv, &i)) || cli_u64(PACK, a, v, &o->seed) != 0)
                 return CLI_USAGE;
+        } else if (!strcmp(a, "--upload")) {
+            if (!(v = cli_value(PACK, argc, argv, &i)))
+                return CLI_USAGE;
+            if (!ferry__is_url(v))
+                return cli_bad_value(PACK, a, v, "an http://, https:// or s3:// URL");
+            o->upload = v;
         } else if (!strcmp(a, "--shard-size") || !strcmp(a, "--labels")) {
             if (!(v = cli_value(PACK, argc, argv, &i)))
                 return CLI_USAGE;
@@ -348,6 +360,36 @@ static int pack_all(packer *p)
     return rc;
 }
 
+/* --upload: each finished shard, then PACK.txt, PUT to URL/NAME; PACK.txt
+ * last, so that a bucket with it holds every shard. The local copies stay. */
+static int upload_all(const packer *p)
+{
+    const char *base = p->o->upload;
+    size_t bn = strlen(base);
+    while (bn > 0 && base[bn - 1] == '/')
+        bn--;
+    ferry_remote_opts ro = {.timeout_s = 10, .retries = 5};
+    for (size_t k = 0; k <= p->shard; k++) {
+        char path[4200], url[4200], name[32];
+        if (k < p->shard)
+            snprintf(name, sizeof name, "shard-%06zu.tar", k);
+        else
+            snprintf(name, sizeof name, "PACK.txt");
+        snprintf(path, sizeof path, "%s/%s", p->o->out, name);
+        if ((size_t)snprintf(url, sizeof url, "%.*s/%s", (int)bn, base, name) >= sizeof url) {
+            fprintf(stderr, PACK ": --upload %s: the URL is too long\n", base);
+            return -1;
+        }
+        double t0 = tool_now();
+        if (ferry__remote_put(url, path, &ro) != FERRY_OK) {
+            fprintf(stderr, PACK ": upload: %s\n", ferry_last_error());
+            return -1;
+        }
+        printf("%s: uploaded in %.1f s\n", url, tool_now() - t0);
+    }
+    return 0;
+}
+
 /* After a failure: no shard of an incomplete pack is left to be read as whole. */
 static void remove_partial(packer *p)
 {
@@ -386,6 +428,9 @@ int cmd_pack(int argc, char **argv)
                tool_now() - t0, o.shuffle ? "shuffled (order in PACK.txt)" : "in source order");
     else
         remove_partial(&p);
+    /* A failed upload leaves the shards on disk, whole: upload them again. */
+    if (rc == 0 && o.upload && upload_all(&p) != 0)
+        rc = 1;
     free(p.classes);
     free(p.buf);
     free(p.pixels);

@@ -113,10 +113,13 @@ typedef struct ferry_loader_config {
      * read front to back. The order depends on (seed, epoch, world size)
      * only, never on num_workers. A gzip shard is decompressed once an epoch;
      * the images decompressed ahead of their turn, at most this many plus
-     * prefetch * batch_size, wait in image_config.shard_cache_bytes. Ranks
-     * split the streaming order as they split the random one, so each rank
-     * reads every shard. Default 0 (off). docs/DESIGN.md says how (read-ahead,
-     * memory). */
+     * prefetch * batch_size, wait in image_config.shard_cache_bytes. With
+     * the distributed sampler, rank r takes the r-th of world_size contiguous
+     * ranges of the streaming order (each ceil(N / world_size) samples, a
+     * short one padded by one), so a rank reads its own run of shards and
+     * shares at most the two at its range's ends; a state saved mid-epoch
+     * resumes on the same world size only. Default 0 (off). docs/DESIGN.md
+     * says how (read-ahead, memory), docs/DISTRIBUTED.md what ranks read. */
     size_t stream_shuffle_buffer;
 } ferry_loader_config;
 

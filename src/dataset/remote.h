@@ -67,6 +67,12 @@ ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
                                ferry_remote_cancelled cancelled, void *arg,
                                ferry_remote_counters *cnt);
 
+/* ---- uploading (remote_put.c) ---- */
+/* PUTs the file at path to url (http(s)://, or s3:// signed), whole; transient
+ * failures tried again from the start, o->retries times (0: 5), with backoff.
+ * A 4xx, or failures past the retries, is an error naming url. */
+ferry_status ferry__remote_put(const char *url, const char *path, const ferry_remote_opts *o);
+
 /* ---- the cache (remote_cache.c) ---- */
 typedef struct ferry_remote_cache ferry_remote_cache;
 

@@ -1,5 +1,7 @@
 /* Samplers: sequential, random, the caller's indices, and distributed (each
- * rank a disjoint, equal share, padded the way PyTorch's DistributedSampler pads). */
+ * rank a disjoint, equal share, padded the way PyTorch's DistributedSampler
+ * pads; streaming, a contiguous range of the order, so ranks read disjoint
+ * shards). */
 #include <string.h>
 
 #include "common/error.h"
@@ -134,6 +136,34 @@ static void permute(const ferry_sampler_plan *plan, size_t *a, size_t n, uint64_
         shuffle(a, n, plan->seed, epoch);
 }
 
+bool ferry_sampler_block_split(const ferry_sampler_plan *plan)
+{
+    return plan->kind == FERRY_SAMPLER_DISTRIBUTED && plan->world_size > 1 && plan->shuffle &&
+           plan->stream_buffer && plan->shard_perm;
+}
+
+/* Streaming over ranks: rank r takes the r-th of world_size contiguous ranges
+ * of the streaming order g (n entries), so that it reads its own run of shards
+ * front to back and no other rank reads them (but the one or two it shares at
+ * the ranges' ends), where an interleaved split would have every rank read
+ * every shard. The ranges differ in length by at most one (the first n % W
+ * are one longer); a short one is padded with its own first entry, which is
+ * in a shard the rank reads anyway, and an empty one (n < W) with entry
+ * r % n. So every rank has ceil(n / W) entries (ferry_sampler_len), into out. */
+static void block_share(const ferry_sampler_plan *plan, const size_t *g, size_t *out)
+{
+    size_t n = plan->dataset_len, w = plan->world_size, r = plan->rank;
+    if (n == 0)
+        return;
+    size_t q = n / w, m = n % w;
+    size_t lo = r * q + (r < m ? r : m), count = q + (r < m);
+    size_t per = ferry_sampler_len(plan);
+    for (size_t k = 0; k < count; k++)
+        out[k] = g[lo + k];
+    if (count < per) /* one entry at most: per - q <= 1 */
+        out[count] = count ? g[lo] : g[r % n];
+}
+
 void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t *out,
                          size_t *scratch)
 {
@@ -156,11 +186,15 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
     case FERRY_SAMPLER_DISTRIBUTED: {
         /* Every rank computes the same global order, pads it to a multiple of
          * world_size by repeating it from the start, and takes every world_size-th
-         * entry from its rank on. */
+         * entry from its rank on; streaming, a contiguous range of it. */
         for (size_t i = 0; i < n; i++)
             scratch[i] = i;
         if (plan->shuffle)
             permute(plan, scratch, n, epoch);
+        if (ferry_sampler_block_split(plan)) {
+            block_share(plan, scratch, out);
+            break;
+        }
         size_t per_rank = n ? ferry_sampler_len(plan) : 0; /* an empty dataset has no share */
         for (size_t k = 0; k < per_rank; k++) {
             size_t pos = k * plan->world_size + plan->rank;
@@ -191,6 +225,17 @@ static size_t global_order(const ferry_sampler_plan *plan, uint64_t epoch, size_
 size_t ferry_sampler_order_rest(const ferry_sampler_plan *plan, uint64_t epoch, uint64_t consumed,
                                 size_t *out, size_t *scratch)
 {
+    if (ferry_sampler_block_split(plan)) {
+        /* Only with the world size the epoch ran on (the state's fingerprint
+         * refuses another, see state.c): consumed = k entries of every rank's
+         * range, the rest is this rank's range from its k-th entry on. */
+        size_t per = ferry_sampler_len(plan), k = (size_t)(consumed / plan->world_size);
+        if (k >= per)
+            return 0;
+        ferry_sampler_order(plan, epoch, out, scratch);
+        memmove(out, out + k, (per - k) * sizeof *out);
+        return per - k;
+    }
     size_t world = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? plan->world_size : 1;
     size_t rank = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? plan->rank : 0;
     size_t *g = plan->kind == FERRY_SAMPLER_DISTRIBUTED ? scratch : out;

@@ -37,6 +37,10 @@ ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loade
 void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends,
                                const size_t *shard_seq, size_t nshards, size_t *perm);
 
+/* Whether the distributed sampler splits the streaming order into contiguous
+ * ranges (one per rank) instead of interleaving it: world_size > 1, streaming. */
+bool ferry_sampler_block_split(const ferry_sampler_plan *plan);
+
 /* Samples per epoch. */
 size_t ferry_sampler_len(const ferry_sampler_plan *plan);
 
@@ -49,7 +53,9 @@ void ferry_sampler_order(const ferry_sampler_plan *plan, uint64_t epoch, size_t 
  * order (all ranks together) were delivered, re-split over this plan's world
  * size: into out, returning this rank's count (ceil(rest / world_size), padded
  * by repeating the rest from its start). For resuming with another world size.
- * scratch: dataset_len entries. */
+ * scratch: dataset_len entries. A streaming split into ranges
+ * (ferry_sampler_block_split) resumes only on its own world size: the rest of
+ * this rank's range after consumed / world_size entries. */
 size_t ferry_sampler_order_rest(const ferry_sampler_plan *plan, uint64_t epoch, uint64_t consumed,
                                 size_t *out, size_t *scratch);
 

@@ -59,12 +59,22 @@ uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
     return h;
 }
 
+/* The streaming order's id: the shuffle buffer's size and, when ranks take
+ * contiguous ranges of it (ferry_sampler_block_split), the world size, which
+ * then decides which samples each rank has read. */
+static uint64_t stream_id(size_t buffer, uint64_t ranges_world)
+{
+    uint64_t h = fnv_u64(0x53545245414d0000ull, (uint64_t)buffer);
+    return ranges_world > 1 ? fnv_u64(h, ranges_world) : h;
+}
+
 /* The index list's hash; in streaming mode (no list) the shuffle buffer's
  * size, which changes the order as a list would. */
 static uint64_t indices_id(const ferry_loader *l)
 {
     if (l->plan.stream_buffer)
-        return fnv_u64(0x53545245414d0000ull, (uint64_t)l->plan.stream_buffer);
+        return stream_id(l->plan.stream_buffer,
+                         ferry_sampler_block_split(&l->plan) ? l->plan.world_size : 1);
     if (l->plan.kind != FERRY_SAMPLER_INDICES)
         return 0;
     return fnv(0xcbf29ce484222325ull, l->plan.indices, l->plan.num_indices * sizeof(size_t));
@@ -126,6 +136,20 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
     ferry_loader_state me;
     memset(&me, 0, sizeof me);
     fill_identity(l, &me);
+    /* Streaming over ranks, each rank read a range of the order of its own:
+     * what is left is not a prefix another world size could split again. */
+    bool streamed_here = l->plan.stream_buffer && st->world_size != me.world_size &&
+                         st->seed == me.seed &&
+                         st->indices_id == stream_id(l->plan.stream_buffer, st->world_size);
+    if (streamed_here && st->done)
+        me.indices_id = st->indices_id; /* an ended epoch: the next starts on any world size */
+    else if (streamed_here)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state does not fit this loader: a "
+                          "streaming epoch (stream_shuffle_buffer) over ranks resumes only on the "
+                          "world size it was saved with (%" PRIu64 " in the state, %" PRIu64
+                          " here): each rank streams its own range of the shards; resume at the "
+                          "epoch's end (a state saved after its last batch) to change it",
+                          st->world_size, me.world_size);
     static const char *const samplers[] = {"default", "sequential", "random", "indices", "distributed"};
     static const char *const yes_no[] = {"off", "on"};
     struct { const char *name; uint64_t saved, here; const char *const *words; size_t nwords;
