@@ -119,7 +119,7 @@ ferry_status ferry_tensor_flatten(ferry_tensor *t, ferry_tensor **out)
     if (st != FERRY_OK)
         return st;
     if (t->ndim < 1)
-        return ferry_fail(FERRY_ERR_SHAPE, "cannot flatten a 0-d tensor (in ferry_tensor_flatten)");
+        return ferry_fail(FERRY_ERR_SHAPE, "cannot flatten a 0-d tensor (in %s)", __func__);
     int64_t shape[2] = {t->shape[0], -1};
     if (t->shape[0] == 0) {
         int64_t rest = 1;
