@@ -40,7 +40,10 @@ run_tests() {
         if ! env $stanza_env FERRY_PNGSUITE=${FERRY_PNGSUITE:-$src/../shared/testdata/pngsuite} \
              timeout 600 "$work/build/tests/$t" >"$work/test.log" 2>&1; then
             rc=1
-            last_fail="$t: $(grep -m1 -A1 '^  ' "$work/test.log" | head -n 1 | cut -c1-150)"
+            # An invariant's assertion names itself; else the first failure.
+            why=$(grep -m1 'internal assertion failed' "$work/test.log" ||
+                  grep -m1 '^  [^ ]*:[0-9]*: ' "$work/test.log" || grep -m1 '^  ' "$work/test.log")
+            last_fail="$t: $(printf '%s' "$why" | sed 's/^ *//' | cut -c1-150)"
         fi
     done
     return $rc
