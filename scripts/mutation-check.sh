@@ -5,8 +5,10 @@
 # text is not found exactly once is stale and fails the run too, as does a test
 # that fails before any mutation (it would prove nothing).
 #
-#   scripts/mutation-check.sh [--keep] [NAME-SUBSTRING]
+#   scripts/mutation-check.sh [--keep] [NAME-SUBSTRING...]
 #
+# With substrings, only the stanzas whose name contains one of them run, and
+# only their tests are run unmutated first.
 # The copy is built once with CUDA=0 DEBUG=1 (the simulated GPU is there all the
 # same; DEBUG=1 turns the invariant checks on);
 # each mutation then costs an incremental build. Not part of make test: run it
@@ -16,7 +18,7 @@ set -u
 src=$(cd "$(dirname "$0")/.." && pwd)
 keep=0
 [ "${1:-}" = "--keep" ] && { keep=1; shift; }
-only=${1:-}
+only=("$@")
 list=$src/tests/mutations/list.txt
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-mutation-XXXXXX") || exit 1
@@ -38,7 +40,10 @@ run_tests() {
         if ! env $stanza_env FERRY_PNGSUITE=${FERRY_PNGSUITE:-$src/../shared/testdata/pngsuite} \
              timeout 600 "$work/build/tests/$t" >"$work/test.log" 2>&1; then
             rc=1
-            last_fail="$t: $(grep -m1 -A1 '^  ' "$work/test.log" | head -n 1 | cut -c1-150)"
+            # An invariant's assertion names itself; else the first failure.
+            why=$(grep -m1 'internal assertion failed' "$work/test.log" ||
+                  grep -m1 '^  [^ ]*:[0-9]*: ' "$work/test.log" || grep -m1 '^  ' "$work/test.log")
+            last_fail="$t: $(printf '%s' "$why" | sed 's/^ *//' | cut -c1-150)"
         fi
     done
     return $rc
@@ -61,8 +66,20 @@ PY
 echo "building the scratch copy ($work) ..."
 build || { echo "the unmutated tree does not build:"; tail -n 20 "$work/build.log"; exit 1; }
 
-# Every named test must pass before any mutation, or catching proves nothing.
-all_tests=$(sed -n 's/^tests: //p' "$list" | tr ' ' '\n' | sort -u)
+# selected NAME: 0 when no substring was given or NAME contains one of them.
+selected() {
+    local s
+    [ ${#only[@]} -eq 0 ] && return 0
+    for s in "${only[@]}"; do
+        case "$1" in *"$s"*) return 0 ;; esac
+    done
+    return 1
+}
+
+# Every test of a selected stanza must pass before any mutation, or catching
+# proves nothing.
+all_tests=$(awk '/^name: /{n=substr($0, 7)} /^tests: /{print n "\t" substr($0, 8)}' "$list" |
+    while IFS=$'\t' read -r n t; do selected "$n" && echo "$t"; done | tr ' ' '\n' | sort -u)
 # shellcheck disable=SC2086
 run_tests $all_tests || { echo "fails without any mutation: $last_fail"; exit 1; }
 
@@ -70,7 +87,7 @@ caught=0 survived=0 broken=0
 check_one() { # name file tests from to env
     local name=$1 file=$2 tests=$3 from=$4 to=$5
     stanza_env=$6
-    [ -n "$only" ] && case "$name" in *"$only"*) ;; *) return ;; esac
+    selected "$name" || return
     cp "$work/$file" "$work/$file.orig"
     if ! msg=$(replace "$work/$file" "$from" "$to"); then
         echo "STALE   $name: $msg"; broken=$((broken + 1)); mv "$work/$file.orig" "$work/$file"; return

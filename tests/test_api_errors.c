@@ -2021,4 +2021,16 @@ TEST(argument_errors_name_the_function)
     ASSERT_STATUS(ferry_dataset_label(ds, 1000, &label), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "ferry_dataset_label: sample 1000 is out of range");
     ferry_dataset_release(ds);
+    /* The model layer: the same rule, and the first NULL argument named. */
+    ferry_tensor *t;
+    ASSERT_STATUS(ferry_tensor_from_blob(dst, NULL, 0, FERRY_DTYPE_U8, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_tensor_from_blob: out is NULL");
+    ASSERT_STATUS(ferry_tensor_empty(NULL, 0, FERRY_DTYPE_F32, ferry_cpu(), NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_tensor_empty: out is NULL");
+    ASSERT_STATUS(ferry_add(NULL, NULL, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_add: a is NULL");
+    ASSERT_STATUS(ferry_module_forward(NULL, NULL, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_module_forward: module is NULL");
+    ASSERT_STATUS(ferry_safetensors_open("x.safetensors", NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_safetensors_open: out is NULL");
 }

@@ -609,7 +609,7 @@ TEST(cross_entropy_bad_label_on_every_device)
             ASSERT(d != NULL);
             ferry_tensor_release(d);
         }
-        ASSERT_STR_EQ(want, "2 of 4 labels are outside [0, 3) (in ferry_cross_entropy)");
+        ASSERT_STR_EQ(want, "ferry_cross_entropy: 2 of 4 labels are outside [0, 3)");
         ASSERT_STATUS(ferry_metrics_get(m, NULL, NULL, NULL), FERRY_ERR_INVALID_ARG);
         ASSERT_STR_CONTAINS(ferry_last_error(), "8 labels were outside [0, classes)");
         ASSERT_OK(ferry_metrics_reset(m, s));

@@ -43,6 +43,9 @@ ferry_status ferry_arg_error_(const char *func, const char *fmt, ...) FERRY_PRIN
 /* The same name in front of an argument error a helper returned as a bare
  * reason: `if (st != FERRY_OK) return FERRY_ARG_CONTEXT(st);`. */
 #define FERRY_ARG_CONTEXT(st) ferry_fail_prefix((st), "%s: ", __func__)
+/* A helper shared by several entry points (the tensor operations' argument
+ * checks) is given the entry point's __func__ and calls ferry_arg_error_ with
+ * it. No message types a function's name by hand. */
 
 /* "name: " + the formatted reason, with name recorded as the message's
  * subject: the file or sample the message is about. */

@@ -142,11 +142,10 @@ static ferry_status probe_file(const char *path, ferry_dataset_kind *kind)
 ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind *kind)
 {
     if (!kind)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_probe: kind is NULL");
+        return FERRY_ARG_ERROR("kind is NULL");
     *kind = FERRY_DATASET_UNKNOWN;
     if (!path || !*path)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_probe: path is %s",
-                          path ? "empty" : "NULL");
+        return FERRY_ARG_ERROR("path is %s", path ? "empty" : "NULL");
     /* A shard by name, a URL included: nothing to read. */
     if (ferry_dataset_is_shard_path(path)) {
         *kind = FERRY_DATASET_SHARDS;
@@ -203,7 +202,7 @@ static ferry_status idx_labels_path(const char *images, char *out, size_t size) 
 ferry_status ferry_dataset_open(const char *path, const ferry_image_config *cfg, ferry_dataset **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_open: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_dataset_kind kind;
     ferry_status st = ferry_dataset_probe(path, &kind);

@@ -669,6 +669,9 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
     if (!paths || !n || !out)
         return FERRY_ARG_ERROR("%s", !out ? "out is NULL" :
                                !paths ? "paths is NULL" : "no paths (n is 0)");
+    for (size_t i = 0; i < n; i++)
+        if (!paths[i])
+            return FERRY_ARG_ERROR("paths[%zu] is NULL", i);
     shards *h = ferry_host_calloc(1, sizeof *h);
     if (!h)
         return FERRY_ERR_NO_MEMORY;

@@ -135,7 +135,7 @@ ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out,
     ferry_status st = FERRY_OK;
     for (size_t i = 0; i < n && st == FERRY_OK; i++)
         st = paths[i] ? add_path(paths[i], &l)
-                      : ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_dataset_shards: paths[%zu] is NULL", i);
+                      : ferry_fail(FERRY_ERR_INVALID_ARG, "paths[%zu] is NULL", i);
     if (st != FERRY_OK) {
         ferry__str_list_free(&l);
         return st;

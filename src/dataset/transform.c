@@ -117,9 +117,8 @@ ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image
     if (!info || !out)
         return FERRY_ARG_ERROR("NULL argument");
     if (info->width == 0 || info->height == 0 || info->channels == 0 || info->channels > 4)
-        return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "ferry_image_format: an image of %zux%zu with %zu channels is not valid",
-                          info->width, info->height, info->channels);
+        return FERRY_ARG_ERROR("an image of %zux%zu with %zu channels is not valid", info->width,
+                               info->height, info->channels);
     ferry_image_config c;
     ferry_status st = ferry__image_config_check(cfg, &c);
     if (st != FERRY_OK)

@@ -71,7 +71,7 @@ ferry_status ferry_memory_add_empty_cache_hook_(ferry_empty_cache_hook fn)
     }
     pthread_mutex_unlock(&registry_lock);
     if (st != FERRY_OK)
-        return ferry_fail(st, "ferry_memory_add_empty_cache_hook_: more than %d hooks", FERRY_EMPTY_CACHE_HOOKS);
+        return ferry_fail(st, "%s: more than %d hooks", __func__, FERRY_EMPTY_CACHE_HOOKS);
     return FERRY_OK;
 }
 
@@ -249,7 +249,7 @@ ferry_status ferry_device_alloc(ferry_device d, size_t bytes, ferry_stream *s, v
         return st;
     if (s && !ferry_device_eq(ferry_stream_device(s), d)) {
         char x[FERRY_DEVICE_NAME_MAX], y[FERRY_DEVICE_NAME_MAX];
-        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_device_alloc: memory on %s, stream on %s",
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "%s: memory on %s, stream on %s", __func__,
                           devname(d, x), devname(ferry_stream_device(s), y));
     }
     size_t size;

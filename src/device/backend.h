@@ -1,6 +1,7 @@
 /* Internal: the one interface between the device layer and a backend (CPU or
- * CUDA). Only backend_cuda.c (and .cu kernel files) see cuda_runtime.h; the rest
- * of the library reaches the GPU through this table. Native handles (streams,
+ * CUDA). Only backend_cuda.c, cuda_check_cuda.c, nccl_cuda.c and the .cu kernel
+ * files see cuda_runtime.h; the rest of the library reaches the GPU through this
+ * table. Native handles (streams,
  * events) are opaque void pointers owned by the backend that made them. */
 #ifndef FERRY_INTERNAL_BACKEND_H
 #define FERRY_INTERNAL_BACKEND_H

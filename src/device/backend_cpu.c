@@ -242,11 +242,9 @@ static ferry_status cpu_event_elapsed_ms(int index, void *start, void *end, floa
     (void)index;
     cpu_event *a = start, *b = end;
     if (!a->timing || !b->timing)
-        return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "ferry_event_elapsed_ms: both events must be created with timing = true");
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "both events must be created with timing = true");
     if (!a->recorded || !b->recorded)
-        return ferry_fail(FERRY_ERR_BAD_STATE,
-                          "ferry_event_elapsed_ms: both events must be recorded first");
+        return ferry_fail(FERRY_ERR_BAD_STATE, "both events must be recorded first");
     *ms = (float)(b->ms - a->ms);
     return FERRY_OK;
 }

@@ -220,7 +220,7 @@ ferry_status ferry_cuda_current_device(int *index)
         return FERRY_ARG_ERROR("index is NULL");
     const ferry_backend *be = ferry_backend_gpu();
     if (!be)
-        return no_cuda_device("ferry_cuda_current_device");
+        return no_cuda_device(__func__);
     return be->get_device(index);
 }
 

@@ -50,7 +50,7 @@ ferry_status ferry_pinned_pool_create(size_t block_bytes, bool want_pinned, ferr
         return FERRY_ERR_NO_MEMORY;
     if (ferry_mutex_init(&p->lock) != 0) {
         ferry_host_free(p);
-        return ferry_fail(FERRY_ERR_NO_MEMORY, "ferry_pinned_pool_create: cannot create a mutex");
+        return ferry_fail(FERRY_ERR_NO_MEMORY, "%s: cannot create a mutex", __func__);
     }
     const ferry_backend *gpu = want_pinned ? ferry_backend_gpu() : NULL;
     p->be = gpu ? gpu : ferry_backend_cpu();
@@ -257,8 +257,7 @@ ferry_status ferry_pinned_pool_alloc(ferry_pinned_pool *p, size_t bytes, size_t 
     if (align == 0)
         align = DEFAULT_ALIGN;
     if ((align & (align - 1)) != 0 || align > ((size_t)1 << 30))
-        return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "ferry_pinned_pool_alloc: alignment %zu is not a power of two up to 1 GiB", align);
+        return FERRY_ARG_ERROR("alignment %zu is not a power of two up to 1 GiB", align);
     if (bytes == 0)
         return FERRY_ARG_ERROR("size 0");
     if (bytes > SIZE_MAX - align)
@@ -324,7 +323,7 @@ void ferry_pinned_pool_free(ferry_pinned_pool *p, void *ptr)
         break;
     }
     ferry_mutex_unlock(&p->lock);
-    ferry_log(FERRY_LOG_WARN, "ferry_pinned_pool_free: %p is not a live piece of this pool; ignored", ptr);
+    ferry_log(FERRY_LOG_WARN, "%s: %p is not a live piece of this pool; ignored", __func__, ptr);
 }
 
 ferry_status ferry_pinned_pool_stats_get(const ferry_pinned_pool *p, ferry_pinned_pool_stats *out)
@@ -332,7 +331,7 @@ ferry_status ferry_pinned_pool_stats_get(const ferry_pinned_pool *p, ferry_pinne
     if (out)
         memset(out, 0, sizeof *out);
     if (!p || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_pinned_pool_stats_get: %s is NULL", p ? "out" : "pool");
+        return FERRY_ARG_ERROR("%s is NULL", p ? "out" : "pool");
     /* The lock is logically mutable state; stats are read under it. */
     ferry_pinned_pool *mp = (ferry_pinned_pool *)p;
     ferry_mutex_lock(&mp->lock);

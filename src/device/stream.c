@@ -148,7 +148,7 @@ ferry_status ferry_event_record(ferry_event *e, ferry_stream *s)
     if (s && !ferry_device_eq(s->dev, e->dev)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                          "ferry_event_record: event on %s, stream on %s",
+                          "%s: event on %s, stream on %s", __func__,
                           ferry_device_format(e->dev, a, sizeof a),
                           ferry_device_format(s->dev, b, sizeof b));
     }
@@ -184,11 +184,13 @@ ferry_status ferry_event_elapsed_ms(ferry_event *start, ferry_event *end, float 
     if (start->be != end->be || !ferry_device_eq(start->dev, end->dev)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                          "ferry_event_elapsed_ms: start on %s, end on %s (timing needs one device)",
+                          "%s: start on %s, end on %s (timing needs one device)", __func__,
                           ferry_device_format(start->dev, a, sizeof a),
                           ferry_device_format(end->dev, b, sizeof b));
     }
-    return start->be->event_elapsed_ms(start->dev.index, start->native, end->native, ms);
+    /* The backend gives the reason; the caller's events are named here. */
+    ferry_status st = start->be->event_elapsed_ms(start->dev.index, start->native, end->native, ms);
+    return st == FERRY_OK ? st : ferry_fail_prefix(st, "%s: ", __func__);
 }
 
 ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_kind kind,
@@ -207,7 +209,7 @@ ferry_status ferry_memcpy(void *dst, const void *src, size_t bytes, ferry_copy_k
         return st;
     if (s && !ferry_device_eq(s->dev, d)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
-        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_memcpy: copy on %s, stream on %s",
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "%s: copy on %s, stream on %s", __func__,
                           ferry_device_format(d, a, sizeof a), ferry_device_format(s->dev, b, sizeof b));
     }
     return be->memcpy(d.index, dst, src, bytes, kind, s ? s->native : NULL);

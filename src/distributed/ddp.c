@@ -330,7 +330,7 @@ void ferry_ddp_destroy(ferry_ddp *p)
      * it on the host. The wait gives up on an abort notice or the timeout, and
      * is not tried once the dist failed (its collectives may never finish). */
     if (p->comm && !p->d->failed)
-        (void)fd_wait_stream(p->d, p->d->device, p->comm, "ferry_ddp_destroy");
+        (void)fd_wait_stream(p->d, p->d->device, p->comm, __func__);
     for (size_t k = 0; p->b && k < p->nb; k++)
         ferry_tensor_release(p->b[k].buf);
     ferry_event_destroy(p->filled);
@@ -345,24 +345,24 @@ void ferry_ddp_destroy(ferry_ddp *p)
 ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_bytes, ferry_ddp **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_ddp_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
-    ferry_status st = fd_usable(d, "ferry_ddp_create");
+    ferry_status st = fd_usable(d, __func__);
     if (st != FERRY_OK)
         return st;
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: module is NULL (in ferry_ddp_create)", d->rank);
+        return FERRY_ARG_ERROR("rank %d: module is NULL", d->rank);
     if (!ferry_device_eq(m->device, d->device)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                          "rank %d: ferry_ddp_create: the model is on %s but this rank uses %s; move it "
+                          "rank %d: %s: the model is on %s but this rank uses %s; move it "
                           "with ferry_module_to(m, ferry_dist_device(d)) first",
-                          d->rank, ferry_device_format(m->device, a, sizeof a),
+                          d->rank, __func__, ferry_device_format(m->device, a, sizeof a),
                           ferry_device_format(d->device, b, sizeof b));
     }
     if (m->grad_ready)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "rank %d: ferry_ddp_create: %s already has a gradient hook",
-                          d->rank, m->name);
+        return ferry_fail(FERRY_ERR_BAD_STATE, "rank %d: %s: %s already has a gradient hook", d->rank,
+                          __func__, m->name);
     ferry_ddp *p = ferry_host_calloc(1, sizeof *p);
     if (!p)
         return FERRY_ERR_NO_MEMORY;
@@ -395,6 +395,6 @@ size_t ferry_ddp_bucket_count(const ferry_ddp *p) { return p ? p->nb : 0; }
 ferry_status ferry_ddp_sync_buffers(ferry_ddp *p, ferry_stream *s)
 {
     if (!p)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ddp is NULL (in ferry_ddp_sync_buffers)");
+        return FERRY_ARG_ERROR("ddp is NULL");
     return broadcast_params(p, true, s);
 }

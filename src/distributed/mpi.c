@@ -37,7 +37,7 @@ bool ferry_dist_nccl_is_built(void)
 ferry_status fd_usable(ferry_dist *d, const char *where)
 {
     if (!d)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "dist is NULL (in %s)", where);
+        return ferry_arg_error_(where, "dist is NULL");
     if (d->failed)
         return ferry_fail(FERRY_ERR_BAD_STATE,
                           "rank %d: %s: an earlier collective failed, so the ranks are out of step; "
@@ -269,7 +269,7 @@ static void teardown(ferry_dist *d)
 ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_dist_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     ferry_dist_config def = ferry_dist_config_default();
     if (!cfg)
@@ -278,7 +278,7 @@ ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
     if (finalized)
-        return ferry_fail(FERRY_ERR_BAD_STATE, "ferry_dist_create: MPI was already finalised in this process");
+        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: MPI was already finalised in this process", __func__);
 
     ferry_dist *d = ferry_host_calloc(1, sizeof *d);
     if (!d)
@@ -292,7 +292,7 @@ ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS) {
             ferry_host_free(d);
-            return ferry_fail(FERRY_ERR_DIST, "ferry_dist_create: MPI_Init_thread failed (error %d)", rc);
+            return ferry_fail(FERRY_ERR_DIST, "%s: MPI_Init_thread failed (error %d)", __func__, rc);
         }
         d->owns_mpi = true;
     }
@@ -319,7 +319,7 @@ ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
         rc = MPI_Irecv(d->abort_in, (int)sizeof d->abort_in, MPI_CHAR, MPI_ANY_SOURCE, TAG_ABORT,
                        d->ctl, &d->abort_req);
     if (rc != MPI_SUCCESS)
-        st = fd_mpi_fail(d, rc, "ferry_dist_create");
+        st = fd_mpi_fail(d, rc, __func__);
     if (st == FERRY_OK)
         st = pick_device(d, cfg->device);
     if (st == FERRY_OK && d->device.type == FERRY_DEVICE_CUDA && ferry_cuda_is_simulated()) {
@@ -343,7 +343,7 @@ ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
         int ok = st == FERRY_OK, all = 0;
         rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, d->comm);
         if (rc != MPI_SUCCESS)
-            st = fd_mpi_fail(d, rc, "ferry_dist_create");
+            st = fd_mpi_fail(d, rc, __func__);
         else if (st == FERRY_OK && !all)
             st = ferry_fail(FERRY_ERR_DIST, "rank %d: ferry_dist_create failed on another rank (see its message)",
                             d->rank);
@@ -379,9 +379,9 @@ static ferry_status check_tensor(ferry_dist *d, ferry_tensor *t, const char *whe
     if (st != FERRY_OK)
         return st;
     if (!t)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: tensor is NULL (in %s)", d->rank, where);
+        return ferry_arg_error_(where, "rank %d: tensor is NULL", d->rank);
     if (!ferry_tensor_is_contiguous(t))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s needs a contiguous tensor", d->rank, where);
+        return ferry_arg_error_(where, "rank %d: the tensor is not contiguous", d->rank);
     ferry_device dev = ferry_tensor_device(t);
     if (dev.type == FERRY_DEVICE_CUDA) {
         if (!d->nccl)
@@ -404,22 +404,21 @@ static const size_t CHUNK = (size_t)1 << 30;
 
 ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_op op, ferry_stream *s)
 {
-    ferry_status st = check_tensor(d, t, "ferry_dist_all_reduce");
+    ferry_status st = check_tensor(d, t, __func__);
     if (st != FERRY_OK)
         return st;
     ferry_dtype dt = ferry_tensor_dtype(t);
     bool on_cpu = ferry_tensor_device(t).type == FERRY_DEVICE_CPU;
     if (on_cpu && fd_mpi_dtype(dt) == MPI_DATATYPE_NULL)
         return ferry_fail(FERRY_ERR_DTYPE,
-                          "rank %d: ferry_dist_all_reduce: MPI cannot reduce %s tensors (f32, u8, i32, "
-                          "i64 can be)",
-                          d->rank, ferry_dtype_name(dt));
+                          "rank %d: %s: MPI cannot reduce %s tensors (f32, u8, i32, i64 can be)", d->rank,
+                          __func__, ferry_dtype_name(dt));
     if ((unsigned)op >= FERRY_REDUCE_COUNT)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: ferry_dist_all_reduce: unknown op %d", d->rank, (int)op);
+        return FERRY_ARG_ERROR("rank %d: unknown op %d", d->rank, (int)op);
     bool floating = dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
     if (op == FERRY_REDUCE_AVG && !floating)
-        return ferry_fail(FERRY_ERR_DTYPE, "rank %d: ferry_dist_all_reduce: AVG needs a floating dtype, not %s",
-                          d->rank, ferry_dtype_name(dt));
+        return ferry_fail(FERRY_ERR_DTYPE, "rank %d: %s: AVG needs a floating dtype, not %s", d->rank,
+                          __func__, ferry_dtype_name(dt));
     size_t n = (size_t)ferry_tensor_numel(t);
     char *p = ferry_tensor_data(t);
     if (!on_cpu) {
@@ -444,12 +443,11 @@ ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_
 
 ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root, ferry_stream *s)
 {
-    ferry_status st = check_tensor(d, t, "ferry_dist_broadcast");
+    ferry_status st = check_tensor(d, t, __func__);
     if (st != FERRY_OK)
         return st;
     if (root < 0 || root >= d->world)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: ferry_dist_broadcast: root %d is not in [0, %d)",
-                          d->rank, root, d->world);
+        return FERRY_ARG_ERROR("rank %d: root %d is not in [0, %d)", d->rank, root, d->world);
     ferry_dtype dt = ferry_tensor_dtype(t);
     size_t n = (size_t)ferry_tensor_numel(t);
     char *p = ferry_tensor_data(t);
@@ -476,7 +474,7 @@ ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root, ferr
 
 ferry_status ferry_dist_barrier(ferry_dist *d)
 {
-    ferry_status st = fd_usable(d, "ferry_dist_barrier");
+    ferry_status st = fd_usable(d, __func__);
     if (st != FERRY_OK)
         return st;
     MPI_Request r;

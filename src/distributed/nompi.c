@@ -22,7 +22,7 @@ ferry_status ferry_dist_create(const ferry_dist_config *cfg, ferry_dist **out)
     (void)cfg;
     if (out)
         *out = NULL;
-    return not_built("ferry_dist_create");
+    return not_built(__func__);
 }
 
 void ferry_dist_destroy(ferry_dist *d) { (void)d; }
@@ -38,19 +38,19 @@ ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_
                                    ferry_stream *s)
 {
     (void)d, (void)t, (void)op, (void)s;
-    return not_built("ferry_dist_all_reduce");
+    return not_built(__func__);
 }
 
 ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root, ferry_stream *s)
 {
     (void)d, (void)t, (void)root, (void)s;
-    return not_built("ferry_dist_broadcast");
+    return not_built(__func__);
 }
 
 ferry_status ferry_dist_barrier(ferry_dist *d)
 {
     (void)d;
-    return not_built("ferry_dist_barrier");
+    return not_built(__func__);
 }
 
 ferry_status ferry_dist_abort(ferry_dist *d, ferry_status why)
@@ -64,7 +64,7 @@ ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_byte
     (void)d, (void)m, (void)bucket_bytes;
     if (out)
         *out = NULL;
-    return not_built("ferry_ddp_create");
+    return not_built(__func__);
 }
 
 void ferry_ddp_destroy(ferry_ddp *p) { (void)p; }
@@ -73,5 +73,5 @@ size_t ferry_ddp_bucket_count(const ferry_ddp *p) { (void)p; return 0; }
 ferry_status ferry_ddp_sync_buffers(ferry_ddp *p, ferry_stream *s)
 {
     (void)p, (void)s;
-    return not_built("ferry_ddp_sync_buffers");
+    return not_built(__func__);
 }

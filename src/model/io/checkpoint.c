@@ -173,7 +173,7 @@ static ferry_status build_meta(const ferry_checkpoint *c, ck_meta *meta)
 ferry_status ferry_checkpoint_save(const char *path, const ferry_checkpoint *c)
 {
     if (!path || !c || !c->module)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_save)");
+        return FERRY_ARG_ERROR("%s is NULL", !path ? "path" : !c ? "checkpoint" : "checkpoint.module");
     ck_item *it = NULL;
     size_t n = 0;
     ferry_status st = collect(c->module, c->optim, c->amp, &it, &n);
@@ -280,7 +280,7 @@ static ferry_status apply(ferry_safetensors *f, const ferry_checkpoint *c, const
 ferry_status ferry_checkpoint_load(const char *path, const ferry_checkpoint *c)
 {
     if (!path || !c || !c->module)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path, checkpoint and its module must not be NULL (in ferry_checkpoint_load)");
+        return FERRY_ARG_ERROR("%s is NULL", !path ? "path" : !c ? "checkpoint" : "checkpoint.module");
     ferry_safetensors *f = NULL;
     ferry_status st = ferry_safetensors_open(path, &f);
     if (st != FERRY_OK)

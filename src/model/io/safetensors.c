@@ -521,7 +521,7 @@ static ferry_status check_crc(const ferry_safetensors *f)
 ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safetensors **out)
 {
     if (!out || (!data && size))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "data and out must not be NULL (in ferry_safetensors_parse)");
+        return FERRY_ARG_ERROR("%s is NULL", !out ? "out" : "data");
     ferry_safetensors *f = ferry_host_calloc(1, sizeof *f);
     if (!f)
         return FERRY_ERR_NO_MEMORY;
@@ -547,7 +547,7 @@ ferry_status ferry_safetensors_parse(const void *data, size_t size, ferry_safete
 ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out)
 {
     if (!path || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "path and out must not be NULL (in ferry_safetensors_open)");
+        return FERRY_ARG_ERROR("%s is NULL", !path ? "path" : "out");
     FILE *fp = fopen(path, "rb");
     if (!fp)
         return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
@@ -601,7 +601,7 @@ ferry_status ferry_safetensors_info(const ferry_safetensors *f, const char *name
                                     int64_t *shape, size_t *ndim)
 {
     if (!f || !name || !dt || !shape || !ndim)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "arguments must not be NULL (in ferry_safetensors_info)");
+        return FERRY_ARG_ERROR("%s is NULL", !f ? "file" : !name ? "name" : !dt ? "dt" : !shape ? "shape" : "ndim");
     const st_entry *e = find(f, name);
     if (!e)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "safetensors: no tensor named \"%s\"", name);
@@ -614,7 +614,7 @@ ferry_status ferry_safetensors_info(const ferry_safetensors *f, const char *name
 ferry_status ferry_safetensors_get(const ferry_safetensors *f, const char *name, ferry_device d, ferry_tensor **out)
 {
     if (!f || !name || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "file, name and out must not be NULL (in ferry_safetensors_get)");
+        return FERRY_ARG_ERROR("%s is NULL", !f ? "file" : !name ? "name" : "out");
     const st_entry *e = find(f, name);
     if (!e)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "safetensors: no tensor named \"%s\"", name);
@@ -786,7 +786,7 @@ ferry_status ferry_safetensors_save(const char *path, const char *const *names, 
                                     const char *const *meta, size_t n_meta)
 {
     if (!path || (n && (!names || !tensors)) || (n_meta && !meta))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "bad arguments (in ferry_safetensors_save)");
+        return FERRY_ARG_ERROR("%s is NULL", !path ? "path" : (n && !names) ? "names" : (n && !tensors) ? "tensors" : "meta");
     for (size_t i = 0; i < 2 * n_meta; i++)
         if (!meta[i])
             return ferry_fail(FERRY_ERR_INVALID_ARG, "safetensors: metadata entry %zu is NULL", i / 2);

@@ -93,7 +93,7 @@ static void free_state(ferry_amp *a)
 ferry_status ferry_amp_create(ferry_module *m, const ferry_amp_config *cfg, ferry_amp **out)
 {
     if (!m || !cfg || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, config and out must not be NULL (in ferry_amp_create)");
+        return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !cfg ? "config" : "out");
     if (cfg->dtype != FERRY_DTYPE_F16 && cfg->dtype != FERRY_DTYPE_BF16)
         return ferry_fail(FERRY_ERR_DTYPE, "mixed precision computes in f16 or bf16, not %s",
                           ferry_dtype_name(cfg->dtype));
@@ -202,7 +202,7 @@ static ferry_status read_found(ferry_amp *a, ferry_stream *s, bool *skipped)
 ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream *s, bool *skipped)
 {
     if (!a || !o)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "amp and optimiser must not be NULL (in ferry_amp_step)");
+        return FERRY_ARG_ERROR("%s is NULL", !a ? "amp" : "optimiser");
     if (fm_optim_module(o) != a->m)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "the optimiser and the amp belong to different modules");
     ferry_module *m = a->m;

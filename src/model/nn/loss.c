@@ -21,7 +21,7 @@ ferry_status ferry_metrics_create(ferry_device d, ferry_metrics **out)
 {
     d = ferry_device_resolve(d);
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_metrics_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     ferry_metrics *m = ferry_host_calloc(1, sizeof *m);
     if (!m)
         return FERRY_ERR_NO_MEMORY;
@@ -50,7 +50,7 @@ void ferry_metrics_destroy(ferry_metrics *m)
 ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_reset)");
+        return FERRY_ARG_ERROR("metrics is NULL");
     ferry_status st = ferry_tensor_fill(m->loss, 0.0, s);
     if (st == FERRY_OK)
         st = ferry_tensor_fill(m->ints, 0.0, s);
@@ -61,7 +61,7 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
 ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "metrics is NULL (in ferry_metrics_get)");
+        return FERRY_ARG_ERROR("metrics is NULL");
     float l = 0;
     int64_t ints[2] = {0, 0};
     /* The losses may have been queued on any stream of the device: wait for all. */
@@ -177,8 +177,8 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
     if (st == FERRY_OK && metrics)
         metrics->bad_seen = bad_now;
     if (st == FERRY_OK && bad_now != bad_before)
-        st = ferry_fail(FERRY_ERR_INVALID_ARG, "%lld of %lld labels are outside [0, %lld) (in %s)",
-                        (long long)(bad_now - bad_before), (long long)rows, (long long)classes, op);
+        st = ferry_arg_error_(op, "%lld of %lld labels are outside [0, %lld)", (long long)(bad_now - bad_before),
+                              (long long)rows, (long long)classes);
     ferry_tensor_release(scratch);
     ferry_tensor_release(x);
     ferry_tensor_release(y);
@@ -198,7 +198,7 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
 ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad_scale,
                             ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dpred)
 {
-    const char *op = "ferry_mse_loss";
+    const char *op = __func__;
     ferry_status st = fm_check_arg(pred, "pred", op);
     if (st == FERRY_OK)
         st = fm_check_arg(target, "target", op);

@@ -132,7 +132,7 @@ ferry_status fm_input(ferry_module *m, ferry_tensor *x, ferry_stream *s, const c
                       ferry_tensor **out)
 {
     if (!x)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "input is NULL (in %s)", where);
+        return ferry_arg_error_(where, "input is NULL");
     if (!ferry_device_eq(x->device, m->device))
         return device_mismatch(x->device, m->device, "input and parameters", where);
     if (x->dtype != m->dtype)
@@ -144,7 +144,7 @@ ferry_status fm_grad_input(ferry_module *m, ferry_tensor *dy, const int64_t *sha
                            ferry_stream *s, const char *where, ferry_tensor **out)
 {
     if (!dy)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "gradient is NULL (in %s)", where);
+        return ferry_arg_error_(where, "gradient is NULL");
     if (!ferry_device_eq(dy->device, m->device))
         return device_mismatch(dy->device, m->device, "gradient and parameters", where);
     if (dy->ndim != ndim || memcmp(dy->shape, shape, ndim * sizeof(int64_t)) != 0) {
@@ -227,7 +227,7 @@ void ferry_module_print(const ferry_module *m, FILE *f)
 ferry_status ferry_module_init(ferry_module *m, uint64_t seed)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_init)");
+        return FERRY_ARG_ERROR("module is NULL");
     for (size_t i = 0; i < m->nflat; i++) {
         fm_param *p = m->flat[i].p;
         ferry_tensor *t = fm_param_target(p);
@@ -257,7 +257,7 @@ ferry_status ferry_module_init(ferry_module *m, uint64_t seed)
 ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s, ferry_tensor **y)
 {
     if (!m || !x || !y)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, x and y must not be NULL (in ferry_module_forward)");
+        return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !x ? "x" : "y");
     ferry_status st = m->ops->forward(m, x, s, y);
     if (st != FERRY_OK || !m->training)
         fm_drop_saved_all(m);
@@ -267,7 +267,7 @@ ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream
 ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stream *s, ferry_tensor **dx)
 {
     if (!m || !dy)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module and dy must not be NULL (in ferry_module_backward)");
+        return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : "dy");
     if (dx)
         *dx = NULL;
     ferry_status st = m->ops->backward(m, dy, s, dx);
@@ -287,7 +287,7 @@ ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stre
 ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn, void *ctx)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_set_grad_hook)");
+        return FERRY_ARG_ERROR("module is NULL");
     m->grad_ready = fn;
     m->grad_ready_ctx = fn ? ctx : NULL;
     return FERRY_OK;
@@ -296,7 +296,7 @@ ferry_status ferry_module_set_grad_hook(ferry_module *m, ferry_grad_ready_fn fn,
 ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_zero_grad)");
+        return FERRY_ARG_ERROR("module is NULL");
     for (size_t i = 0; i < m->nflat; i++) {
         fm_param *p = m->flat[i].p;
         if (p->grad) {
@@ -386,7 +386,7 @@ ferry_status ferry_module_to(ferry_module *m, ferry_device d)
 {
     d = ferry_device_resolve(d);
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_to)");
+        return FERRY_ARG_ERROR("module is NULL");
     fm_drop_saved_all(m);
     drop_buffers_all(m);
     ferry_status st = convert_params(m, to_device_fn, &d);
@@ -407,7 +407,7 @@ static ferry_status to_dtype_fn(fm_param *p, int which, ferry_tensor *t, void *c
 ferry_status ferry_module_to_dtype(ferry_module *m, ferry_dtype dt)
 {
     if (!m)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module is NULL (in ferry_module_to_dtype)");
+        return FERRY_ARG_ERROR("module is NULL");
     if (!fm_is_float(dt))
         return ferry_fail(FERRY_ERR_DTYPE, "a module's dtype must be f32, f16 or bf16, not %s",
                           ferry_dtype_name(dt));

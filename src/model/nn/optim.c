@@ -199,7 +199,7 @@ ferry_status fm_optim_prepare(ferry_optim *o)
 ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
 {
     if (!o)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "optimiser is NULL (in ferry_optim_step)");
+        return FERRY_ARG_ERROR("optimiser is NULL");
     return fm_optim_step_(o, s, NULL);
 }
 

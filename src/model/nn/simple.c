@@ -85,7 +85,7 @@ static const fm_ops relu_ops = {relu_forward, relu_backward, relu_drop, NULL};
 ferry_status ferry_relu_create(ferry_module **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_relu_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     return fm_module_new(sizeof(fm_relu), &relu_ops, "ReLU", 0, out);
 }
 
@@ -143,7 +143,7 @@ static const fm_ops flatten_ops = {flatten_forward, flatten_backward, flatten_dr
 ferry_status ferry_flatten_create(ferry_module **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_flatten_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     return fm_module_new(sizeof(fm_flatten), &flatten_ops, "Flatten", 0, out);
 }
 
@@ -302,7 +302,7 @@ static const fm_ops seq_ops = {seq_forward, seq_backward, NULL, NULL};
 ferry_status ferry_sequential_create(ferry_module **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in ferry_sequential_create)");
+        return FERRY_ARG_ERROR("out is NULL");
     return fm_module_new(sizeof(ferry_module), &seq_ops, "Sequential(0)", 0, out);
 }
 

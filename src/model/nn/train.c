@@ -15,7 +15,7 @@ ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, f
                               ferry_tensor *labels, ferry_metrics *metrics, ferry_stream *s)
 {
     if (!m || !o || !x || !labels)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, optimiser, x and labels must not be NULL (in ferry_train_step)");
+        return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !o ? "optimiser" : !x ? "x" : "labels");
     if (!m->training)
         return ferry_fail(FERRY_ERR_BAD_STATE, "%s is in eval mode (call ferry_module_train(m, true))", m->name);
     ferry_tensor *logits = NULL, *dlogits = NULL;
@@ -44,7 +44,7 @@ ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *lab
                              ferry_metrics *metrics, ferry_stream *s)
 {
     if (!m || !x || !labels)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module, x and labels must not be NULL (in ferry_eval_step)");
+        return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !x ? "x" : "labels");
     bool was = m->training;
     ferry_module_train(m, false);
     ferry_tensor *logits = NULL;

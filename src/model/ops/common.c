@@ -41,12 +41,12 @@ ferry_status fm_check_arg(const ferry_tensor *t, const char *name, const char *o
 {
     if (t)
         return FERRY_OK;
-    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is NULL (in %s)", name, op);
+    return ferry_arg_error_(op, "%s is NULL", name);
 }
 
 ferry_status fm_check_out(const void *out, const char *op)
 {
-    return out ? FERRY_OK : ferry_fail(FERRY_ERR_INVALID_ARG, "out is NULL (in %s)", op);
+    return out ? FERRY_OK : ferry_arg_error_(op, "out is NULL");
 }
 
 ferry_status fm_check_device(const ferry_tensor *a, const ferry_tensor *b, const char *op)

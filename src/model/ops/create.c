@@ -10,7 +10,7 @@
 
 ferry_status ferry_tensor_fill(ferry_tensor *t, double value, ferry_stream *s)
 {
-    ferry_status st = fm_check_arg(t, "t", "ferry_tensor_fill");
+    ferry_status st = fm_check_arg(t, "t", __func__);
     if (st != FERRY_OK)
         return st;
     fk_nd nd;
@@ -23,7 +23,7 @@ ferry_status ferry_tensor_full(const int64_t *shape, size_t ndim, double value, 
                                ferry_device d, ferry_tensor **out)
 {
     ferry_tensor *t = NULL;
-    ferry_status st = fm_check_out(out, "ferry_tensor_full");
+    ferry_status st = fm_check_out(out, __func__);
     if (st == FERRY_OK)
         st = ferry_tensor_empty(shape, ndim, dt, d, &t);
     if (st == FERRY_OK)
@@ -47,6 +47,8 @@ ferry_status ferry_tensor_ones(const int64_t *shape, size_t ndim, ferry_dtype dt
 ferry_status ferry_tensor_arange(double start, double end, double step, ferry_dtype dt,
                                  ferry_device d, ferry_tensor **out)
 {
+    if (!out)
+        return FERRY_ARG_ERROR("out is NULL");
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "arange(%g, %g, %g): step must be non-zero and all finite",
                           start, end, step);
@@ -123,7 +125,7 @@ static bool broadcasts_to(const ferry_tensor *src, const ferry_tensor *dst)
 
 ferry_status ferry_tensor_copy(ferry_tensor *dst, const ferry_tensor *src, ferry_stream *s)
 {
-    const char *op = "ferry_tensor_copy";
+    const char *op = __func__;
     ferry_status st = fm_check_arg(dst, "dst", op);
     if (st == FERRY_OK)
         st = fm_check_arg(src, "src", op);
@@ -157,13 +159,13 @@ ferry_status ferry_tensor_copy(ferry_tensor *dst, const ferry_tensor *src, ferry
 ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype dt,
                           ferry_stream *s, ferry_tensor **out)
 {
-    ferry_status st = fm_check_arg(x, "x", "ferry_affine");
+    ferry_status st = fm_check_arg(x, "x", __func__);
     if (st == FERRY_OK)
-        st = fm_check_out(out, "ferry_affine");
+        st = fm_check_out(out, __func__);
     if (st != FERRY_OK)
         return st;
     if (!ferry_dtype_size(dt))
-        return ferry_fail(FERRY_ERR_DTYPE, "invalid dtype %d (in ferry_affine)", (int)dt);
+        return ferry_fail(FERRY_ERR_DTYPE, "invalid dtype %d (in %s)", (int)dt, __func__);
     ferry_tensor *y = NULL;
     st = fm_empty_like_shape(x, ferry_tensor_shape(x), ferry_tensor_ndim(x), dt, s, &y);
     if (st != FERRY_OK)
@@ -183,9 +185,9 @@ ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype d
 
 ferry_status ferry_tensor_clone(ferry_tensor *t, ferry_stream *s, ferry_tensor **out)
 {
-    ferry_status st = fm_check_arg(t, "t", "ferry_tensor_clone");
+    ferry_status st = fm_check_arg(t, "t", __func__);
     if (st == FERRY_OK)
-        st = fm_check_out(out, "ferry_tensor_clone");
+        st = fm_check_out(out, __func__);
     if (st != FERRY_OK)
         return st;
     return ferry_affine(t, 1.0, 0.0, ferry_tensor_dtype(t), s, out);
@@ -193,9 +195,9 @@ ferry_status ferry_tensor_clone(ferry_tensor *t, ferry_stream *s, ferry_tensor *
 
 ferry_status ferry_tensor_contiguous(ferry_tensor *t, ferry_stream *s, ferry_tensor **out)
 {
-    ferry_status st = fm_check_arg(t, "t", "ferry_tensor_contiguous");
+    ferry_status st = fm_check_arg(t, "t", __func__);
     if (st == FERRY_OK)
-        st = fm_check_out(out, "ferry_tensor_contiguous");
+        st = fm_check_out(out, __func__);
     if (st != FERRY_OK)
         return st;
     if (ferry_tensor_is_contiguous(t)) {
@@ -207,9 +209,9 @@ ferry_status ferry_tensor_contiguous(ferry_tensor *t, ferry_stream *s, ferry_ten
 
 ferry_status ferry_tensor_item(const ferry_tensor *t, double *out)
 {
-    ferry_status st = fm_check_arg(t, "t", "ferry_tensor_item");
+    ferry_status st = fm_check_arg(t, "t", __func__);
     if (st == FERRY_OK)
-        st = fm_check_out(out, "ferry_tensor_item");
+        st = fm_check_out(out, __func__);
     if (st != FERRY_OK)
         return st;
     if (ferry_tensor_numel(t) != 1) {

@@ -76,7 +76,7 @@ ferry_status ferry_binary(ferry_binary_op op, ferry_tensor *a, ferry_tensor *b, 
     if (st != FERRY_OK)
         return st;
     if ((unsigned)op > FERRY_OP_MINIMUM)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "unknown binary op %d", (int)op);
+        return FERRY_ARG_ERROR("unknown binary op %d", (int)op);
     int64_t shape[FERRY_MAX_DIMS];
     size_t nd_ = 0;
     st = broadcast_shape(a, b, name, shape, &nd_);

@@ -107,10 +107,10 @@ static ferry_status do_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s,
 
 ferry_status ferry_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s, ferry_tensor **out)
 {
-    return do_matmul(a, b, s, "ferry_matmul", out);
+    return do_matmul(a, b, s, __func__, out);
 }
 
 ferry_status ferry_bmm(ferry_tensor *a, ferry_tensor *b, ferry_stream *s, ferry_tensor **out)
 {
-    return do_matmul(a, b, s, "ferry_bmm", out);
+    return do_matmul(a, b, s, __func__, out);
 }

@@ -79,19 +79,19 @@ static ferry_status reduce(fk_rop op, ferry_tensor *a, int64_t dim, bool keepdim
 
 ferry_status ferry_sum(ferry_tensor *a, int64_t dim, bool keepdim, ferry_stream *s, ferry_tensor **out)
 {
-    return reduce(FK_SUM, a, dim, keepdim, s, "ferry_sum", out);
+    return reduce(FK_SUM, a, dim, keepdim, s, __func__, out);
 }
 ferry_status ferry_mean(ferry_tensor *a, int64_t dim, bool keepdim, ferry_stream *s, ferry_tensor **out)
 {
-    return reduce(FK_MEAN, a, dim, keepdim, s, "ferry_mean", out);
+    return reduce(FK_MEAN, a, dim, keepdim, s, __func__, out);
 }
 ferry_status ferry_max(ferry_tensor *a, int64_t dim, bool keepdim, ferry_stream *s, ferry_tensor **out)
 {
-    return reduce(FK_MAX, a, dim, keepdim, s, "ferry_max", out);
+    return reduce(FK_MAX, a, dim, keepdim, s, __func__, out);
 }
 ferry_status ferry_argmax(ferry_tensor *a, int64_t dim, bool keepdim, ferry_stream *s, ferry_tensor **out)
 {
-    return reduce(FK_ARGMAX, a, dim, keepdim, s, "ferry_argmax", out);
+    return reduce(FK_ARGMAX, a, dim, keepdim, s, __func__, out);
 }
 
 static ferry_status softmax(bool log_, ferry_tensor *a, int64_t dim, ferry_stream *s, const char *name,
@@ -130,9 +130,9 @@ static ferry_status softmax(bool log_, ferry_tensor *a, int64_t dim, ferry_strea
 
 ferry_status ferry_softmax(ferry_tensor *a, int64_t dim, ferry_stream *s, ferry_tensor **out)
 {
-    return softmax(false, a, dim, s, "ferry_softmax", out);
+    return softmax(false, a, dim, s, __func__, out);
 }
 ferry_status ferry_log_softmax(ferry_tensor *a, int64_t dim, ferry_stream *s, ferry_tensor **out)
 {
-    return softmax(true, a, dim, s, "ferry_log_softmax", out);
+    return softmax(true, a, dim, s, __func__, out);
 }

@@ -7,14 +7,14 @@
 ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t ndim,
                                   ferry_tensor **out)
 {
-    const char *op = "ferry_tensor_reshape";
+    const char *op = __func__;
     ferry_status st = fm_check_arg(t, "t", op);
     if (st == FERRY_OK)
         st = fm_check_out(out, op);
     if (st != FERRY_OK)
         return st;
     if (ndim && !shape)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "shape is NULL with %zu dims (in %s)", ndim, op);
+        return ferry_arg_error_(op, "shape is NULL with %zu dims", ndim);
     if (ndim > FERRY_MAX_DIMS)
         return ferry_fail(FERRY_ERR_SHAPE, "reshape: %zu dims (at most %d) (in %s)", ndim,
                           FERRY_MAX_DIMS, op);
@@ -57,7 +57,7 @@ ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t 
 ferry_status ferry_tensor_slice(ferry_tensor *t, int64_t dim, int64_t start, int64_t end,
                                 int64_t step, ferry_tensor **out)
 {
-    const char *op = "ferry_tensor_slice";
+    const char *op = __func__;
     ferry_status st = fm_check_arg(t, "t", op);
     if (st == FERRY_OK)
         st = fm_check_out(out, op);
@@ -67,8 +67,7 @@ ferry_status ferry_tensor_slice(ferry_tensor *t, int64_t dim, int64_t start, int
     if (st != FERRY_OK)
         return st;
     if (step <= 0)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "slice step must be positive, got %lld (in %s)",
-                          (long long)step, op);
+        return ferry_arg_error_(op, "slice step must be positive, got %lld", (long long)step);
     int64_t n = t->shape[d];
     if (start < 0)
         start += n;
@@ -89,7 +88,7 @@ ferry_status ferry_tensor_slice(ferry_tensor *t, int64_t dim, int64_t start, int
 
 ferry_status ferry_tensor_transpose(ferry_tensor *t, int64_t dim0, int64_t dim1, ferry_tensor **out)
 {
-    const char *op = "ferry_tensor_transpose";
+    const char *op = __func__;
     ferry_status st = fm_check_arg(t, "t", op);
     if (st == FERRY_OK)
         st = fm_check_out(out, op);
@@ -114,13 +113,13 @@ ferry_status ferry_tensor_transpose(ferry_tensor *t, int64_t dim0, int64_t dim1,
 
 ferry_status ferry_tensor_flatten(ferry_tensor *t, ferry_tensor **out)
 {
-    ferry_status st = fm_check_arg(t, "t", "ferry_tensor_flatten");
+    ferry_status st = fm_check_arg(t, "t", __func__);
     if (st == FERRY_OK)
-        st = fm_check_out(out, "ferry_tensor_flatten");
+        st = fm_check_out(out, __func__);
     if (st != FERRY_OK)
         return st;
     if (t->ndim < 1)
-        return ferry_fail(FERRY_ERR_SHAPE, "cannot flatten a 0-d tensor (in ferry_tensor_flatten)");
+        return ferry_fail(FERRY_ERR_SHAPE, "cannot flatten a 0-d tensor (in %s)", __func__);
     int64_t shape[2] = {t->shape[0], -1};
     if (t->shape[0] == 0) {
         int64_t rest = 1;

@@ -140,7 +140,7 @@ static void suffix(const ferry_tensor *t, FILE *f)
 ferry_status ferry_tensor_print(const ferry_tensor *t, FILE *f)
 {
     if (!t || !f)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_print: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", t ? "f" : "t");
     if (t->numel == 0) {
         fputs("tensor([]", f);
         if (t->ndim != 1) {

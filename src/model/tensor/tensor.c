@@ -138,12 +138,11 @@ static ferry_status storage_new(ferry_device d, void *data, size_t bytes, bool o
     return FERRY_OK;
 }
 
-/* Allocates on d, on stream s (NULL: default). */
+/* Allocates on d, on stream s (NULL: default). out is not NULL: the public
+ * callers check it, naming themselves. */
 static ferry_status tensor_alloc(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                                  ferry_stream *s, ferry_tensor **out)
 {
-    if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "tensor: out is NULL");
     *out = NULL;
     int64_t numel;
     size_t bytes;
@@ -170,18 +169,24 @@ static ferry_status tensor_alloc(const int64_t *shape, size_t ndim, ferry_dtype 
 ferry_status ferry_tensor_empty(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                                 ferry_tensor **out)
 {
+    if (!out)
+        return FERRY_ARG_ERROR("out is NULL");
     return tensor_alloc(shape, ndim, dt, d, NULL, out);
 }
 
 ferry_status ferry_tensor_empty_on_(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                                     ferry_stream *s, ferry_tensor **out)
 {
+    if (!out)
+        return FERRY_ARG_ERROR("out is NULL");
     return tensor_alloc(shape, ndim, dt, d, s && ferry_device_eq(ferry_stream_device(s), d) ? s : NULL, out);
 }
 
 ferry_status ferry_tensor_zeros(const int64_t *shape, size_t ndim, ferry_dtype dt, ferry_device d,
                                 ferry_tensor **out)
 {
+    if (!out)
+        return FERRY_ARG_ERROR("out is NULL");
     ferry_status st = tensor_alloc(shape, ndim, dt, d, NULL, out);
     if (st != FERRY_OK)
         return st;
@@ -204,6 +209,8 @@ static ferry_copy_kind kind_between(ferry_device src, ferry_device dst)
 ferry_status ferry_tensor_from_host(const void *data, const int64_t *shape, size_t ndim, ferry_dtype dt,
                                     ferry_device d, ferry_tensor **out)
 {
+    if (!out)
+        return FERRY_ARG_ERROR("out is NULL");
     ferry_status st = tensor_alloc(shape, ndim, dt, d, NULL, out);
     if (st != FERRY_OK)
         return st;
@@ -211,7 +218,7 @@ ferry_status ferry_tensor_from_host(const void *data, const int64_t *shape, size
     if (bytes && !data) {
         ferry_tensor_release(*out);
         *out = NULL;
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_from_host: data is NULL");
+        return FERRY_ARG_ERROR("data is NULL");
     }
     st = ferry_memcpy((*out)->storage->data, data, bytes, kind_between(ferry_cpu(), d), d, NULL);
     /* A pageable host-to-device copy may still be in flight on return. */
@@ -228,7 +235,7 @@ ferry_status ferry_tensor_from_blob(void *data, const int64_t *shape, size_t ndi
                                     ferry_device d, ferry_tensor **out)
 {
     if (!out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_from_blob: out is NULL");
+        return FERRY_ARG_ERROR("out is NULL");
     *out = NULL;
     int64_t numel;
     size_t bytes;
@@ -236,7 +243,7 @@ ferry_status ferry_tensor_from_blob(void *data, const int64_t *shape, size_t ndi
     if (st != FERRY_OK)
         return st;
     if (bytes && !data)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_from_blob: data is NULL");
+        return FERRY_ARG_ERROR("data is NULL");
     if ((st = ferry_device_check(d)) != FERRY_OK)
         return st;
     ferry_storage *sto;
@@ -385,12 +392,10 @@ static void view_span(const ferry_tensor *t, int64_t *lo, int64_t *hi)
 ferry_status ferry_tensor_copy_to_host(const ferry_tensor *t, void *dst, size_t bytes)
 {
     if (!t || (!dst && bytes))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_copy_to_host: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", t ? "dst" : "t");
     size_t need = ferry_tensor_nbytes(t);
     if (bytes < need)
-        return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "ferry_tensor_copy_to_host: destination holds %zu bytes, the tensor needs %zu",
-                          bytes, need);
+        return FERRY_ARG_ERROR("destination holds %zu bytes, the tensor needs %zu", bytes, need);
     if (need == 0)
         return FERRY_OK;
     const char *src = ferry_tensor_ptr_(t);
@@ -427,7 +432,7 @@ static ferry_status copy_to_device(ferry_tensor *t, ferry_device d, ferry_stream
     ferry_device cd = d.type == FERRY_DEVICE_CUDA ? d : t->device;
     if (s && !ferry_device_eq(ferry_stream_device(s), cd)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
-        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "ferry_tensor_to: copy on %s, stream on %s",
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "copy on %s, stream on %s",
                           ferry_device_format(cd, a, sizeof a),
                           ferry_device_format(ferry_stream_device(s), b, sizeof b));
     }
@@ -469,13 +474,15 @@ ferry_status ferry_tensor_to_stream(ferry_tensor *t, ferry_device d, ferry_strea
 {
     d = ferry_device_resolve(d);
     if (!t || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_to: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", t ? "out" : "t");
     *out = NULL;
     if (ferry_device_eq(t->device, d)) {
         *out = ferry_tensor_retain(t);
         return FERRY_OK;
     }
-    return copy_to_device(t, d, s, out);
+    ferry_status st = copy_to_device(t, d, s, out);
+    /* A stream on the wrong device is the caller's argument too. */
+    return st == FERRY_ERR_DEVICE_MISMATCH ? FERRY_ARG_CONTEXT(st) : st;
 }
 
 ferry_status ferry_tensor_to(ferry_tensor *t, ferry_device d, bool non_blocking, ferry_tensor **out)
@@ -495,10 +502,10 @@ ferry_status ferry_tensor_cpu(ferry_tensor *t, ferry_tensor **out)
 ferry_status ferry_tensor_to_dtype(ferry_tensor *t, ferry_dtype dt, ferry_tensor **out)
 {
     if (!t || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_tensor_to_dtype: NULL argument");
+        return FERRY_ARG_ERROR("%s is NULL", t ? "out" : "t");
     *out = NULL;
     if (ferry_dtype_size(dt) == 0)
-        return ferry_fail(FERRY_ERR_DTYPE, "ferry_tensor_to_dtype: invalid dtype %d", (int)dt);
+        return ferry_fail(FERRY_ERR_DTYPE, "%s: invalid dtype %d", __func__, (int)dt);
     if (t->dtype == dt) {
         *out = ferry_tensor_retain(t);
         return FERRY_OK;
