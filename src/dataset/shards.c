@@ -43,6 +43,7 @@ typedef struct shards {
     /* shards named by URL: their bytes come through this cache (remote_cache.c),
      * which owns their descriptors; NULL without one */
     ferry_remote_cache *remote;
+    ferry_remote_streams *streams; /* their streaming-order reads (remote_stream.c) */
 } shards;
 
 ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t n, const char *name)
@@ -114,8 +115,19 @@ static void read_ahead(const shards *h, const ferry_shard_sample *sp)
         }
 }
 
+/* A remote plain shard's member, past the cache: in the streaming order from
+ * the shard's stream, else (one_off: create's probe; a shard larger than the
+ * cache's budget) by a Range request. */
+static bool past_cache(const shards *h, const ferry_shard_sample *sp, bool gz, bool one_off)
+{
+    const ferry_remote_obj *obj = ferry__remote_cache_obj(h->remote, sp->shard);
+    return obj && !gz && (one_off || ferry__remote_streams_on(h->streams) ||
+                          ferry__remote_cache_fits(h->remote, sp->shard) != FERRY_OK);
+}
+
 /* The image member's bytes into s->file, within the size limit. */
-static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s)
+static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s,
+                               bool one_off)
 {
     const char *name = h->names + sp->name;
     size_t max = h->cfg.limits.max_file_bytes;
@@ -124,6 +136,14 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
                              "of %zu", (unsigned long long)sp->hdr_off,
                              (unsigned long long)sp->img_size, max);
     bool gz = h->gzip && h->gzip[sp->shard];
+    if (past_cache(h, sp, gz, one_off)) {
+        ferry_clear_error(); /* fits' reason: not this read's */
+        ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
+        if (st != FERRY_OK)
+            return ferry_fail_named(st, name);
+        return ferry__remote_stream_read(h->streams, sp->shard, sp->img_off, (size_t)sp->img_size,
+                                         s->file);
+    }
     /* A remote shard's bytes must be in the cache first: all of a gzip one
      * (its stream reads ahead), up to the member's end of a plain one. */
     ferry_status st = ferry__remote_cache_acquire(h->remote, sp->shard,
@@ -144,7 +164,7 @@ static ferry_status read_member(const void *src, size_t index, ferry_scratch *s,
 {
     const shards *h = src;
     *n = (size_t)h->samples[index].img_size;
-    return read_image(h, &h->samples[index], s);
+    return read_image(h, &h->samples[index], s, false);
 }
 
 static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
@@ -189,6 +209,7 @@ static void shards_free(shards *h)
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
     ferry__gz_cache_destroy(h->gz);
+    ferry__remote_streams_destroy(h->streams); /* before the cache: it uses its objects */
     ferry__remote_cache_destroy(h->remote);
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
@@ -237,6 +258,7 @@ static void shards_readahead(ferry_dataset *ds, size_t bytes)
         (void)posix_fadvise(h->fds[i], 0, 0, bytes ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL);
     }
     atomic_store(&h->readahead, bytes);
+    ferry__remote_streams_reset(h->streams, bytes > 0);
 }
 
 static const ferry_dataset_vtable shards_vt = {
@@ -249,6 +271,7 @@ bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *ou
     if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->remote)
         return false;
     ferry__remote_cache_stats(((shards *)ds->impl)->remote, out);
+    ferry__remote_streams_stats(((shards *)ds->impl)->streams, out);
     return true;
 }
 
@@ -311,6 +334,8 @@ static ferry_status open_shards(shards *h)
         return FERRY_ERR_NO_MEMORY;
     ferry_remote_setup rs = remote_setup(h);
     ferry_status rst = ferry__remote_cache_create(&rs, &h->remote);
+    if (rst == FERRY_OK)
+        rst = ferry__remote_streams_create(h->paths, h->nshards, h->remote, &rs.opts, &h->streams);
     if (rst != FERRY_OK)
         return rst;
     for (size_t i = 0; i < h->nshards; i++)
@@ -438,19 +463,46 @@ typedef struct index_job {
     atomic_bool warned;    /* an index could not be saved (said once) */
 } index_job;
 
+/* Remote shard i's index: the file beside it (URL.ferry-index) when there is
+ * one and it fits the shard, else read from the cache's copy of the whole
+ * shard, which must then fit the cache's budget. A gzip shard is read
+ * through the cache, so it must fit either way. */
+static ferry_status index_remote(index_job *j, size_t i)
+{
+    const shards *h = j->h;
+    const char *path = h->paths[i];
+    char url[4096];
+    uint8_t *d = NULL;
+    size_t n = 0;
+    bool found = false;
+    ferry_remote_setup rs = remote_setup(h);
+    ferry_status st = FERRY_OK;
+    if ((size_t)snprintf(url, sizeof url, "%s%s", path, FERRY_SHARD_INDEX_SUFFIX) < sizeof url &&
+        ferry__remote_fetch_small(url, &rs.opts, (size_t)1 << 30,
+                                  ferry__remote_cache_counters(h->remote), &d, &n) == FERRY_OK)
+        st = ferry__shard_index_parse(d, n, path, ferry__remote_cache_obj(h->remote, i)->size,
+                                      (uint32_t)i, &j->parts[i], &found);
+    ferry_clear_error(); /* no index beside it: not an error, read the shard */
+    ferry_host_free(d);
+    if (st == FERRY_OK && found && j->parts[i].gzip &&
+        (st = ferry__remote_cache_fits(h->remote, i)) != FERRY_OK)
+        ferry__shard_part_free(&j->parts[i]);
+    if (st != FERRY_OK || found)
+        return st;
+    if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK)
+        st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i]);
+    ferry__remote_cache_release(h->remote, i);
+    return st;
+}
+
 /* Shard i's index: from the file beside it when asked and it matches, else
  * read from the shard (and saved when asked). */
 static ferry_status index_one(index_job *j, size_t i)
 {
     const char *path = j->h->paths[i];
     int fd = j->h->fds[i];
-    if (ferry__remote_cache_fd(j->h->remote, i) >= 0) { /* indexed from the cache's copy */
-        ferry_status st = ferry__remote_cache_acquire(j->h->remote, i, UINT64_MAX);
-        if (st == FERRY_OK)
-            st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
-        ferry__remote_cache_release(j->h->remote, i);
-        return st;
-    }
+    if (ferry__remote_cache_fd(j->h->remote, i) >= 0)
+        return index_remote(j, i);
     bool cache = j->h->cfg.shard_index_cache, found = false;
     ferry_status st = cache ? ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i], &found)
                             : FERRY_OK;
@@ -630,7 +682,7 @@ static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
     ferry_scratch *s = NULL;
     ferry_status st = ferry_scratch_create(&s);
     if (st == FERRY_OK)
-        st = read_image(h, &h->samples[i], s);
+        st = read_image(h, &h->samples[i], s, true);
     ferry_image_info info;
     if (st == FERRY_OK)
         st = ferry__image_header(s->file, (size_t)h->samples[i].img_size, h->names + h->samples[i].name, &info);

@@ -20,8 +20,9 @@
 #include "common/error.h"
 #include "dataset/shards.h"
 
-#define SUFFIX ".ferry-index"
+#define SUFFIX FERRY_SHARD_INDEX_SUFFIX
 #define MAGIC "FERRYIX1"
+#define VERSION 2 /* 2: .jpg and .jpeg members are images too */
 /* An index bigger than this is not one of ours. */
 #define MAX_INDEX_BYTES ((uint64_t)1 << 34)
 
@@ -45,7 +46,7 @@ static head head_of(const struct stat *sb, const ferry_shard_part *p)
     head h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
-    h.version = 2; /* 2: .jpg and .jpeg members are images too */
+    h.version = VERSION;
     h.record = (uint32_t)sizeof(ferry_shard_sample);
     h.shard_size = (uint64_t)sb->st_size;
     h.mtime_s = (int64_t)sb->st_mtim.tv_sec;
@@ -317,6 +318,37 @@ ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry
         }
     }
     ferry_host_free(d);
+    if (!*found)
+        ferry__shard_part_free(out);
+    return st;
+}
+
+ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *path,
+                                      uint64_t shard_size, uint32_t k, ferry_shard_part *out,
+                                      bool *found)
+{
+    memset(out, 0, sizeof *out);
+    *found = false;
+    head h, want;
+    memset(&want, 0, sizeof want);
+    memcpy(want.magic, MAGIC, 8);
+    if (n < sizeof h)
+        return FERRY_OK;
+    memcpy(&h, d, sizeof h);
+    /* The shard's time is not known from afar: its size and the CRC decide. */
+    if (memcmp(h.magic, want.magic, 8) != 0 || h.version != VERSION ||
+        h.record != sizeof(ferry_shard_sample) || h.shard_size != shard_size ||
+        h.n >= MAX_INDEX_BYTES / sizeof(ferry_shard_sample) || h.names_len >= MAX_INDEX_BYTES ||
+        h.classes_len >= MAX_INDEX_BYTES ||
+        sizeof h + h.n * sizeof(ferry_shard_sample) + h.names_len + h.classes_len + 4 != n ||
+        !valid(d, n))
+        return FERRY_OK;
+    ferry_status st = unpack(d, path, k, out);
+    *found = st == FERRY_OK;
+    if (st == FERRY_ERR_FORMAT) {
+        st = FERRY_OK;
+        ferry_clear_error();
+    }
     if (!*found)
         ferry__shard_part_free(out);
     return st;
