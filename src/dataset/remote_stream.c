@@ -57,6 +57,7 @@ struct ferry_remote_streams {
     ferry_remote_opts once;    /* for Range reads of one member */
     bool on;
     char **failed;             /* per shard: its stream's error this epoch, or NULL */
+    uint8_t *opened;           /* per shard: streamed this epoch already */
     ferry_status *failed_st;
     uint64_t tick;
     uint64_t hits, misses, started, streamed, ranged;
@@ -187,6 +188,11 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
         pthread_cond_broadcast(&o->cv);
         return other;
     }
+    /* An epoch's first stream of a shard starts at its first byte: the
+     * shuffle buffer's first reads of it are not all at its start. */
+    if (!o->opened[k])
+        off = 0;
+    o->opened[k] = 1;
     r->shard = k;
     r->base = r->have = r->want = off;
     r->ended = false;
@@ -247,12 +253,13 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
     bool waited = false;
     int got = BY_RANGE;
     pthread_mutex_lock(&o->lock);
-    if (o->on && o->failed[k]) {
+    rstream *r = o->on ? find(o, k) : NULL;
+    /* Bytes that came before the failure are still good. */
+    if (o->on && o->failed[k] && !(r && off >= ring_start(r) && r->have >= off + n)) {
         ferry_status st = ferry_fail(o->failed_st[k], "%s", o->failed[k]);
         pthread_mutex_unlock(&o->lock);
         return st;
     }
-    rstream *r = o->on ? find(o, k) : NULL;
     if (o->on && !r)
         r = open_stream(o, k, off);
     if (r && off >= ring_start(r)) {
@@ -300,6 +307,7 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
     for (size_t k = 0; k < o->n; k++) {
         ferry_host_free(o->failed[k]);
         o->failed[k] = NULL;
+        o->opened[k] = 0;
     }
     o->on = on;
     pthread_mutex_unlock(&o->lock);
@@ -339,8 +347,10 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
     if (!o)
         return FERRY_ERR_NO_MEMORY;
     if (!(o->failed = ferry_host_calloc(n, sizeof *o->failed)) ||
-        !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st))) {
+        !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st)) ||
+        !(o->opened = ferry_host_calloc(n, 1))) {
         ferry_host_free(o->failed);
+        ferry_host_free(o->failed_st);
         ferry_host_free(o);
         return FERRY_ERR_NO_MEMORY;
     }
@@ -370,6 +380,7 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
         ferry_host_free(o->s[i].ring);
     ferry_host_free(o->failed);
     ferry_host_free(o->failed_st);
+    ferry_host_free(o->opened);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->lock);
     ferry_host_free(o);
