@@ -98,5 +98,39 @@ fi
 [ -n "$notes" ] && echo "remote-test: ${notes#; }"
 out=$(timeout -k 5 300 "$test" 2>&1)
 rc=$?
-printf '%s\n' "$out"
-exit $rc
+printf '%s\n' "$out" | grep -v ' passed, .* failed, .* skipped$'
+sum=$(printf '%s\n' "$out" | grep ' passed, .* failed, .* skipped$' | tail -n 1)
+set -- $sum
+pass=${1:-0} fail=${3:-0} skipn=${5:-0}
+[ -n "$sum" ] || fail=$((fail + 1)) # the program died before its summary
+
+# ferry bench on URLs (the shards the test put in nginx's root) reports what it
+# did on the network, in the streaming and the random order.
+bench=$build/ferry
+if [ -z "${FERRY_TEST_URL:-}" ] || [ ! -x "$bench" ]; then
+    echo "skip  bench_reports_network_counters"
+    echo "  skipped: needs nginx (FERRY_TEST_URL) and $bench"
+    skipn=$((skipn + 1))
+else
+    for f in a.tar b.tar d.tar; do echo "$FERRY_TEST_URL/$f"; done > "$tmp/urls.txt"
+    ok=1
+    for order in "--stream 8" ""; do
+        # shellcheck disable=SC2086 # $order is two words or none
+        b=$(FERRY_CACHE_DIR="$tmp/cache" timeout -k 5 120 "$bench" bench "$tmp/urls.txt" \
+            --workers 2 --epochs 2 --batch 4 --device cpu $order 2>&1)
+        if ! printf '%s\n' "$b" | grep -Eq 'network: [0-9.]+ MB fetched, [0-9]+ requests, [0-9]+ retries; hits [0-9]+, misses [0-9]+, waited [0-9.]+ s'; then
+            ok=0
+            echo "  ferry bench ${order:-(random)} on URLs printed no network counters:"
+            printf '%s\n' "$b" | sed 's/^/    /' | tail -n 12
+        fi
+    done
+    if [ $ok = 1 ]; then
+        echo "ok    bench_reports_network_counters"
+        pass=$((pass + 1))
+    else
+        echo "FAIL  bench_reports_network_counters"
+        fail=$((fail + 1))
+    fi
+fi
+echo "$pass passed, $fail failed, $skipn skipped"
+[ "$fail" -eq 0 ] && [ $rc -eq 0 ]

@@ -18,8 +18,6 @@
 #include "harness.h"
 #include "harness_http.h"
 
-bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *out);
-
 enum { NSHARDS = 4, PER = 12, IW = 8, IH = 6 };
 static const char *names[NSHARDS] = {"a.tar", "b.tar", "c.tar.gz", "d.tar"};
 

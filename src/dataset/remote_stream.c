@@ -32,6 +32,7 @@
 typedef struct rstream {
     struct ferry_remote_streams *o;
     size_t shard;              /* NONE: free */
+    size_t fetching;           /* the shard its thread fetches (shard goes NONE at a close) */
     uint64_t base;             /* the first byte fetched */
     uint64_t have;             /* bytes [base, have) arrived; the ring holds the last RING */
     uint64_t want;             /* the furthest end a reader asked for */
@@ -97,7 +98,7 @@ static int sink(void *arg, const uint8_t *b, size_t n)
             pthread_cond_wait(&o->cv, &o->lock);
         if (atomic_load(&r->stop)) {
             pthread_mutex_unlock(&o->lock);
-            ferry_fail_at(FERRY_ERR_BAD_STATE, o->paths[r->shard], "stream stopped");
+            ferry_fail_at(FERRY_ERR_BAD_STATE, o->paths[r->fetching], "stream stopped");
             return 1;
         }
         uint64_t room = r->want + AHEAD - r->have;
@@ -121,8 +122,8 @@ static void *fetch_main(void *arg)
 {
     rstream *r = arg;
     struct ferry_remote_streams *o = r->o;
-    const char *url = o->paths[r->shard];
-    ferry_status st = ferry__remote_get(url, &o->opts, ferry__remote_cache_obj(o->cache, r->shard),
+    const char *url = o->paths[r->fetching];
+    ferry_status st = ferry__remote_get(url, &o->opts, ferry__remote_cache_obj(o->cache, r->fetching),
                                         r->base, UINT64_MAX, sink, stopped, r,
                                         ferry__remote_cache_counters(o->cache));
     pthread_mutex_lock(&o->lock);
@@ -193,7 +194,7 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     if (!o->opened[k])
         off = 0;
     o->opened[k] = 1;
-    r->shard = k;
+    r->shard = r->fetching = k;
     r->base = r->have = r->want = off;
     r->ended = false;
     r->st = FERRY_OK;
