@@ -1,8 +1,11 @@
 /* Internal to src/dataset: shards named by URL (http://, https://, s3://).
  * remote_url.c turns a URL into what to request (s3:// through the AWS_*
  * variables); remote_fetch.c (libcurl) or remote_nocurl.c (builds without it)
- * fetches; remote_cache.c keeps whole shards in a bounded local cache that
- * the shard dataset reads with pread, as it reads a local shard. */
+ * fetches; remote_read.c reads a byte range or a small object (a shard's
+ * index, URL.ferry-index) into memory; remote_stream.c streams shards in the
+ * streaming order; remote_cache.c keeps whole shards in a bounded local cache
+ * that the shard dataset reads with pread in random order, as it reads a
+ * local shard. */
 #ifndef FERRY_DATASET_REMOTE_H
 #define FERRY_DATASET_REMOTE_H
 
