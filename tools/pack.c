@@ -29,6 +29,7 @@ typedef struct pack_opts {
     uint64_t shard_size;
     uint64_t seed;
     bool shuffle;
+    bool index;          /* --index: SHARD.ferry-index beside each shard */
 } pack_opts;
 
 static void usage(FILE *f)
@@ -47,7 +48,10 @@ static void usage(FILE *f)
             "  --shard-size SIZE: start a new shard before one passes SIZE bytes (a sample is\n"
             "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
             "                     none (bytes), 10K to 1024G; default 256M\n"
-            "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n");
+            "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n"
+            "  --index:           also write each shard's index beside it (SHARD.ferry-index):\n"
+            "                     uploaded with the shards, it lets readers by URL start\n"
+            "                     without fetching every shard\n");
 }
 
 /* "64M", "1G", "100000": bytes. */
@@ -89,6 +93,8 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         const char *a = argv[i], *v;
         if (!strcmp(a, "--no-shuffle")) {
             o->shuffle = false;
+        } else if (!strcmp(a, "--index")) {
+            o->index = true;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(PACK, argc, argv, &i)) || cli_u64(PACK, a, v, &o->seed) != 0)
                 return CLI_USAGE;
@@ -348,6 +354,21 @@ static int pack_all(packer *p)
     return rc;
 }
 
+/* --index: reading the shards with shard_index_cache writes each index. */
+static int write_indexes(const pack_opts *o)
+{
+    ferry_image_config c = ferry_image_config_default();
+    c.shard_index_cache = true;
+    const char *dir = o->out;
+    ferry_dataset *ds;
+    if (ferry_dataset_shards(&dir, 1, &c, &ds) != FERRY_OK) {
+        fprintf(stderr, PACK ": indexing %s: %s\n", o->out, ferry_last_error());
+        return -1;
+    }
+    ferry_dataset_release(ds);
+    return 0;
+}
+
 /* After a failure: no shard of an incomplete pack is left to be read as whole. */
 static void remove_partial(packer *p)
 {
@@ -380,6 +401,8 @@ int cmd_pack(int argc, char **argv)
     }
     double t0 = tool_now();
     rc = out_is_free(o.out) == 0 && pack_all(&p) == 0 ? 0 : 1;
+    if (rc == 0 && o.index && write_indexes(&o) != 0)
+        rc = 1; /* the shards are whole: they stay */
     if (rc == 0)
         printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s\n", o.out,
                ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),
