@@ -147,6 +147,11 @@ void ferry__remote_streams_destroy(ferry_remote_streams *s);
  * are one Range request each. No read may be in progress. */
 void ferry__remote_streams_reset(ferry_remote_streams *s, bool on);
 bool ferry__remote_streams_on(ferry_remote_streams *s);
+/* The order in which this epoch first reads the shards (m shard numbers):
+ * when a shard's stream is first read, the next one's starts, so that its
+ * first bytes are there when its reads begin. NULL: no order (none started
+ * ahead). */
+void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size_t m);
 /* Bytes [off, off + n) of remote shard k into dst: from its stream (started
  * at off when it has none), or by a Range request when the bytes are behind
  * the stream's ring or streaming is off. Never a partial read. A stream that

@@ -59,6 +59,8 @@ struct ferry_remote_streams {
     bool on;
     char **failed;             /* per shard: its stream's error this epoch, or NULL */
     uint8_t *opened;           /* per shard: streamed this epoch already */
+    size_t *next;              /* per shard: the one the plan reads after it, or NONE */
+    uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
     uint64_t hits, misses, started, streamed, ranged;
@@ -195,6 +197,7 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
         off = 0;
     o->opened[k] = 1;
     r->shard = r->fetching = k;
+    r->used = ++o->tick;
     r->base = r->have = r->want = off;
     r->ended = false;
     r->st = FERRY_OK;
@@ -209,6 +212,18 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     r->thread = true;
     o->started++;
     return r;
+}
+
+/* At shard k's first read this epoch: the stream of the shard the plan reads
+ * next, so that the request's latency passes while k is read. */
+static void start_next(struct ferry_remote_streams *o, size_t k)
+{
+    if (o->led[k])
+        return;
+    o->led[k] = 1;
+    size_t j = o->next[k];
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
+        (void)open_stream(o, j, 0);
 }
 
 /* ---- reads ---- */
@@ -263,9 +278,12 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
     }
     if (o->on && !r)
         r = open_stream(o, k, off);
-    if (r && off >= ring_start(r)) {
-        r->users++;
-        got = take(o, r, off, n, dst, &waited);
+    if (r) {
+        r->users++; /* also keeps it from being taken for the next shard */
+        r->used = ++o->tick;
+        start_next(o, k);
+        if (off >= ring_start(r))
+            got = take(o, r, off, n, dst, &waited);
         r->users--;
         pthread_cond_broadcast(&o->cv);
     }
@@ -309,8 +327,21 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         ferry_host_free(o->failed[k]);
         o->failed[k] = NULL;
         o->opened[k] = 0;
+        o->led[k] = 0;
     }
     o->on = on;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size_t m)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    for (size_t k = 0; k < o->n; k++)
+        o->next[k] = NONE;
+    for (size_t i = 0; seq && i + 1 < m; i++)
+        o->next[seq[i]] = seq[i + 1];
     pthread_mutex_unlock(&o->lock);
 }
 
@@ -349,15 +380,20 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
         return FERRY_ERR_NO_MEMORY;
     if (!(o->failed = ferry_host_calloc(n, sizeof *o->failed)) ||
         !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st)) ||
-        !(o->opened = ferry_host_calloc(n, 1))) {
+        !(o->opened = ferry_host_calloc(n, 1)) || !(o->led = ferry_host_calloc(n, 1)) ||
+        !(o->next = ferry_host_malloc(n * sizeof *o->next))) {
         ferry_host_free(o->failed);
         ferry_host_free(o->failed_st);
+        ferry_host_free(o->opened);
+        ferry_host_free(o->led);
         ferry_host_free(o);
         return FERRY_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&o->lock, NULL);
     pthread_cond_init(&o->cv, NULL);
     o->n = n;
+    for (size_t k = 0; k < n; k++)
+        o->next[k] = NONE;
     o->paths = paths;
     o->cache = cache;
     o->once = *opts;
@@ -382,6 +418,8 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
     ferry_host_free(o->failed);
     ferry_host_free(o->failed_st);
     ferry_host_free(o->opened);
+    ferry_host_free(o->led);
+    ferry_host_free(o->next);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->lock);
     ferry_host_free(o);

@@ -234,10 +234,37 @@ static size_t shards_ends(const ferry_dataset *ds, const size_t **ends, const si
     return h->nshards;
 }
 
+/* Remote shards: the order in which the plan first reads each shard, so that
+ * the next one's stream starts before its first read. */
+static ferry_status plan_streams(shards *h, const size_t *idx, size_t n)
+{
+    if (!idx) {
+        ferry__remote_streams_plan(h->streams, NULL, 0);
+        return FERRY_OK;
+    }
+    size_t *seq = ferry_host_malloc(h->nshards * sizeof *seq), m = 0;
+    uint8_t *seen = ferry_host_calloc(h->nshards, 1);
+    ferry_status st = seq && seen ? FERRY_OK : FERRY_ERR_NO_MEMORY;
+    for (size_t i = 0; st == FERRY_OK && i < n && m < h->nshards; i++) {
+        uint32_t k = h->samples[idx[i]].shard;
+        if (seen[k])
+            continue;
+        seen[k] = 1;
+        if (ferry__remote_cache_obj(h->remote, k) && !(h->gzip && h->gzip[k]))
+            seq[m++] = k; /* the shards that are streamed */
+    }
+    if (st == FERRY_OK)
+        ferry__remote_streams_plan(h->streams, seq, m);
+    ferry_host_free(seq);
+    ferry_host_free(seen);
+    return st;
+}
+
 static ferry_status shards_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
 {
     shards *h = ds->impl;
-    return h->gz ? ferry__gz_cache_plan(h->gz, idx, n) : FERRY_OK;
+    ferry_status st = h->streams ? plan_streams(h, idx, n) : FERRY_OK;
+    return h->gz && st == FERRY_OK ? ferry__gz_cache_plan(h->gz, idx, n) : st;
 }
 
 static size_t shards_gzip(const ferry_dataset *ds)
