@@ -115,6 +115,12 @@ static void read_ahead(const shards *h, const ferry_shard_sample *sp)
         }
 }
 
+/* The remote shard cache's byte budget: the config's, else 4 GiB. */
+static size_t cache_budget(const shards *h)
+{
+    return h->cfg.remote_cache_bytes ? h->cfg.remote_cache_bytes : (size_t)4 << 30;
+}
+
 /* A remote plain shard's member, past the cache: in the streaming order from
  * the shard's stream, else (one_off: create's probe; a shard larger than the
  * cache's budget) by a Range request. */
@@ -122,7 +128,7 @@ static bool past_cache(const shards *h, const ferry_shard_sample *sp, bool gz, b
 {
     const ferry_remote_obj *obj = ferry__remote_cache_obj(h->remote, sp->shard);
     return obj && !gz && (one_off || ferry__remote_streams_on(h->streams) ||
-                          ferry__remote_cache_fits(h->remote, sp->shard) != FERRY_OK);
+                          obj->size > cache_budget(h));
 }
 
 /* The image member's bytes into s->file, within the size limit. */
@@ -137,7 +143,6 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
                              (unsigned long long)sp->img_size, max);
     bool gz = h->gzip && h->gzip[sp->shard];
     if (past_cache(h, sp, gz, one_off)) {
-        ferry_clear_error(); /* fits' reason: not this read's */
         ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
         if (st != FERRY_OK)
             return ferry_fail_named(st, name);
@@ -337,7 +342,7 @@ static ferry_remote_setup remote_setup(const shards *h)
     const ferry_image_config *c = &h->cfg;
     return (ferry_remote_setup){
         .paths = h->paths, .n = h->nshards, .dir = c->remote_cache_dir,
-        .budget = c->remote_cache_bytes ? c->remote_cache_bytes : (size_t)4 << 30,
+        .budget = cache_budget(h),
         .opts = {.timeout_s = c->remote_timeout_s > 0 ? c->remote_timeout_s : 10.0,
                  .retries = c->remote_retries ? (unsigned)c->remote_retries : 5,
                  .backoff_s = 0.1}};
