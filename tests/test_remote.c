@@ -612,6 +612,10 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ASSERT_EQ_INT(s.downloads, 0);
     ASSERT_EQ_INT(s.held_peak, 0);
     ASSERT_MSG(s.streams >= 2 * NPLAIN, "%llu streams", (unsigned long long)s.streams);
+    /* Each epoch's shards after the first: started at the previous one's
+     * first read (the loader's plan), before their own. */
+    ASSERT_MSG(s.streams_ahead == 2 * (NPLAIN - 1), "%llu streams started ahead",
+               (unsigned long long)s.streams_ahead);
     ASSERT_MSG(s.stream_reads > s.range_reads, "%llu reads streamed, %llu by Range",
                (unsigned long long)s.stream_reads, (unsigned long long)s.range_reads);
     uint64_t a, b;

@@ -241,6 +241,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         n->evictions -= net0.evictions;
         n->failures -= net0.failures;
         n->streams -= net0.streams;
+        n->streams_ahead -= net0.streams_ahead;
         n->stream_reads -= net0.stream_reads;
         n->range_reads -= net0.range_reads;
         n->wait_s -= net0.wait_s;

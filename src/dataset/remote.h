@@ -100,6 +100,7 @@ typedef struct ferry_remote_stats {
     uint64_t misses;     /* reads that waited for the network */
     uint64_t downloads, evictions, failures;
     uint64_t streams;    /* shard streams started (remote_stream.c) */
+    uint64_t streams_ahead; /* of them, started before their shard's first read */
     uint64_t stream_reads, range_reads; /* reads served by a stream, by a Range request */
     double wait_s;       /* time reads spent waiting for bytes or room */
     size_t held_bytes, held_peak;

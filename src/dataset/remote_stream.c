@@ -63,7 +63,7 @@ struct ferry_remote_streams {
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
-    uint64_t hits, misses, started, streamed, ranged;
+    uint64_t hits, misses, started, ahead, streamed, ranged;
     double wait_s;
 };
 
@@ -222,8 +222,8 @@ static void start_next(struct ferry_remote_streams *o, size_t k)
         return;
     o->led[k] = 1;
     size_t j = o->next[k];
-    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
-        (void)open_stream(o, j, 0);
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j) && open_stream(o, j, 0))
+        o->ahead++;
 }
 
 /* ---- reads ---- */
@@ -364,6 +364,7 @@ void ferry__remote_streams_stats(ferry_remote_streams *o, ferry_remote_stats *ou
     out->misses += o->misses;
     out->wait_s += o->wait_s;
     out->streams += o->started;
+    out->streams_ahead += o->ahead;
     out->stream_reads += o->streamed;
     out->range_reads += o->ranged;
     pthread_mutex_unlock(&o->lock);
