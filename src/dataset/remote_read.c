@@ -30,7 +30,7 @@ ferry_status ferry__remote_read(const char *url, const ferry_remote_opts *o,
 {
     if (off > obj->size || n > obj->size - off)
         return ferry_fail_at(FERRY_ERR_IO, url, "bytes %llu to %llu are past its end (%llu bytes)",
-                             (unsigned long long)off, (unsigned long long)(off + n),
+                             (unsigned long long)off, (unsigned long long)off + n,
                              (unsigned long long)obj->size);
     membuf m = {.d = dst, .cap = n, .url = url};
     ferry_status st = ferry__remote_get(url, o, obj, off, off + n, to_mem, NULL, &m, cnt);
