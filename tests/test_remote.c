@@ -407,6 +407,36 @@ TEST(cache_reuses_whole_files_never_partial_or_foreign)
     ft_http_stop(srv);
 }
 
+/* Without an index beside the shards, the first create downloads each to
+ * index it and keeps the index in the cache folder: a later create of the
+ * same objects downloads no plain shard, even with the shards evicted. */
+TEST(index_built_from_a_download_is_kept)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-ix", 0);
+    ferry_dataset *local = open_local(), *a, *b;
+    ASSERT_OK(open_urls(ft_http_base(srv), &c, &a));
+    ASSERT_EQ_INT(stats_of(a).downloads, NSHARDS);
+    ferry_dataset_release(a);
+    ASSERT_EQ_SIZE(count_files(c.remote_cache_dir, ".ferry-index"), NSHARDS);
+    DIR *d = opendir(c.remote_cache_dir);
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(d)) != NULL) /* as if evicted */
+        if (strstr(e->d_name, ".shard")) {
+            snprintf(p, sizeof p, "%s/%s", c.remote_cache_dir, e->d_name);
+            ASSERT_EQ_INT(unlink(p), 0);
+        }
+    closedir(d);
+    ASSERT_OK(open_urls(ft_http_base(srv), &c, &b));
+    /* c.tar.gz only: the gzip cache starts its stream at create. */
+    ASSERT_EQ_INT(stats_of(b).downloads, 1);
+    assert_same_epochs(local, b);
+    ferry_dataset_release(b);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
 /* ---- faults ---- */
 
 static void survives(const ft_http_faults *f, const char *what)

@@ -123,7 +123,8 @@ typedef struct ferry_image_config {
     /* Shards named by URL (http://, https://, s3://BUCKET/KEY; builds with
      * libcurl). Create takes each shard's index from URL.ferry-index beside it
      * (the file shard_index_cache writes beside a local shard) when there is
-     * one, else fetches the shard whole to index it. In the streaming order
+     * one, else fetches the shard whole to index it (and keeps the index in
+     * the cache folder for the next create). In the streaming order
      * (stream_shuffle_buffer) a plain shard is read front to back over one
      * connection, a few MiB ahead of the reads, past the cache; in random
      * order (and for a gzip shard) it is fetched whole into a local cache

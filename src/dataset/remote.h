@@ -118,6 +118,10 @@ int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
 /* FERRY_OK when shard k (a URL) fits the budget, else FERRY_ERR_INVALID_ARG
  * naming it, its size and the budget. */
 ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k);
+/* Where shard k's index is kept in the cache folder once it has been built
+ * from a download (ferry-HEX.ferry-index: named by URL, ETag and size, like
+ * the shard's file, and never evicted); false for a local shard. */
+bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
 /* Shard k's size and ETag as first seen; NULL for a local shard. */
 const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k);
 /* The request counters every fetch of this dataset adds to. */

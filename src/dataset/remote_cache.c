@@ -339,6 +339,15 @@ ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k)
                       (unsigned long long)c->e[k].obj.size, c->budget);
 }
 
+bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap)
+{
+    if (!c || !c->e[k].url)
+        return false;
+    int w = snprintf(out, cap, "%s/ferry-%016llx.ferry-index", c->dir,
+                     (unsigned long long)c->e[k].id);
+    return w > 0 && (size_t)w < cap;
+}
+
 const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k)
 {
     return c && c->e[k].url ? &c->e[k].obj : NULL;

@@ -6,6 +6,7 @@
  * lookup, which is most of what reading a small image file costs. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -496,9 +497,10 @@ typedef struct index_job {
 } index_job;
 
 /* Remote shard i's index: the file beside it (URL.ferry-index) when there is
- * one and it fits the shard, else read from the cache's copy of the whole
- * shard, which must then fit the cache's budget. A gzip shard is read
- * through the cache, so it must fit either way. */
+ * one and it fits the shard, else the one kept in the cache folder from an
+ * earlier download of the same object, else read from the cache's copy of
+ * the whole shard (and kept there), which must then fit the cache's budget.
+ * A gzip shard is read through the cache, so it must fit either way. */
 static ferry_status index_remote(index_job *j, size_t i)
 {
     const shards *h = j->h;
@@ -516,13 +518,22 @@ static ferry_status index_remote(index_job *j, size_t i)
                                       (uint32_t)i, &j->parts[i], &found);
     ferry_clear_error(); /* no index beside it: not an error, read the shard */
     ferry_host_free(d);
+    char kept[PATH_MAX + 64];
+    bool keep = ferry__remote_cache_index_path(h->remote, i, kept, sizeof kept);
+    if (st == FERRY_OK && !found && keep)
+        st = ferry__shard_index_load_at(kept, path, ferry__remote_cache_obj(h->remote, i)->size,
+                                        (uint32_t)i, &j->parts[i], &found);
     if (st == FERRY_OK && found && j->parts[i].gzip &&
         (st = ferry__remote_cache_fits(h->remote, i)) != FERRY_OK)
         ferry__shard_part_free(&j->parts[i]);
     if (st != FERRY_OK || found)
         return st;
-    if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK)
-        st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i]);
+    struct stat before;
+    if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK &&
+        (st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i])) == FERRY_OK &&
+        keep && fstat(h->fds[i], &before) == 0 &&
+        ferry__shard_index_save_at(kept, path, h->fds[i], &before, &j->parts[i]) != FERRY_OK)
+        ferry_clear_error(); /* the next create downloads the shard again: no worse */
     ferry__remote_cache_release(h->remote, i);
     return st;
 }
