@@ -220,6 +220,8 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     if (!o->paced) {
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, tmo < 1 ? 1L : tmo);
+    } else { /* a long body: fewer, larger hand-overs to the sink and its lock */
+        curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
     }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
