@@ -255,6 +255,12 @@ fi
 "$ferry" pack --help > "$tmp/out" 2> "$tmp/err" && grep -q "usage: ferry pack" "$tmp/out" &&
     [ ! -s "$tmp/err" ]
 check "--help: usage on stdout, exit 0" $?
+# --index: one SHARD.ferry-index beside each shard, which a later read uses.
+"$ferry" pack "$tmp/folder" "$tmp/ix" --shard-size 40K --index > /dev/null 2>&1
+nix=0 nsh=0
+for f in "$tmp/ix"/*.tar; do nsh=$((nsh + 1)); [ -s "$f.ferry-index" ] && nix=$((nix + 1)); done
+[ "$nsh" -gt 1 ] && [ "$nix" -eq "$nsh" ]
+check "--index writes an index beside each of the $nsh shards" $?
 badarg() {
     want=$1; shift
     "$ferry" pack "$@" > "$tmp/out" 2> "$tmp/err"

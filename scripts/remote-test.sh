@@ -98,17 +98,49 @@ fi
 [ -n "$notes" ] && echo "remote-test: ${notes#; }"
 out=$(timeout -k 5 300 "$test" 2>&1)
 rc=$?
-printf '%s\n' "$out" | sed '$d'
+printf '%s\n' "$out" | grep -v ' passed, .* failed, .* skipped$'
+sum=$(printf '%s\n' "$out" | grep ' passed, .* failed, .* skipped$' | tail -n 1)
+set -- $sum
+pass=${1:-0} fail=${3:-0} skipn=${5:-0}
+[ -n "$sum" ] || fail=$((fail + 1)) # the program died before its summary
+
+# ferry bench on URLs (the shards the test put in nginx's root) reports what it
+# did on the network, in the streaming and the random order.
+bench=$build/ferry
+if [ -z "${FERRY_TEST_URL:-}" ] || [ ! -x "$bench" ]; then
+    echo "skip  bench_reports_network_counters"
+    echo "  skipped: needs nginx (FERRY_TEST_URL) and $bench"
+    skipn=$((skipn + 1))
+else
+    for f in a.tar b.tar d.tar; do echo "$FERRY_TEST_URL/$f"; done > "$tmp/urls.txt"
+    ok=1
+    for order in "--stream 8" ""; do
+        # shellcheck disable=SC2086 # $order is two words or none
+        b=$(FERRY_CACHE_DIR="$tmp/cache" timeout -k 5 120 "$bench" bench "$tmp/urls.txt" \
+            --workers 2 --epochs 2 --batch 4 --device cpu $order 2>&1)
+        if ! printf '%s\n' "$b" | grep -Eq 'network: [0-9.]+ MB fetched, [0-9]+ requests, [0-9]+ retries; hits [0-9]+, misses [0-9]+, waited [0-9.]+ s'; then
+            ok=0
+            echo "  ferry bench ${order:-(random)} on URLs printed no network counters:"
+            printf '%s\n' "$b" | sed 's/^/    /' | tail -n 12
+        fi
+    done
+    if [ $ok = 1 ]; then
+        echo "ok    bench_reports_network_counters"
+        pass=$((pass + 1))
+    else
+        echo "FAIL  bench_reports_network_counters"
+        fail=$((fail + 1))
+    fi
+fi
 
 # ---- ferry pack --upload: to s3rver (signed PUTs), read back by URL ----
-passed=0 failed=0 skipped=0
-ok() { echo "ok    pack-upload $1"; passed=$((passed + 1)); }
-bad() { echo "FAIL  pack-upload $1"; failed=$((failed + 1)); }
+ok() { echo "ok    pack-upload $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL  pack-upload $1"; fail=$((fail + 1)); }
 check() { if [ "$2" = 0 ]; then ok "$1"; else bad "$1"; fi; }
 ferry=$build/ferry
 if [ -z "$FERRY_TEST_S3_URL" ] || [ ! -x "$ferry" ] || [ ! -x /usr/bin/python3 ]; then
     echo "skip  pack-upload (needs s3rver, $ferry and python3)"
-    skipped=1
+    skipn=$((skipn + 1))
 else
     # 60 images of 9x7, 3 classes, as an IDX pair exported to a folder.
     /usr/bin/python3 - "$tmp" <<'PY'
@@ -123,13 +155,17 @@ with open(d + "/lab.idx", "wb") as f:
     f.write(bytes(r.randrange(3) for _ in range(n)))
 PY
     "$ferry" export idx "$tmp/img.idx" "$tmp/lab.idx" "$tmp/folder" > /dev/null 2>&1
-    timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed" --shard-size 10K \
+    # --index: each shard's index goes up beside it, so the reads by URL
+    # below open the shards from their indexes.
+    timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed" --shard-size 10K --index \
         --upload "$FERRY_TEST_S3_URL/packed/" > "$tmp/pack.out" 2>&1
-    check "pack --upload s3:// exits 0 ($(tail -n 1 "$tmp/pack.out"))" $?
+    check "pack --index --upload s3:// exits 0 ($(tail -n 1 "$tmp/pack.out"))" $?
     n=$(ls "$tmp/packed" | grep -c '^shard-.*\.tar$')
     up=$(grep -c "^$FERRY_TEST_S3_URL/packed/shard-[0-9]*\.tar: uploaded" "$tmp/pack.out")
-    [ "$n" -gt 1 ] && [ "$up" = "$n" ] && grep -q "/packed/PACK.txt: uploaded" "$tmp/pack.out"
-    check "$up of $n shards uploaded, then PACK.txt" $?
+    ix=$(grep -c "^$FERRY_TEST_S3_URL/packed/shard-[0-9]*\.tar\.ferry-index: uploaded" "$tmp/pack.out")
+    [ "$n" -gt 1 ] && [ "$up" = "$n" ] && [ "$ix" = "$n" ] &&
+        [ "$(tail -n 1 "$tmp/pack.out" | grep -c "/packed/PACK.txt: uploaded")" = 1 ]
+    check "$up of $n shards and $ix indexes uploaded, then PACK.txt" $?
     digest() {
         timeout 120 "$ferry" bench "$1" --workers 2 --epochs 1 --batch 4 2> /dev/null |
             awk '$1 ~ /^[0-9]+$/ { print $NF }'
@@ -156,8 +192,5 @@ PY
         check "nginx refuses PUT: exit $r, the URL and HTTP 405 named ($(grep "upload:" "$tmp/p3.out"))" $?
     fi
 fi
-# The test program's summary with these checks added.
-last=$(printf '%s\n' "$out" | tail -n 1)
-case $last in *" passed, "*" failed, "*" skipped") set -- $last ;; *) set -- 0 x 1 x 0 x; echo "$last" ;; esac
-echo "$((${1:-0} + passed)) passed, $((${3:-0} + failed)) failed, $((${5:-0} + skipped)) skipped"
-[ "$rc" -eq 0 ] && [ "$failed" -eq 0 ]
+echo "$pass passed, $fail failed, $skipn skipped"
+[ "$fail" -eq 0 ] && [ $rc -eq 0 ]

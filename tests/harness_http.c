@@ -180,9 +180,13 @@ static void answer(ft_http *s, int fd)
     }
     long size = (long)sb.st_size, a = 0, b = size;
     const char *r = strcasestr(req, "\r\nRange: bytes=");
-    bool ranged = r && !x.no_range && sscanf(r + 15, "%ld-", &a) == 1 && a < size;
+    long last = -1;
+    int nr = r && !x.no_range ? sscanf(r + 15, "%ld-%ld", &a, &last) : 0;
+    bool ranged = nr >= 1 && a < size;
     if (!ranged)
         a = 0;
+    else if (nr == 2 && last >= a && last < size - 1)
+        b = last + 1;
     bool get = strcmp(method, "GET") == 0;
     bool changed = x.etag_change_after && nth >= x.etag_change_after;
     char h[512];

@@ -20,8 +20,6 @@
 #include "harness.h"
 #include "harness_http.h"
 
-bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *out);
-
 enum { NSHARDS = 4, PER = 12, IW = 8, IH = 6 };
 static const char *names[NSHARDS] = {"a.tar", "b.tar", "c.tar.gz", "d.tar"};
 
@@ -411,6 +409,36 @@ TEST(cache_reuses_whole_files_never_partial_or_foreign)
     ft_http_stop(srv);
 }
 
+/* Without an index beside the shards, the first create downloads each to
+ * index it and keeps the index in the cache folder: a later create of the
+ * same objects downloads no plain shard, even with the shards evicted. */
+TEST(index_built_from_a_download_is_kept)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-ix", 0);
+    ferry_dataset *local = open_local(), *a, *b;
+    ASSERT_OK(open_urls(ft_http_base(srv), &c, &a));
+    ASSERT_EQ_INT(stats_of(a).downloads, NSHARDS);
+    ferry_dataset_release(a);
+    ASSERT_EQ_SIZE(count_files(c.remote_cache_dir, ".ferry-index"), NSHARDS);
+    DIR *d = opendir(c.remote_cache_dir);
+    struct dirent *e;
+    char p[600];
+    while ((e = readdir(d)) != NULL) /* as if evicted */
+        if (strstr(e->d_name, ".shard")) {
+            snprintf(p, sizeof p, "%s/%s", c.remote_cache_dir, e->d_name);
+            ASSERT_EQ_INT(unlink(p), 0);
+        }
+    closedir(d);
+    ASSERT_OK(open_urls(ft_http_base(srv), &c, &b));
+    /* c.tar.gz only: the gzip cache starts its stream at create. */
+    ASSERT_EQ_INT(stats_of(b).downloads, 1);
+    assert_same_epochs(local, b);
+    ferry_dataset_release(b);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
 /* ---- faults ---- */
 
 static void survives(const ft_http_faults *f, const char *what)
@@ -514,6 +542,245 @@ TEST(build_without_curl_refuses_urls)
     ASSERT_STR_CONTAINS(ferry_last_error(), "libcurl4-openssl-dev");
     (void)u[0];
 #endif
+}
+
+/* ---- streaming ---- */
+
+/* The plain shards (a, b, d) and each one's index beside it
+ * (SHARD.ferry-index, as shard_index_cache writes it), in their own folder:
+ * served there, a shard's index is at URL.ferry-index. */
+enum { NPLAIN = 3 };
+static const char *plain[NPLAIN] = {"a.tar", "b.tar", "d.tar"};
+
+static const char *www_ix(void)
+{
+    static bool made;
+    static char dir[600];
+    snprintf(dir, sizeof dir, "%s", ft_tmp("remote/www-ix"));
+    if (made)
+        return dir;
+    www();
+    const char *p[NPLAIN];
+    static char keep[NPLAIN][600];
+    for (size_t s = 0; s < NPLAIN; s++) {
+        char rel[64];
+        size_t n;
+        snprintf(rel, sizeof rel, "remote/www/%s", plain[s]);
+        uint8_t *b = ft_read_file(ft_tmp(rel), &n);
+        snprintf(keep[s], sizeof keep[s], "%s/%s", ft_tmp("remote/www-ix"), plain[s]);
+        ft_write_file(keep[s], b, n);
+        free(b);
+        p[s] = keep[s];
+    }
+    ferry_image_config c = ferry_image_config_default();
+    c.shard_index_cache = true;
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards(p, NPLAIN, &c, &ds));
+    ferry_dataset_release(ds);
+    ASSERT_EQ_SIZE(count_files(dir, ".ferry-index"), NPLAIN);
+    made = true;
+    return dir;
+}
+
+static ferry_dataset *open_plain_local(void)
+{
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", www_ix());
+    const char *p[NPLAIN];
+    static char v[NPLAIN][700];
+    for (size_t s = 0; s < NPLAIN; s++) {
+        snprintf(v[s], sizeof v[s], "%s/%s", dir, plain[s]);
+        p[s] = v[s];
+    }
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards(p, NPLAIN, NULL, &ds));
+    return ds;
+}
+
+static ferry_status open_plain_urls(const char *base, const ferry_image_config *cfg,
+                                    ferry_dataset **ds)
+{
+    static char v[NPLAIN][256];
+    const char *p[NPLAIN];
+    for (size_t s = 0; s < NPLAIN; s++) {
+        snprintf(v[s], sizeof v[s], "%s/%s", base, plain[s]);
+        p[s] = v[s];
+    }
+    return ferry_dataset_shards(p, NPLAIN, cfg, ds);
+}
+
+static size_t smallest_plain(void)
+{
+    size_t small = SIZE_MAX;
+    for (size_t s = 0; s < NSHARDS; s++)
+        if (!strstr(names[s], ".gz") && shard_bytes(s) < small)
+            small = shard_bytes(s);
+    return small;
+}
+
+/* Every shard is larger than the cache's budget (the dataset three times
+ * larger): with the indexes beside the shards, create downloads nothing,
+ * the streaming order streams each shard and random access reads members by
+ * Range, both to the digests of the same shards on disk. */
+TEST(streaming_beyond_the_cache_budget_equals_local)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    size_t budget = smallest_plain() / 2;
+    ferry_image_config c = remote_cfg("remote/cache-stream", budget);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &c, &remote));
+    ferry_remote_stats s = stats_of(remote);
+    ASSERT_EQ_INT(s.downloads, 0);
+    ASSERT_MSG(s.bytes_fetched < smallest_plain(), "create fetched %llu bytes",
+               (unsigned long long)s.bytes_fetched);
+    for (int epoch = 0; epoch < 2; epoch++) { /* the second starts every stream over */
+        uint64_t a, b;
+        ASSERT_OK(epoch_digest(local, true, FERRY_ON_ERROR_FAIL, &a, NULL));
+        ASSERT_OK(epoch_digest(remote, true, FERRY_ON_ERROR_FAIL, &b, NULL));
+        ASSERT_MSG(a == b, "streaming: %llx from the URLs, %llx from disk",
+                   (unsigned long long)b, (unsigned long long)a);
+    }
+    s = stats_of(remote);
+    ASSERT_EQ_INT(s.downloads, 0);
+    ASSERT_EQ_INT(s.held_peak, 0);
+    ASSERT_MSG(s.streams >= 2 * NPLAIN, "%llu streams", (unsigned long long)s.streams);
+    /* Each epoch's shards after the first: started at the previous one's
+     * first read (the loader's plan), before their own. */
+    ASSERT_MSG(s.streams_ahead == 2 * (NPLAIN - 1), "%llu streams started ahead",
+               (unsigned long long)s.streams_ahead);
+    ASSERT_MSG(s.stream_reads > s.range_reads, "%llu reads streamed, %llu by Range",
+               (unsigned long long)s.stream_reads, (unsigned long long)s.range_reads);
+    uint64_t a, b;
+    ASSERT_OK(epoch_digest(local, false, FERRY_ON_ERROR_FAIL, &a, NULL));
+    ASSERT_OK(epoch_digest(remote, false, FERRY_ON_ERROR_FAIL, &b, NULL));
+    ASSERT_MSG(a == b, "random: %llx from the URLs, %llx from disk", (unsigned long long)b,
+               (unsigned long long)a);
+    ASSERT(stats_of(remote).range_reads > s.range_reads);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* Connections dropped or stalled mid-body while streaming are resumed with
+ * Range: the same digest as from disk. */
+static void stream_survives(const ft_http_faults *f, const char *what)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-sfault", smallest_plain() / 2);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &c, &remote));
+    ft_http_set_faults(srv, f);
+    double t0 = ferry_now();
+    uint64_t a, b;
+    ASSERT_OK(epoch_digest(local, true, FERRY_ON_ERROR_FAIL, &a, NULL));
+    ASSERT_OK(epoch_digest(remote, true, FERRY_ON_ERROR_FAIL, &b, NULL));
+    ASSERT_MSG(a == b, "%s: %llx from the URLs, %llx from disk", what, (unsigned long long)b,
+               (unsigned long long)a);
+    ferry_remote_stats s = stats_of(remote);
+    ASSERT_MSG(s.retries > 0, "%s: no retries", what);
+    ASSERT_MSG(ferry_now() - t0 < 60, "%s took %.1f s", what, ferry_now() - t0);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+TEST(stream_dropped_mid_body_resumed)
+{
+    stream_survives(&(ft_http_faults){.drop_every = 2, .drop_after = 3000}, "drops");
+}
+TEST(stream_stall_times_out_and_resumes)
+{
+    stream_survives(&(ft_http_faults){.stall_every = 2, .stall_s = 2.5}, "stall");
+}
+
+/* A stream that cannot resume (the object changed when it reconnects) stops
+ * the epoch with the URL and the byte offset under FAIL; under SKIP its
+ * shard's remaining samples are skipped and counted, and every sample
+ * delivered is whole: the batches hold exactly the samples not skipped. */
+TEST(stream_failure_names_url_and_offset_never_partial)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-sfail", smallest_plain() / 2);
+    c.remote_retries = 1;
+    ferry_dataset *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &c, &remote));
+    ft_http_set_faults(srv, &(ft_http_faults){.drop_every = 1, .drop_after = 3000,
+                                              .etag_change_after = 1});
+    uint64_t d;
+    double t0 = ferry_now();
+    ferry_status st = epoch_digest(remote, true, FERRY_ON_ERROR_FAIL, &d, NULL);
+    ASSERT_STATUS(st, FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), ft_http_base(srv));
+    ASSERT_STR_CONTAINS(ferry_last_error(), "at byte ");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "changed");
+    /* Requests 0 and 1: the loader's warm-up reads; 2: the first stream,
+     * which delivers its first 12000 bytes (samples the shuffle buffer asks
+     * for first) before it fails. */
+    ft_http_set_faults(srv, &(ft_http_faults){.drop_every = 1, .drop_after = 12000,
+                                              .etag_change_after = 3});
+    ferry_loader_config lc = ferry_loader_config_default();
+    lc.dataset = remote;
+    lc.batch_size = 5;
+    lc.num_workers = 2;
+    lc.device = ferry_cpu();
+    lc.pin_memory = FERRY_PIN_MEMORY_OFF;
+    lc.out_dtype = FERRY_DTYPE_U8;
+    lc.on_error = FERRY_ON_ERROR_SKIP;
+    lc.shuffle = true;
+    lc.stream_shuffle_buffer = 8;
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&lc, &l));
+    /* Each delivered sample is the one on disk (skipped ones are replaced
+     * by others, whole too). */
+    ferry_dataset *local = open_plain_local();
+    size_t sb = ferry_dataset_sample_bytes(local), got = 0;
+    uint8_t *want = malloc(sb);
+    ferry_batch b;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        for (size_t j = 0; j < b.size; j++, got++) {
+            int64_t lab;
+            ASSERT_OK(ferry_dataset_get(local, b.indices[j], want, sb, NULL, &lab));
+            ASSERT_MEM_EQ((const uint8_t *)ferry_tensor_data(b.images) + j * sb, want, sb);
+        }
+    free(want);
+    ferry_dataset_release(local);
+    ASSERT_STATUS(st, FERRY_END);
+    ferry_loader_stats ls;
+    ASSERT_OK(ferry_loader_stats_get(l, &ls));
+    ASSERT_MSG(ls.skipped > 0 && got == NPLAIN * PER, "%zu delivered, %llu skipped", got,
+               (unsigned long long)ls.skipped);
+    ferry_loader_destroy(l);
+    ASSERT_MSG(ferry_now() - t0 < 30, "took %.1f s", ferry_now() - t0);
+    ferry_dataset_release(remote);
+    ft_http_stop(srv);
+}
+
+/* A shard that failed is tried again later: in the streaming order at the
+ * next epoch; through the cache once 3 x timeout_s have passed. */
+TEST(failed_shard_is_retried_later)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-retry", largest_shard() * 3 / 2);
+    c.remote_retries = 1;
+    ferry_dataset *local = open_local(), *remote;
+    ASSERT_OK(open_urls(ft_http_base(srv), &c, &remote));
+    for (int stream = 0; stream < 2; stream++) {
+        ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 100000, .fail_status = 503,
+                                                  .fail_path = "/b.tar"});
+        uint64_t a, d, skipped = 0;
+        ASSERT_OK(epoch_digest(remote, stream, FERRY_ON_ERROR_SKIP, &d, &skipped));
+        ASSERT_MSG(skipped >= PER, "skipped %llu", (unsigned long long)skipped);
+        ft_http_set_faults(srv, &(ft_http_faults){0});
+        if (!stream)
+            sleep(3 * (unsigned)c.remote_timeout_s + 1);
+        ASSERT_OK(epoch_digest(local, stream, FERRY_ON_ERROR_FAIL, &a, NULL));
+        ASSERT_OK(epoch_digest(remote, stream, FERRY_ON_ERROR_FAIL, &d, &skipped));
+        ASSERT_MSG(a == d, "%s: %llx after the retry, %llx from disk",
+                   stream ? "streaming" : "random", (unsigned long long)d, (unsigned long long)a);
+    }
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
 }
 
 /* More ranks than shards: every rank gets the same number of batches (and
@@ -666,9 +933,9 @@ static ferry_remote_stats settled_stats(const ferry_dataset *ds)
 }
 
 /* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
- * rank's samples are 2 whole shards of the 4, and what its cache fetches in
- * the epoch is never more than those 2 shards' bytes (an interleaved split
- * had each rank read all 4). Each rank has a cache of its own, room for 2. */
+ * rank's samples are 2 whole shards of the 4, and what it fetches in the
+ * epoch is never more than those 2 shards' bytes and the warm-up's shard 0
+ * (an interleaved split had each rank read all 4). Each rank has a cache of its own, room for 2. */
 TEST(streaming_ranks_fetch_only_their_own_shards)
 {
     ft_http *srv = ft_http_start(www(), NULL);
@@ -702,15 +969,20 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
                 own_bytes += shard_bytes(s);
             }
         ASSERT_MSG(count == 2, "rank %zu read samples of %zu shards, want 2", rank, count);
+        /* Besides its own shards, create's warm-up (each worker decodes
+         * sample 0 to size its buffers, outside the epoch's plan) fetches
+         * shard 0 whole through the cache on every rank: a known cost
+         * (docs/DISTRIBUTED.md), bounded here so that it does not grow. */
+        own_bytes += shard_bytes(0);
         ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
-                   "rank %zu fetched %llu bytes in the epoch, its shards have %llu "
+                   "rank %zu fetched %llu bytes in the epoch, its shards and shard 0 have %llu "
                    "(%llu downloads, %llu evictions, %llu requests)", rank,
                    (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
                    (unsigned long long)own_bytes,
                    (unsigned long long)(after.downloads - before.downloads),
                    (unsigned long long)(after.evictions - before.evictions),
                    (unsigned long long)(after.requests - before.requests));
-        ASSERT(after.downloads - before.downloads <= 2);
+        ASSERT(after.downloads - before.downloads <= 1); /* the warm-up's; streams are not */
         ferry_dataset_release(ds);
     }
     for (size_t s = 0; s < NSHARDS; s++)

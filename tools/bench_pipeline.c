@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dataset/remote.h" /* the network counters of shards read by URL */
 #include "ferry.h"
 #include "ferry/ops.h"
 #include "cli_args.h"
@@ -63,6 +64,8 @@ typedef struct bench_row {
     bool pinned;
     bool simulated;           /* measured on a simulated GPU: the timings mean nothing */
     ferry_loader_stats stats;
+    bool has_net;             /* shards by URL: what this run did on the network */
+    ferry_remote_stats net;
 } bench_row;
 
 /* The synthetic compute: an n x n matmul repeated `reps` times on the device. */
@@ -173,6 +176,8 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         ferry_stream_destroy(s);
         return st;
     }
+    ferry_remote_stats net0;
+    row->has_net = ferry__dataset_remote_stats(ds, &net0);
     double t0 = tool_now();
     ferry_loader *l;
     if ((st = ferry_loader_create(&c, &l)) != FERRY_OK) {
@@ -224,6 +229,23 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         st = ferry_stream_synchronize(s);
     double secs = tool_now() - t0 - excluded;
 
+    if (st == FERRY_OK && row->has_net) { /* this run's share: the counters are the dataset's */
+        ferry_remote_stats *n = &row->net;
+        ferry__dataset_remote_stats(ds, n);
+        n->bytes_fetched -= net0.bytes_fetched;
+        n->requests -= net0.requests;
+        n->retries -= net0.retries;
+        n->hits -= net0.hits;
+        n->misses -= net0.misses;
+        n->downloads -= net0.downloads;
+        n->evictions -= net0.evictions;
+        n->failures -= net0.failures;
+        n->streams -= net0.streams;
+        n->streams_ahead -= net0.streams_ahead;
+        n->stream_reads -= net0.stream_reads;
+        n->range_reads -= net0.range_reads;
+        n->wait_s -= net0.wait_s;
+    }
     if (st == FERRY_OK) {
         ferry_loader_stats_get(l, &row->stats);
         row->workers = workers;
@@ -432,13 +454,23 @@ static void print_row(const bench_opts *o, const bench_row *r)
                "\"device\":\"%s\",\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,"
                "\"mb_per_s\":%.2f,\"stall_pct\":%.2f,\"h2d_gbps\":%.3f,\"digest\":\"%016llx\","
                "\"read_s\":%.4f,\"decode_s\":%.4f,\"transform_s\":%.4f,\"wait_s\":%.4f,"
-               "\"allocs_after_warmup\":%llu,\"simulated\":%s}\n",
+               "\"allocs_after_warmup\":%llu,\"simulated\":%s",
                r->workers, r->batch, r->pin ? "true" : "false", r->pinned ? "true" : "false",
                r->overlap ? "true" : "false", ferry_dtype_name(r->wire), r->device,
                (unsigned long long)r->images, r->seconds, r->images_per_s, r->mb_per_s,
                r->stall_pct, r->h2d_gbps, (unsigned long long)r->digest, r->stats.read_s,
                r->stats.decode_s, r->stats.transform_s, r->stats.wait_s,
                (unsigned long long)r->stats.allocs_after_warmup, r->simulated ? "true" : "false");
+        const ferry_remote_stats *n = &r->net;
+        if (r->has_net)
+            printf(",\"net_bytes\":%llu,\"net_requests\":%llu,\"net_retries\":%llu,"
+                   "\"net_hits\":%llu,\"net_misses\":%llu,\"net_wait_s\":%.4f,"
+                   "\"net_streamed\":%llu,\"net_ranged\":%llu,\"net_downloads\":%llu",
+                   (unsigned long long)n->bytes_fetched, (unsigned long long)n->requests,
+                   (unsigned long long)n->retries, (unsigned long long)n->hits,
+                   (unsigned long long)n->misses, n->wait_s, (unsigned long long)n->stream_reads,
+                   (unsigned long long)n->range_reads, (unsigned long long)n->downloads);
+        printf("}\n");
     } else {
         printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx%s\n", r->workers,
                r->batch, r->pin ? (r->pinned ? "on" : "on*") : "off", r->overlap ? "on" : "off",
@@ -449,6 +481,15 @@ static void print_row(const bench_opts *o, const bench_row *r)
         double per = r->images ? 1e3 / (double)r->images : 0;
         printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker time)\n",
                r->stats.read_s * per, r->stats.decode_s * per, r->stats.transform_s * per);
+        const ferry_remote_stats *n = &r->net;
+        if (r->has_net) /* waited: reads' time waiting on the network, summed over workers */
+            printf("        network: %.2f MB fetched, %llu requests, %llu retries; hits %llu, "
+                   "misses %llu, waited %.3f s; %llu reads streamed, %llu by Range, "
+                   "%llu whole-shard downloads\n", (double)n->bytes_fetched / 1e6,
+                   (unsigned long long)n->requests, (unsigned long long)n->retries,
+                   (unsigned long long)n->hits, (unsigned long long)n->misses, n->wait_s,
+                   (unsigned long long)n->stream_reads, (unsigned long long)n->range_reads,
+                   (unsigned long long)n->downloads);
     }
     fflush(stdout);
 }

@@ -33,6 +33,7 @@ typedef struct pack_opts {
     uint64_t shard_size;
     uint64_t seed;
     bool shuffle;
+    bool index;          /* --index: SHARD.ferry-index beside each shard */
 } pack_opts;
 
 static void usage(FILE *f)
@@ -52,8 +53,12 @@ static void usage(FILE *f)
             "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
             "                     none (bytes), 10K to 1024G; default 256M\n"
             "  --labels FILE:     SRC is an IDX images file and FILE its IDX labels\n"
-            "  --upload URL:      then PUT each shard and PACK.txt to URL/NAME: http(s)://HOST/PATH\n"
-            "                     or s3://BUCKET/PREFIX (AWS_* variables, as for reading)\n");
+            "  --index:           also write each shard's index beside it (SHARD.ferry-index):\n"
+            "                     uploaded with the shards, it lets readers by URL start\n"
+            "                     without fetching every shard\n"
+            "  --upload URL:      then PUT each shard (and its index) and PACK.txt to URL/NAME:\n"
+            "                     http(s)://HOST/PATH or s3://BUCKET/PREFIX (AWS_* variables,\n"
+            "                     as for reading)\n");
 }
 
 /* "64M", "1G", "100000": bytes. */
@@ -95,6 +100,8 @@ static int parse_args(int argc, char **argv, pack_opts *o)
         const char *a = argv[i], *v;
         if (!strcmp(a, "--no-shuffle")) {
             o->shuffle = false;
+        } else if (!strcmp(a, "--index")) {
+            o->index = true;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(PACK, argc, argv, &i)) || cli_u64(PACK, a, v, &o->seed) != 0)
                 return CLI_USAGE;
@@ -360,33 +367,58 @@ static int pack_all(packer *p)
     return rc;
 }
 
-/* --upload: each finished shard, then PACK.txt, PUT to URL/NAME; PACK.txt
- * last, so that a bucket with it holds every shard. The local copies stay. */
+/* PUTs OUT/name to base/name (base's first bn characters). */
+static int upload_one(const packer *p, const char *base, size_t bn, const char *name)
+{
+    ferry_remote_opts ro = {.timeout_s = 10, .retries = 5};
+    char path[4200], url[4200];
+    snprintf(path, sizeof path, "%s/%s", p->o->out, name);
+    if ((size_t)snprintf(url, sizeof url, "%.*s/%s", (int)bn, base, name) >= sizeof url) {
+        fprintf(stderr, PACK ": --upload %s: the URL is too long\n", base);
+        return -1;
+    }
+    double t0 = tool_now();
+    if (ferry__remote_put(url, path, &ro) != FERRY_OK) {
+        fprintf(stderr, PACK ": upload: %s\n", ferry_last_error());
+        return -1;
+    }
+    printf("%s: uploaded in %.1f s\n", url, tool_now() - t0);
+    return 0;
+}
+
+/* --upload: each finished shard (with its index under --index), then
+ * PACK.txt, PUT to URL/NAME; PACK.txt last, so that a bucket with it holds
+ * every shard. The local copies stay. */
 static int upload_all(const packer *p)
 {
     const char *base = p->o->upload;
     size_t bn = strlen(base);
     while (bn > 0 && base[bn - 1] == '/')
         bn--;
-    ferry_remote_opts ro = {.timeout_s = 10, .retries = 5};
-    for (size_t k = 0; k <= p->shard; k++) {
-        char path[4200], url[4200], name[32];
-        if (k < p->shard)
-            snprintf(name, sizeof name, "shard-%06zu.tar", k);
-        else
-            snprintf(name, sizeof name, "PACK.txt");
-        snprintf(path, sizeof path, "%s/%s", p->o->out, name);
-        if ((size_t)snprintf(url, sizeof url, "%.*s/%s", (int)bn, base, name) >= sizeof url) {
-            fprintf(stderr, PACK ": --upload %s: the URL is too long\n", base);
+    for (size_t k = 0; k < p->shard; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "shard-%06zu.tar", k);
+        if (upload_one(p, base, bn, name) != 0)
             return -1;
-        }
-        double t0 = tool_now();
-        if (ferry__remote_put(url, path, &ro) != FERRY_OK) {
-            fprintf(stderr, PACK ": upload: %s\n", ferry_last_error());
+        snprintf(name, sizeof name, "shard-%06zu.tar.ferry-index", k);
+        if (p->o->index && upload_one(p, base, bn, name) != 0)
             return -1;
-        }
-        printf("%s: uploaded in %.1f s\n", url, tool_now() - t0);
     }
+    return upload_one(p, base, bn, "PACK.txt");
+}
+
+/* --index: reading the shards with shard_index_cache writes each index. */
+static int write_indexes(const pack_opts *o)
+{
+    ferry_image_config c = ferry_image_config_default();
+    c.shard_index_cache = true;
+    const char *dir = o->out;
+    ferry_dataset *ds;
+    if (ferry_dataset_shards(&dir, 1, &c, &ds) != FERRY_OK) {
+        fprintf(stderr, PACK ": indexing %s: %s\n", o->out, ferry_last_error());
+        return -1;
+    }
+    ferry_dataset_release(ds);
     return 0;
 }
 
@@ -422,6 +454,8 @@ int cmd_pack(int argc, char **argv)
     }
     double t0 = tool_now();
     rc = out_is_free(o.out) == 0 && pack_all(&p) == 0 ? 0 : 1;
+    if (rc == 0 && o.index && write_indexes(&o) != 0)
+        rc = 1; /* the shards are whole: they stay */
     if (rc == 0)
         printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s\n", o.out,
                ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),

@@ -121,13 +121,22 @@ typedef struct ferry_image_config {
      * that cannot be written is a warning, not an error. Default false. */
     bool shard_index_cache;
     /* Shards named by URL (http://, https://, s3://BUCKET/KEY; builds with
-     * libcurl): each is fetched whole into a local cache folder, front to back
-     * while it is read, and kept there while the budget allows. Folder: NULL
-     * means $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of
-     * shards held at once, default (0) 4 GiB; one below the largest shard is an
-     * error at create. Timeout: for a connection, and for a body that stalls;
-     * default (0) 10 s. Retries of a transient failure (with backoff, resuming
-     * from the last byte received): default (0) 5. */
+     * libcurl). Create takes each shard's index from URL.ferry-index beside it
+     * (the file shard_index_cache writes beside a local shard) when there is
+     * one, else fetches the shard whole to index it (and keeps the index in
+     * the cache folder for the next create). In the streaming order
+     * (stream_shuffle_buffer) a plain shard is read front to back over one
+     * connection, a few MiB ahead of the reads, past the cache; in random
+     * order (and for a gzip shard) it is fetched whole into a local cache
+     * folder and kept there while the budget allows, and a shard larger than
+     * the budget is read one member at a time by Range. Folder: NULL means
+     * $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of shards
+     * held at once, default (0) 4 GiB; a shard that must be held whole (to be
+     * indexed, or gzip) and is larger is an error at create. Timeout: for a
+     * connection, and for a body that stalls; default (0) 10 s. Retries of a
+     * transient failure in a row (with backoff, resuming from the last byte
+     * received): default (0) 5. A shard that failed is tried again: at the
+     * next epoch when streamed, else 3 x the timeout later. */
     const char *remote_cache_dir;
     size_t remote_cache_bytes;
     double remote_timeout_s;

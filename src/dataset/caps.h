@@ -30,9 +30,10 @@ size_t ferry__dataset_shard_ends(const ferry_dataset *ds, const size_t **ends, c
  * dataset has no use for it. */
 void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes);
 
-/* The samples the next reads will be (n indices, in any order, repeats
+/* The samples the next reads will be (n indices, in read order, repeats
  * counted), so that a dataset that streams (gzip shards) keeps exactly the
- * images still to come. idx NULL: no plan. A hint: an error costs speed, never
+ * images still to come, and one that streams remote shards opens the next
+ * shard's stream before its first read. idx NULL: no plan. A hint: an error costs speed, never
  * data. No-op where the dataset has no use for it. */
 ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n);
 

@@ -1,8 +1,11 @@
 /* Internal to src/dataset: shards named by URL (http://, https://, s3://).
  * remote_url.c turns a URL into what to request (s3:// through the AWS_*
  * variables); remote_fetch.c (libcurl) or remote_nocurl.c (builds without it)
- * fetches; remote_cache.c keeps whole shards in a bounded local cache that
- * the shard dataset reads with pread, as it reads a local shard. */
+ * fetches; remote_read.c reads a byte range or a small object (a shard's
+ * index, URL.ferry-index) into memory; remote_stream.c streams shards in the
+ * streaming order; remote_cache.c keeps whole shards in a bounded local cache
+ * that the shard dataset reads with pread in random order, as it reads a
+ * local shard. */
 #ifndef FERRY_DATASET_REMOTE_H
 #define FERRY_DATASET_REMOTE_H
 
@@ -35,6 +38,7 @@ typedef struct ferry_remote_opts {
     double timeout_s;    /* connect timeout, and the longest stall in a body */
     unsigned retries;    /* tries after the first, per fetch, for transient failures */
     double backoff_s;    /* the first retry's wait; doubles, capped, with jitter */
+    bool paced;          /* the sink may wait (for its reader): no curl low-speed limit */
 } ferry_remote_opts;
 
 /* The object as first seen: each later response must match it. */
@@ -58,13 +62,15 @@ typedef bool (*ferry_remote_cancelled)(void *arg);
 ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
                                 ferry_remote_counters *cnt, ferry_remote_obj *out);
 
-/* Bytes [from, obj->size) of url into sink, retried from the last good byte
- * with a Range request. A 4xx, a wrong Content-Length or Content-Range, or an
- * object whose size or ETag is no longer obj's is an error naming url and the
- * byte offset; so is a transient failure that outlasts the retries. */
+/* Bytes [from, end) of url (end past the object: to its end) into sink,
+ * retried from the last good byte with a Range request. A 4xx, a wrong
+ * Content-Length or Content-Range, or an object whose size or ETag is no
+ * longer obj's is an error naming url and the byte offset; so is a transient
+ * failure that outlasts the retries (o->retries failures in a row: a try
+ * that moved the body on starts the count again). */
 ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
-                               const ferry_remote_obj *obj, uint64_t from, ferry_remote_sink sink,
-                               ferry_remote_cancelled cancelled, void *arg,
+                               const ferry_remote_obj *obj, uint64_t from, uint64_t end,
+                               ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
                                ferry_remote_counters *cnt);
 
 /* ---- uploading (remote_put.c) ---- */
@@ -72,6 +78,16 @@ ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
  * failures tried again from the start, o->retries times (0: 5), with backoff.
  * A 4xx, or failures past the retries, is an error naming url. */
 ferry_status ferry__remote_put(const char *url, const char *path, const ferry_remote_opts *o);
+
+/* ---- into memory, past the cache (remote_read.c) ---- */
+/* Bytes [off, off + n) of url into dst, with the checks and retries of
+ * ferry__remote_get; never fewer. */
+ferry_status ferry__remote_read(const char *url, const ferry_remote_opts *o,
+                                const ferry_remote_obj *obj, uint64_t off, size_t n, uint8_t *dst,
+                                ferry_remote_counters *cnt);
+/* All of url (at most max bytes) into *out (ferry_host_malloc'd, *n bytes). */
+ferry_status ferry__remote_fetch_small(const char *url, const ferry_remote_opts *o, size_t max,
+                                       ferry_remote_counters *cnt, uint8_t **out, size_t *n);
 
 /* ---- the cache (remote_cache.c) ---- */
 typedef struct ferry_remote_cache ferry_remote_cache;
@@ -86,27 +102,78 @@ typedef struct ferry_remote_setup {
 
 typedef struct ferry_remote_stats {
     uint64_t bytes_fetched, requests, retries;
-    uint64_t hits;       /* reads whose bytes were already there */
+    uint64_t hits;       /* reads whose bytes were already there (cache or stream) */
     uint64_t misses;     /* reads that waited for the network */
     uint64_t downloads, evictions, failures;
+    uint64_t streams;    /* shard streams started (remote_stream.c) */
+    uint64_t streams_ahead; /* of them, started before their shard's first read */
+    uint64_t stream_reads, range_reads; /* reads served by a stream, by a Range request */
     double wait_s;       /* time reads spent waiting for bytes or room */
     size_t held_bytes, held_peak;
 } ferry_remote_stats;
 
-/* Asks each URL's size and ETag; a budget below the largest shard is
- * FERRY_ERR_INVALID_ARG naming it. Stale partial downloads of dead processes
- * in the folder are removed (only files named as this cache names its own). */
+/* Asks each URL's size and ETag. Stale partial downloads of dead processes
+ * in the folder are removed (only files named as this cache names its own).
+ * A shard larger than the budget is no error here: streaming and reads of
+ * byte ranges do not hold it (ferry__remote_cache_fits says whether it can be). */
 ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remote_cache **out);
 void ferry__remote_cache_destroy(ferry_remote_cache *c);
 /* Shard k's descriptor (stable for the cache's life; read it only between
  * acquire and release), or -1 for a local shard. */
 int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
+/* FERRY_OK when shard k (a URL) fits the budget, else FERRY_ERR_INVALID_ARG
+ * naming it, its size and the budget. */
+ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k);
+/* Where shard k's index is kept in the cache folder once it has been built
+ * from a download (ferry-HEX.ferry-index: named by URL, ETag and size, like
+ * the shard's file, and never evicted); false for a local shard. */
+bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
+/* Shard k's size and ETag as first seen; NULL for a local shard. */
+const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k);
+/* The request counters every fetch of this dataset adds to. */
+ferry_remote_counters *ferry__remote_cache_counters(ferry_remote_cache *c);
 /* Pins shard k and waits until its bytes [0, end) are in the cache (end past
  * the shard: all of it). Fetches it when absent, first making room by evicting
  * the least recently used shards no one is reading. Pair with release, also
- * after an error. A no-op for a local shard. */
+ * after an error. A no-op for a local shard. A shard that failed gives its
+ * error until 3 x timeout_s have passed; the next acquire fetches it again. */
 ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end);
 void ferry__remote_cache_release(ferry_remote_cache *c, size_t k);
 void ferry__remote_cache_stats(ferry_remote_cache *c, ferry_remote_stats *out);
+
+/* ---- streaming (remote_stream.c) ---- */
+/* In the streaming order each remote shard is read front to back over one
+ * connection, into a ring in memory that stays ahead of the readers (the
+ * read-ahead), so the network's latency hides behind decoding; nothing goes
+ * to the cache, and a shard need not fit its budget. */
+typedef struct ferry_remote_streams ferry_remote_streams;
+
+/* For the URLs among paths (the cache knows which: their objects and
+ * counters). NULL cache: *out NULL, nothing to stream. */
+ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_remote_cache *cache,
+                                          const ferry_remote_opts *o, ferry_remote_streams **out);
+void ferry__remote_streams_destroy(ferry_remote_streams *s);
+/* on: the reads that follow are in streaming order (an epoch starts: every
+ * stream starts over, and shards that failed are tried again); off: reads
+ * are one Range request each. No read may be in progress. */
+void ferry__remote_streams_reset(ferry_remote_streams *s, bool on);
+bool ferry__remote_streams_on(ferry_remote_streams *s);
+/* The order in which this epoch first reads the shards (m shard numbers):
+ * when a shard's stream is first read, the next one's starts, so that its
+ * first bytes are there when its reads begin. NULL: no order (none started
+ * ahead). */
+void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size_t m);
+/* Bytes [off, off + n) of remote shard k into dst: from its stream (started
+ * at off when it has none), or by a Range request when the bytes are behind
+ * the stream's ring or streaming is off. Never a partial read. A stream that
+ * fails fails every later read of its shard until the next reset, with the
+ * error naming the URL and byte offset. Thread-safe. */
+ferry_status ferry__remote_stream_read(ferry_remote_streams *s, size_t k, uint64_t off, size_t n,
+                                       uint8_t *dst);
+/* Adds the streams' counters to out (the cache's). */
+void ferry__remote_streams_stats(ferry_remote_streams *s, ferry_remote_stats *out);
+
+/* The remote counters of a shard dataset; false for any other dataset (shards.c). */
+bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *out);
 
 #endif

@@ -54,6 +54,7 @@ typedef struct rentry {
     bool renamed;               /* the file is NAME.shard (else still the .part) */
     bool thread;                /* a fetch thread to join */
     pthread_t th;
+    double failed_at;           /* ferry_now() when it last FAILED */
     ferry_status err_st;
     char err[1024];
 } rentry;
@@ -138,7 +139,8 @@ static void *fetch_main(void *arg)
     char part[PATH_CAP], whole[PATH_CAP];
     file_name(e, true, part, sizeof part);
     file_name(e, false, whole, sizeof whole);
-    ferry_status st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, sink, cancelled, e, &c->cnt);
+    ferry_status st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, UINT64_MAX, sink, cancelled, e,
+                                        &c->cnt);
     /* Synced before it is named whole: after a crash a .shard file is whole. */
     bool named = st == FERRY_OK && fsync(e->fd) == 0 && rename(part, whole) == 0;
     pthread_mutex_lock(&c->lock);
@@ -147,6 +149,7 @@ static void *fetch_main(void *arg)
         e->renamed = named;
     } else {
         e->state = FAILED;
+        e->failed_at = ferry_now();
         e->err_st = st;
         snprintf(e->err, sizeof e->err, "%s", ferry_last_error());
         c->failures++;
@@ -286,6 +289,14 @@ static bool wait_step(struct ferry_remote_cache *c, double *last, uint64_t *seen
     return now - *last < stall_limit(c);
 }
 
+/* A shard that failed answers with its error for this long, so that each of
+ * its samples (skipped under on_error = SKIP) does not pay the retries again;
+ * the first read after it tries the shard again (a later epoch, usually). */
+static double failed_cooldown(const struct ferry_remote_cache *c)
+{
+    return 3 * c->opts.timeout_s;
+}
+
 static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint64_t end,
                                    bool *waited)
 {
@@ -294,6 +305,10 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
     for (;;) {
         if (atomic_load(&c->closing))
             return ferry_fail_at(FERRY_ERR_BAD_STATE, e->url, "the dataset is being destroyed");
+        if (e->state == FAILED && ferry_now() - e->failed_at >= failed_cooldown(c)) {
+            join_fetch(e);
+            e->state = ABSENT;
+        }
         if (e->state == FAILED)
             return ferry_fail(e->err_st, "%s", e->err);
         if (e->state == DONE || (e->state == FETCHING && e->have >= end))
@@ -313,11 +328,43 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
     }
 }
 
+ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k)
+{
+    if (!c || !c->e[k].url || c->e[k].obj.size <= c->budget)
+        return FERRY_OK;
+    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is %llu bytes, more than the remote shard "
+                      "cache's budget of %zu bytes (remote_cache_bytes): it could never be held; "
+                      "raise the budget to at least the largest shard, or keep each shard's index "
+                      "beside it (URL.ferry-index) and read in streaming order", c->e[k].url,
+                      (unsigned long long)c->e[k].obj.size, c->budget);
+}
+
+bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap)
+{
+    if (!c || !c->e[k].url)
+        return false;
+    int w = snprintf(out, cap, "%s/ferry-%016llx.ferry-index", c->dir,
+                     (unsigned long long)c->e[k].id);
+    return w > 0 && (size_t)w < cap;
+}
+
+const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k)
+{
+    return c && c->e[k].url ? &c->e[k].obj : NULL;
+}
+
+ferry_remote_counters *ferry__remote_cache_counters(ferry_remote_cache *c)
+{
+    return &c->cnt;
+}
+
 ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end)
 {
     if (!c || !c->e[k].url)
         return FERRY_OK;
     rentry *e = &c->e[k];
+    if (e->obj.size > c->budget) /* it could never fit: no wait, the reason */
+        return ferry__remote_cache_fits(c, k);
     if (end > e->obj.size)
         end = e->obj.size;
     double t0 = ferry_now();
@@ -413,8 +460,6 @@ static ferry_status open_dir(struct ferry_remote_cache *c, const char *dir)
 
 static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_setup *su)
 {
-    uint64_t biggest = 0;
-    size_t big = 0;
     for (size_t i = 0; i < su->n; i++) {
         rentry *e = &c->e[i];
         e->c = c;
@@ -429,16 +474,7 @@ static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_se
                         strlen(e->obj.etag) + 1), &e->obj.size, sizeof e->obj.size);
         if ((e->fd = fcntl(c->devnull, F_DUPFD_CLOEXEC, 0)) < 0)
             return ferry_fail_at(FERRY_ERR_IO, e->url, "no descriptor for it: %s", strerror(errno));
-        if (e->obj.size > biggest) {
-            biggest = e->obj.size;
-            big = i;
-        }
     }
-    if (biggest > c->budget)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s is %llu bytes, more than the remote shard "
-                          "cache's budget of %zu bytes (remote_cache_bytes): it could never be "
-                          "held; raise the budget to at least the largest shard", su->paths[big],
-                          (unsigned long long)biggest, c->budget);
     return FERRY_OK;
 }
 

@@ -41,7 +41,7 @@ typedef struct xfer {
     ferry_remote_counters *cnt;
     long status;
     bool has_len, has_range, checked;
-    uint64_t len, range_start, range_total;
+    uint64_t len, range_start, range_last, range_total;
     char etag[128];
     double retry_after;
     double stall_s, seen_at;         /* the stall timeout; when the byte count last moved */
@@ -90,9 +90,8 @@ static size_t on_header(char *line, size_t size, size_t nitems, void *p)
     } else if (header_is(buf, c, "content-length", &v)) {
         x->has_len = sscanf(v, "%" SCNu64, &x->len) == 1;
     } else if (header_is(buf, c, "content-range", &v)) {
-        uint64_t last;
-        x->has_range = sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64, &x->range_start, &last,
-                              &x->range_total) == 3;
+        x->has_range = sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64, &x->range_start,
+                              &x->range_last, &x->range_total) == 3;
     } else if (header_is(buf, c, "etag", &v)) {
         parse_etag(x, v, c - (size_t)(v - buf));
     } else if (header_is(buf, c, "retry-after", &v)) {
@@ -123,14 +122,18 @@ static bool check_response(xfer *x)
         return !fail_x(x, FERRY_ERR_IO, "the object changed (ETag %s, was %s); it must not "
                        "change while it is read", x->etag, o->etag);
     if (x->status == 206) {
-        if (!x->has_range || x->range_start != x->at || x->range_total != o->size)
+        /* A range longer than asked for (to the object's end) is taken up to
+         * the end asked for. */
+        if (!x->has_range || x->range_start != x->at || x->range_total != o->size ||
+            x->range_last < x->end - 1 || x->range_last >= o->size)
             return !fail_x(x, FERRY_ERR_IO, "the server answered Range with a wrong Content-Range "
                            "(start %llu, total %llu; the object had %llu bytes)",
                            (unsigned long long)x->range_start, (unsigned long long)x->range_total,
                            (unsigned long long)o->size);
-        if (x->has_len && x->len != x->end - x->at)
+        if (x->has_len && x->len != x->range_last + 1 - x->at)
             return !fail_x(x, FERRY_ERR_IO, "wrong Content-Length: %llu for a range of %llu bytes",
-                           (unsigned long long)x->len, (unsigned long long)(x->end - x->at));
+                           (unsigned long long)x->len,
+                           (unsigned long long)(x->range_last + 1 - x->at));
         return true;
     }
     if (x->has_len && x->len != o->size)
@@ -156,19 +159,28 @@ static size_t on_body(char *b, size_t size, size_t nitems, void *p)
         if (!n)
             return size * nitems;
     }
+    bool last = false;
     if (n > x->end - x->at) {
-        fail_x(x, FERRY_ERR_IO, "the server sent more bytes than the object has (%llu past "
-               "byte %llu)", (unsigned long long)(n - (x->end - x->at)), (unsigned long long)x->end);
-        return 0;
+        /* A 200 or a longer range to a Range that ends before the object
+         * does: the bytes past the end were not asked for. Past the
+         * object's end: a lie (the length checks catch it first). */
+        if (x->end == x->obj->size) {
+            fail_x(x, FERRY_ERR_IO, "the server sent more bytes than the object has (%llu past "
+                   "byte %llu)", (unsigned long long)(n - (x->end - x->at)),
+                   (unsigned long long)x->end);
+            return 0;
+        }
+        n = (size_t)(x->end - x->at);
+        last = true;
     }
-    if (x->sink(x->arg, (const uint8_t *)b, n) != 0) {
+    if (n && x->sink(x->arg, (const uint8_t *)b, n) != 0) {
         snprintf(x->msg, sizeof x->msg, "%s", ferry_last_error());
         x->fatal = FERRY_ERR_IO;
         return 0;
     }
     x->at += n;
     atomic_fetch_add(&x->cnt->bytes, n);
-    return size * nitems;
+    return last ? 0 : size * nitems; /* 0: stop, all that was asked for came (classify) */
 }
 
 /* Also the stall timeout: curl's own low-speed check averages over seconds
@@ -202,9 +214,15 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(o->timeout_s * 1000));
-    /* A stall: under 1 byte a second for the timeout is a failure, retried. */
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, tmo < 1 ? 1L : tmo);
+    /* A stall: under 1 byte a second for the timeout is a failure, retried.
+     * A paced fetch's sink waits for its reader, which curl would count as a
+     * stall: on_progress's check (bytes moved since the last call) is enough. */
+    if (!o->paced) {
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, tmo < 1 ? 1L : tmo);
+    } else { /* a long body: fewer, larger hand-overs to the sink and its lock */
+        curl_easy_setopt(h, CURLOPT_BUFFERSIZE, 256L << 10);
+    }
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
@@ -335,10 +353,15 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         }
         if (head)
             curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-        else if (x->at) {
-            snprintf(range, sizeof range, "%llu-", (unsigned long long)x->at);
+        else if (x->at || x->end < x->obj->size) {
+            if (x->end < x->obj->size)
+                snprintf(range, sizeof range, "%llu-%llu", (unsigned long long)x->at,
+                         (unsigned long long)x->end - 1);
+            else
+                snprintf(range, sizeof range, "%llu-", (unsigned long long)x->at);
             curl_easy_setopt(h, CURLOPT_RANGE, range);
         }
+        uint64_t at0 = x->at;
         atomic_fetch_add(&x->cnt->requests, 1);
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
@@ -347,6 +370,10 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         st = classify(x, rc, errbuf, head);
         if (st == FERRY_OK || x->fatal)
             break;
+        /* The retries bound failures in a row: a try that moved the body on
+         * starts the count again (a long stream meets many brief faults). */
+        if (x->at > at0)
+            try = 0;
         if (try >= o->retries)
             return ferry_fail(FERRY_ERR_IO, "%s (gave up after %u tries)", x->msg, try + 1);
         atomic_fetch_add(&x->cnt->retries, 1);
@@ -374,11 +401,13 @@ ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
 }
 
 ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
-                               const ferry_remote_obj *obj, uint64_t from, ferry_remote_sink sink,
-                               ferry_remote_cancelled cancelled, void *arg,
+                               const ferry_remote_obj *obj, uint64_t from, uint64_t end,
+                               ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
                                ferry_remote_counters *cnt)
 {
-    xfer x = {.url = url, .obj = obj, .at = from, .end = obj->size, .sink = sink,
+    if (end > obj->size)
+        end = obj->size;
+    xfer x = {.url = url, .obj = obj, .at = from, .end = end, .sink = sink,
               .cancelled = cancelled, .arg = arg, .cnt = cnt};
-    return from >= obj->size ? FERRY_OK : run(url, o, &x, false);
+    return from >= end ? FERRY_OK : run(url, o, &x, false);
 }

@@ -18,10 +18,10 @@ ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
 }
 
 ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
-                               const ferry_remote_obj *obj, uint64_t from, ferry_remote_sink sink,
-                               ferry_remote_cancelled cancelled, void *arg,
+                               const ferry_remote_obj *obj, uint64_t from, uint64_t end,
+                               ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
                                ferry_remote_counters *cnt)
 {
-    (void)o, (void)obj, (void)from, (void)sink, (void)cancelled, (void)arg, (void)cnt;
+    (void)o, (void)obj, (void)from, (void)end, (void)sink, (void)cancelled, (void)arg, (void)cnt;
     return no_curl(url);
 }

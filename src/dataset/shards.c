@@ -6,6 +6,7 @@
  * lookup, which is most of what reading a small image file costs. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ typedef struct shards {
     /* shards named by URL: their bytes come through this cache (remote_cache.c),
      * which owns their descriptors; NULL without one */
     ferry_remote_cache *remote;
+    ferry_remote_streams *streams; /* their streaming-order reads (remote_stream.c) */
 } shards;
 
 ferry_status ferry__scratch_pread(ferry_scratch *s, int fd, uint64_t off, size_t n, const char *name)
@@ -114,8 +116,25 @@ static void read_ahead(const shards *h, const ferry_shard_sample *sp)
         }
 }
 
+/* The remote shard cache's byte budget: the config's, else 4 GiB. */
+static size_t cache_budget(const shards *h)
+{
+    return h->cfg.remote_cache_bytes ? h->cfg.remote_cache_bytes : (size_t)4 << 30;
+}
+
+/* A remote plain shard's member, past the cache: in the streaming order from
+ * the shard's stream, else (one_off: create's probe; a shard larger than the
+ * cache's budget) by a Range request. */
+static bool past_cache(const shards *h, const ferry_shard_sample *sp, bool gz, bool one_off)
+{
+    const ferry_remote_obj *obj = ferry__remote_cache_obj(h->remote, sp->shard);
+    return obj && !gz && (one_off || ferry__remote_streams_on(h->streams) ||
+                          obj->size > cache_budget(h));
+}
+
 /* The image member's bytes into s->file, within the size limit. */
-static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s)
+static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, ferry_scratch *s,
+                               bool one_off)
 {
     const char *name = h->names + sp->name;
     size_t max = h->cfg.limits.max_file_bytes;
@@ -124,6 +143,13 @@ static ferry_status read_image(const shards *h, const ferry_shard_sample *sp, fe
                              "of %zu", (unsigned long long)sp->hdr_off,
                              (unsigned long long)sp->img_size, max);
     bool gz = h->gzip && h->gzip[sp->shard];
+    if (past_cache(h, sp, gz, one_off)) {
+        ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)sp->img_size + 1);
+        if (st != FERRY_OK)
+            return ferry_fail_named(st, name);
+        return ferry__remote_stream_read(h->streams, sp->shard, sp->img_off, (size_t)sp->img_size,
+                                         s->file);
+    }
     /* A remote shard's bytes must be in the cache first: all of a gzip one
      * (its stream reads ahead), up to the member's end of a plain one. */
     ferry_status st = ferry__remote_cache_acquire(h->remote, sp->shard,
@@ -144,7 +170,7 @@ static ferry_status read_member(const void *src, size_t index, ferry_scratch *s,
 {
     const shards *h = src;
     *n = (size_t)h->samples[index].img_size;
-    return read_image(h, &h->samples[index], s);
+    return read_image(h, &h->samples[index], s, false);
 }
 
 static ferry_status shards_get(const ferry_dataset *ds, size_t index, void *dst,
@@ -189,6 +215,7 @@ static void shards_free(shards *h)
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
     ferry__gz_cache_destroy(h->gz);
+    ferry__remote_streams_destroy(h->streams); /* before the cache: it uses its objects */
     ferry__remote_cache_destroy(h->remote);
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
@@ -213,10 +240,37 @@ static size_t shards_ends(const ferry_dataset *ds, const size_t **ends, const si
     return h->nshards;
 }
 
+/* Remote shards: the order in which the plan first reads each shard, so that
+ * the next one's stream starts before its first read. */
+static ferry_status plan_streams(shards *h, const size_t *idx, size_t n)
+{
+    if (!idx) {
+        ferry__remote_streams_plan(h->streams, NULL, 0);
+        return FERRY_OK;
+    }
+    size_t *seq = ferry_host_malloc(h->nshards * sizeof *seq), m = 0;
+    uint8_t *seen = ferry_host_calloc(h->nshards, 1);
+    ferry_status st = seq && seen ? FERRY_OK : FERRY_ERR_NO_MEMORY;
+    for (size_t i = 0; st == FERRY_OK && i < n && m < h->nshards; i++) {
+        uint32_t k = h->samples[idx[i]].shard;
+        if (seen[k])
+            continue;
+        seen[k] = 1;
+        if (ferry__remote_cache_obj(h->remote, k) && !(h->gzip && h->gzip[k]))
+            seq[m++] = k; /* the shards that are streamed */
+    }
+    if (st == FERRY_OK)
+        ferry__remote_streams_plan(h->streams, seq, m);
+    ferry_host_free(seq);
+    ferry_host_free(seen);
+    return st;
+}
+
 static ferry_status shards_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
 {
     shards *h = ds->impl;
-    return h->gz ? ferry__gz_cache_plan(h->gz, idx, n) : FERRY_OK;
+    ferry_status st = h->streams ? plan_streams(h, idx, n) : FERRY_OK;
+    return h->gz && st == FERRY_OK ? ferry__gz_cache_plan(h->gz, idx, n) : st;
 }
 
 static size_t shards_gzip(const ferry_dataset *ds)
@@ -237,6 +291,7 @@ static void shards_readahead(ferry_dataset *ds, size_t bytes)
         (void)posix_fadvise(h->fds[i], 0, 0, bytes ? POSIX_FADV_SEQUENTIAL : POSIX_FADV_NORMAL);
     }
     atomic_store(&h->readahead, bytes);
+    ferry__remote_streams_reset(h->streams, bytes > 0);
 }
 
 static const ferry_dataset_vtable shards_vt = {
@@ -249,6 +304,7 @@ bool ferry__dataset_remote_stats(const ferry_dataset *ds, ferry_remote_stats *ou
     if (!ds || ds->vt != &shards_vt || !((shards *)ds->impl)->remote)
         return false;
     ferry__remote_cache_stats(((shards *)ds->impl)->remote, out);
+    ferry__remote_streams_stats(((shards *)ds->impl)->streams, out);
     return true;
 }
 
@@ -287,7 +343,7 @@ static ferry_remote_setup remote_setup(const shards *h)
     const ferry_image_config *c = &h->cfg;
     return (ferry_remote_setup){
         .paths = h->paths, .n = h->nshards, .dir = c->remote_cache_dir,
-        .budget = c->remote_cache_bytes ? c->remote_cache_bytes : (size_t)4 << 30,
+        .budget = cache_budget(h),
         .opts = {.timeout_s = c->remote_timeout_s > 0 ? c->remote_timeout_s : 10.0,
                  .retries = c->remote_retries ? (unsigned)c->remote_retries : 5,
                  .backoff_s = 0.1}};
@@ -311,6 +367,8 @@ static ferry_status open_shards(shards *h)
         return FERRY_ERR_NO_MEMORY;
     ferry_remote_setup rs = remote_setup(h);
     ferry_status rst = ferry__remote_cache_create(&rs, &h->remote);
+    if (rst == FERRY_OK)
+        rst = ferry__remote_streams_create(h->paths, h->nshards, h->remote, &rs.opts, &h->streams);
     if (rst != FERRY_OK)
         return rst;
     for (size_t i = 0; i < h->nshards; i++)
@@ -438,19 +496,56 @@ typedef struct index_job {
     atomic_bool warned;    /* an index could not be saved (said once) */
 } index_job;
 
+/* Remote shard i's index: the file beside it (URL.ferry-index) when there is
+ * one and it fits the shard, else the one kept in the cache folder from an
+ * earlier download of the same object, else read from the cache's copy of
+ * the whole shard (and kept there), which must then fit the cache's budget.
+ * A gzip shard is read through the cache, so it must fit either way. */
+static ferry_status index_remote(index_job *j, size_t i)
+{
+    const shards *h = j->h;
+    const char *path = h->paths[i];
+    char url[4096];
+    uint8_t *d = NULL;
+    size_t n = 0;
+    bool found = false;
+    ferry_remote_setup rs = remote_setup(h);
+    ferry_status st = FERRY_OK;
+    if ((size_t)snprintf(url, sizeof url, "%s%s", path, FERRY_SHARD_INDEX_SUFFIX) < sizeof url &&
+        ferry__remote_fetch_small(url, &rs.opts, (size_t)1 << 30,
+                                  ferry__remote_cache_counters(h->remote), &d, &n) == FERRY_OK)
+        st = ferry__shard_index_parse(d, n, path, ferry__remote_cache_obj(h->remote, i)->size,
+                                      (uint32_t)i, &j->parts[i], &found);
+    ferry_clear_error(); /* no index beside it: not an error, read the shard */
+    ferry_host_free(d);
+    char kept[PATH_MAX + 64];
+    bool keep = ferry__remote_cache_index_path(h->remote, i, kept, sizeof kept);
+    if (st == FERRY_OK && !found && keep)
+        st = ferry__shard_index_load_at(kept, path, ferry__remote_cache_obj(h->remote, i)->size,
+                                        (uint32_t)i, &j->parts[i], &found);
+    if (st == FERRY_OK && found && j->parts[i].gzip &&
+        (st = ferry__remote_cache_fits(h->remote, i)) != FERRY_OK)
+        ferry__shard_part_free(&j->parts[i]);
+    if (st != FERRY_OK || found)
+        return st;
+    struct stat before;
+    if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK &&
+        (st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i])) == FERRY_OK &&
+        keep && fstat(h->fds[i], &before) == 0 &&
+        ferry__shard_index_save_at(kept, path, h->fds[i], &before, &j->parts[i]) != FERRY_OK)
+        ferry_clear_error(); /* the next create downloads the shard again: no worse */
+    ferry__remote_cache_release(h->remote, i);
+    return st;
+}
+
 /* Shard i's index: from the file beside it when asked and it matches, else
  * read from the shard (and saved when asked). */
 static ferry_status index_one(index_job *j, size_t i)
 {
     const char *path = j->h->paths[i];
     int fd = j->h->fds[i];
-    if (ferry__remote_cache_fd(j->h->remote, i) >= 0) { /* indexed from the cache's copy */
-        ferry_status st = ferry__remote_cache_acquire(j->h->remote, i, UINT64_MAX);
-        if (st == FERRY_OK)
-            st = ferry__shard_index(path, fd, (uint32_t)i, &j->parts[i]);
-        ferry__remote_cache_release(j->h->remote, i);
-        return st;
-    }
+    if (ferry__remote_cache_fd(j->h->remote, i) >= 0)
+        return index_remote(j, i);
     bool cache = j->h->cfg.shard_index_cache, found = false;
     ferry_status st = cache ? ferry__shard_index_load(path, fd, (uint32_t)i, &j->parts[i], &found)
                             : FERRY_OK;
@@ -630,7 +725,7 @@ static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
     ferry_scratch *s = NULL;
     ferry_status st = ferry_scratch_create(&s);
     if (st == FERRY_OK)
-        st = read_image(h, &h->samples[i], s);
+        st = read_image(h, &h->samples[i], s, true);
     ferry_image_info info;
     if (st == FERRY_OK)
         st = ferry__image_header(s->file, (size_t)h->samples[i].img_size, h->names + h->samples[i].name, &info);

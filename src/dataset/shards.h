@@ -61,6 +61,22 @@ ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry
                                      bool *found);
 ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat *before,
                                      const ferry_shard_part *p);
+/* The same file's bytes (d, n), fetched from beside a remote shard: *found
+ * when they are an index of a shard of shard_size bytes (its time cannot be
+ * checked from afar; its CRC and every record are), *out then as load gives
+ * it. Only running out of memory is an error. */
+ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *path,
+                                      uint64_t shard_size, uint32_t k, ferry_shard_part *out,
+                                      bool *found);
+#define FERRY_SHARD_INDEX_SUFFIX ".ferry-index"
+/* The same, kept at another path ip (a remote shard's, in its cache folder):
+ * save as ferry__shard_index_save with fd the shard's local copy; load as
+ * parse, from the file. */
+ferry_status ferry__shard_index_save_at(const char *ip, const char *path, int fd,
+                                        const struct stat *before, const ferry_shard_part *p);
+ferry_status ferry__shard_index_load_at(const char *ip, const char *path, uint64_t shard_size,
+                                        uint32_t k, ferry_shard_part *out, bool *found);
+
 
 /* The class-names members' names. */
 #define FERRY_SHARD_CLASSES_A "__classes__.txt"

@@ -10,6 +10,7 @@
  * apart): head, then n ferry_shard_sample records, the sample names without
  * the "SHARD:" prefix (NUL-terminated, in sample order), the class names
  * (NUL-terminated), and the CRC-32 of all that. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,8 +21,9 @@
 #include "common/error.h"
 #include "dataset/shards.h"
 
-#define SUFFIX ".ferry-index"
+#define SUFFIX FERRY_SHARD_INDEX_SUFFIX
 #define MAGIC "FERRYIX1"
+#define VERSION 2 /* 2: .jpg and .jpeg members are images too */
 /* An index bigger than this is not one of ours. */
 #define MAX_INDEX_BYTES ((uint64_t)1 << 34)
 
@@ -45,7 +47,7 @@ static head head_of(const struct stat *sb, const ferry_shard_part *p)
     head h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, MAGIC, 8);
-    h.version = 2; /* 2: .jpg and .jpeg members are images too */
+    h.version = VERSION;
     h.record = (uint32_t)sizeof(ferry_shard_sample);
     h.shard_size = (uint64_t)sb->st_size;
     h.mtime_s = (int64_t)sb->st_mtim.tv_sec;
@@ -79,13 +81,21 @@ ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat
                                      const ferry_shard_part *p)
 {
     char ip[4096];
-    struct stat sb;
-    if (!index_path(path, ip, sizeof ip) || fstat(fd, &sb) != 0)
+    if (!index_path(path, ip, sizeof ip))
         return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
+    return ferry__shard_index_save_at(ip, path, fd, before, p);
+}
+
+ferry_status ferry__shard_index_save_at(const char *ip, const char *path, int fd,
+                                        const struct stat *before, const ferry_shard_part *p)
+{
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: cannot be written", ip);
     if (sb.st_size != before->st_size || sb.st_mtim.tv_sec != before->st_mtim.tv_sec ||
         sb.st_mtim.tv_nsec != before->st_mtim.tv_nsec)
-        return ferry_fail_at(FERRY_ERR_IO, path, "changed while it was indexed; %s%s not written",
-                             path, SUFFIX);
+        return ferry_fail_at(FERRY_ERR_IO, path, "changed while it was indexed; %s not written",
+                             ip);
     size_t prefix = strlen(path) + 1; /* "SHARD:" */
     head h = head_of(&sb, p);
     for (size_t i = 0; i < p->n; i++)
@@ -319,5 +329,60 @@ ferry_status ferry__shard_index_load(const char *path, int fd, uint32_t k, ferry
     ferry_host_free(d);
     if (!*found)
         ferry__shard_part_free(out);
+    return st;
+}
+
+ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *path,
+                                      uint64_t shard_size, uint32_t k, ferry_shard_part *out,
+                                      bool *found)
+{
+    memset(out, 0, sizeof *out);
+    *found = false;
+    head h, want;
+    memset(&want, 0, sizeof want);
+    memcpy(want.magic, MAGIC, 8);
+    if (n < sizeof h)
+        return FERRY_OK;
+    memcpy(&h, d, sizeof h);
+    /* The shard's time is not known from afar: its size and the CRC decide. */
+    if (memcmp(h.magic, want.magic, 8) != 0 || h.version != VERSION ||
+        h.record != sizeof(ferry_shard_sample) || h.shard_size != shard_size ||
+        h.n >= MAX_INDEX_BYTES / sizeof(ferry_shard_sample) || h.names_len >= MAX_INDEX_BYTES ||
+        h.classes_len >= MAX_INDEX_BYTES ||
+        sizeof h + h.n * sizeof(ferry_shard_sample) + h.names_len + h.classes_len + 4 != n ||
+        !valid(d, n))
+        return FERRY_OK;
+    ferry_status st = unpack(d, path, k, out);
+    *found = st == FERRY_OK;
+    if (st == FERRY_ERR_FORMAT) {
+        st = FERRY_OK;
+        ferry_clear_error();
+    }
+    if (!*found)
+        ferry__shard_part_free(out);
+    return st;
+}
+
+ferry_status ferry__shard_index_load_at(const char *ip, const char *path, uint64_t shard_size,
+                                        uint32_t k, ferry_shard_part *out, bool *found)
+{
+    memset(out, 0, sizeof *out);
+    *found = false;
+    FILE *f = fopen(ip, "rb");
+    struct stat fs;
+    if (!f)
+        return FERRY_OK;
+    ferry_status st = FERRY_OK;
+    uint8_t *d = NULL;
+    if (fstat(fileno(f), &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0 &&
+        (uint64_t)fs.st_size <= MAX_INDEX_BYTES) {
+        size_t n = (size_t)fs.st_size;
+        if (!(d = ferry_host_malloc(n)))
+            st = FERRY_ERR_NO_MEMORY;
+        else if (fread(d, 1, n, f) == n)
+            st = ferry__shard_index_parse(d, n, path, shard_size, k, out, found);
+    }
+    fclose(f);
+    ferry_host_free(d);
     return st;
 }

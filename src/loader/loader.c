@@ -302,12 +302,13 @@ static ferry_status warm_scratch(ferry_loader *l)
     return FERRY_OK;
 }
 
-/* Gzip shards: which samples this epoch reads from first_batch on, so that a
- * shard's stream keeps exactly the images still to come. A hint: a failure
- * (no memory) costs speed, never data. */
+/* Gzip shards, and the streaming order: which samples this epoch reads from
+ * first_batch on, so that a gzip shard's stream keeps exactly the images
+ * still to come and a remote shard's stream starts before its first read. A
+ * hint: a failure (no memory) costs speed, never data. */
 static void plan_reads(ferry_loader *l, size_t first_batch)
 {
-    if (!l->gzip_shards)
+    if (!l->gzip_shards && !l->stream_perm)
         return;
     size_t a = first_batch * l->batch, b = l->num_batches * l->batch;
     if (b > l->epoch_len)
@@ -604,7 +605,7 @@ void ferry_loader_destroy(ferry_loader *l)
     ferry_host_free(l->order_scratch);
     if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
         ferry__dataset_set_readahead(l->ds, 0);
-    if (l->gzip_shards) /* the plan was this loader's */
+    if (l->gzip_shards || l->stream_perm) /* the plan was this loader's */
         (void)ferry__dataset_plan_reads(l->ds, NULL, 0);
     ferry_host_free(l->stream_perm);
     ferry_host_free(l->own_indices);

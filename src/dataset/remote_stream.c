@@ -1,0 +1,427 @@
+/* Remote shards in the streaming order (remote.h): each shard is fetched front
+ * to back by a thread of its own over one connection (resumed with Range after
+ * a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
+ * AHEAD bytes past the furthest byte a reader has asked for, then waits: that
+ * is the read-ahead, and it bounds the memory (RING bytes per stream, at most
+ * NSTREAMS streams, least recently used replaced). The ring keeps RING - AHEAD
+ * bytes behind the furthest read for the shuffle buffer's stragglers; a read
+ * further behind (or with no stream free) is one Range request of its own.
+ *
+ * A reader copies only bytes the fetch has checked and written, under the
+ * lock, so a sample is whole or not delivered at all. A stream that fails
+ * marks its shard failed until the next reset (the next epoch), so that under
+ * on_error = SKIP its samples fail at once instead of each paying the retries.
+ *
+ * Locking: one mutex for every stream's state and the ring's bytes; a fetch
+ * thread copies into the ring under it (16 KiB at a time). Waits are bounded
+ * by the fetch's own timeouts: a fetch always ends, and its end is broadcast. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "dataset/remote.h"
+
+#define RING ((size_t)8 << 20)
+#define AHEAD (RING / 2)
+#define NSTREAMS 4
+#define NONE SIZE_MAX
+
+typedef struct rstream {
+    struct ferry_remote_streams *o;
+    size_t shard;              /* NONE: free */
+    size_t fetching;           /* the shard its thread fetches (shard goes NONE at a close) */
+    uint64_t base;             /* the first byte fetched */
+    uint64_t have;             /* bytes [base, have) arrived; the ring holds the last RING */
+    uint64_t want;             /* the furthest end a reader asked for */
+    uint8_t *ring;             /* RING bytes, allocated on first use */
+    unsigned users;            /* readers inside read() on it */
+    uint64_t used;             /* LRU tick */
+    bool thread, ended;        /* a fetch thread to join; it has returned */
+    bool busy;                 /* being closed or opened by a reader: no one else's */
+    atomic_bool stop;
+    ferry_status st;           /* the fetch's failure (ended) */
+    char err[1024];
+    pthread_t th;
+} rstream;
+
+struct ferry_remote_streams {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;         /* any stream moved, ended, or lost a user */
+    rstream s[NSTREAMS];
+    size_t n;
+    char *const *paths;
+    ferry_remote_cache *cache;
+    ferry_remote_opts opts;    /* paced: the fetch waits for its readers */
+    ferry_remote_opts once;    /* for Range reads of one member */
+    bool on;
+    char **failed;             /* per shard: its stream's error this epoch, or NULL */
+    uint8_t *opened;           /* per shard: streamed this epoch already */
+    size_t *next;              /* per shard: the one the plan reads after it, or NONE */
+    uint8_t *led;              /* per shard: its next one has been started */
+    ferry_status *failed_st;
+    uint64_t tick;
+    uint64_t hits, misses, started, ahead, streamed, ranged;
+    double wait_s;
+};
+
+static uint64_t ring_start(const rstream *r)
+{
+    return r->have - r->base > RING ? r->have - RING : r->base;
+}
+
+static void ring_put(rstream *r, const uint8_t *b, size_t n)
+{
+    size_t at = (size_t)(r->have % RING), first = n < RING - at ? n : RING - at;
+    memcpy(r->ring + at, b, first);
+    memcpy(r->ring, b + first, n - first);
+}
+
+static void ring_get(const rstream *r, uint64_t off, size_t n, uint8_t *dst)
+{
+    size_t at = (size_t)(off % RING), first = n < RING - at ? n : RING - at;
+    memcpy(dst, r->ring + at, first);
+    memcpy(dst + first, r->ring, n - first);
+}
+
+/* ---- the fetch thread ---- */
+
+static int sink(void *arg, const uint8_t *b, size_t n)
+{
+    rstream *r = arg;
+    struct ferry_remote_streams *o = r->o;
+    pthread_mutex_lock(&o->lock);
+    while (n) {
+        /* Room: within AHEAD of the furthest read (a chunk larger than AHEAD
+         * goes in parts). */
+        while (!atomic_load(&r->stop) && r->have >= r->want + AHEAD)
+            pthread_cond_wait(&o->cv, &o->lock);
+        if (atomic_load(&r->stop)) {
+            pthread_mutex_unlock(&o->lock);
+            ferry_fail_at(FERRY_ERR_BAD_STATE, o->paths[r->fetching], "stream stopped");
+            return 1;
+        }
+        uint64_t room = r->want + AHEAD - r->have;
+        size_t k = room < n ? (size_t)room : n;
+        ring_put(r, b, k);
+        r->have += k;
+        b += k;
+        n -= k;
+        pthread_cond_broadcast(&o->cv);
+    }
+    pthread_mutex_unlock(&o->lock);
+    return 0;
+}
+
+static bool stopped(void *arg)
+{
+    return atomic_load(&((rstream *)arg)->stop);
+}
+
+static void *fetch_main(void *arg)
+{
+    rstream *r = arg;
+    struct ferry_remote_streams *o = r->o;
+    const char *url = o->paths[r->fetching];
+    ferry_status st = ferry__remote_get(url, &o->opts, ferry__remote_cache_obj(o->cache, r->fetching),
+                                        r->base, UINT64_MAX, sink, stopped, r,
+                                        ferry__remote_cache_counters(o->cache));
+    pthread_mutex_lock(&o->lock);
+    r->ended = true;
+    r->st = st;
+    if (st != FERRY_OK)
+        snprintf(r->err, sizeof r->err, "%s", ferry_last_error());
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->lock);
+    return NULL;
+}
+
+/* ---- streams (lock held) ---- */
+
+/* Stops r's fetch and waits for its users to leave and its thread to end;
+ * r is free after. The caller has marked r busy, so that no one else picks it
+ * while the lock is let go for the join. */
+static void close_stream(struct ferry_remote_streams *o, rstream *r)
+{
+    atomic_store(&r->stop, true); /* find() passes it over from now on */
+    pthread_cond_broadcast(&o->cv);
+    while (r->users)
+        pthread_cond_wait(&o->cv, &o->lock);
+    r->shard = NONE;
+    if (r->thread) {
+        pthread_mutex_unlock(&o->lock);
+        pthread_join(r->th, NULL);
+        pthread_mutex_lock(&o->lock);
+        r->thread = false;
+    }
+}
+
+static rstream *find(struct ferry_remote_streams *o, size_t k)
+{
+    for (size_t i = 0; i < NSTREAMS; i++)
+        if (o->s[i].shard == k && !o->s[i].busy && !atomic_load(&o->s[i].stop))
+            return &o->s[i];
+    return NULL;
+}
+
+/* A stream of shard k from byte off: a free slot, else the least recently
+ * used one no reader is in. NULL when none can be had (every one in use, no
+ * memory, no thread): the read then goes by Range. */
+static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off)
+{
+    rstream *r = NULL;
+    for (size_t i = 0; i < NSTREAMS; i++) {
+        rstream *x = &o->s[i];
+        if (x->users || x->busy)
+            continue;
+        if (!r || (x->shard == NONE && r->shard != NONE) ||
+            (x->shard != NONE && r->shard != NONE && x->used < r->used))
+            r = x;
+    }
+    if (!r)
+        return NULL;
+    r->busy = true;
+    if (r->shard != NONE || r->thread)
+        close_stream(o, r);
+    rstream *other = find(o, k); /* another reader may have opened one meanwhile */
+    if (other || (!r->ring && !(r->ring = ferry_host_malloc(RING)))) {
+        r->busy = false;
+        pthread_cond_broadcast(&o->cv);
+        return other;
+    }
+    /* An epoch's first stream of a shard starts at its first byte: the
+     * shuffle buffer's first reads of it are not all at its start. */
+    if (!o->opened[k])
+        off = 0;
+    o->opened[k] = 1;
+    r->shard = r->fetching = k;
+    r->used = ++o->tick;
+    r->base = r->have = r->want = off;
+    r->ended = false;
+    r->st = FERRY_OK;
+    r->err[0] = '\0';
+    atomic_store(&r->stop, false);
+    r->busy = false;
+    pthread_cond_broadcast(&o->cv);
+    if (pthread_create(&r->th, NULL, fetch_main, r) != 0) {
+        r->shard = NONE;
+        return NULL;
+    }
+    r->thread = true;
+    o->started++;
+    return r;
+}
+
+/* At shard k's first read this epoch: the stream of the shard the plan reads
+ * next, so that the request's latency passes while k is read. */
+static void start_next(struct ferry_remote_streams *o, size_t k)
+{
+    if (o->led[k])
+        return;
+    o->led[k] = 1;
+    size_t j = o->next[k];
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j) && open_stream(o, j, 0))
+        o->ahead++;
+}
+
+/* ---- reads ---- */
+
+static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_t off, size_t n,
+                               uint8_t *dst)
+{
+    return ferry__remote_read(o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k), off, n,
+                              dst, ferry__remote_cache_counters(o->cache));
+}
+
+/* What a reader got from the stream r (lock held). */
+enum { GOT = 0, BY_RANGE, FAILED };
+
+static int take(struct ferry_remote_streams *o, rstream *r, uint64_t off, size_t n, uint8_t *dst,
+                bool *waited)
+{
+    r->used = ++o->tick;
+    if (off + n > r->want) {
+        r->want = off + n;
+        pthread_cond_broadcast(&o->cv);
+    }
+    while (r->have < off + n && !r->ended && !atomic_load(&r->stop)) {
+        *waited = true;
+        pthread_cond_wait(&o->cv, &o->lock);
+    }
+    if (r->have >= off + n && off >= ring_start(r)) {
+        ring_get(r, off, n, dst);
+        return GOT;
+    }
+    if (r->ended && r->st != FERRY_OK && !atomic_load(&r->stop) && r->have < off + n) {
+        if (!o->failed[r->shard] && (o->failed[r->shard] = ferry_host_strdup(r->err)))
+            o->failed_st[r->shard] = r->st;
+        return o->failed[r->shard] ? FAILED : BY_RANGE;
+    }
+    return BY_RANGE; /* overwritten while waiting, or the stream was closed */
+}
+
+ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64_t off, size_t n,
+                                       uint8_t *dst)
+{
+    double t0 = ferry_now();
+    bool waited = false;
+    int got = BY_RANGE;
+    pthread_mutex_lock(&o->lock);
+    rstream *r = o->on ? find(o, k) : NULL;
+    /* Bytes that came before the failure are still good. */
+    if (o->on && o->failed[k] && !(r && off >= ring_start(r) && r->have >= off + n)) {
+        ferry_status st = ferry_fail(o->failed_st[k], "%s", o->failed[k]);
+        pthread_mutex_unlock(&o->lock);
+        return st;
+    }
+    if (o->on && !r)
+        r = open_stream(o, k, off);
+    if (r) {
+        r->users++; /* also keeps it from being taken for the next shard */
+        r->used = ++o->tick;
+        start_next(o, k);
+        if (off >= ring_start(r))
+            got = take(o, r, off, n, dst, &waited);
+        r->users--;
+        pthread_cond_broadcast(&o->cv);
+    }
+    ferry_status st = FERRY_OK;
+    if (got == FAILED)
+        st = ferry_fail(o->failed_st[k], "%s", o->failed[k]);
+    if (got == GOT) {
+        o->streamed++;
+        o->hits += !waited;
+        o->misses += waited;
+        o->wait_s += waited ? ferry_now() - t0 : 0;
+    }
+    pthread_mutex_unlock(&o->lock);
+    if (got != BY_RANGE)
+        return st;
+    st = read_range(o, k, off, n, dst);
+    pthread_mutex_lock(&o->lock);
+    o->ranged++;
+    o->misses++;
+    o->wait_s += ferry_now() - t0;
+    pthread_mutex_unlock(&o->lock);
+    return st;
+}
+
+void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    for (size_t i = 0; i < NSTREAMS; i++) {
+        rstream *r = &o->s[i];
+        while (r->busy)
+            pthread_cond_wait(&o->cv, &o->lock);
+        if (r->shard != NONE || r->thread) {
+            r->busy = true;
+            close_stream(o, r);
+            r->busy = false;
+        }
+    }
+    for (size_t k = 0; k < o->n; k++) {
+        ferry_host_free(o->failed[k]);
+        o->failed[k] = NULL;
+        o->opened[k] = 0;
+        o->led[k] = 0;
+    }
+    o->on = on;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size_t m)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    for (size_t k = 0; k < o->n; k++)
+        o->next[k] = NONE;
+    for (size_t i = 0; seq && i + 1 < m; i++)
+        o->next[seq[i]] = seq[i + 1];
+    pthread_mutex_unlock(&o->lock);
+}
+
+bool ferry__remote_streams_on(ferry_remote_streams *o)
+{
+    if (!o)
+        return false;
+    pthread_mutex_lock(&o->lock);
+    bool on = o->on;
+    pthread_mutex_unlock(&o->lock);
+    return on;
+}
+
+void ferry__remote_streams_stats(ferry_remote_streams *o, ferry_remote_stats *out)
+{
+    if (!o)
+        return;
+    pthread_mutex_lock(&o->lock);
+    out->hits += o->hits;
+    out->misses += o->misses;
+    out->wait_s += o->wait_s;
+    out->streams += o->started;
+    out->streams_ahead += o->ahead;
+    out->stream_reads += o->streamed;
+    out->range_reads += o->ranged;
+    pthread_mutex_unlock(&o->lock);
+}
+
+ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_remote_cache *cache,
+                                          const ferry_remote_opts *opts, ferry_remote_streams **out)
+{
+    *out = NULL;
+    if (!cache)
+        return FERRY_OK;
+    ferry_remote_streams *o = ferry_host_calloc(1, sizeof *o);
+    if (!o)
+        return FERRY_ERR_NO_MEMORY;
+    if (!(o->failed = ferry_host_calloc(n, sizeof *o->failed)) ||
+        !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st)) ||
+        !(o->opened = ferry_host_calloc(n, 1)) || !(o->led = ferry_host_calloc(n, 1)) ||
+        !(o->next = ferry_host_malloc(n * sizeof *o->next))) {
+        ferry_host_free(o->failed);
+        ferry_host_free(o->failed_st);
+        ferry_host_free(o->opened);
+        ferry_host_free(o->led);
+        ferry_host_free(o);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->n = n;
+    for (size_t k = 0; k < n; k++)
+        o->next[k] = NONE;
+    o->paths = paths;
+    o->cache = cache;
+    o->once = *opts;
+    o->opts = *opts;
+    o->opts.paced = true;
+    for (size_t i = 0; i < NSTREAMS; i++) {
+        o->s[i].o = o;
+        o->s[i].shard = NONE;
+        atomic_init(&o->s[i].stop, false);
+    }
+    *out = o;
+    return FERRY_OK;
+}
+
+void ferry__remote_streams_destroy(ferry_remote_streams *o)
+{
+    if (!o)
+        return;
+    ferry__remote_streams_reset(o, false);
+    for (size_t i = 0; i < NSTREAMS; i++)
+        ferry_host_free(o->s[i].ring);
+    ferry_host_free(o->failed);
+    ferry_host_free(o->failed_st);
+    ferry_host_free(o->opened);
+    ferry_host_free(o->led);
+    ferry_host_free(o->next);
+    pthread_cond_destroy(&o->cv);
+    pthread_mutex_destroy(&o->lock);
+    ferry_host_free(o);
+}
