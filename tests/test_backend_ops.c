@@ -687,9 +687,14 @@ static void prep_reduce(const bo_case *t, void *const *p, ferry_rng *r)
 
 static void cases_reduce(void)
 {
-    /* The last two are few long rows: the GPU splits each over many blocks and
-     * combines the blocks' partials (a full reduction is outer 1, inner 1). */
-    const int64_t shapes[][3] = {{3, 50, 1}, {1, 300, 1}, {2, 7, 5}, {4, 0, 3}, {0, 5, 2}, {1, 100003, 1}, {3, 20000, 1}};
+    /* Shapes 5 and 6 are few long rows: the GPU splits each over many blocks and
+     * combines the blocks' partials (a full reduction is outer 1, inner 1). The
+     * rest of the axes are not the last: a block takes up to 32 columns and
+     * splits the axis over its threads; 7 and 8, few column tiles over a long
+     * axis, split it over blocks too (with a partial tile of 41 = 32 + 9
+     * columns); 9 has tiles enough not to. */
+    const int64_t shapes[][3] = {{3, 50, 1},     {1, 300, 1},   {2, 7, 5},     {4, 0, 3},   {0, 5, 2},
+                                 {1, 100003, 1}, {3, 20000, 1}, {2, 30001, 3}, {1, 5003, 41}, {130, 301, 2}};
     ferry_dtype dt;
     FOR_ALL(dt)
     for (int op = 0; op < 4; op++)
@@ -774,12 +779,16 @@ static void prep_softmax(const bo_case *t, void *const *p, ferry_rng *r)
 
 static void cases_softmax(void)
 {
-    const int64_t shapes[][3] = {{4, 10, 1}, {1, 300, 1}, {2, 6, 3}, {3, 0, 2}, {0, 5, 1}};
+    /* After the empty ones (3, 4), axes that are not the last: 5 and 6 are few
+     * column tiles over a long axis, which the GPU splits over blocks too (with a
+     * partial tile of 41 = 32 + 9 columns); 7 has tiles enough not to. */
+    const int64_t shapes[][3] = {{4, 10, 1},    {1, 300, 1},   {2, 6, 3},    {3, 0, 2},
+                                 {0, 5, 1},     {2, 30001, 3}, {1, 5003, 41}, {130, 301, 2}};
     ferry_dtype dt;
     FOR_FLOAT(dt)
     for (int lg = 0; lg < 2; lg++)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            for (int var = 0; var < (s < 3 ? 3 : 1); var++) {
+            for (int var = 0; var < (s < 3 || s >= 5 ? 3 : 1); var++) {
                 int64_t outer = shapes[s][0], n = shapes[s][1], inner = shapes[s][2];
                 bo_case *t = add_case("softmax", run_softmax, naive_softmax, "%s %s [outer %lld, n %lld, inner %lld]%s",
                                       dtn(dt), lg ? "log_softmax" : "softmax", (long long)outer, (long long)n,
@@ -2198,6 +2207,27 @@ static void cases_timing(void)
     add_buf(t, "y", FERRY_DTYPE_F32, big, BI_UNIFORM, -1, 1, BC_CLOSE);
     add_buf(t, "a", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
     add_buf(t, "b", FERRY_DTYPE_F32, big, BI_UNIFORM, -3, 3, BC_IN);
+    time_only_last();
+    /* Axes that are not the last, at training size: a mean over the batch of
+     * [16384, 4096] (few column tiles over a long axis: split over blocks), and a
+     * sum and a softmax over the channels of [256, 64, 56, 56]. */
+    const int64_t rshape[][3] = {{1, 16384, 4096}, {256, 64, 3136}};
+    for (int k = 0; k < 2; k++) {
+        int64_t outer = rshape[k][0], n = rshape[k][1], inner = rshape[k][2];
+        t = add_case("reduce", run_reduce, naive_reduce, "f32 %s [outer %lld, n %lld, inner %lld] (timing)",
+                     k ? "sum" : "mean", (long long)outer, (long long)n, (long long)inner);
+        t->dt = FERRY_DTYPE_F32;
+        t->op = k ? FK_SUM : FK_MEAN;
+        t->reduce = (bo_rows){.outer = outer, .n = n, .inner = inner};
+        add_buf(t, "y", FERRY_DTYPE_F32, outer * inner, BI_UNIFORM, 0, 9, BC_CLOSE);
+        add_buf(t, "x", FERRY_DTYPE_F32, outer * n * inner, BI_UNIFORM, -2, 2, BC_IN);
+        time_only_last();
+    }
+    t = add_case("softmax", run_softmax, naive_softmax, "f32 softmax [outer 256, n 64, inner 3136] (timing)");
+    t->dt = FERRY_DTYPE_F32;
+    t->softmax = (bo_softmax){.outer = 256, .n = 64, .inner = 3136};
+    add_buf(t, "y", FERRY_DTYPE_F32, (int64_t)256 * 64 * 3136, BI_UNIFORM, 0, 1, BC_CLOSE);
+    add_buf(t, "x", FERRY_DTYPE_F32, (int64_t)256 * 64 * 3136, BI_UNIFORM, -5, 5, BC_IN);
     time_only_last();
     for (int tr = 0; tr < 2; tr++) { /* ResNet's first stage: [256, 64, 56, 56] */
         const int64_t n = 256, ch = 64, hw = 56 * 56, tot = n * ch * hw;

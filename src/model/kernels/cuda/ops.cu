@@ -274,47 +274,114 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
 // (coalesced reads) of one outer index and FK_THREADS / cols lanes of rows each;
 // every thread accumulates in double, as the CPU does (an f32 running sum of a
 // million rows is 1 % off), and lane 0 merges the lanes' partials in a fixed order.
+// Few such tiles over a long axis (ferry_mean over dim 0 of [1000000, 2] is one
+// tile) also split the axis over blocks: block b then takes rows [k len, (k + 1)
+// len) of its tile, k = b % chunks, and writes each column's partial to
+// pacc/parg[(o inner + i) chunks + k], which k_reduce_combine merges in chunk
+// order. No atomics: the same bits every run.
 template <typename T>
-__global__ void k_reduce_cols(int op, void *y, const T *x, int64_t outer, int64_t n, int64_t inner, int cols)
+__global__ void k_reduce_cols(int op, void *y, const T *x, int64_t outer, int64_t n, int64_t inner, int cols,
+                              int64_t chunks, int64_t len, double *pacc, int64_t *parg)
 {
     __shared__ double sha[FK_THREADS];
     __shared__ int64_t shi[FK_THREADS];
     int64_t tiles = (inner + cols - 1) / cols, lanes = FK_THREADS / cols;
     int c = (int)threadIdx.x % cols, lane = (int)threadIdx.x / cols;
-    for (int64_t b = blockIdx.x; b < outer * tiles; b += gridDim.x) {
-        int64_t o = b / tiles, i = (b % tiles) * cols + c;
+    for (int64_t b = blockIdx.x; b < outer * tiles * chunks; b += gridDim.x) {
+        int64_t k = b % chunks, tile = b / chunks;
+        int64_t o = tile / tiles, i = (tile % tiles) * cols + c;
+        int64_t j0 = k * len, j1 = j0 + len < n ? j0 + len : n;
         double acc = fk_reduce_init(op);
         int64_t arg = 0;
         if (i < inner)
-            for (int64_t j = lane; j < n; j += lanes)
+            for (int64_t j = j0 + lane; j < j1; j += lanes)
                 fk_reduce_step(op, &acc, &arg, fk_d(x[(o * n + j) * inner + i]), j);
         sha[threadIdx.x] = acc;
         shi[threadIdx.x] = arg;
         __syncthreads(); // every lane's partial is in sha/shi
         if (lane == 0 && i < inner) {
-            for (int64_t l = 1; l < lanes && l < n; l++) {
+            for (int64_t l = 1; l < lanes && l < j1 - j0; l++) { // lanes that saw a row
                 if (op == FK_SUM || op == FK_MEAN)
                     acc += sha[l * cols + c];
                 else
                     fk_reduce_merge(&acc, &arg, sha[l * cols + c], shi[l * cols + c]);
             }
-            if (op == FK_ARGMAX)
+            if (chunks > 1) {
+                pacc[(o * inner + i) * chunks + k] = acc;
+                parg[(o * inner + i) * chunks + k] = arg;
+            } else if (op == FK_ARGMAX) {
                 ((int64_t *)y)[o * inner + i] = arg;
-            else
+            } else {
                 ((T *)y)[o * inner + i] = fk_to<T>(fk_reduce_final(op, acc, n));
+            }
         }
         __syncthreads();
     }
 }
 
-// Columns per block for k_reduce_cols: all of inner, rounded up to a power of
-// two, up to a warp's 32.
+// Columns per block for k_reduce_cols and k_softmax_cols: all of inner, rounded
+// up to a power of two, up to a warp's 32.
 static int reduce_cols_width(int64_t inner)
 {
     int cols = 1;
     while (cols < 32 && cols < inner)
         cols *= 2;
     return cols;
+}
+
+// Chunks of the axis for k_reduce_cols and k_softmax_cols: 1 when the tiles
+// (blocks of `cols` columns) already fill the GPU or the axis is short; else
+// enough that about FK_SPLIT_BLOCKS blocks run, each over at least FK_SPLIT_MIN
+// elements. Depends on the shape only, so the summation order (and the result's
+// bits) does too. *len: rows per chunk, every chunk non-empty.
+static int64_t cols_chunks(int64_t tiles, int64_t n, int cols, int64_t *len)
+{
+    int64_t chunks = 1;
+    if (tiles < FK_SPLIT_BLOCKS / 8) {
+        int64_t most = n / (FK_SPLIT_MIN / cols), want = FK_SPLIT_BLOCKS / tiles;
+        chunks = want < most ? want : most;
+        if (chunks < 2)
+            chunks = 1;
+    }
+    *len = (n + chunks - 1) / chunks;
+    if (*len > 0)
+        chunks = (n + *len - 1) / *len;
+    return chunks;
+}
+
+// A column reduction: one launch, or (chunks > 1) k_reduce_cols's partials in
+// scratch memory from the caching allocator, merged by k_reduce_combine and
+// freed (stream-ordered) once it is queued.
+template <typename T>
+static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
+                                int64_t inner)
+{
+    int cols = reduce_cols_width(inner);
+    int64_t tiles = outer * ((inner + cols - 1) / cols), len = 0;
+    int64_t chunks = cols_chunks(tiles, n, cols, &len), blocks = tiles * chunks;
+    if (chunks == 1) {
+        FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
+            op, y, x, outer, n, inner, cols, (int64_t)1, len, (double *)nullptr, (int64_t *)nullptr);
+        return fk_launched("reduce kernel");
+    }
+    int64_t parts = outer * inner * chunks;
+    void *scratch = nullptr;
+    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
+                                          &scratch);
+    if (st != FERRY_OK)
+        return st;
+    double *pacc = (double *)scratch;
+    int64_t *parg = (int64_t *)(pacc + parts);
+    FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
+        op, y, x, outer, n, inner, cols, chunks, len, pacc, parg);
+    st = fk_launched("reduce kernel");
+    if (st == FERRY_OK) { // each output's partials, as the rows of a split reduction
+        FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_reduce_combine<T>)(op, y, outer * inner, n,
+                                                                                         chunks, pacc, parg);
+        st = fk_launched("reduce combine kernel");
+    }
+    ferry_device_free(c->dev, scratch);
+    return st;
 }
 
 // Integer dtypes: the CPU's loop itself (double accumulator, fk_reduce_step), one
@@ -358,12 +425,7 @@ extern "C" ferry_status FK_CU(fk_cuda_reduce)(const fk_ctx *c, fk_rop op, ferry_
             FK_LAUNCH_COOP((unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, fk_stream(c), k_reduce_rows<T>)(
                 (int)op, y, (const T *)x, outer, n);
         else
-        {
-            int cols = reduce_cols_width(inner);
-            int64_t blocks = outer * ((inner + cols - 1) / cols);
-            FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
-                (int)op, y, (const T *)x, outer, n, inner, cols);
-        }
+            return reduce_cols<T>(c, (int)op, y, (const T *)x, outer, n, inner);
     });
     return fk_launched("reduce kernel");
 }
@@ -394,23 +456,131 @@ template <typename T> __global__ void k_softmax_rows(bool lg, T *y, const T *x, 
     }
 }
 
-template <typename T> __global__ void k_softmax_cols(bool lg, T *y, const T *x, int64_t outer, int64_t n, int64_t inner)
+// Softmax over an axis that is not the last, laid out as k_reduce_cols: a block
+// takes `cols` neighbouring columns and FK_THREADS / cols lanes of rows each;
+// lane 0 of a column merges the lanes' maxima, then their sums of exponentials
+// (in double, as the CPU sums), in a fixed order and shares them through shared
+// memory. With chunks > 1 the axis is split over blocks too (len rows each) and
+// the kernel runs three times, the partials in scratch memory: phase 0 writes
+// each chunk's maximum to pmax; phase 1 merges a column's maxima in chunk order
+// and writes each chunk's sum to psum; phase 2 merges both and writes the
+// chunk's outputs. No atomics: the same bits every run.
+template <typename T>
+__global__ void k_softmax_cols(bool lg, T *y, const T *x, int64_t outer, int64_t n, int64_t inner, int cols,
+                               int64_t chunks, int64_t len, int phase, float *pmax, double *psum)
 {
-    FK_GRID_STRIDE(t, outer * inner)
-    {
-        int64_t o = t / inner, i = t % inner, base = o * n * inner + i;
-        float mx = -INFINITY;
-        double s = 0.0; // a long axis summed in f32 one term at a time drifts
-        for (int64_t j = 0; j < n; j++)
-            mx = fmaxf(mx, fk_f(x[base + j * inner]));
-        for (int64_t j = 0; j < n; j++)
-            s += expf(fk_f(x[base + j * inner]) - mx);
-        float ls = logf((float)s); // as in k_softmax_rows
-        for (int64_t j = 0; j < n; j++) {
-            float v = (fk_f(x[base + j * inner]) - mx) - ls;
-            y[base + j * inner] = fk_to<T>(lg ? v : expf(v));
+    __shared__ float shm[FK_THREADS];
+    __shared__ double shs[FK_THREADS];
+    __shared__ float colmx[32], colls[32]; // a column's max and log of its sum
+    int64_t tiles = (inner + cols - 1) / cols, lanes = FK_THREADS / cols;
+    int c = (int)threadIdx.x % cols, lane = (int)threadIdx.x / cols;
+    bool split = chunks > 1;
+    for (int64_t b = blockIdx.x; b < outer * tiles * chunks; b += gridDim.x) {
+        int64_t k = b % chunks, tile = b / chunks;
+        int64_t o = tile / tiles, i = (tile % tiles) * cols + c;
+        int64_t j0 = k * len, j1 = j0 + len < n ? j0 + len : n;
+        bool live = i < inner;
+        const T *px = x + o * n * inner + i;
+        T *py = y + o * n * inner + i;
+        int64_t part = (o * inner + i) * chunks; // this column's first partial
+        if (!split || phase == 0) {
+            float mx = -INFINITY;
+            if (live)
+                for (int64_t j = j0 + lane; j < j1; j += lanes)
+                    mx = fmaxf(mx, fk_f(px[j * inner]));
+            shm[threadIdx.x] = mx;
+            __syncthreads(); // every lane's max is in shm
+            if (lane == 0 && live) {
+                for (int64_t l = 1; l < lanes; l++)
+                    mx = fmaxf(mx, shm[l * cols + c]);
+                if (split)
+                    pmax[part + k] = mx;
+                else
+                    colmx[c] = mx;
+            }
+            __syncthreads(); // colmx is set; shm may be written again
+            if (split)
+                continue;
+        } else {
+            if (lane == 0 && live) {
+                float mx = pmax[part];
+                for (int64_t kk = 1; kk < chunks; kk++)
+                    mx = fmaxf(mx, pmax[part + kk]);
+                colmx[c] = mx;
+            }
+            __syncthreads(); // colmx is set
         }
+        float mx = colmx[c];
+        if (!split || phase == 1) {
+            double s = 0.0; // a long axis summed in f32 one term at a time drifts
+            if (live)
+                for (int64_t j = j0 + lane; j < j1; j += lanes)
+                    s += expf(fk_f(px[j * inner]) - mx);
+            shs[threadIdx.x] = s;
+            __syncthreads(); // every lane's sum is in shs
+            if (lane == 0 && live) {
+                for (int64_t l = 1; l < lanes; l++)
+                    s += shs[l * cols + c];
+                if (split)
+                    psum[part + k] = s;
+                else
+                    colls[c] = logf((float)s);
+            }
+            __syncthreads(); // colls is set; shs may be written again
+            if (split)
+                continue;
+        } else {
+            if (lane == 0 && live) {
+                double s = psum[part];
+                for (int64_t kk = 1; kk < chunks; kk++)
+                    s += psum[part + kk];
+                colls[c] = logf((float)s);
+            }
+            __syncthreads(); // colls is set
+        }
+        // (x - mx) - log(s), as in k_softmax_rows.
+        float ls = colls[c];
+        if (live)
+            for (int64_t j = j0 + lane; j < j1; j += lanes) {
+                float v = (fk_f(px[j * inner]) - mx) - ls;
+                py[j * inner] = fk_to<T>(lg ? v : expf(v));
+            }
+        __syncthreads(); // colmx and colls are read before the next tile sets them
     }
+}
+
+// A softmax over columns: one launch, or three over the chunks (k_softmax_cols),
+// the partials in scratch memory from the caching allocator, freed
+// (stream-ordered) once the last is queued.
+template <typename T>
+static ferry_status softmax_cols(const fk_ctx *c, bool lg, T *y, const T *x, int64_t outer, int64_t n,
+                                 int64_t inner)
+{
+    int cols = reduce_cols_width(inner);
+    int64_t tiles = outer * ((inner + cols - 1) / cols), len = 0;
+    int64_t chunks = cols_chunks(tiles, n, cols, &len), blocks = tiles * chunks;
+    unsigned grid = (unsigned)(blocks < 65535 ? blocks : 65535);
+    if (chunks == 1) {
+        FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols,
+                                                                         (int64_t)1, len, 0, (float *)nullptr,
+                                                                         (double *)nullptr);
+        return fk_launched("softmax kernel");
+    }
+    int64_t parts = outer * inner * chunks;
+    void *scratch = nullptr;
+    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(float)), c->stream,
+                                          &scratch);
+    if (st != FERRY_OK)
+        return st;
+    double *psum = (double *)scratch;
+    float *pmax = (float *)(psum + parts);
+    for (int phase = 0; phase < 3 && st == FERRY_OK; phase++) {
+        FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols, chunks,
+                                                                         len, phase, pmax, psum);
+        st = fk_launched("softmax kernel");
+    }
+    ferry_device_free(c->dev, scratch);
+    return st;
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_softmax)(const fk_ctx *c, bool lg, ferry_dtype dt, void *y, const void *x,
@@ -425,8 +595,7 @@ extern "C" ferry_status FK_CU(fk_cuda_softmax)(const fk_ctx *c, bool lg, ferry_d
             FK_LAUNCH_COOP((unsigned)(outer < 65535 ? outer : 65535), FK_THREADS, fk_stream(c), k_softmax_rows<T>)(
                 lg, (T *)y, (const T *)x, outer, n);
         else
-            FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, (T *)y, (const T *)x,
-                                                                                         outer, n, inner);
+            return softmax_cols<T>(c, lg, (T *)y, (const T *)x, outer, n, inner);
     });
     return fk_launched("softmax kernel");
 }
