@@ -7,6 +7,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/error.h"
 #include "dataset/internal.h"
@@ -49,24 +52,43 @@ static size_t filter_taps(double in0, double in1, size_t lo, size_t hi, size_t o
     return ksize;
 }
 
-/* acc += w * t, four lanes at a time (GCC's -O2 does not vectorise a loop of
- * unknown length); per element the same multiply and add as a scalar loop. */
+/* One output row of the vertical pass: acc[i] = sum over k of w[k] * t_k[i],
+ * t_k = t0 + k * stride, sixteen lanes held in registers across all the taps
+ * (GCC's -O2 does not vectorise a loop of unknown length, and a row-at-a-time
+ * multiply-add loads and stores the sums once per tap). Each element sums its
+ * taps in order from 0, so the result is that of a per-pixel loop. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
 typedef uint8_t v4u8 __attribute__((vector_size(4)));
-static void axpy(float *restrict acc, const float *restrict t, float w, size_t n)
+static void taps_row(float *restrict acc, const float *restrict t0, size_t stride,
+                     const float *w, size_t ntaps, size_t n)
 {
     size_t i = 0;
-    v4f wv = {w, w, w, w};
-    for (; i + 4 <= n; i += 4) {
-        v4f a, b;
-        memcpy(&a, acc + i, sizeof a);
-        memcpy(&b, t + i, sizeof b);
-        a += wv * b;
-        memcpy(acc + i, &a, sizeof a);
+    for (; i + 16 <= n; i += 16) {
+        v4f a0 = {0, 0, 0, 0}, a1 = a0, a2 = a0, a3 = a0;
+        const float *t = t0 + i;
+        for (size_t k = 0; k < ntaps; k++, t += stride) {
+            v4f wv = {w[k], w[k], w[k], w[k]}, b0, b1, b2, b3;
+            memcpy(&b0, t, sizeof b0);
+            memcpy(&b1, t + 4, sizeof b1);
+            memcpy(&b2, t + 8, sizeof b2);
+            memcpy(&b3, t + 12, sizeof b3);
+            a0 += wv * b0;
+            a1 += wv * b1;
+            a2 += wv * b2;
+            a3 += wv * b3;
+        }
+        memcpy(acc + i, &a0, sizeof a0);
+        memcpy(acc + i + 4, &a1, sizeof a1);
+        memcpy(acc + i + 8, &a2, sizeof a2);
+        memcpy(acc + i + 12, &a3, sizeof a3);
     }
-    for (; i < n; i++)
-        acc[i] += w * t[i];
+    for (; i < n; i++) {
+        float a = 0;
+        for (size_t k = 0; k < ntaps; k++)
+            a += w[k] * t0[k * stride + i];
+        acc[i] = a;
+    }
 }
 
 /* The source columns one row of the horizontal pass can read: the box's width
@@ -88,6 +110,20 @@ static void to_u8(const float *src, uint8_t *dst, size_t n)
     const v4i bias = {0x4B400000, 0x4B400000, 0x4B400000, 0x4B400000};
     const v4i top = {255, 255, 255, 255};
     size_t i = 0;
+#ifdef __SSE2__
+    /* Sixteen at a time: the saturating packs (32 -> 16 signed, 16 -> 8
+     * unsigned) clamp to 0..255 in two instructions, where GCC turns the
+     * generic narrowing below into a byte-by-byte shuffle. */
+    const __m128 mg = _mm_set1_ps(12582912.0f);
+    const __m128i bi = _mm_set1_epi32(0x4B400000);
+    for (; i + 16 <= n; i += 16) {
+        __m128i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm_sub_epi32(_mm_castps_si128(_mm_add_ps(_mm_loadu_ps(src + i + 4 * k), mg)), bi);
+        __m128i lo = _mm_packs_epi32(q[0], q[1]), hi = _mm_packs_epi32(q[2], q[3]);
+        _mm_storeu_si128((__m128i *)(void *)(dst + i), _mm_packus_epi16(lo, hi));
+    }
+#endif
     for (; i + 4 <= n; i += 4) {
         v4f f;
         v4i b;
@@ -166,7 +202,20 @@ ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t 
         const uint8_t *srow = src + y * sw * C;
         float *trow = tmp + (y - r0) * dw * C;
         if (wide) {
-            for (size_t x = xa; x < xb; x++) {
+            size_t x = xa;
+#ifdef __SSE2__
+            /* Four bytes per pixel load (the fourth, the next pixel's red,
+             * lands in a lane no output reads); the last pixel apart, as its
+             * fourth byte may lie past the image. */
+            const __m128i z = _mm_setzero_si128();
+            for (; x + 1 < xb; x++) {
+                int32_t b4;
+                memcpy(&b4, srow + x * 3, 4);
+                __m128i v = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(b4), z), z);
+                _mm_storeu_ps(row4 + (x - xa) * 4, _mm_cvtepi32_ps(v));
+            }
+#endif
+            for (; x < xb; x++) {
                 const uint8_t *p = srow + x * 3;
                 v4i iv = {p[0], p[1], p[2], 0};
                 v4f v = __builtin_convertvector(iv, v4f); /* exact: small integers */
@@ -182,9 +231,15 @@ ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t 
                     memcpy(&v, q, sizeof v);
                     a += wv * v;
                 }
-                trow[x * 3] = a[0];
-                trow[x * 3 + 1] = a[1];
-                trow[x * 3 + 2] = a[2];
+                /* All four lanes; the fourth is overwritten by the next
+                 * pixel, and the row's last pixel stores three. */
+                if (x + 1 < dw) {
+                    memcpy(trow + x * 3, &a, sizeof a);
+                } else {
+                    trow[x * 3] = a[0];
+                    trow[x * 3 + 1] = a[1];
+                    trow[x * 3 + 2] = a[2];
+                }
             }
             continue;
         }
@@ -218,20 +273,23 @@ ferry_status ferry__resize_box(const uint8_t *src, size_t sw, size_t sh, size_t 
         const float *w = wy + y * ky;
         const float *t0 = tmp + ((size_t)by[2 * y] - r0) * rowf;
         size_t n = (size_t)by[2 * y + 1];
-        /* Whole rows at a time (vectorised); each element still sums its taps
-         * in order, so the result is that of a per-pixel loop. */
-        for (size_t i = 0; i < rowf; i++)
-            acc[i] = 0;
-        for (size_t k = 0; k < n; k++)
-            axpy(acc, t0 + k * rowf, w[k], rowf);
+        taps_row(acc, t0, rowf, w, n, rowf);
         /* HWC: straight into dst's row; CHW: into the sums' own bytes (each
          * byte lands below the floats still to be read), then per channel. */
         uint8_t *u8 = layout == FERRY_LAYOUT_HWC ? dst + y * rowf : (uint8_t *)acc;
         to_u8(acc, u8, rowf);
-        if (layout != FERRY_LAYOUT_HWC)
+        if (layout != FERRY_LAYOUT_HWC && C == 3) {
+            uint8_t *d0 = dst + y * dw, *d1 = d0 + plane, *d2 = d1 + plane;
+            for (size_t x = 0; x < dw; x++) {
+                d0[x] = u8[3 * x];
+                d1[x] = u8[3 * x + 1];
+                d2[x] = u8[3 * x + 2];
+            }
+        } else if (layout != FERRY_LAYOUT_HWC) {
             for (size_t x = 0; x < dw; x++)
                 for (size_t c = 0; c < C; c++)
                     dst[c * plane + y * dw + x] = u8[x * C + c];
+        }
     }
     return FERRY_OK;
 }
