@@ -40,29 +40,56 @@ static void rgb2hsv(uint8_t r, uint8_t g, uint8_t b, uint8_t *hsv)
         h = (float)(2.0 + rc - bc);
     else
         h = (float)(4.0 + gc - rc);
-    h = (float)fmod(h / 6.0 + 1.0, 1.0);
+    /* fmod(x, 1.0) with x = h / 6 + 1 in [2/3, 2): x - 1 is exact from 1 on. */
+    double x = h / 6.0 + 1.0;
+    h = (float)(x >= 1.0 ? x - 1.0 : x);
     hsv[0] = clip8((int)(h * 255.0));
     hsv[1] = clip8((int)(s * 255.0));
 }
 
-/* PIL's hsv2rgb (Convert.c). */
-static void hsv2rgb(const uint8_t *hsv, uint8_t *rgb)
+/* C's round() for 0 <= x < 2^31, inline: x minus its truncation is exact. */
+static inline int round_pos(double x)
+{
+    int r = (int)x;
+    return x - (double)r >= 0.5 ? r + 1 : r;
+}
+
+/* What PIL's hsv2rgb computes from h alone (the sextant and the remainder)
+ * and from s alone, once per image rather than per pixel. */
+typedef struct hsv_tabs {
+    int i[256];
+    float f[256], fs[256];
+} hsv_tabs;
+
+static void hsv_tabs_fill(hsv_tabs *t)
+{
+    for (int h = 0; h < 256; h++) {
+        t->i[h] = (int)floor((float)h * 6.0 / 255.0);
+        t->f[h] = (float)((float)h * 6.0 / 255.0 - (float)t->i[h]);
+        t->fs[h] = (float)((float)h / 255.0);
+    }
+}
+
+/* PIL's hsv2rgb (Convert.c); every value nonnegative (fs <= 1, f < 1). */
+static void hsv2rgb(const hsv_tabs *tb, const uint8_t *hsv, uint8_t *rgb)
 {
     uint8_t h = hsv[0], s = hsv[1], v = hsv[2];
     if (s == 0) {
         rgb[0] = rgb[1] = rgb[2] = v;
         return;
     }
-    int i = (int)floor((float)h * 6.0 / 255.0);
-    float f = (float)((float)h * 6.0 / 255.0 - (float)i);
-    float fs = (float)((float)s / 255.0);
-    uint8_t p = clip8((int)round((float)v * (1.0 - fs)));
-    uint8_t q = clip8((int)round((float)v * (1.0 - fs * f)));
-    uint8_t t = clip8((int)round((float)v * (1.0 - fs * (1.0 - f))));
-    uint8_t o[6][3] = {{v, t, p}, {q, v, p}, {p, v, t}, {p, q, v}, {t, p, v}, {v, p, q}};
-    rgb[0] = o[i % 6][0];
-    rgb[1] = o[i % 6][1];
-    rgb[2] = o[i % 6][2];
+    int i = tb->i[h];
+    float f = tb->f[h], fs = tb->fs[s];
+    uint8_t p = clip8(round_pos((float)v * (1.0 - fs)));
+    uint8_t q = clip8(round_pos((float)v * (1.0 - fs * f)));
+    uint8_t t = clip8(round_pos((float)v * (1.0 - fs * (1.0 - f))));
+    /* PIL's switch on i % 6, as indices into {v, p, q, t}. */
+    static const uint8_t pick[6][3] = {{0, 3, 1}, {2, 0, 1}, {1, 0, 3},
+                                       {1, 2, 0}, {3, 1, 0}, {0, 1, 2}};
+    const uint8_t vals[4] = {v, p, q, t}, *k = pick[i % 6];
+    rgb[0] = vals[k[0]];
+    rgb[1] = vals[k[1]];
+    rgb[2] = vals[k[2]];
 }
 
 void ferry__jitter_apply(uint8_t *img, const ferry_sample_format *fmt, const int order[4],
@@ -77,10 +104,12 @@ void ferry__jitter_apply(uint8_t *img, const ferry_sample_format *fmt, const int
         if (fn < 0 || fn > 3)
             break; /* the rest are off */
         float a = (float)factor[fn]; /* PIL takes the factor as a C float */
-        if (fn == 0) { /* brightness: blend with black */
-            for (size_t i = 0; i < n; i++)
-                for (size_t c = 0; c < C; c++)
-                    img[i * ps + c * cs] = blend(0, img[i * ps + c * cs], a);
+        uint8_t lut[256];
+        if (fn == 0) { /* brightness: blend with black (one byte in, one out: a table) */
+            for (unsigned v = 0; v < 256; v++)
+                lut[v] = blend(0, v, a);
+            for (size_t i = 0; i < n * C; i++)
+                img[i] = lut[img[i]];
         } else if (fn == 1) { /* contrast: blend with the luma's mean, rounded */
             double sum = 0;
             for (size_t i = 0; i < n; i++) {
@@ -88,9 +117,10 @@ void ferry__jitter_apply(uint8_t *img, const ferry_sample_format *fmt, const int
                 sum += C == 3 ? ferry__luma(p[0], p[cs], p[2 * cs]) : p[0];
             }
             unsigned mean = n ? (unsigned)(int)(sum / (double)n + 0.5) : 0;
-            for (size_t i = 0; i < n; i++)
-                for (size_t c = 0; c < C; c++)
-                    img[i * ps + c * cs] = blend(mean, img[i * ps + c * cs], a);
+            for (unsigned v = 0; v < 256; v++)
+                lut[v] = blend(mean, v, a);
+            for (size_t i = 0; i < n * C; i++)
+                img[i] = lut[img[i]];
         } else if (fn == 2 && C == 3) { /* saturation: blend with the luma */
             for (size_t i = 0; i < n; i++) {
                 uint8_t *p = img + i * ps;
@@ -101,11 +131,13 @@ void ferry__jitter_apply(uint8_t *img, const ferry_sample_format *fmt, const int
         } else if (fn == 3 && C == 3) { /* hue: shift the HSV hue byte */
             /* numpy's uint8(hue * 255): truncated toward zero, then wrapped. */
             uint8_t shift = (uint8_t)(int)(factor[3] * 255.0);
+            hsv_tabs tb;
+            hsv_tabs_fill(&tb);
             for (size_t i = 0; i < n; i++) {
                 uint8_t *p = img + i * ps, hsv[3], rgb[3];
                 rgb2hsv(p[0], p[cs], p[2 * cs], hsv);
                 hsv[0] = (uint8_t)(hsv[0] + shift);
-                hsv2rgb(hsv, rgb);
+                hsv2rgb(&tb, hsv, rgb);
                 p[0] = rgb[0];
                 p[cs] = rgb[1];
                 p[2 * cs] = rgb[2];
