@@ -47,6 +47,7 @@ typedef struct bench_opts {
     size_t crop_pad;          /* > 0: random crop after padding by this much */
     size_t rrc;               /* > 0: the ImageNet recipe, RandomResizedCrop(rrc) + normalise */
     bool flip;                /* random left-right flip */
+    double jitter[4];         /* ColorJitter(brightness, contrast, saturation, hue); 0: off */
     const char *plot;         /* SVG of images/s per configuration */
     bool baseline;            /* also time the plain single-thread libpng loop */
     bool compare_torch;       /* add PyTorch's DataLoader as a row */
@@ -155,7 +156,8 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
         .wire_dtype = wire == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8,
         /* Augmentation runs only in training: any of --rrc, --crop-pad, --flip
          * asks for it, so the bench measures the augmentation it was given. */
-        .eval = !(o->rrc > 0 || o->crop_pad > 0 || o->flip),
+        .eval = !(o->rrc > 0 || o->crop_pad > 0 || o->flip || o->jitter[0] > 0 ||
+                  o->jitter[1] > 0 || o->jitter[2] > 0 || o->jitter[3] > 0),
         .prefetch = overlap ? o->prefetch : 1, /* overlap off: nothing is read ahead */
         .stream_shuffle_buffer = o->stream,
     };
@@ -348,7 +350,7 @@ static void usage(FILE *f)
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
-            "                       [--stream B] [--rrc N]\n"
+            "                       [--stream B] [--rrc N] [--jitter B[,C,S,H]]\n"
             "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
             "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
             "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
@@ -358,6 +360,8 @@ static void usage(FILE *f)
             "           normalised with ImageNet's mean and std (add --flip for the flip)\n"
             "  --crop-pad N (1 to 1024), --flip: seeded random crop (pad by N, crop back) and\n"
             "            left-right flip, as in training\n"
+            "  --jitter B[,C,S,H]: torchvision's ColorJitter(brightness B, contrast C,\n"
+            "            saturation S, hue H) after the flip; one value sets B, C and S\n"
             "  --baseline: time the plain single-thread libpng loop on the same folder first, and\n"
             "              show each row against workers x that rate (image folders only)\n"
             "  --stream B: tar shards in streaming mode (shards in a seeded order, a shuffle\n"
@@ -407,11 +411,29 @@ static int parse_format(const char *opt, const char *v, bench_opts *o)
     return 0;
 }
 
+/* --jitter B[,C,S,H]: one value for brightness, contrast and saturation, or
+ * all four; the ranges are the image config's (checked again there). */
+static int parse_jitter(const char *a, const char *v, bench_opts *o)
+{
+    double f[4] = {0, 0, 0, 0};
+    char tail;
+    int n = sscanf(v, "%lf,%lf,%lf,%lf%c", &f[0], &f[1], &f[2], &f[3], &tail);
+    if (n == 1)
+        f[1] = f[2] = f[0];
+    if ((n != 1 && n != 4) || !(f[0] >= 0 && f[1] >= 0 && f[2] >= 0 && f[3] >= 0 && f[3] <= 0.5 &&
+                                f[0] <= 1e6 && f[1] <= 1e6 && f[2] <= 1e6)) {
+        return cli_bad_value(BENCH, a, v, "B or B,C,S,H (each at least 0, H at most 0.5)");
+    }
+    memcpy(o->jitter, f, sizeof f);
+    return 0;
+}
+
 /* The options that take a value, and their ranges. */
 static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--overlap", "--wire",
                                          "--device", "--epochs", "--seed", "--prefetch",
                                          "--compute-ms", "--limit", "--size", "--crop-pad",
-                                         "--plot", "--format", "--stream", "--rrc", NULL};
+                                         "--plot", "--format", "--stream", "--rrc", "--jitter",
+                                         NULL};
 
 static int parse_value(bench_opts *o, const char *a, const char *v)
 {
@@ -427,6 +449,7 @@ static int parse_value(bench_opts *o, const char *a, const char *v)
     if (!strcmp(a, "--size")) return cli_size(BENCH, a, v, 1, 16384, &o->size);
     if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
     if (!strcmp(a, "--rrc")) return cli_size(BENCH, a, v, 1, 4096, &o->rrc);
+    if (!strcmp(a, "--jitter")) return parse_jitter(a, v, o);
     if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
     if (!strcmp(a, "--overlap")) return parse_onoff(a, v, o->overlap, &o->noverlap);
     if (!strcmp(a, "--wire")) return parse_wire(a, v, o);
@@ -555,6 +578,7 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     }
     icfg.random_crop_pad = o->crop_pad;
     icfg.random_hflip = o->flip;
+    memcpy(icfg.color_jitter, o->jitter, sizeof icfg.color_jitter);
     ferry_dataset *ds;
     if (ferry_dataset_open(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, shards, a list, IDX */
         fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));

@@ -90,6 +90,13 @@ typedef struct ferry_image_config {
     /* Augmentation, applied in place in the caller's buffer when ctx->train. */
     size_t random_crop_pad;   /* > 0: pad by this much (zeros), then crop back at random */
     bool random_hflip;        /* flip left-right with probability 1/2 */
+    /* torchvision's ColorJitter(brightness, contrast, saturation, hue), after
+     * the flip: the four in a random order per sample, each factor drawn
+     * from the sample's augmentation stream (brightness, contrast, saturation:
+     * uniform in [max(0, 1 - x), 1 + x]; hue: in [-x, x], x at most 0.5), each
+     * computed as PIL does. 0: that adjustment off. Saturation and hue leave
+     * gray images unchanged, as in PIL. */
+    double color_jitter[4];
     /* JPEG: turn the image as its EXIF Orientation tag says before anything
      * else (PIL's ImageOps.exif_transpose). Default false: the tag is ignored,
      * as PIL's Image.open and torchvision's ImageFolder ignore it. */

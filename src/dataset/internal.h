@@ -153,6 +153,15 @@ ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_im
                                       const char *name, void *dst, struct ferry_rng *r,
                                       double *resize_s);
 
+/* ColorJitter (jitter.c): the adjustments order[0..3] (0 brightness, 1
+ * contrast, 2 saturation, 3 hue; -1 ends the list early) with factor[] (hue:
+ * the shift in [-0.5, 0.5]), in place, as PIL computes them. */
+void ferry__jitter_apply(uint8_t *img, const ferry_sample_format *fmt, const int order[4],
+                         const double factor[4]);
+/* cfg->color_jitter's order and factors drawn from r, then applied. */
+void ferry__jitter_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
+                       struct ferry_rng *r);
+
 /* ITU-R 601 luma as PIL computes it ((19595 R + 38470 G + 7471 B + 2^15) >> 16). */
 static inline uint8_t ferry__luma(unsigned r, unsigned g, unsigned b)
 {

@@ -86,6 +86,14 @@ ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_imag
     if (cfg->random_crop_pad > 4096)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "image config: random_crop_pad %zu is too large",
                           cfg->random_crop_pad);
+    static const char *const jname[4] = {"brightness", "contrast", "saturation", "hue"};
+    for (int i = 0; i < 4; i++) {
+        double v = cfg->color_jitter[i], top = i == 3 ? 0.5 : 1e6;
+        if (!(v >= 0 && v <= top))
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "image config: color_jitter[%d] (%s) %g must be from 0 to %g", i,
+                              jname[i], v, top);
+    }
     if (cfg->crop != FERRY_CROP_NONE) {
         ferry_status st = crop_config_check(cfg, out);
         if (st != FERRY_OK)
@@ -279,7 +287,7 @@ static void flip_plane(uint8_t *p, size_t h, size_t w, size_t e)
 void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt,
                         uint8_t *img, ferry_rng *r)
 {
-    if ((!cfg->random_crop_pad && !cfg->random_hflip) || !fmt->width || !fmt->height)
+    if (!fmt->width || !fmt->height)
         return;
     size_t C = fmt->channels, H = fmt->height, W = fmt->width;
     size_t planes = fmt->layout == FERRY_LAYOUT_HWC ? 1 : C;
@@ -294,12 +302,15 @@ void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format
     if (cfg->random_hflip && (ferry_rng_u32(r) & 1))
         for (size_t c = 0; c < planes; c++)
             flip_plane(img + c * H * W, H, W, e);
+    ferry__jitter_rng(cfg, fmt, img, r);
 }
 
 void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
                     size_t index, const ferry_sample_ctx *ctx)
 {
-    if (!ctx || !ctx->train || (!cfg->random_crop_pad && !cfg->random_hflip))
+    const double *j = cfg->color_jitter;
+    if (!ctx || !ctx->train ||
+        (!cfg->random_crop_pad && !cfg->random_hflip && !(j[0] > 0 || j[1] > 0 || j[2] > 0 || j[3] > 0)))
         return;
     ferry_rng r;
     ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
