@@ -210,7 +210,10 @@ begin() {
     rec=$(printf '%s/steps/%02d-%s' "$work" "$nstep" "$1")
     put name "$1"; put title "$3"
     local t why=''; t=$(now)
-    step_deadline=$((t + $2))
+    # The dry run's programs share two simulated lanes with make test's other
+    # work: its caps are twice a GPU's (the run's budget still bounds them).
+    local scale=1; [ -z "$short" ] || scale=2
+    step_deadline=$((t + $2 * scale))
     [ "$step_deadline" -le "$deadline" ] || step_deadline=$deadline
     echo "== $1: $3" >&2
     if ! want_step "$1"; then
