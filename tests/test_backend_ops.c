@@ -9,7 +9,9 @@
  * checked against naive double loops written here.
  *
  * Comparison: exact kernels (fill, integer outputs of convert and reduce, argmax,
- * max-pool indices, uniform rand, the metric counters) must match bit for bit.
+ * max-pool indices, uniform rand, the metric counters) must match bit for bit,
+ * and so must the float maps that round one exact operation (binary, most unary
+ * ops: BO_BITWISE), but for NaN payloads.
  * The rest must satisfy NMSE = sum (a - b)^2 / sum b^2 <= a bound per dtype
  * (NaN and inf must sit at the same places):
  *   f32 1e-10: reassociated f32 sums and 1-ulp math-library differences give
