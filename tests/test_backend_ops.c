@@ -9,7 +9,9 @@
  * checked against naive double loops written here.
  *
  * Comparison: exact kernels (fill, integer outputs of convert and reduce, argmax,
- * max-pool indices, uniform rand, the metric counters) must match bit for bit.
+ * max-pool indices, uniform rand, the metric counters) must match bit for bit,
+ * and so must the float maps that round one exact operation (binary, most unary
+ * ops: BO_BITWISE), but for NaN payloads.
  * The rest must satisfy NMSE = sum (a - b)^2 / sum b^2 <= a bound per dtype
  * (NaN and inf must sit at the same places):
  *   f32 1e-10: reassociated f32 sums and 1-ulp math-library differences give
@@ -31,6 +33,7 @@
 #include <stdarg.h>
 #include <time.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "ferry/rng.h"
@@ -62,6 +65,11 @@ typedef struct bo_buf {
     bool null;     /* passed to the kernel as NULL */
     double tol;    /* NMSE bound for this buffer; 0: the dtype's */
 } bo_buf;
+
+/* A bound only equal values meet: float results that must match bit for bit,
+ * but for NaN payloads (a GPU gives the canonical NaN) and the few one-unit
+ * f16/bf16 flips that compare() leaves out of every NMSE. */
+#define BO_BITWISE 1e-300
 
 /* Each kernel's parameters, by name, as the case sets them (scales and rates in
  * double; the run casts them to the kernel's f32, the reference reads the same
@@ -532,6 +540,19 @@ static void prep_specials_in1(const bo_case *t, void *const *p, ferry_rng *r)
     put_specials(t->buf[1].dt, p[1], t->buf[1].n);
 }
 
+/* The maps that the GPU's f32 arithmetic gives bit for bit as the CPU's double
+ * result rounded to the dtype (kernels/cuda/ops.cu, fk_uop_f32): one rounding of
+ * an exact operation either way (53 >= 2 * 24 + 2 bits), or a choice between
+ * operands. Not the scalar arithmetic with a scalar that is no f32 value (0.3:
+ * the CPU's f32 fast path and the GPU round it to f32 first), nor the maps that
+ * use the math library; those are held to the dtype's bound. */
+static bool uop_bitwise(int op, double alpha)
+{
+    if (op == FK_ADD_S || op == FK_MUL_S || op == FK_RSUB_S || op == FK_RDIV_S)
+        return (double)(float)alpha == alpha;
+    return op != FK_GELU && op != FK_EXP && op != FK_LOG && op != FK_TANH && op != FK_SIGMOID && op != FK_POW_S;
+}
+
 static void cases_unary(void)
 {
     nd_shape sh[8];
@@ -556,7 +577,9 @@ static void cases_unary(void)
             t->unary.alpha = alpha[op];
             if (spec)
                 t->prep = prep_specials_in1;
-            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
+            bo_buf *y = add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
+            if (uop_bitwise(op, alpha[op]))
+                y->tol = BO_BITWISE;
             add_buf(t, "x", dt, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, pos ? 0.2 : -3, 3, BC_IN);
         }
 }
@@ -618,7 +641,7 @@ static void cases_binary(void)
             t->nd = h->nd;
             t->specials = spec;
             t->prep = prep_binary;
-            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE);
+            add_buf(t, "y", dt, nd_extent(&t->nd, t->nd.so), BI_UNIFORM, -1, 1, BC_CLOSE)->tol = BO_BITWISE;
             add_buf(t, "a", dt, nd_extent(&t->nd, t->nd.sa), BI_UNIFORM, -3, 3, BC_IN);
             add_buf(t, "b", dt, nd_extent(&t->nd, t->nd.sb), BI_UNIFORM, op == FK_DIV ? 0.5 : -3,
                     op == FK_DIV ? 2 : 3, BC_IN);
@@ -632,7 +655,7 @@ static void cases_binary(void)
         t->op = op;
         t->nd = mk_nd(1, (int64_t[]){20}, (int64_t[]){1}, (int64_t[]){1}, (int64_t[]){0});
         t->prep = prep_binary;
-        add_buf(t, "y", dt, 20, BI_UNIFORM, -1, 1, BC_CLOSE);
+        add_buf(t, "y", dt, 20, BI_UNIFORM, -1, 1, BC_CLOSE)->tol = BO_BITWISE;
         add_buf(t, "a", dt, 20, BI_UNIFORM, -3, 3, BC_IN);
         add_buf(t, "b", dt, 1, BI_UNIFORM, op == FK_DIV ? 0.5 : -3, op == FK_DIV ? 2 : 3, BC_IN);
     }
@@ -2675,6 +2698,139 @@ TEST(backend_ops_every_kernel_has_cases)
 #define BO_KERNEL_TEST(name, ...) KERNEL_TEST(name)
 FK_KERNELS(BO_KERNEL_TEST)
 BO_DATA_KERNELS(BO_KERNEL_TEST)
+
+/* ---- the same bits every run ---- */
+/* The sums a GPU splits over blocks (the MSE and cross-entropy losses, a full
+ * reduction, column reductions and softmax split over blocks), on one device:
+ * a digest of their results. with_math adds the ones that use the device math
+ * library (cross-entropy, softmax), whose last bits the simulated GPU draws from
+ * FERRY_SIM_SEED (as two GPUs' libraries may differ), so they are compared only
+ * within a run. */
+static uint64_t sums_digest(ferry_device dev, ferry_stream *s, bool with_math)
+{
+    enum { NX = 2000000, ROWS = 3000, CLASSES = 10 };
+    ferry_rng r;
+    ferry_rng_init(&r, 20240611, 7, 0);
+    float *x = malloc(NX * sizeof *x), *t = malloc(NX * sizeof *t), *out = malloc(NX * sizeof *out);
+    int32_t *labels = malloc(ROWS * sizeof *labels);
+    ASSERT(x && t && out && labels);
+    for (int64_t i = 0; i < NX; i++) {
+        x[i] = (float)unif(&r, -2, 2);
+        t[i] = (float)unif(&r, -2, 2);
+    }
+    for (int64_t i = 0; i < ROWS; i++)
+        labels[i] = (int32_t)ferry_rng_below(&r, CLASSES);
+    int64_t nx = NX, nl = ROWS, one = 1;
+    ferry_tensor *tx = NULL, *tt = NULL, *tl = NULL, *ty = NULL, *tloss = NULL;
+    ASSERT_OK(ferry_tensor_from_host(x, &nx, 1, FERRY_DTYPE_F32, dev, &tx));
+    ASSERT_OK(ferry_tensor_from_host(t, &nx, 1, FERRY_DTYPE_F32, dev, &tt));
+    ASSERT_OK(ferry_tensor_from_host(labels, &nl, 1, FERRY_DTYPE_I32, dev, &tl));
+    ASSERT_OK(ferry_tensor_zeros(&nx, 1, FERRY_DTYPE_F32, dev, &ty));
+    ASSERT_OK(ferry_tensor_zeros(&one, 1, FERRY_DTYPE_F32, dev, &tloss));
+    ASSERT_OK(ferry_device_synchronize(dev)); /* the uploads ran on the default stream */
+    fk_ctx c = fk_ctx_make(dev, s);
+    void *dx = ferry_tensor_data(tx), *dt = ferry_tensor_data(tt), *dy = ferry_tensor_data(ty);
+    float *dloss = ferry_tensor_data(tloss);
+    uint64_t h = 0xcbf29ce484222325ull;
+    /* step k: the kernel, then `bytes` of dy (or the loss) folded into h */
+    for (int k = 0; k < (with_math ? 6 : 4); k++) {
+        size_t bytes = 0;
+        void *res = dy;
+        static const float zero = 0.0f; /* the losses add to *loss */
+        ASSERT_OK(ferry_memcpy(dloss, &zero, sizeof zero, FERRY_COPY_H2D, dev, s));
+        switch (k) {
+        case 0: /* MSE over 2M elements: many blocks' partials */
+            ASSERT_OK(FK(&c, mse, FERRY_DTYPE_F32, dx, dt, (int64_t)NX, dloss, 1.0f / NX, NULL, 0.0f));
+            res = dloss, bytes = sizeof(float);
+            break;
+        case 1: /* a full reduction: one long row split over blocks */
+            ASSERT_OK(FK(&c, reduce, FK_SUM, FERRY_DTYPE_F32, dy, dx, (int64_t)1, (int64_t)NX, (int64_t)1));
+            bytes = sizeof(float);
+            break;
+        case 2: /* ferry_mean over dim 0 of [1000000, 2]: columns split over blocks */
+            ASSERT_OK(FK(&c, reduce, FK_MEAN, FERRY_DTYPE_F32, dy, dx, (int64_t)1, (int64_t)(NX / 2), (int64_t)2));
+            bytes = 2 * sizeof(float);
+            break;
+        case 3: /* columns with tiles enough: split over threads only */
+            ASSERT_OK(FK(&c, reduce, FK_SUM, FERRY_DTYPE_F32, dy, dx, (int64_t)200, (int64_t)(NX / 200 / 50),
+                         (int64_t)50));
+            bytes = 200 * 50 * sizeof(float);
+            break;
+        case 4: { /* cross-entropy's loss over ROWS rows */
+            fk_xent xr = {.rows = ROWS, .classes = CLASSES, .loss = dloss, .gscale = 1.0f};
+            ASSERT_OK(FK(&c, cross_entropy, FERRY_DTYPE_F32, dx, FERRY_DTYPE_I32, ferry_tensor_data(tl), NULL, &xr));
+            res = dloss, bytes = sizeof(float);
+            break;
+        }
+        default: /* softmax over dim 0 of [200000, 2]: three passes over split columns */
+            ASSERT_OK(FK(&c, softmax, false, FERRY_DTYPE_F32, dy, dx, (int64_t)1, (int64_t)200000, (int64_t)2));
+            bytes = 400000 * sizeof(float);
+            break;
+        }
+        ASSERT_OK(ferry_memcpy(out, res, bytes, FERRY_COPY_D2H, dev, s));
+        ASSERT_OK(ferry_stream_synchronize(s));
+        h = fnv(h, out, bytes);
+    }
+    ferry_tensor_release(tx);
+    ferry_tensor_release(tt);
+    ferry_tensor_release(tl);
+    ferry_tensor_release(ty);
+    ferry_tensor_release(tloss);
+    free(x);
+    free(t);
+    free(out);
+    free(labels);
+    return h;
+}
+
+/* Run to run: the split sums three times on cuda:0 (the simulated GPU runs each
+ * launch's blocks and threads in another seeded order), the same bits each
+ * time. On the simulated GPU, a copy of this program with another
+ * FERRY_SIM_SEED (another order again, another ulp choice for the device math)
+ * must give the same bits for the sums without device math. */
+TEST(backend_ops_sums_same_bits_every_run)
+{
+    if (ferry_cuda_device_count() < 1)
+        SKIP("no GPU (FERRY_SIM_GPUS=1 simulates one)");
+    ferry_device dev = ferry_cuda(0);
+    ferry_stream *s = NULL;
+    ASSERT_OK(ferry_stream_create(dev, &s));
+    const char *child = getenv("FERRY_BO_SUMS_CHILD");
+    if (child && *child) { /* the copy: print the digest for the parent */
+        printf("  sums digest %016llx\n", (unsigned long long)sums_digest(dev, s, false));
+        ferry_stream_destroy(s);
+        return;
+    }
+    uint64_t all = sums_digest(dev, s, true);
+    for (int run = 1; run < 3; run++)
+        ASSERT_MSG(sums_digest(dev, s, true) == all, "run %d of the split sums gave other bits", run + 1);
+    uint64_t plain = sums_digest(dev, s, false);
+    ferry_stream_destroy(s);
+    const char *sim = getenv("FERRY_SIM_GPUS");
+    if (!sim || atoi(sim) < 1)
+        return;
+    const char *sd = getenv("FERRY_SIM_SEED");
+    unsigned long long other = (sd && *sd ? strtoull(sd, NULL, 0) : 0x5eed) + 1;
+    char self[1024], cmd[1200];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1); /* the shell's own would be sh */
+    ASSERT(len > 0 && (size_t)len < sizeof self - 1);
+    self[len] = 0;
+    snprintf(cmd, sizeof cmd, "FERRY_SIM_SEED=%llu FERRY_BO_SUMS_CHILD=1 '%s' sums_same_bits 2>&1", other, self);
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    ASSERT(p);
+    char line[256];
+    unsigned long long got = 0;
+    bool found = false;
+    while (fgets(line, sizeof line, p))
+        if (sscanf(line, "  sums digest %llx", &got) == 1)
+            found = true;
+    int rc = pclose(p);
+    ASSERT_MSG(found && rc == 0, "the copy with FERRY_SIM_SEED=%llu printed no digest (exit %d)", other, rc);
+    ASSERT_MSG(got == plain, "FERRY_SIM_SEED=%llu gave other bits: %016llx, here %016llx", other, got,
+               (unsigned long long)plain);
+    printf("  same bits with FERRY_SIM_SEED=%llu\n", other);
+}
 
 /* scale and shift hold FERRY_CONVERT_MAX_CHANNELS values: an affine conversion of
  * more channels is refused by every device's kernel, before anything is read. */

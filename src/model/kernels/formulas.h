@@ -10,10 +10,11 @@
  * plain operators on the host and the _rn intrinsics (never fused) on the device,
  * so both backends round each step the same way (chosen over -fmad=false, which
  * would also slow down every other kernel of the file). What remains different
- * between backends is the math library (erf, exp, log, pow, tanh in double;
- * logf, cosf for normals): glibc and CUDA may differ in the last bit, which the
- * round to f32 almost always hides; tests/test_backend_ops.c compares those with
- * a normalised error bound, not bits. */
+ * between backends is the math library (logf, cosf for normals; erf, exp, log,
+ * pow, tanh in double for the CPU, where the CUDA elementwise maps use their f32
+ * versions: kernels/cuda/ops.cu, fk_uop_f32, gives the bound);
+ * tests/test_backend_ops.c compares those with a normalised error bound, not
+ * bits. */
 #ifndef FERRY_MODEL_KERNELS_FORMULAS_H
 #define FERRY_MODEL_KERNELS_FORMULAS_H
 
@@ -41,8 +42,9 @@ __device__ __forceinline__ double fk_sub_rn_(double a, double b) { return __dsub
 #define FK_SUB_RN(a, b) ((a) - (b))
 #endif
 
-/* ---- elementwise maps, in double: x and s as loaded, the result rounded by the
- * store into the output dtype ---- */
+/* ---- elementwise maps, in double (the CPU's; CUDA's f32 twins are in
+ * kernels/cuda/ops.cu): x and s as loaded, the result rounded by the store into
+ * the output dtype ---- */
 FERRY_HD double fk_uop_apply(int op, double x, double s)
 {
     switch (op) {

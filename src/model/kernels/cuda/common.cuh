@@ -86,6 +86,16 @@ template <> __device__ __forceinline__ int32_t fk_to<int32_t>(double v)
 }
 template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v) { return fk_sat(v, INT64_MIN, INT64_MAX); }
 
+/* An f32 result stored into a float dtype: the same bits as fk_to<T>((double)v),
+ * without a conversion through double (which runs at the double rate). */
+template <typename T> __device__ __forceinline__ T fk_to_f32(float v);
+template <> __device__ __forceinline__ float fk_to_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half fk_to_f32<__half>(float v) { return __ushort_as_half(ferry_f32_to_f16_(v)); }
+template <> __device__ __forceinline__ __nv_bfloat16 fk_to_f32<__nv_bfloat16>(float v)
+{
+    return __ushort_as_bfloat16(ferry_f32_to_bf16_(v));
+}
+
 /* Float dtypes only / every dtype: runs BODY with T bound to the C type. */
 #define FK_FLOAT_TYPES(dt, T, what, ...)                                                          \
     switch (dt) {                                                                                 \

@@ -137,7 +137,7 @@ static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
 
 template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
 {
-    FK_GRID_STRIDE(i, total) y[i] = fk_to<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
+    FK_GRID_STRIDE(i, total) y[i] = fk_to_f32<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
@@ -156,7 +156,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt,
 
 template <typename T> __global__ void k_bias_grad_add(fk_chan g, T *db, const double *p)
 {
-    FK_GRID_STRIDE(k, g.ch) db[k] = fk_to<T>(fk_f(db[k]) + (float)chan_total(g, p, k));
+    FK_GRID_STRIDE(k, g.ch) db[k] = fk_to_f32<T>(fk_f(db[k]) + (float)chan_total(g, p, k));
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt, void *db, const void *dy, int64_t outer,
@@ -187,7 +187,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
 
 template <typename T> __global__ void k_relu_bwd(T *dx, const T *y, const T *dy, int64_t n)
 {
-    FK_GRID_STRIDE(i, n) dx[i] = fk_f(y[i]) > 0.0f ? dy[i] : fk_to<T>(0.0);
+    FK_GRID_STRIDE(i, n) dx[i] = fk_f(y[i]) > 0.0f ? dy[i] : fk_to_f32<T>(0.0f);
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_relu_bwd)(const fk_ctx *c, ferry_dtype dt, void *dx, const void *y, const void *dy,
@@ -285,7 +285,7 @@ __global__ void k_cross_entropy(const T *x, const L *labels, int64_t rows, int64
             float inv = 1.0f / s;
             for (int64_t k = threadIdx.x; k < classes; k += blockDim.x) {
                 float g = ok ? (expf(fk_f(row[k]) - mx) * inv - (k == label ? 1.0f : 0.0f)) * gscale : 0.0f;
-                dx[r * classes + k] = fk_to<T>(g);
+                dx[r * classes + k] = fk_to_f32<T>(g);
             }
         }
         __syncthreads();
@@ -329,7 +329,7 @@ __global__ void k_mse(const T *p, const T *t, int64_t n, double *part, T *dp, fl
         float e = fk_f(p[i]) - fk_f(t[i]);
         s += (double)e * e;
         if (dp)
-            dp[i] = fk_to<T>(2.0f * e * gscale);
+            dp[i] = fk_to_f32<T>(2.0f * e * gscale);
     }
     if (part) {
         s = fk_block_sum_d(s, sh);
@@ -373,7 +373,7 @@ template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
             int64_t iy = y0 + ki;
             for (int64_t kj = 0; kj < g.kw; kj++) {
                 int64_t ix = x0 + kj;
-                *dst = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? plane[iy * g.w + ix] : fk_to<T>(0.0);
+                *dst = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? plane[iy * g.w + ix] : fk_to_f32<T>(0.0f);
                 dst += cols;
             }
         }
@@ -405,7 +405,7 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
                 s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
             }
         }
-        x[t] = fk_to<T>(fk_f(x[t]) + s);
+        x[t] = fk_to_f32<T>(fk_f(x[t]) + s);
     }
 }
 
@@ -461,7 +461,7 @@ template <typename T> __global__ void k_pool_fwd(bool max, fk_conv g, const T *x
                 }
             }
         }
-        y[t] = fk_to<T>(max ? best : s * inv);
+        y[t] = fk_to_f32<T>(max ? best : s * inv);
         if (max)
             idx[t] = bi;
     }
@@ -494,7 +494,7 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
                     s += fk_f(dy[o]);
             }
         }
-        dx[t] = fk_to<T>(s);
+        dx[t] = fk_to_f32<T>(s);
     }
 }
 
@@ -585,7 +585,7 @@ __global__ void k_bn_apply(fk_chan g, const T *x, T *y, const float *gamma, cons
         int64_t k = (i / g.inner) % g.ch;
         float is = rvar ? 1.0f / sqrtf(rvar[k] + eps) : invstd[k];
         float a = gamma[k] * is, b = beta[k] - mean[k] * a;
-        y[i] = fk_to<T>(fk_f(x[i]) * a + b);
+        y[i] = fk_to_f32<T>(fk_f(x[i]) * a + b);
     }
 }
 
@@ -659,7 +659,7 @@ __global__ void k_bn_dx(fk_chan g, const T *x, const T *dy, T *dx, const float *
     {
         int64_t k = (i / g.inner) % g.ch;
         float m = smean[k], is = sinvstd[k], a = gamma[k] * is;
-        dx[i] = fk_to<T>(a * (fk_f(dy[i]) - mdy[k] - (fk_f(x[i]) - m) * is * mdyx[k]));
+        dx[i] = fk_to_f32<T>(a * (fk_f(dy[i]) - mdy[k] - (fk_f(x[i]) - m) * is * mdyx[k]));
     }
 }
 
@@ -709,7 +709,7 @@ __global__ void k_dropout(T *y, const T *x, int64_t n, float p, float scale, uin
         ferry_philox_block_((uint64_t)g, stream, seed, w);
         for (int j = 0; j < 4 && g * 4 + j < n; j++) {
             int64_t i = g * 4 + j;
-            y[i] = fk_to<T>(fk_dropout_apply(fk_f(x[i]), w[j], p, scale));
+            y[i] = fk_to_f32<T>(fk_dropout_apply(fk_f(x[i]), w[j], p, scale));
         }
     }
 }
