@@ -5,7 +5,10 @@
  * is the read-ahead, and it bounds the memory (RING bytes per stream, at most
  * NSTREAMS streams, least recently used replaced). The ring keeps RING - AHEAD
  * bytes behind the furthest read for the shuffle buffer's stragglers; a read
- * further behind (or with no stream free) is one Range request of its own.
+ * further behind (or with no stream free) is one Range request of its own, and
+ * so is a straggler whose stream was closed (replaced by a later shard's): a
+ * new stream is opened for a shard this epoch only to read bytes no stream of
+ * it has fetched yet, since a stream fetches on to the shard's end.
  *
  * A reader copies only bytes the fetch has checked and written, under the
  * lock, so a sample is whole or not delivered at all. A stream that fails
@@ -59,6 +62,7 @@ struct ferry_remote_streams {
     bool on;
     char **failed;             /* per shard: its stream's error this epoch, or NULL */
     uint8_t *opened;           /* per shard: streamed this epoch already */
+    uint64_t *reach;           /* per shard: the furthest byte its closed streams fetched */
     size_t *next;              /* per shard: the one the plan reads after it, or NONE */
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
@@ -149,6 +153,8 @@ static void close_stream(struct ferry_remote_streams *o, rstream *r)
     pthread_cond_broadcast(&o->cv);
     while (r->users)
         pthread_cond_wait(&o->cv, &o->lock);
+    if (r->shard != NONE && r->have > o->reach[r->shard])
+        o->reach[r->shard] = r->have;
     r->shard = NONE;
     if (r->thread) {
         pthread_mutex_unlock(&o->lock);
@@ -276,7 +282,7 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
         pthread_mutex_unlock(&o->lock);
         return st;
     }
-    if (o->on && !r)
+    if (o->on && !r && !(o->opened[k] && off + n <= o->reach[k]))
         r = open_stream(o, k, off);
     if (r) {
         r->users++; /* also keeps it from being taken for the next shard */
@@ -327,6 +333,7 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         ferry_host_free(o->failed[k]);
         o->failed[k] = NULL;
         o->opened[k] = 0;
+        o->reach[k] = 0;
         o->led[k] = 0;
     }
     o->on = on;
@@ -382,11 +389,13 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
     if (!(o->failed = ferry_host_calloc(n, sizeof *o->failed)) ||
         !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st)) ||
         !(o->opened = ferry_host_calloc(n, 1)) || !(o->led = ferry_host_calloc(n, 1)) ||
+        !(o->reach = ferry_host_calloc(n, sizeof *o->reach)) ||
         !(o->next = ferry_host_malloc(n * sizeof *o->next))) {
         ferry_host_free(o->failed);
         ferry_host_free(o->failed_st);
         ferry_host_free(o->opened);
         ferry_host_free(o->led);
+        ferry_host_free(o->reach);
         ferry_host_free(o);
         return FERRY_ERR_NO_MEMORY;
     }
@@ -420,6 +429,7 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
     ferry_host_free(o->failed_st);
     ferry_host_free(o->opened);
     ferry_host_free(o->led);
+    ferry_host_free(o->reach);
     ferry_host_free(o->next);
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->lock);
