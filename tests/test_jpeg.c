@@ -696,9 +696,16 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers)
     while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
         h = ft_batch_digest(h, &b);
     ASSERT_STATUS(st, FERRY_END);
+    /* The warm-up decodes one sample (here a PNG or a JPEG); a worker whose
+     * first sample of the other format comes after the first batch grows its
+     * buffers then, once per format (the loader's documented promise is no
+     * allocation after warm-up for images of one format and size). How many
+     * do so depends on the workers' timing: bound it, do not pin it to 0. */
     ferry_loader_stats s;
     ASSERT_OK(ferry_loader_stats_get(l, &s));
-    ASSERT_EQ_INT(s.allocs_after_warmup, 0);
+    size_t nw = workers ? workers : 1;
+    ASSERT_MSG(s.allocs_after_warmup <= 8 * nw, "%llu allocations after warm-up, %zu workers",
+               (unsigned long long)s.allocs_after_warmup, nw);
     ferry_loader_destroy(l);
     return h;
 }
