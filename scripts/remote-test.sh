@@ -56,6 +56,7 @@ error_log $tmp/nginx/error.log;
 events { worker_connections 64; }
 http {
     access_log off;
+    sendfile on; # as Debian's own nginx.conf has it
     client_body_temp_path $tmp/nginx; proxy_temp_path $tmp/nginx;
     fastcgi_temp_path $tmp/nginx; uwsgi_temp_path $tmp/nginx; scgi_temp_path $tmp/nginx;
     server { listen 127.0.0.1:$port; root $tmp/www; location / { } }

@@ -7,7 +7,8 @@
  * connections, stalls) are retried to the same digest; lies (Content-Length,
  * a changed object, 404) are errors naming the URL, in bounded time; every
  * rank gets the same batch count, streaming ranks fetch only their own
- * shards, and a loader state resumes mid-epoch over URLs bit for bit. */
+ * shards, more shards than streams still fetch each shard once an epoch,
+ * and a loader state resumes mid-epoch over URLs bit for bit. */
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,8 +138,10 @@ static void assert_same_samples(ferry_dataset *a, ferry_dataset *b)
 }
 
 /* One epoch's digest: random order, or streaming with a shuffle buffer. */
-static ferry_status epoch_digest(ferry_dataset *ds, bool stream, ferry_on_error on_error,
-                                 uint64_t *digest, uint64_t *skipped)
+/* One epoch's digest: shuffled (seed 7), 2 workers, batch 5; buffer > 0 is the
+ * streaming order with that shuffle buffer. */
+static ferry_status epoch_digest_buf(ferry_dataset *ds, size_t buffer, ferry_on_error on_error,
+                                     uint64_t *digest, uint64_t *skipped)
 {
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
@@ -150,7 +153,7 @@ static ferry_status epoch_digest(ferry_dataset *ds, bool stream, ferry_on_error 
     c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
     c.on_error = on_error;
-    c.stream_shuffle_buffer = stream ? 8 : 0;
+    c.stream_shuffle_buffer = buffer;
     ferry_loader *l;
     ferry_status st = ferry_loader_create(&c, &l);
     if (st != FERRY_OK)
@@ -166,6 +169,12 @@ static ferry_status epoch_digest(ferry_dataset *ds, bool stream, ferry_on_error 
     ferry_loader_destroy(l);
     *digest = h;
     return st == FERRY_END ? FERRY_OK : st;
+}
+
+static ferry_status epoch_digest(ferry_dataset *ds, bool stream, ferry_on_error on_error,
+                                 uint64_t *digest, uint64_t *skipped)
+{
+    return epoch_digest_buf(ds, stream ? 8 : 0, on_error, digest, skipped);
 }
 
 static void assert_same_epochs(ferry_dataset *local, ferry_dataset *remote)
@@ -666,6 +675,93 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ASSERT_MSG(a == b, "random: %llx from the URLs, %llx from disk", (unsigned long long)b,
                (unsigned long long)a);
     ASSERT(stats_of(remote).range_reads > s.range_reads);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* More shards than a dataset keeps streams (remote_stream.c's NSTREAMS, 8),
+ * each smaller than the shuffle buffer, so that stragglers of the buffer
+ * come long after their shard's stream was replaced: each is one member by
+ * Range, never a new stream fetching on to its shard's end (which fetched
+ * twice the bytes), and the digests are those of disk. */
+enum { NMANY = 12, PER_MANY = 6 };
+
+static void many_paths(const char *base, char v[NMANY][700], const char *p[NMANY])
+{
+    for (size_t s = 0; s < NMANY; s++) {
+        snprintf(v[s], 700, "%s/m%02zu.tar", base, s);
+        p[s] = v[s];
+    }
+}
+
+static const char *www_many(uint64_t *total)
+{
+    static bool made;
+    static uint64_t bytes;
+    static char dir[600];
+    snprintf(dir, sizeof dir, "%s", ft_tmp("remote/www-many"));
+    if (!made) {
+        static char v[NMANY][700];
+        const char *p[NMANY];
+        many_paths(dir, v, p);
+        for (size_t s = 0; s < NMANY; s++) {
+            ft_tar t = {0};
+            for (size_t k = 0; k < PER_MANY; k++)
+                add_sample(&t, s * PER_MANY + k);
+            ft_tar_end(&t);
+            ft_write_file(p[s], t.d, t.n);
+            bytes += t.n;
+            free(t.d);
+        }
+        ferry_image_config c = ferry_image_config_default();
+        c.shard_index_cache = true; /* SHARD.ferry-index beside each */
+        ferry_dataset *ds;
+        ASSERT_OK(ferry_dataset_shards(p, NMANY, &c, &ds));
+        ferry_dataset_release(ds);
+        made = true;
+    }
+    *total = bytes;
+    return dir;
+}
+
+TEST(more_shards_than_streams_fetch_each_once)
+{
+    uint64_t total;
+    const char *dir = www_many(&total);
+    ft_http *srv = ft_http_start(dir, NULL);
+    static char lv[NMANY][700], uv[NMANY][700];
+    const char *lp[NMANY], *up[NMANY];
+    many_paths(dir, lv, lp);
+    many_paths(ft_http_base(srv), uv, up);
+    ferry_image_config c = remote_cfg("remote/cache-many", 0);
+    ferry_dataset *local, *remote;
+    ASSERT_OK(ferry_dataset_shards(lp, NMANY, NULL, &local));
+    ASSERT_OK(ferry_dataset_shards(up, NMANY, &c, &remote));
+    uint64_t before = stats_of(remote).bytes_fetched;
+    const size_t buffer = 4 * PER_MANY * NMANY / 3; /* 24 shards' worth */
+    for (int epoch = 0; epoch < 2; epoch++) {
+        uint64_t a, b;
+        ASSERT_OK(epoch_digest_buf(local, buffer, FERRY_ON_ERROR_FAIL, &a, NULL));
+        ASSERT_OK(epoch_digest_buf(remote, buffer, FERRY_ON_ERROR_FAIL, &b, NULL));
+        ASSERT_MSG(a == b, "epoch %d: %llx from the URLs, %llx from disk", epoch,
+                   (unsigned long long)b, (unsigned long long)a);
+    }
+    ferry_remote_stats s = stats_of(remote);
+    uint64_t got = s.bytes_fetched - before;
+    /* Two epochs: each shard's stream once (a stream replaced before it
+     * fetched its shard's end may be opened again for the rest), and the
+     * stragglers' members by Range, which are at most the shards again. */
+    ASSERT_MSG(s.range_reads > 0, "no straggler outlived its stream (%llu streams)",
+               (unsigned long long)s.streams);
+    ASSERT_MSG(got <= 2 * total + total / 2,
+               "2 epochs fetched %llu bytes of shards of %llu (%llu streams, %llu Range reads)",
+               (unsigned long long)got, (unsigned long long)total, (unsigned long long)s.streams,
+               (unsigned long long)s.range_reads);
+    ASSERT_MSG(s.streams <= 2 * NMANY + NMANY / 2, "%llu streams for %d shards in 2 epochs",
+               (unsigned long long)s.streams, NMANY);
+    /* At most the shard of the loader's warm-up sample (docs/DISTRIBUTED.md). */
+    ASSERT_MSG(s.downloads <= 1, "%llu whole-shard downloads", (unsigned long long)s.downloads);
     ferry_dataset_release(remote);
     ferry_dataset_release(local);
     ft_http_stop(srv);
