@@ -655,8 +655,12 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     s = stats_of(remote);
     /* Each shard streamed once an epoch; a straggler of the shuffle buffer
      * whose stream was replaced is one member by Range, not a new stream
-     * fetching on to the shard's end. */
-    ASSERT_MSG(s.bytes_fetched - created <= 2 * total + total / 4,
+     * fetching on to the shard's end. Each loader (one an epoch here) also
+     * opens the next epoch's head stream near its end: a shard at most. */
+    uint64_t biggest = 0;
+    for (size_t k = 0; k < NSHARDS; k++)
+        biggest = !strstr(names[k], ".gz") && shard_bytes(k) > biggest ? shard_bytes(k) : biggest;
+    ASSERT_MSG(s.bytes_fetched - created <= 2 * total + total / 4 + 2 * biggest,
                "2 epochs fetched %llu bytes of shards of %llu (%llu streams, %llu Range reads)",
                (unsigned long long)(s.bytes_fetched - created), (unsigned long long)total,
                (unsigned long long)s.streams, (unsigned long long)s.range_reads);
@@ -664,8 +668,9 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ASSERT_EQ_INT(s.held_peak, 0);
     ASSERT_MSG(s.streams >= 2 * NPLAIN, "%llu streams", (unsigned long long)s.streams);
     /* Each epoch's shards after the first: started at the previous one's
-     * first read (the loader's plan), before their own. */
-    ASSERT_MSG(s.streams_ahead == 2 * (NPLAIN - 1), "%llu streams started ahead",
+     * first read (the loader's plan), before their own; and each loader's
+     * head stream for an epoch it does not reach. */
+    ASSERT_MSG(s.streams_ahead == 2 * (NPLAIN - 1) + 2, "%llu streams started ahead",
                (unsigned long long)s.streams_ahead);
     ASSERT_MSG(s.stream_reads > s.range_reads, "%llu reads streamed, %llu by Range",
                (unsigned long long)s.stream_reads, (unsigned long long)s.range_reads);
@@ -675,6 +680,68 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ASSERT_MSG(a == b, "random: %llx from the URLs, %llx from disk", (unsigned long long)b,
                (unsigned long long)a);
     ASSERT(stats_of(remote).range_reads > s.range_reads);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* One loader, three epochs: each epoch's first shard is streamed from near
+ * the previous epoch's end (its head stream, opened at the last shard's
+ * first read and kept through the reset), so no epoch after the first starts
+ * with every worker waiting for a request; the digests are those of disk. */
+TEST(next_epoch_head_stream_opens_before_the_epoch)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg("remote/cache-head", 0);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
+    ferry_remote_stats s0 = stats_of(remote); /* workers start reading at create */
+    ferry_loader *l[2];
+    ferry_dataset *ds[2] = {local, remote};
+    for (int k = 0; k < 2; k++) {
+        ferry_loader_config c = ferry_loader_config_default();
+        c.dataset = ds[k];
+        c.batch_size = 5;
+        c.shuffle = true;
+        c.seed = 11;
+        c.num_workers = 2;
+        c.device = ferry_cpu();
+        c.pin_memory = FERRY_PIN_MEMORY_OFF;
+        c.out_dtype = FERRY_DTYPE_U8;
+        c.stream_shuffle_buffer = 4;
+        ASSERT_OK(ferry_loader_create(&c, &l[k]));
+    }
+    enum { EPOCHS = 3 };
+    for (uint64_t e = 0; e < EPOCHS; e++) {
+        uint64_t h[2];
+        for (int k = 0; k < 2; k++) {
+            ASSERT_OK(ferry_loader_reset(l[k], e));
+            h[k] = FT_DIGEST_SEED;
+            ferry_batch b;
+            ferry_status st;
+            while ((st = ferry_loader_next(l[k], NULL, &b)) == FERRY_OK)
+                h[k] = ft_batch_digest(h[k], &b);
+            ASSERT_STATUS(st, FERRY_END);
+        }
+        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
+                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+    }
+    ferry_remote_stats s = stats_of(remote);
+    /* Per epoch NPLAIN - 1 streams opened at the previous shard's first
+     * read and one head stream at the last's; every epoch but the first
+     * begins on the head stream the one before opened, so it opens no
+     * stream of its own at its first read. */
+    ASSERT_MSG(s.streams - s0.streams == NPLAIN + (EPOCHS - 1) * (NPLAIN - 1) + EPOCHS,
+               "%llu streams in %d epochs of %d shards (%llu ahead, %llu reads streamed, %llu by "
+               "Range)", (unsigned long long)(s.streams - s0.streams), EPOCHS, NPLAIN,
+               (unsigned long long)(s.streams_ahead - s0.streams_ahead),
+               (unsigned long long)(s.stream_reads - s0.stream_reads),
+               (unsigned long long)(s.range_reads - s0.range_reads));
+    ASSERT_MSG(s.streams_ahead - s0.streams_ahead == EPOCHS * NPLAIN,
+               "%llu streams started ahead", (unsigned long long)(s.streams_ahead - s0.streams_ahead));
+    ASSERT_EQ_INT(s.range_reads - s0.range_reads, 0);
+    for (int k = 0; k < 2; k++)
+        ferry_loader_destroy(l[k]);
     ferry_dataset_release(remote);
     ferry_dataset_release(local);
     ft_http_stop(srv);
@@ -1040,8 +1107,9 @@ static ferry_remote_stats settled_stats(const ferry_dataset *ds)
 
 /* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
  * rank's samples are 2 whole shards of the 4, and what it fetches in the
- * epoch is never more than those 2 shards' bytes and the warm-up's shard 0
- * (an interleaved split had each rank read all 4). Each rank has a cache of its own, room for 2. */
+ * epoch is never more than those 2 shards' bytes, the warm-up's shard 0 and
+ * the next epoch's head (an interleaved split had each rank read all 4).
+ * Each rank has a cache of its own, room for 2. */
 TEST(streaming_ranks_fetch_only_their_own_shards)
 {
     ft_http *srv = ft_http_start(www(), NULL);
@@ -1080,8 +1148,12 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
          * shard 0 whole through the cache on every rank: a known cost
          * (docs/DISTRIBUTED.md), bounded here so that it does not grow. */
         own_bytes += shard_bytes(0);
+        /* And the head stream of its first shard of the next epoch (which
+         * this loader never reaches): one shard at most. */
+        own_bytes += biggest;
         ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
-                   "rank %zu fetched %llu bytes in the epoch, its shards and shard 0 have %llu "
+                   "rank %zu fetched %llu bytes in the epoch, its shards, shard 0 and the next "
+                   "epoch's head have %llu "
                    "(%llu downloads, %llu evictions, %llu requests)", rank,
                    (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
                    (unsigned long long)own_bytes,

@@ -33,9 +33,11 @@ void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes);
 /* The samples the next reads will be (n indices, in read order, repeats
  * counted), so that a dataset that streams (gzip shards) keeps exactly the
  * images still to come, and one that streams remote shards opens the next
- * shard's stream before its first read. idx NULL: no plan. A hint: an error costs speed, never
+ * shard's stream before its first read; `head` (SIZE_MAX: none) is the
+ * sample the next epoch's reads start at, whose shard's stream opens near
+ * this epoch's end. idx NULL: no plan. A hint: an error costs speed, never
  * data. No-op where the dataset has no use for it. */
-ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n);
+ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n, size_t head);
 
 /* How many of the dataset's shards are gzip-compressed (0 without shards). */
 size_t ferry__dataset_gzip_shards(const ferry_dataset *ds);

@@ -196,7 +196,7 @@ static void view_set_readahead(ferry_dataset *ds, size_t bytes)
     ferry__dataset_set_readahead(((view *)ds->impl)->base, bytes);
 }
 
-static ferry_status view_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+static ferry_status view_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n, size_t head)
 {
     view *v = ds->impl;
     if (!v->base->vt->plan_reads)
@@ -215,7 +215,8 @@ static ferry_status view_plan_reads(ferry_dataset *ds, const size_t *idx, size_t
     if (st == FERRY_OK) {
         for (size_t i = 0; idx && i < n; i++)
             v->plan[i] = view_map(ds, idx[i]);
-        st = ferry__dataset_plan_reads(v->base, idx ? v->plan : NULL, idx ? n : 0);
+        st = ferry__dataset_plan_reads(v->base, idx ? v->plan : NULL, idx ? n : 0,
+                                       idx && head != SIZE_MAX ? view_map(ds, head) : SIZE_MAX);
     }
     ferry_mutex_unlock(&v->plan_lock);
     return st;
@@ -584,9 +585,9 @@ void ferry__dataset_set_readahead(ferry_dataset *ds, size_t bytes)
         ds->vt->set_readahead(ds, bytes);
 }
 
-ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+ferry_status ferry__dataset_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n, size_t head)
 {
-    return ds && ds->vt->plan_reads ? ds->vt->plan_reads(ds, idx, n) : FERRY_OK;
+    return ds && ds->vt->plan_reads ? ds->vt->plan_reads(ds, idx, n, head) : FERRY_OK;
 }
 
 size_t ferry__dataset_gzip_shards(const ferry_dataset *ds)

@@ -237,7 +237,7 @@ typedef struct ferry_dataset_vtable {
     bool uses_scratch;
     size_t (*shard_ends)(const ferry_dataset *ds, const size_t **ends, const size_t **seq);
     void (*set_readahead)(ferry_dataset *ds, size_t bytes);
-    ferry_status (*plan_reads)(ferry_dataset *ds, const size_t *idx, size_t n);
+    ferry_status (*plan_reads)(ferry_dataset *ds, const size_t *idx, size_t n, size_t head);
     size_t (*gzip_shards)(const ferry_dataset *ds);
 } ferry_dataset_vtable;
 

@@ -154,15 +154,17 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
                                           const ferry_remote_opts *o, ferry_remote_streams **out);
 void ferry__remote_streams_destroy(ferry_remote_streams *s);
 /* on: the reads that follow are in streaming order (an epoch starts: every
- * stream starts over, and shards that failed are tried again); off: reads
- * are one Range request each. No read may be in progress. */
+ * stream starts over but the head stream the last plan opened, which becomes
+ * its shard's, and shards that failed are tried again); off: reads are one
+ * Range request each. No read may be in progress. */
 void ferry__remote_streams_reset(ferry_remote_streams *s, bool on);
 bool ferry__remote_streams_on(ferry_remote_streams *s);
 /* The order in which this epoch first reads the shards (m shard numbers):
  * when a shard's stream is first read, the next one's starts, so that its
- * first bytes are there when its reads begin. NULL: no order (none started
- * ahead). */
-void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size_t m);
+ * first bytes are there when its reads begin; at the last one's, a head
+ * stream of shard `head` (the next epoch's first; NONE: none) fetches its
+ * first bytes for the next epoch. NULL: no order (none started ahead). */
+void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size_t m, size_t head);
 /* Bytes [off, off + n) of remote shard k into dst: from its stream (started
  * at off when it has none), or by a Range request when the bytes are behind
  * the stream's ring or streaming is off. Never a partial read. A stream that

@@ -10,6 +10,12 @@
  * new stream is opened for a shard this epoch only to read bytes no stream of
  * it has fetched yet, since a stream fetches on to the shard's end.
  *
+ * Near an epoch's end (at the first read of the plan's last shard) the next
+ * epoch's first shard gets a head stream: it fetches GRAIN bytes and waits,
+ * passed over by readers, until the next epoch's reset makes it that
+ * shard's stream; so the request's latency passes while this epoch ends
+ * instead of every worker waiting for it at the next one's start.
+ *
  * A reader copies only bytes the fetch has checked and written, under the
  * lock, so a sample is whole or not delivered at all. A stream that fails
  * marks its shard failed until the next reset (the next epoch), so that under
@@ -51,6 +57,7 @@ typedef struct rstream {
     uint64_t used;             /* LRU tick */
     bool thread, ended;        /* a fetch thread to join; it has returned */
     bool busy;                 /* being closed or opened by a reader: no one else's */
+    bool head;                 /* opened for the next epoch: no reader's until the reset */
     unsigned data_waiters;     /* readers waiting in take() */
     bool room_waiter;          /* the fetch waits for room */
     pthread_cond_t data, room;
@@ -74,6 +81,7 @@ struct ferry_remote_streams {
     uint8_t *opened;           /* per shard: streamed this epoch already */
     uint64_t *reach;           /* per shard: the furthest byte its closed streams fetched */
     size_t *next;              /* per shard: the one the plan reads after it, or NONE */
+    size_t last, head;         /* the plan's last shard; the next epoch's first (or NONE) */
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
@@ -102,17 +110,23 @@ static void ring_get(const rstream *r, uint64_t off, size_t n, uint8_t *dst)
 
 /* ---- the fetch thread ---- */
 
+/* How far past the furthest read the fetch may run. */
+static uint64_t limit(const rstream *r)
+{
+    return r->head ? GRAIN : AHEAD;
+}
+
 static int sink(void *arg, const uint8_t *b, size_t n)
 {
     rstream *r = arg;
     struct ferry_remote_streams *o = r->o;
     pthread_mutex_lock(&o->lock);
     while (n) {
-        /* Room: within AHEAD of the furthest read (a chunk larger than AHEAD
-         * goes in parts). */
-        if (!atomic_load(&r->stop) && r->have >= r->want + AHEAD) {
+        /* Room: within limit() of the furthest read (a chunk larger than
+         * that goes in parts). */
+        if (!atomic_load(&r->stop) && r->have >= r->want + limit(r)) {
             r->room_waiter = true;
-            while (!atomic_load(&r->stop) && r->have + GRAIN > r->want + AHEAD)
+            while (!atomic_load(&r->stop) && r->have + GRAIN > r->want + limit(r))
                 pthread_cond_wait(&r->room, &o->lock);
             r->room_waiter = false;
         }
@@ -121,7 +135,7 @@ static int sink(void *arg, const uint8_t *b, size_t n)
             ferry_fail_at(FERRY_ERR_BAD_STATE, o->paths[r->fetching], "stream stopped");
             return 1;
         }
-        uint64_t room = r->want + AHEAD - r->have;
+        uint64_t room = r->want + limit(r) - r->have;
         size_t k = room < n ? (size_t)room : n;
         ring_put(r, b, k);
         r->have += k;
@@ -172,6 +186,7 @@ static void close_stream(struct ferry_remote_streams *o, rstream *r)
     if (r->shard != NONE && r->have > o->reach[r->shard])
         o->reach[r->shard] = r->have;
     r->shard = NONE;
+    r->head = false;
     if (r->thread) {
         pthread_mutex_unlock(&o->lock);
         pthread_join(r->th, NULL);
@@ -183,15 +198,16 @@ static void close_stream(struct ferry_remote_streams *o, rstream *r)
 static rstream *find(struct ferry_remote_streams *o, size_t k)
 {
     for (size_t i = 0; i < NSTREAMS; i++)
-        if (o->s[i].shard == k && !o->s[i].busy && !atomic_load(&o->s[i].stop))
+        if (o->s[i].shard == k && !o->s[i].busy && !o->s[i].head && !atomic_load(&o->s[i].stop))
             return &o->s[i];
     return NULL;
 }
 
-/* A stream of shard k from byte off: a free slot, else the least recently
- * used one no reader is in. NULL when none can be had (every one in use, no
- * memory, no thread): the read then goes by Range. */
-static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off)
+/* A stream of shard k from byte off (head: from 0, for the next epoch): a
+ * free slot, else the least recently used one no reader is in. NULL when
+ * none can be had (every one in use, no memory, no thread): the read then
+ * goes by Range. */
+static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off, bool head)
 {
     rstream *r = NULL;
     for (size_t i = 0; i < NSTREAMS; i++) {
@@ -207,7 +223,7 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     r->busy = true;
     if (r->shard != NONE || r->thread)
         close_stream(o, r);
-    rstream *other = find(o, k); /* another reader may have opened one meanwhile */
+    rstream *other = head ? NULL : find(o, k); /* another reader may have opened one meanwhile */
     if (other || (!r->ring && !(r->ring = ferry_host_malloc(RING)))) {
         r->busy = false;
         pthread_cond_broadcast(&o->cv);
@@ -215,9 +231,11 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     }
     /* An epoch's first stream of a shard starts at its first byte: the
      * shuffle buffer's first reads of it are not all at its start. */
-    if (!o->opened[k])
+    if (head || !o->opened[k])
         off = 0;
-    o->opened[k] = 1;
+    if (!head)
+        o->opened[k] = 1;
+    r->head = head;
     r->shard = r->fetching = k;
     r->used = ++o->tick;
     r->base = r->have = r->want = off;
@@ -237,14 +255,17 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
 }
 
 /* At shard k's first read this epoch: the stream of the shard the plan reads
- * next, so that the request's latency passes while k is read. */
+ * next, so that the request's latency passes while k is read; at the last
+ * shard's, the next epoch's head stream. */
 static void start_next(struct ferry_remote_streams *o, size_t k)
 {
     if (o->led[k])
         return;
     o->led[k] = 1;
     size_t j = o->next[k];
-    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j) && open_stream(o, j, 0))
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j) && open_stream(o, j, 0, false))
+        o->ahead++;
+    if (k == o->last && o->head != NONE && open_stream(o, o->head, 0, true))
         o->ahead++;
 }
 
@@ -302,7 +323,7 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
         return st;
     }
     if (o->on && !r && !(o->opened[k] && off + n <= o->reach[k]))
-        r = open_stream(o, k, off);
+        r = open_stream(o, k, off, false);
     if (r) {
         r->users++; /* also keeps it from being taken for the next shard */
         r->used = ++o->tick;
@@ -342,6 +363,8 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         rstream *r = &o->s[i];
         while (r->busy)
             pthread_cond_wait(&o->cv, &o->lock);
+        if (on && r->head && r->shard != NONE && !atomic_load(&r->stop))
+            continue; /* the new epoch's first shard: kept, made its stream below */
         if (r->shard != NONE || r->thread) {
             r->busy = true;
             close_stream(o, r);
@@ -355,11 +378,19 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         o->reach[k] = 0;
         o->led[k] = 0;
     }
+    for (size_t i = 0; i < NSTREAMS; i++) {
+        rstream *r = &o->s[i];
+        if (r->head) {
+            r->head = false;
+            o->opened[r->shard] = 1;
+            pthread_cond_signal(&r->room); /* its limit is AHEAD now */
+        }
+    }
     o->on = on;
     pthread_mutex_unlock(&o->lock);
 }
 
-void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size_t m)
+void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size_t m, size_t head)
 {
     if (!o)
         return;
@@ -368,6 +399,8 @@ void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size
         o->next[k] = NONE;
     for (size_t i = 0; seq && i + 1 < m; i++)
         o->next[seq[i]] = seq[i + 1];
+    o->last = seq && m ? seq[m - 1] : NONE;
+    o->head = seq && head < o->n ? head : NONE;
     pthread_mutex_unlock(&o->lock);
 }
 
@@ -427,6 +460,7 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
     o->n = n;
     for (size_t k = 0; k < n; k++)
         o->next[k] = NONE;
+    o->last = o->head = NONE;
     o->paths = paths;
     o->cache = cache;
     o->once = *opts;

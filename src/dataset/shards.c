@@ -240,12 +240,19 @@ static size_t shards_ends(const ferry_dataset *ds, const size_t **ends, const si
     return h->nshards;
 }
 
+/* Whether shard k's bytes come through a stream. */
+static bool streamed(const shards *h, size_t k)
+{
+    return ferry__remote_cache_obj(h->remote, k) && !(h->gzip && h->gzip[k]);
+}
+
 /* Remote shards: the order in which the plan first reads each shard, so that
- * the next one's stream starts before its first read. */
-static ferry_status plan_streams(shards *h, const size_t *idx, size_t n)
+ * the next one's stream starts before its first read, and the shard the next
+ * epoch starts in. */
+static ferry_status plan_streams(shards *h, const size_t *idx, size_t n, size_t head)
 {
     if (!idx) {
-        ferry__remote_streams_plan(h->streams, NULL, 0);
+        ferry__remote_streams_plan(h->streams, NULL, 0, SIZE_MAX);
         return FERRY_OK;
     }
     size_t *seq = ferry_host_malloc(h->nshards * sizeof *seq), m = 0;
@@ -256,20 +263,21 @@ static ferry_status plan_streams(shards *h, const size_t *idx, size_t n)
         if (seen[k])
             continue;
         seen[k] = 1;
-        if (ferry__remote_cache_obj(h->remote, k) && !(h->gzip && h->gzip[k]))
-            seq[m++] = k; /* the shards that are streamed */
+        if (streamed(h, k))
+            seq[m++] = k;
     }
+    size_t hk = head < h->n ? h->samples[head].shard : SIZE_MAX;
     if (st == FERRY_OK)
-        ferry__remote_streams_plan(h->streams, seq, m);
+        ferry__remote_streams_plan(h->streams, seq, m, hk != SIZE_MAX && streamed(h, hk) ? hk : SIZE_MAX);
     ferry_host_free(seq);
     ferry_host_free(seen);
     return st;
 }
 
-static ferry_status shards_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n)
+static ferry_status shards_plan_reads(ferry_dataset *ds, const size_t *idx, size_t n, size_t head)
 {
     shards *h = ds->impl;
-    ferry_status st = h->streams ? plan_streams(h, idx, n) : FERRY_OK;
+    ferry_status st = h->streams ? plan_streams(h, idx, n, head) : FERRY_OK;
     return h->gz && st == FERRY_OK ? ferry__gz_cache_plan(h->gz, idx, n) : st;
 }
 

@@ -84,6 +84,7 @@ struct ferry_loader {
     _Atomic unsigned char *known_bad; /* on_error = SKIP: per dataset sample, it failed once */
     size_t *order_scratch;     /* dataset_len entries, for the distributed sampler */
     size_t *stream_perm;       /* streaming mode: one entry per shard, for the sampler */
+    size_t *stream_head_perm;  /* the same, for the next epoch's head (plan_reads) */
     size_t gzip_shards;        /* of the dataset's shards, the gzip ones: plan_reads each epoch */
     size_t epoch_len, num_batches, batch;
     size_t full_epoch_len, full_num_batches; /* an epoch from its start (epoch_len is less

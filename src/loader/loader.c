@@ -315,7 +315,9 @@ static void plan_reads(ferry_loader *l, size_t first_batch)
         b = l->epoch_len;
     if (a > b)
         a = b;
-    if (ferry__dataset_plan_reads(l->ds, l->order + a, b - a) != FERRY_OK)
+    size_t head = l->stream_perm ? ferry_sampler_stream_head(&l->plan, l->epoch + 1, l->stream_head_perm)
+                                 : SIZE_MAX;
+    if (ferry__dataset_plan_reads(l->ds, l->order + a, b - a, head) != FERRY_OK)
         ferry_clear_error();
 }
 
@@ -444,7 +446,8 @@ static ferry_status plan_stream(ferry_loader *l)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "stream_shuffle_buffer needs a dataset with "
                           "shards (tar shards, a subset or split of them, or a custom dataset that sets "
                           "shard_ends)");
-    if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)))
+    if (!(l->stream_perm = ferry_host_malloc(k * sizeof *l->stream_perm)) ||
+        !(l->stream_head_perm = ferry_host_malloc(k * sizeof *l->stream_head_perm)))
         return FERRY_ERR_NO_MEMORY;
     ferry_sampler_plan_stream(&l->plan, ends, seq, k, l->stream_perm);
     warn_sorted_stream(l, ends, seq, k);
@@ -606,8 +609,9 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->stream_perm) /* set by this loader; a random-access loader wants it off */
         ferry__dataset_set_readahead(l->ds, 0);
     if (l->gzip_shards || l->stream_perm) /* the plan was this loader's */
-        (void)ferry__dataset_plan_reads(l->ds, NULL, 0);
+        (void)ferry__dataset_plan_reads(l->ds, NULL, 0, SIZE_MAX);
     ferry_host_free(l->stream_perm);
+    ferry_host_free(l->stream_head_perm);
     ferry_host_free(l->own_indices);
     ferry_dataset_release(l->ds);
     pthread_cond_destroy(&l->work_cv);

@@ -126,6 +126,30 @@ static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epo
     }
 }
 
+size_t ferry_sampler_stream_head(const ferry_sampler_plan *plan, uint64_t epoch, size_t *perm)
+{
+    size_t k = plan->nshards, n = plan->dataset_len, pos = 0;
+    if (!plan->stream_buffer || !plan->shard_perm || !plan->shuffle || !n ||
+        (plan->kind != FERRY_SAMPLER_RANDOM && plan->kind != FERRY_SAMPLER_DISTRIBUTED))
+        return SIZE_MAX;
+    if (ferry_sampler_block_split(plan)) { /* as block_share picks the range */
+        size_t w = plan->world_size, r = plan->rank, q = n / w, m = n % w;
+        size_t count = q + (r < m);
+        pos = count ? r * q + (r < m ? r : m) : r % n;
+    }
+    for (size_t s = 0; s < k; s++)
+        perm[s] = s;
+    shuffle(perm, k, plan->seed, epoch); /* as stream_order draws the shards */
+    for (size_t s = 0; s < k; s++) {
+        size_t sh = perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
+        size_t len = plan->shard_ends[sh] - first;
+        if (pos < len)
+            return plan->shard_seq ? plan->shard_seq[first + pos] : first + pos;
+        pos -= len;
+    }
+    return SIZE_MAX;
+}
+
 /* The epoch's shuffled order of a[0, n) (a holds 0..n-1): a full shuffle, or
  * the streaming order. */
 static void permute(const ferry_sampler_plan *plan, size_t *a, size_t n, uint64_t epoch)

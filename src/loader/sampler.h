@@ -37,6 +37,13 @@ ferry_status ferry_sampler_plan_init(ferry_sampler_plan *plan, const ferry_loade
 void ferry_sampler_plan_stream(ferry_sampler_plan *plan, const size_t *shard_ends,
                                const size_t *shard_seq, size_t nshards, size_t *perm);
 
+/* Where this rank's reads of epoch `epoch` start in the streaming order: the
+ * sample at the head of its range, before the shuffle buffer (whose first
+ * picks come from the entries after it, in the same shard or the next), so
+ * that the dataset can open that shard's stream before the epoch starts.
+ * SIZE_MAX when the order is not streamed. perm: nshards entries to work in. */
+size_t ferry_sampler_stream_head(const ferry_sampler_plan *plan, uint64_t epoch, size_t *perm);
+
 /* Whether the distributed sampler splits the streaming order into contiguous
  * ranges (one per rank) instead of interleaving it: world_size > 1, streaming. */
 bool ferry_sampler_block_split(const ferry_sampler_plan *plan);
