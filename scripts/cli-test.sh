@@ -415,6 +415,42 @@ if [ $rc -ne 0 ] && ! grep -q '()' "$tmp/err" && grep -q "000001.png: " "$tmp/er
 else
     bad "ferry bench decode: an empty reason"; show "$tmp/err"
 fi
+# bench decode --crop on the JPEG fixtures: every row of the table, the floor
+# line with positive figures, and the same in the JSON (how the ceiling
+# compares with the measured ratio depends on the machine: not checked).
+mkdir -p "$tmp/jdec"
+refj=$(dirname "$0")/../tests/ref
+for f in rgb420 rgb422 rgb444 optimized progressive gray; do cp "$refj/jpeg/$f.jpg" "$tmp/jdec/"; done
+cp "$refj/crop/src.jpg" "$tmp/jdec/"
+num='[0-9][0-9]*\.[0-9]'
+run "$ferry" bench decode "$tmp/jdec" --crop 16 --limit 50
+missing=
+for row in "full decode, then crop" "crop-and-scale decode" "crop-and-scale, decode only" \
+           "entropy decoding through the box"; do
+    grep -q "^  $row  *$num*  *$num*\$" "$tmp/out" || missing="$missing [$row]"
+done
+grep -q "^  floor of any crop path (entropy through the box + resize): $num* images/s; ceiling of crop-and-scale / full decode first: $num*\$" "$tmp/out" ||
+    missing="$missing [floor line]"
+grep -q "^  the same in thread CPU time: $num* images/s; ceiling $num*\$" "$tmp/out" ||
+    missing="$missing [floor line, CPU]"
+if grep -q "ceiling[^0-9]*0\.000" "$tmp/out"; then missing="$missing [a zero ceiling]"; fi
+if [ $rc -eq 0 ] && [ -z "$missing" ]; then
+    ok "ferry bench decode --crop: the decode-only and entropy rows, the floor and ceiling"
+else
+    bad "ferry bench decode --crop (exit $rc): missing$missing"; show "$tmp/out"; show "$tmp/err"
+fi
+run "$ferry" bench decode "$tmp/jdec" --crop 16 --limit 50 --format json
+missing=
+for k in crop_decode_only_ips entropy_through_box_ips crop_floor_ips crop_floor_ips_cpu \
+         crop_ratio_ceiling crop_ratio_ceiling_cpu; do
+    grep -q "\"$k\": [1-9][0-9]*\.[0-9]\|\"$k\": 0\.[0-9]*[1-9]" "$tmp/out" || missing="$missing $k"
+done
+if [ $rc -eq 0 ] && [ -z "$missing" ]; then
+    ok "ferry bench decode --crop --format json: the floor and ceiling fields, positive"
+else
+    bad "ferry bench decode --crop --format json (exit $rc): missing or not positive:$missing"
+    show "$tmp/out"; show "$tmp/err"
+fi
 mkdir -p "$tmp/cwd" && : > "$tmp/cachefile"
 ferry_abs=$(cd "$(dirname "$ferry")" && pwd)/ferry
 (cd "$tmp/cwd" && FERRY_CACHE_DIR="$tmp/cachefile" timeout 60 "$ferry_abs" bench --epochs 1 > /dev/null 2> "$tmp/err")

@@ -131,6 +131,8 @@ static void usage(FILE *f)
                "  or, when its first image is a JPEG, ferry's JPEG decoder beside a plain\n"
                "  libjpeg-turbo loop on its JPEG files; --crop N (JPEG, 1 to 4096) adds\n"
                "  RandomResizedCrop(N) after a full decode and with ferry's crop-and-scale decode\n"
+               "  (and that decode without its resize, the entropy decoding through each box\n"
+               "  alone, and from them the floor of any crop path and its ratio's ceiling)\n"
                "  (--limit: the first N, 1 to 1000000000); --generate writes N (1 to 10000000)\n"
                "  256x256 RGB test images into DIR\n");
 }

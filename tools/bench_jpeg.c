@@ -4,7 +4,15 @@
  * RGB output. With --crop N, also the ImageNet recipe's RandomResizedCrop(N)
  * two ways on the same boxes: the whole image decoded first and then the box
  * resized, and ferry's crop-and-scale decode (only the box's rows and columns,
- * at a reduced DCT scale), with the PSNR of the latter against full scale. */
+ * at a reduced DCT scale), with the PSNR of the latter against full scale.
+ * Two more rows bound what any crop path can gain: the crop-and-scale decode
+ * without its resize, and plain libjpeg entropy-decoding (Huffman only, no
+ * IDCT or colour) every MCU up to the iMCU row holding the last row the crop
+ * path reads, at the scale it picks (ferry__jpeg_crop_plan, shared with the
+ * library). A baseline JPEG without restart markers cannot skip that work, so
+ * (entropy through the box) + (resize: crop-and-scale less its decode) is a
+ * floor on the crop path's time, and full-decode-first over that floor the
+ * ceiling of the crop-and-scale ratio. */
 #include <math.h>
 #include <time.h>
 #include <setjmp.h>
@@ -16,6 +24,7 @@
 
 #include "commands.h"
 #include "dataset/internal.h" /* the crop box and resize the recipe uses */
+#include "dataset/jpeg.h"     /* the crop path's plan: its DCT scale and rows */
 #include "ferry.h"
 #include "ferry/rng.h"
 #include "files.h"
@@ -94,12 +103,67 @@ static ferry_status box_of(jb *b, size_t n, size_t i, ferry_crop_box *box, ferry
     return FERRY_OK;
 }
 
-/* The crop after a whole-image decode (mode 0), or ferry's crop-and-scale
- * decode (1), or the same at full scale (2). dst NULL: b->out. */
+enum {
+    CROP_FULL_FIRST,  /* the whole image decoded, then the box resized */
+    CROP_SCALE,       /* ferry's crop-and-scale decode and resize */
+    CROP_FULL_SCALE,  /* the same at full scale (the PSNR's reference) */
+    CROP_DECODE_ONLY, /* CROP_SCALE less the resize */
+    CROP_ENTROPY,     /* entropy decoding through the box's last row */
+};
+
+/* CROP_ENTROPY on the file in b->file (n bytes): plain libjpeg at the scale the
+ * crop path picks, skipping whole iMCU rows up to the one holding the last row
+ * it reads. A skipped whole iMCU row is only entropy-decoded (libjpeg-turbo
+ * discards its coefficients); rounding down keeps the rows around the last
+ * one from being decoded in full, and plain upsampling keeps libjpeg from
+ * decoding a context iMCU row in full before the skip's end, so this stays a
+ * lower bound on any decoder's work for the box. */
+static int entropy_through_box(jb *b, size_t n, const ferry_sample_format *fmt,
+                               const ferry_crop_box *box)
+{
+    if (setjmp(b->jump)) {
+        jpeg_abort_decompress(&b->c);
+        return -1;
+    }
+    jpeg_mem_src(&b->c, b->file, (unsigned long)n);
+    jpeg_read_header(&b->c, TRUE);
+    b->c.out_color_space = b->c.num_components == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    b->c.do_fancy_upsampling = FALSE;
+    ferry_jpeg_crop_plan p;
+    if (!ferry__jpeg_crop_plan(&b->c, b->crop_cfg.crop_full_scale, fmt, box, &p))
+        longjmp(b->jump, 1);
+    jpeg_start_decompress(&b->c);
+    size_t unit = (size_t)b->c.max_v_samp_factor * (size_t)b->c.min_DCT_scaled_size;
+    size_t skip = unit ? (p.row1 - 1) / unit * unit : 0;
+    if (skip && jpeg_skip_scanlines(&b->c, (JDIMENSION)skip) != skip)
+        longjmp(b->jump, 1);
+    jpeg_abort_decompress(&b->c);
+    return 0;
+}
+
+/* CROP_DECODE_ONLY on file i (n bytes in b->file): what ferry__image_decode_box does before its
+ * resize (header, limits, the region decode), with the same cfg, fmt and box. */
+static ferry_status decode_only(jb *b, size_t n, size_t i, const ferry_image_config *cfg,
+                                const ferry_sample_format *fmt, const ferry_crop_box *box)
+{
+    ferry_image_info info = {0};
+    ferry_status st = ferry__image_header(b->file, n, b->files->v[i], &info);
+    if (st == FERRY_OK)
+        st = ferry__image_check_limits(&info, n, &cfg->limits, b->files->v[i]);
+    const uint8_t *px;
+    size_t rw, rh;
+    ferry_crop_box rb;
+    if (st == FERRY_OK)
+        st = ferry__jpeg_decode_region(b->file, n, cfg, fmt, b->scratch, b->files->v[i], box, &px,
+                                       &rw, &rh, &rb);
+    return st;
+}
+
+/* One pass of a crop row (the modes above) over the files. dst NULL: b->out. */
 static long pass_crop(jb *b, int mode, uint8_t *dst)
 {
     ferry_image_config cfg = b->crop_cfg;
-    cfg.crop_full_scale = mode == 2;
+    cfg.crop_full_scale = mode == CROP_FULL_SCALE;
     ferry_sample_format fmt = {.channels = 3, .height = b->crop, .width = b->crop,
                                .layout = FERRY_LAYOUT_HWC, .dtype = FERRY_DTYPE_U8};
     for (size_t i = 0; i < b->files->n; i++) {
@@ -110,12 +174,16 @@ static long pass_crop(jb *b, int mode, uint8_t *dst)
             return -1;
         uint8_t *out = dst ? dst + i * b->crop * b->crop * 3 : b->out;
         ferry_status st;
-        if (mode == 0) {
+        if (mode == CROP_FULL_FIRST) {
             st = ferry_jpeg_decode(b->file, n, &b->cfg, b->scratch, b->files->v[i], b->full,
                                    b->out_cap);
             if (st == FERRY_OK)
                 st = ferry__resize_box(b->full, info.width, info.height, 3, &box, out, b->crop,
                                        b->crop, FERRY_LAYOUT_HWC, b->scratch);
+        } else if (mode == CROP_DECODE_ONLY) {
+            st = decode_only(b, n, i, &cfg, &fmt, &box);
+        } else if (mode == CROP_ENTROPY) {
+            st = entropy_through_box(b, n, &fmt, &box) == 0 ? FERRY_OK : FERRY_ERR_FORMAT;
         } else {
             st = ferry__image_decode_box(b->file, n, &cfg, &fmt, b->scratch, b->files->v[i], out,
                                          &box, NULL);
@@ -139,6 +207,8 @@ static double thread_cpu(void)
  * spread between runs. */
 static void time_rows(jb *b, double *best, double *best_cpu, int rows)
 {
+    /* Rows 2 on: the crop modes, in the order of the table. */
+    static const int mode_of[] = {CROP_FULL_FIRST, CROP_SCALE, CROP_DECODE_ONLY, CROP_ENTROPY};
     double budget = tool_now() + 30.0;
     for (int k = 0; k < rows; k++)
         best[k] = best_cpu[k] = 1e30;
@@ -147,7 +217,7 @@ static void time_rows(jb *b, double *best, double *best_cpu, int rows)
             double t0 = tool_now(), c0 = thread_cpu();
             if (k == 0) pass_plain(b);
             else if (k == 1) pass_ferry(b);
-            else pass_crop(b, k - 2, NULL);
+            else pass_crop(b, mode_of[k - 2], NULL);
             double t = tool_now() - t0, c = thread_cpu() - c0;
             best[k] = t < best[k] ? t : best[k];
             best_cpu[k] = c < best_cpu[k] ? c : best_cpu[k];
@@ -183,14 +253,16 @@ int bench_decode_jpeg(const char *dir, tool_paths *files, size_t crop, bool json
         fprintf(stderr, "ferry bench decode: out of memory\n");
         goto done;
     }
-    int rows = crop ? 4 : 2;
-    if (pass_plain(&b) < 0 || pass_ferry(&b) < 0 || (crop && pass_crop(&b, 0, NULL) < 0) ||
-        (crop && pass_crop(&b, 1, NULL) < 0)) {
+    int rows = crop ? 6 : 2;
+    if (pass_plain(&b) < 0 || pass_ferry(&b) < 0 ||
+        (crop && (pass_crop(&b, CROP_FULL_FIRST, NULL) < 0 || pass_crop(&b, CROP_SCALE, NULL) < 0 ||
+                  pass_crop(&b, CROP_DECODE_ONLY, NULL) < 0 ||
+                  pass_crop(&b, CROP_ENTROPY, NULL) < 0))) {
         fprintf(stderr, "ferry bench decode: a file failed to decode (%s); run `ferry check %s`\n",
                 ferry_last_error(), dir);
         goto done;
     }
-    double best[4], best_cpu[4];
+    double best[6], best_cpu[6];
     time_rows(&b, best, best_cpu, rows);
     /* The reduced scale's cost in pixels: PSNR of every crop against full scale. */
     double psnr = 0;
@@ -198,7 +270,8 @@ int bench_decode_jpeg(const char *dir, tool_paths *files, size_t crop, bool json
         size_t per = crop * crop * 3;
         fast = malloc(per * files->n);
         ref = malloc(per * files->n);
-        if (!fast || !ref || pass_crop(&b, 1, fast) < 0 || pass_crop(&b, 2, ref) < 0) {
+        if (!fast || !ref || pass_crop(&b, CROP_SCALE, fast) < 0 ||
+            pass_crop(&b, CROP_FULL_SCALE, ref) < 0) {
             fprintf(stderr, "ferry bench decode: out of memory for the PSNR\n");
             goto done;
         }
@@ -207,12 +280,22 @@ int bench_decode_jpeg(const char *dir, tool_paths *files, size_t crop, bool json
             se += ((double)fast[i] - ref[i]) * ((double)fast[i] - ref[i]);
         psnr = se == 0 ? 99 : 10 * log10(255.0 * 255.0 * (double)(per * files->n) / se);
     }
-    static const char *names[4] = {"libjpeg-turbo (plain loop)", "ferry_jpeg_decode",
-                                   "full decode, then crop", "crop-and-scale decode"};
-    double ips[4], cps[4];
+    static const char *names[6] = {"libjpeg-turbo (plain loop)", "ferry_jpeg_decode",
+                                   "full decode, then crop", "crop-and-scale decode",
+                                   "crop-and-scale, decode only",
+                                   "entropy decoding through the box"};
+    double ips[6], cps[6];
     for (int k = 0; k < rows; k++) {
         ips[k] = (double)files->n / best[k];
         cps[k] = (double)files->n / best_cpu[k];
+    }
+    /* The floor: entropy through the box plus the resize (crop-and-scale less
+     * its decode, each a best of rounds; at least 0 when noise inverts them). */
+    double floor_t = 0, floor_c = 0;
+    if (crop) {
+        double rs = best[3] - best[4], rs_c = best_cpu[3] - best_cpu[4];
+        floor_t = best[5] + (rs > 0 ? rs : 0);
+        floor_c = best_cpu[5] + (rs_c > 0 ? rs_c : 0);
     }
     if (json) {
         printf("{\"bench\": \"decode\", \"dir\": \"%s\", \"files\": %zu, \"kind\": \"jpeg\", "
@@ -222,6 +305,12 @@ int bench_decode_jpeg(const char *dir, tool_paths *files, size_t crop, bool json
             printf(", \"crop\": %zu, \"full_then_crop_ips\": %.1f, \"crop_scale_ips\": %.1f, "
                    "\"crop_ratio\": %.3f, \"crop_ratio_cpu\": %.3f, \"psnr_db\": %.2f",
                    crop, ips[2], ips[3], ips[3] / ips[2], cps[3] / cps[2], psnr);
+        if (crop)
+            printf(", \"crop_decode_only_ips\": %.1f, \"entropy_through_box_ips\": %.1f, "
+                   "\"crop_floor_ips\": %.1f, \"crop_floor_ips_cpu\": %.1f, "
+                   "\"crop_ratio_ceiling\": %.3f, \"crop_ratio_ceiling_cpu\": %.3f",
+                   ips[4], ips[5], (double)files->n / floor_t, (double)files->n / floor_c,
+                   best[2] / floor_t, best_cpu[2] / floor_c);
         printf("}\n");
     } else {
         printf("decode %s: %zu JPEG files, output rgb u8, single thread, best of rounds\n", dir,
@@ -235,6 +324,13 @@ int bench_decode_jpeg(const char *dir, tool_paths *files, size_t crop, bool json
                    "PSNR against full scale %.1f dB\n", crop, ips[3] / ips[2], psnr);
         if (crop)
             printf("  the same in thread CPU time: %.3f\n", cps[3] / cps[2]);
+        if (crop) {
+            printf("  floor of any crop path (entropy through the box + resize): %.1f images/s; "
+                   "ceiling of crop-and-scale / full decode first: %.3f\n",
+                   (double)files->n / floor_t, best[2] / floor_t);
+            printf("  the same in thread CPU time: %.1f images/s; ceiling %.3f\n",
+                   (double)files->n / floor_c, best_cpu[2] / floor_c);
+        }
     }
     rc = 0;
 done:

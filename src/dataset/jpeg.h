@@ -55,6 +55,20 @@ void ferry__jpeg_read_header(struct ferry_jpeg_state *st, const uint8_t *data, s
                              const ferry_image_info *info);
 /* The next count output rows, stride bytes apart from first. */
 void ferry__jpeg_read_rows(struct ferry_jpeg_state *st, uint8_t *first, size_t stride, size_t count);
+/* What a crop decode (jpeg_crop.c) reads for box at fmt's size: the DCT scale
+ * num/8 (the smallest that keeps the box at least fmt's size, or 8/8 with
+ * full_scale), the box in that scale's pixels, and the output columns and rows
+ * [col0, col1) x [row0, row1) the antialiased resize reaches. Called after
+ * jpeg_read_header; leaves c at that scale with its output size calculated.
+ * False when the box lies outside the image. Shared with `ferry bench decode`,
+ * which times the entropy decoding through row1 on the same plan. */
+typedef struct ferry_jpeg_crop_plan {
+    unsigned num;
+    ferry_crop_box sb;
+    size_t col0, col1, row0, row1;
+} ferry_jpeg_crop_plan;
+bool ferry__jpeg_crop_plan(j_decompress_ptr c, bool full_scale, const ferry_sample_format *fmt,
+                           const ferry_crop_box *b, ferry_jpeg_crop_plan *p);
 /* libjpeg's CMYK to RGB as PIL converts it, n pixels in place (4 -> 3 bytes). */
 void ferry__jpeg_cmyk_to_rgb(uint8_t *p, size_t n);
 

@@ -27,16 +27,10 @@ static size_t clampz(double v, size_t lo, size_t hi)
     return v <= (double)lo ? lo : v >= (double)hi ? hi : (size_t)v;
 }
 
-static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
+bool ferry__jpeg_crop_plan(j_decompress_ptr c, bool full_scale, const ferry_sample_format *fmt,
+                           const ferry_crop_box *b, ferry_jpeg_crop_plan *p)
 {
-    region_job *j = arg;
-    j_decompress_ptr c = &st->cinfo;
-    ferry_scratch *s = st->scratch;
-    if (setjmp(st->jump))
-        return st->oom ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT;
-    ferry__jpeg_read_header(st, j->data, j->n, j->info);
-    const ferry_crop_box *b = j->box;
-    size_t W = j->fmt->width, H = j->fmt->height, C = j->fmt->channels;
+    size_t W = fmt->width, H = fmt->height;
     double iw = (double)c->image_width, ih = (double)c->image_height;
     unsigned num = 8;
     /* The scales tried, k/8: 1/8, 1/4, 1/2 (libjpeg-turbo's SIMD IDCTs) and
@@ -44,7 +38,7 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
      * and a smaller resize outweigh their plain-C IDCTs); 7/8 and 3/8 did not
      * (measured as ratios in one run, docs/BENCHMARKS.md). */
     static const unsigned scales[] = {1, 2, 4, 5, 6};
-    if (!j->cfg->crop_full_scale)
+    if (!full_scale)
         for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
             unsigned k = scales[i];
             c->scale_num = k;
@@ -58,8 +52,8 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
         }
     c->scale_num = num;
     c->scale_denom = 8;
-    jpeg_start_decompress(c);
-    size_t ow = c->output_width, oh = c->output_height, oc = (size_t)c->output_components;
+    jpeg_calc_output_dimensions(c);
+    size_t ow = c->output_width, oh = c->output_height;
     double fx = (double)ow / iw, fy = (double)oh / ih;
     ferry_crop_box sb = {
         .x0 = b->x0 * fx, .y0 = b->y0 * fy, .x1 = b->x1 * fx, .y1 = b->y1 * fy,
@@ -71,10 +65,32 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
     double sx = (sb.x1 - sb.x0) / (double)W, sy = (sb.y1 - sb.y0) / (double)H;
     sx = (sx < 1 ? 1 : sx) + 1;
     sy = (sy < 1 ? 1 : sy) + 1;
-    size_t col0 = clampz(floor(sb.x0 - sx), sb.cx0, sb.cx1), col1 = clampz(ceil(sb.x1 + sx), sb.cx0, sb.cx1);
-    size_t row0 = clampz(floor(sb.y0 - sy), sb.cy0, sb.cy1), row1 = clampz(ceil(sb.y1 + sy), sb.cy0, sb.cy1);
-    if (col1 <= col0 || row1 <= row0)
+    p->num = num;
+    p->sb = sb;
+    p->col0 = clampz(floor(sb.x0 - sx), sb.cx0, sb.cx1);
+    p->col1 = clampz(ceil(sb.x1 + sx), sb.cx0, sb.cx1);
+    p->row0 = clampz(floor(sb.y0 - sy), sb.cy0, sb.cy1);
+    p->row1 = clampz(ceil(sb.y1 + sy), sb.cy0, sb.cy1);
+    return p->col0 < p->col1 && p->row0 < p->row1;
+}
+
+static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
+{
+    region_job *j = arg;
+    j_decompress_ptr c = &st->cinfo;
+    ferry_scratch *s = st->scratch;
+    if (setjmp(st->jump))
+        return st->oom ? FERRY_ERR_NO_MEMORY : FERRY_ERR_FORMAT;
+    ferry__jpeg_read_header(st, j->data, j->n, j->info);
+    size_t C = j->fmt->channels;
+    ferry_jpeg_crop_plan p;
+    if (!ferry__jpeg_crop_plan(c, j->cfg->crop_full_scale, j->fmt, j->box, &p))
         ferry__jpeg_fail(st, 0, "the crop box lies outside the image");
+    jpeg_start_decompress(c);
+    size_t ow = c->output_width, oc = (size_t)c->output_components;
+    unsigned num = p.num;
+    ferry_crop_box sb = p.sb;
+    size_t col0 = p.col0, col1 = p.col1, row0 = p.row0, row1 = p.row1;
     /* libjpeg upsamples a cropped row's first and last columns without their
      * outer neighbours (chroma replicated): one more column on each side
      * keeps the columns used exactly those of a full decode. */
