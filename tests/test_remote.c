@@ -739,7 +739,9 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
                (unsigned long long)(s.range_reads - s0.range_reads));
     ASSERT_MSG(s.streams_ahead - s0.streams_ahead == EPOCHS * NPLAIN,
                "%llu streams started ahead", (unsigned long long)(s.streams_ahead - s0.streams_ahead));
-    ASSERT_EQ_INT(s.range_reads - s0.range_reads, 0);
+    /* The warm-up's sample 0, one member by Range per worker: no download. */
+    ASSERT_EQ_INT(s.range_reads - s0.range_reads, 2);
+    ASSERT_EQ_INT(s.downloads - s0.downloads, 0);
     for (int k = 0; k < 2; k++)
         ferry_loader_destroy(l[k]);
     ferry_dataset_release(remote);
@@ -827,8 +829,7 @@ TEST(more_shards_than_streams_fetch_each_once)
                (unsigned long long)s.range_reads);
     ASSERT_MSG(s.streams <= 2 * NMANY + NMANY / 2, "%llu streams for %d shards in 2 epochs",
                (unsigned long long)s.streams, NMANY);
-    /* At most the shard of the loader's warm-up sample (docs/DISTRIBUTED.md). */
-    ASSERT_MSG(s.downloads <= 1, "%llu whole-shard downloads", (unsigned long long)s.downloads);
+    ASSERT_EQ_INT(s.downloads, 0); /* the warm-up's sample 0 too is read by Range */
     ferry_dataset_release(remote);
     ferry_dataset_release(local);
     ft_http_stop(srv);
@@ -1107,8 +1108,9 @@ static ferry_remote_stats settled_stats(const ferry_dataset *ds)
 
 /* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
  * rank's samples are 2 whole shards of the 4, and what it fetches in the
- * epoch is never more than those 2 shards' bytes, the warm-up's shard 0 and
- * the next epoch's head (an interleaved split had each rank read all 4).
+ * epoch is never more than those 2 shards' bytes, the next epoch's head and
+ * the warm-up's one member (an interleaved split had each rank read all 4;
+ * a warm-up through the cache fetched shard 0 whole on every rank).
  * Each rank has a cache of its own, room for 2. */
 TEST(streaming_ranks_fetch_only_their_own_shards)
 {
@@ -1143,24 +1145,22 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
                 own_bytes += shard_bytes(s);
             }
         ASSERT_MSG(count == 2, "rank %zu read samples of %zu shards, want 2", rank, count);
-        /* Besides its own shards, create's warm-up (each worker decodes
-         * sample 0 to size its buffers, outside the epoch's plan) fetches
-         * shard 0 whole through the cache on every rank: a known cost
-         * (docs/DISTRIBUTED.md), bounded here so that it does not grow. */
-        own_bytes += shard_bytes(0);
-        /* And the head stream of its first shard of the next epoch (which
-         * this loader never reaches): one shard at most. */
-        own_bytes += biggest;
+        /* Besides its own shards: the head stream of its first shard of the
+         * next epoch (which this loader never reaches), one shard at most,
+         * and create's warm-up (each worker decodes sample 0 to size its
+         * buffers, before any plan): one member by Range, not shard 0 whole
+         * on every rank. */
+        own_bytes += biggest + shard_bytes(0) / PER;
         ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
-                   "rank %zu fetched %llu bytes in the epoch, its shards, shard 0 and the next "
-                   "epoch's head have %llu "
+                   "rank %zu fetched %llu bytes in the epoch, its shards, the next epoch's head "
+                   "and a member have %llu "
                    "(%llu downloads, %llu evictions, %llu requests)", rank,
                    (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
                    (unsigned long long)own_bytes,
                    (unsigned long long)(after.downloads - before.downloads),
                    (unsigned long long)(after.evictions - before.evictions),
                    (unsigned long long)(after.requests - before.requests));
-        ASSERT(after.downloads - before.downloads <= 1); /* the warm-up's; streams are not */
+        ASSERT_EQ_INT(after.downloads - before.downloads, 0);
         ferry_dataset_release(ds);
     }
     for (size_t s = 0; s < NSHARDS; s++)

@@ -167,7 +167,8 @@ bool ferry__remote_streams_on(ferry_remote_streams *s);
 void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size_t m, size_t head);
 /* Bytes [off, off + n) of remote shard k into dst: from its stream (started
  * at off when it has none), or by a Range request when the bytes are behind
- * the stream's ring or streaming is off. Never a partial read. A stream that
+ * the stream's ring, streaming is off or no plan was given (the loader's
+ * warm-up: one member, not a stream). Never a partial read. A stream that
  * fails fails every later read of its shard until the next reset, with the
  * error naming the URL and byte offset. Thread-safe. */
 ferry_status ferry__remote_stream_read(ferry_remote_streams *s, size_t k, uint64_t off, size_t n,

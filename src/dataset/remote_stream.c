@@ -82,6 +82,7 @@ struct ferry_remote_streams {
     uint64_t *reach;           /* per shard: the furthest byte its closed streams fetched */
     size_t *next;              /* per shard: the one the plan reads after it, or NONE */
     size_t last, head;         /* the plan's last shard; the next epoch's first (or NONE) */
+    bool planned;              /* a plan was given: without one, reads go by Range */
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
@@ -322,7 +323,7 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
         pthread_mutex_unlock(&o->lock);
         return st;
     }
-    if (o->on && !r && !(o->opened[k] && off + n <= o->reach[k]))
+    if (o->on && o->planned && !r && !(o->opened[k] && off + n <= o->reach[k]))
         r = open_stream(o, k, off, false);
     if (r) {
         r->users++; /* also keeps it from being taken for the next shard */
@@ -399,6 +400,7 @@ void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size
         o->next[k] = NONE;
     for (size_t i = 0; seq && i + 1 < m; i++)
         o->next[seq[i]] = seq[i + 1];
+    o->planned = seq != NULL;
     o->last = seq && m ? seq[m - 1] : NONE;
     o->head = seq && head < o->n ? head : NONE;
     pthread_mutex_unlock(&o->lock);

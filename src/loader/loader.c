@@ -287,6 +287,10 @@ static ferry_status warm_scratch(ferry_loader *l)
 {
     if (ferry_dataset_len(l->ds) == 0 || !ferry__dataset_uses_scratch(l->ds))
         return FERRY_OK;
+    /* Streaming: remote shards read sample 0 as one member by Range (no plan
+     * yet), instead of fetching its whole shard on every rank. */
+    if (l->stream_perm)
+        ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
     void *buf = ferry_host_aligned(64, l->sample_bytes);
     if (!buf)
         return FERRY_ERR_NO_MEMORY;
