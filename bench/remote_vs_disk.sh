@@ -23,21 +23,7 @@ chmod a+rx "$tmp"
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"' EXIT INT TERM
 port=$((20000 + $$ % 20000))
-mkdir -p "$tmp/nginx"
-cat > "$tmp/nginx/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    sendfile on; # as in Debian's own nginx.conf: no copy through nginx
-    client_body_temp_path $tmp/nginx; proxy_temp_path $tmp/nginx;
-    fastcgi_temp_path $tmp/nginx; uwsgi_temp_path $tmp/nginx; scgi_temp_path $tmp/nginx;
-    server { listen 127.0.0.1:$port; root $dir; location / { } }
-}
-CONF
+sh "$(dirname "$0")/../scripts/nginx-conf.sh" "$tmp/nginx" "$dir" "$port"
 "$nginx" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" > "$tmp/nginx/out" 2>&1 &
 pid=$!
 for f in "$dir"/*.tar "$dir"/*.tar.gz; do

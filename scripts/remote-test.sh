@@ -48,20 +48,7 @@ if [ -x "$nginx" ]; then
     port=$(free_port)
     mkdir -p "$tmp/www" "$tmp/nginx"
     chmod a+rx "$tmp" "$tmp/www" # nginx's workers run as nobody under root
-    cat > "$tmp/nginx/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 64; }
-http {
-    access_log off;
-    sendfile on; # as Debian's own nginx.conf has it
-    client_body_temp_path $tmp/nginx; proxy_temp_path $tmp/nginx;
-    fastcgi_temp_path $tmp/nginx; uwsgi_temp_path $tmp/nginx; scgi_temp_path $tmp/nginx;
-    server { listen 127.0.0.1:$port; root $tmp/www; location / { } }
-}
-CONF
+    sh scripts/nginx-conf.sh "$tmp/nginx" "$tmp/www" "$port"
     "$nginx" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" > "$tmp/nginx/out" 2>&1 &
     nginx_pid=$!
     if wait_port "$port"; then

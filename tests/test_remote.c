@@ -138,22 +138,29 @@ static void assert_same_samples(ferry_dataset *a, ferry_dataset *b)
 }
 
 /* One epoch's digest: random order, or streaming with a shuffle buffer. */
-/* One epoch's digest: shuffled (seed 7), 2 workers, batch 5; buffer > 0 is the
+/* Shuffled with seed, 2 workers, batch 5, u8 on the CPU; buffer > 0 is the
  * streaming order with that shuffle buffer. */
-static ferry_status epoch_digest_buf(ferry_dataset *ds, size_t buffer, ferry_on_error on_error,
-                                     uint64_t *digest, uint64_t *skipped)
+static ferry_loader_config shuffled_cfg(ferry_dataset *ds, uint64_t seed, size_t buffer)
 {
     ferry_loader_config c = ferry_loader_config_default();
     c.dataset = ds;
     c.batch_size = 5;
     c.shuffle = true;
-    c.seed = 7;
+    c.seed = seed;
     c.num_workers = 2;
     c.device = ferry_cpu();
     c.pin_memory = FERRY_PIN_MEMORY_OFF;
     c.out_dtype = FERRY_DTYPE_U8;
-    c.on_error = on_error;
     c.stream_shuffle_buffer = buffer;
+    return c;
+}
+
+/* One epoch's digest (seed 7). */
+static ferry_status epoch_digest_buf(ferry_dataset *ds, size_t buffer, ferry_on_error on_error,
+                                     uint64_t *digest, uint64_t *skipped)
+{
+    ferry_loader_config c = shuffled_cfg(ds, 7, buffer);
+    c.on_error = on_error;
     ferry_loader *l;
     ferry_status st = ferry_loader_create(&c, &l);
     if (st != FERRY_OK)
@@ -699,16 +706,7 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
     ferry_loader *l[2];
     ferry_dataset *ds[2] = {local, remote};
     for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = ferry_loader_config_default();
-        c.dataset = ds[k];
-        c.batch_size = 5;
-        c.shuffle = true;
-        c.seed = 11;
-        c.num_workers = 2;
-        c.device = ferry_cpu();
-        c.pin_memory = FERRY_PIN_MEMORY_OFF;
-        c.out_dtype = FERRY_DTYPE_U8;
-        c.stream_shuffle_buffer = 4;
+        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
         ASSERT_OK(ferry_loader_create(&c, &l[k]));
     }
     enum { EPOCHS = 3 };

@@ -234,19 +234,7 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     if (st == FERRY_OK && row->has_net) { /* this run's share: the counters are the dataset's */
         ferry_remote_stats *n = &row->net;
         ferry__dataset_remote_stats(ds, n);
-        n->bytes_fetched -= net0.bytes_fetched;
-        n->requests -= net0.requests;
-        n->retries -= net0.retries;
-        n->hits -= net0.hits;
-        n->misses -= net0.misses;
-        n->downloads -= net0.downloads;
-        n->evictions -= net0.evictions;
-        n->failures -= net0.failures;
-        n->streams -= net0.streams;
-        n->streams_ahead -= net0.streams_ahead;
-        n->stream_reads -= net0.stream_reads;
-        n->range_reads -= net0.range_reads;
-        n->wait_s -= net0.wait_s;
+        ferry__remote_stats_since(n, &net0);
     }
     if (st == FERRY_OK) {
         ferry_loader_stats_get(l, &row->stats);

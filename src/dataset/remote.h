@@ -112,6 +112,25 @@ typedef struct ferry_remote_stats {
     size_t held_bytes, held_peak;
 } ferry_remote_stats;
 
+/* The counters' change from before to *now, into *now (held_bytes and
+ * held_peak are levels, not counts: left as now has them). */
+static inline void ferry__remote_stats_since(ferry_remote_stats *now, const ferry_remote_stats *before)
+{
+    now->bytes_fetched -= before->bytes_fetched;
+    now->requests -= before->requests;
+    now->retries -= before->retries;
+    now->hits -= before->hits;
+    now->misses -= before->misses;
+    now->downloads -= before->downloads;
+    now->evictions -= before->evictions;
+    now->failures -= before->failures;
+    now->streams -= before->streams;
+    now->streams_ahead -= before->streams_ahead;
+    now->stream_reads -= before->stream_reads;
+    now->range_reads -= before->range_reads;
+    now->wait_s -= before->wait_s;
+}
+
 /* Asks each URL's size and ETag. Stale partial downloads of dead processes
  * in the folder are removed (only files named as this cache names its own).
  * A shard larger than the budget is no error here: streaming and reads of
