@@ -747,6 +747,59 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
     ft_http_stop(srv);
 }
 
+/* Epoch 1's first shard answers 503 through epoch 0, which stops with the
+ * error naming it; the server well again, epoch 1 of the same loader
+ * delivers every sample, with the digest of disk. When epoch 0 got as far
+ * as its last shard (about one run in four here), that shard's head stream
+ * for epoch 1 was opened and failed: it must not be carried into epoch 1
+ * (a kept one failed this test then); the shard is tried afresh. */
+TEST(failed_head_stream_is_tried_afresh)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg("remote/cache-head-fail", 0);
+    ic.remote_retries = 1;
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
+    /* Epoch 1's head shard: where its first sample comes from (each shard
+     * holds PER > the buffer's 4 samples, stored in index order). */
+    ferry_loader_config c = shuffled_cfg(local, 11, 4);
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_OK(ferry_loader_reset(l, 1));
+    ferry_batch b;
+    ASSERT_OK(ferry_loader_next(l, NULL, &b));
+    const char *head = plain[b.indices[0] / PER];
+    uint64_t want = ft_batch_digest(FT_DIGEST_SEED, &b), got;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        want = ft_batch_digest(want, &b);
+    ASSERT_STATUS(st, FERRY_END);
+    ferry_loader_destroy(l);
+
+    c = shuffled_cfg(remote, 11, 4);
+    ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 100000, .fail_status = 503,
+                                              .fail_path = head});
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        ;
+    ASSERT_MSG(st != FERRY_END, "epoch 0 ended without the error for %s", head);
+    ASSERT_STR_CONTAINS(ferry_last_error(), head);
+    /* Every fetch of epoch 0, a head stream's included, has given up. */
+    sleep(3 * (unsigned)ic.remote_timeout_s + 1);
+    ft_http_set_faults(srv, &(ft_http_faults){0});
+    ASSERT_OK(ferry_loader_reset(l, 1));
+    got = FT_DIGEST_SEED;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        got = ft_batch_digest(got, &b);
+    ASSERT_MSG(st == FERRY_END, "epoch 1 (head shard %s): %s", head, ferry_last_error());
+    ASSERT_MSG(got == want, "epoch 1: %llx from the URLs, %llx from disk", (unsigned long long)got,
+               (unsigned long long)want);
+    ferry_loader_destroy(l);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
 /* More shards than a dataset keeps streams (remote_stream.c's NSTREAMS, 8),
  * each smaller than the shuffle buffer, so that stragglers of the buffer
  * come long after their shard's stream was replaced: each is one member by

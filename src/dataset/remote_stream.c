@@ -364,8 +364,11 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         rstream *r = &o->s[i];
         while (r->busy)
             pthread_cond_wait(&o->cv, &o->lock);
-        if (on && r->head && r->shard != NONE && !atomic_load(&r->stop))
-            continue; /* the new epoch's first shard: kept, made its stream below */
+        /* The new epoch's first shard: kept, made its stream below; unless
+         * its fetch failed, so that the epoch tries that shard afresh. */
+        bool failed = r->ended && r->st != FERRY_OK;
+        if (on && r->head && r->shard != NONE && !atomic_load(&r->stop) && !failed)
+            continue;
         if (r->shard != NONE || r->thread) {
             r->busy = true;
             close_stream(o, r);
