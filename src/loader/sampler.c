@@ -105,12 +105,18 @@ static void shuffle(size_t *a, size_t n, uint64_t seed, uint64_t epoch)
  * place in the stream, and the shards are read nearly front to back. The
  * shard order and the picks draw from two Philox streams of (seed, epoch), so
  * B = 1 shows the stream itself. */
+/* The epoch's order of the shards, into perm (nshards entries). */
+static void draw_shards(const ferry_sampler_plan *plan, size_t *perm, uint64_t epoch)
+{
+    for (size_t s = 0; s < plan->nshards; s++)
+        perm[s] = s;
+    shuffle(perm, plan->nshards, plan->seed, epoch);
+}
+
 static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epoch)
 {
     size_t k = plan->nshards, n = plan->dataset_len, B = plan->stream_buffer, at = 0;
-    for (size_t s = 0; s < k; s++)
-        plan->shard_perm[s] = s;
-    shuffle(plan->shard_perm, k, plan->seed, epoch);
+    draw_shards(plan, plan->shard_perm, epoch);
     for (size_t s = 0; s < k; s++) {
         size_t sh = plan->shard_perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
         for (size_t i = first; i < plan->shard_ends[sh]; i++)
@@ -126,20 +132,28 @@ static void stream_order(const ferry_sampler_plan *plan, size_t *a, uint64_t epo
     }
 }
 
+/* This rank's range of a streaming order split over ranks (n > 0 entries):
+ * [lo, lo + count); count 0 when n < world_size (block_share pads it). */
+static void block_range(const ferry_sampler_plan *plan, size_t *lo, size_t *count)
+{
+    size_t n = plan->dataset_len, w = plan->world_size, r = plan->rank;
+    size_t q = n / w, m = n % w;
+    *lo = r * q + (r < m ? r : m);
+    *count = q + (r < m);
+}
+
 size_t ferry_sampler_stream_head(const ferry_sampler_plan *plan, uint64_t epoch, size_t *perm)
 {
     size_t k = plan->nshards, n = plan->dataset_len, pos = 0;
     if (!plan->stream_buffer || !plan->shard_perm || !plan->shuffle || !n ||
         (plan->kind != FERRY_SAMPLER_RANDOM && plan->kind != FERRY_SAMPLER_DISTRIBUTED))
         return SIZE_MAX;
-    if (ferry_sampler_block_split(plan)) { /* as block_share picks the range */
-        size_t w = plan->world_size, r = plan->rank, q = n / w, m = n % w;
-        size_t count = q + (r < m);
-        pos = count ? r * q + (r < m ? r : m) : r % n;
+    if (ferry_sampler_block_split(plan)) { /* where block_share's entries start */
+        size_t lo, count;
+        block_range(plan, &lo, &count);
+        pos = count ? lo : plan->rank % n;
     }
-    for (size_t s = 0; s < k; s++)
-        perm[s] = s;
-    shuffle(perm, k, plan->seed, epoch); /* as stream_order draws the shards */
+    draw_shards(plan, perm, epoch);
     for (size_t s = 0; s < k; s++) {
         size_t sh = perm[s], first = sh ? plan->shard_ends[sh - 1] : 0;
         size_t len = plan->shard_ends[sh] - first;
@@ -176,15 +190,15 @@ bool ferry_sampler_block_split(const ferry_sampler_plan *plan)
  * r % n. So every rank has ceil(n / W) entries (ferry_sampler_len), into out. */
 static void block_share(const ferry_sampler_plan *plan, const size_t *g, size_t *out)
 {
-    size_t n = plan->dataset_len, w = plan->world_size, r = plan->rank;
+    size_t n = plan->dataset_len, r = plan->rank;
     if (n == 0)
         return;
-    size_t q = n / w, m = n % w;
-    size_t lo = r * q + (r < m ? r : m), count = q + (r < m);
+    size_t lo, count;
+    block_range(plan, &lo, &count);
     size_t per = ferry_sampler_len(plan);
     for (size_t k = 0; k < count; k++)
         out[k] = g[lo + k];
-    if (count < per) /* one entry at most: per - q <= 1 */
+    if (count < per) /* one entry at most: per - count <= 1 */
         out[count] = count ? g[lo] : g[r % n];
 }
 
