@@ -27,6 +27,7 @@ struct ft_http {
     pthread_mutex_t lock;
     ft_http_faults f;         /* guarded by lock */
     unsigned since_faults;    /* requests since the faults were set; guarded by lock */
+    unsigned etag_nth;        /* of those, requests for f.etag_path; guarded by lock */
     atomic_uint requests;
     atomic_int live;          /* connection threads running */
     atomic_bool stop;
@@ -151,6 +152,8 @@ static void answer(ft_http *s, int fd)
     pthread_mutex_lock(&s->lock);
     ft_http_faults x = s->f;
     unsigned nth = s->since_faults++;
+    bool etag_path = !x.etag_path || strstr(target, x.etag_path);
+    unsigned etag_nth = x.etag_path ? (etag_path ? s->etag_nth++ : 0) : nth;
     pthread_mutex_unlock(&s->lock);
     if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS)
         return;
@@ -188,7 +191,7 @@ static void answer(ft_http *s, int fd)
     else if (nr == 2 && last >= a && last < size - 1)
         b = last + 1;
     bool get = strcmp(method, "GET") == 0;
-    bool changed = x.etag_change_after && nth >= x.etag_change_after;
+    bool changed = x.etag_change_after && etag_path && etag_nth >= x.etag_change_after;
     char h[512];
     int n = snprintf(h, sizeof h, "HTTP/1.1 %s\r\nContent-Length: %ld\r\nETag: \"%lx-%lx%s\"\r\n"
                      "Accept-Ranges: bytes\r\n", ranged ? "206 Partial Content" : "200 OK",
@@ -267,6 +270,7 @@ void ft_http_set_faults(ft_http *s, const ft_http_faults *f)
     pthread_mutex_lock(&s->lock);
     s->f = *f;
     s->since_faults = 0;
+    s->etag_nth = 0;
     pthread_mutex_unlock(&s->lock);
 }
 

@@ -26,6 +26,7 @@ typedef struct ft_http_faults {
     double delay_s;         /* before every response */
     bool no_range;          /* answer Range requests with 200 and the whole file */
     unsigned etag_change_after; /* from this request on, another ETag (0: never) */
+    const char *etag_path;  /* non-NULL: only paths containing it change, counted alone */
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
