@@ -6,7 +6,9 @@ Debian package ships enough photographs, so the images are generated: blurred
 random shapes over smooth gradients with sensor-like noise, which JPEG
 compresses to about the bytes per pixel of a photograph (~0.1-0.2 B/px at q90).
 Needs python3-pil and python3-numpy. Not checked in: run it to make the data.
-  /usr/bin/python3 scripts/make-bench-jpeg.py DIR [N=2000] [CLASSES=10]"""
+SCALE multiplies every size (2: 1000x750 and so on, as in full-size photo
+sets such as Open Images, where the crop path's 1/2 and 1/4 DCT scales apply).
+  /usr/bin/python3 scripts/make-bench-jpeg.py DIR [N=2000] [CLASSES=10] [SCALE=1]"""
 import os
 import sys
 
@@ -43,11 +45,12 @@ def main():
     root = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     classes = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+    scale = int(sys.argv[4]) if len(sys.argv) > 4 else 1
     rng = np.random.default_rng(20261126)
     for i in range(n):
         cls = os.path.join(root, "c%02d" % (i % classes))
         os.makedirs(cls, exist_ok=True)
-        w, h = SIZES[i % len(SIZES)]
+        w, h = (v * scale for v in SIZES[i % len(SIZES)])
         image(rng, w, h).save(os.path.join(cls, "%06d.jpg" % i), quality=90)
     print("wrote %d JPEGs (%d classes) to %s" % (n, classes, root))
 
