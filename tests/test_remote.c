@@ -5,7 +5,8 @@
  * stays in its budget, never deletes what it did not write, reuses whole
  * files and never a partial one; faults (error bursts, Retry-After, dropped
  * connections, stalls) are retried to the same digest; lies (Content-Length,
- * a changed object, 404) are errors naming the URL, in bounded time; every
+ * a changed object, 404) are errors naming the URL, in bounded time; a read
+ * across the byte where a stream failed is an error, never partial; every
  * rank gets the same batch count, streaming ranks fetch only their own
  * shards, more shards than streams still fetch each shard once an epoch,
  * and a loader state resumes mid-epoch over URLs bit for bit. */
@@ -1029,6 +1030,51 @@ TEST(stream_failure_names_url_and_offset_never_partial)
     ferry_loader_destroy(l);
     ASSERT_MSG(ferry_now() - t0 < 30, "took %.1f s", ferry_now() - t0);
     ferry_dataset_release(remote);
+    ft_http_stop(srv);
+}
+
+/* The stream itself, below the loader (a PNG's CRC would catch stale bytes
+ * there): a read that straddles the byte where the stream failed is an error
+ * naming the URL, never the bytes that came and whatever the ring holds past
+ * them; bytes before the failure are still read. The object's first request
+ * is cut after 20000 bytes and it has changed when the stream resumes. */
+TEST(stream_read_across_the_failure_is_an_error)
+{
+    need_curl();
+    enum { SIZE = 65536, CUT = 20000 };
+    static uint8_t obj[SIZE];
+    for (size_t i = 0; i < SIZE; i++)
+        obj[i] = (uint8_t)(i * 2654435761u >> 13);
+    char dir[600], path[700], url[300];
+    snprintf(dir, sizeof dir, "%s", ft_tmp("remote/raw"));
+    snprintf(path, sizeof path, "%s/obj.bin", dir);
+    ft_write_file(path, obj, SIZE);
+    ft_http *srv = ft_http_start(dir, NULL);
+    snprintf(url, sizeof url, "%s/obj.bin", ft_http_base(srv));
+    char *paths[1] = {url};
+    ferry_remote_setup su = {.paths = paths, .n = 1, .dir = ft_tmp("remote/cache-raw"),
+                             .budget = SIZE, .opts = {.timeout_s = 5, .retries = 1,
+                                                      .backoff_s = 0.01}};
+    ferry_remote_cache *cache;
+    ferry_remote_streams *rs;
+    ASSERT_OK(ferry__remote_cache_create(&su, &cache));
+    ASSERT_OK(ferry__remote_streams_create(paths, 1, cache, &su.opts, &rs));
+    ft_http_set_faults(srv, &(ft_http_faults){.drop_every = 1, .drop_after = CUT,
+                                              .etag_change_after = 1});
+    ferry__remote_streams_reset(rs, true);
+    const size_t seq[1] = {0};
+    ferry__remote_streams_plan(rs, seq, 1, SIZE_MAX);
+    uint8_t buf[1000];
+    ASSERT_OK(ferry__remote_stream_read(rs, 0, 0, sizeof buf, buf));
+    ASSERT_MEM_EQ(buf, obj, sizeof buf);
+    ASSERT_STATUS(ferry__remote_stream_read(rs, 0, CUT - 500, sizeof buf, buf), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "changed");
+    ASSERT_OK(ferry__remote_stream_read(rs, 0, CUT - 2000, sizeof buf, buf));
+    ASSERT_MEM_EQ(buf, obj + CUT - 2000, sizeof buf);
+    ASSERT_STATUS(ferry__remote_stream_read(rs, 0, CUT + 1000, sizeof buf, buf), FERRY_ERR_IO);
+    ferry__remote_streams_destroy(rs);
+    ferry__remote_cache_destroy(cache);
     ft_http_stop(srv);
 }
 
