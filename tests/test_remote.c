@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/error.h" /* ferry_now */
+#include "common/thread.h"  /* ferry_debug_fail_thread_after */
 #include "dataset/remote.h"
 #include "harness.h"
 #include "harness_http.h"
@@ -744,6 +745,103 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
     for (int k = 0; k < 2; k++)
         ferry_loader_destroy(l[k]);
     ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* The head stream's thread cannot be started (the process is out of
+ * threads: the 3rd thread started in epoch 1, after the two streams started
+ * ahead; epoch 0's head stream carries its first shard): that epoch and the
+ * next still deliver the digests of disk, and the reset leaves no trace of
+ * the slot (it wrote a byte before the shard table then, which ASan reports). */
+TEST(head_stream_without_a_thread_leaves_no_trace)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg("remote/cache-head-nothread", 0);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
+    ferry_loader *l[2];
+    ferry_dataset *ds[2] = {local, remote};
+    for (int k = 0; k < 2; k++) {
+        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
+        ASSERT_OK(ferry_loader_create(&c, &l[k]));
+    }
+    for (uint64_t e = 0; e < 3; e++) {
+        uint64_t h[2];
+        ferry_remote_stats s0 = stats_of(remote);
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && e == 1)
+                ferry_debug_fail_thread_after(3);
+            ASSERT_OK(ferry_loader_reset(l[k], e));
+            h[k] = FT_DIGEST_SEED;
+            ferry_batch b;
+            ferry_status st;
+            while ((st = ferry_loader_next(l[k], NULL, &b)) == FERRY_OK)
+                h[k] = ft_batch_digest(h[k], &b);
+            ASSERT_STATUS(st, FERRY_END);
+        }
+        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
+                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+        if (e != 1)
+            continue;
+        ASSERT_MSG(ferry_debug_fail_thread_after(0) == 0, "the 3rd thread never started");
+        ferry_remote_stats s = stats_of(remote);
+        ASSERT_MSG(s.streams - s0.streams == NPLAIN - 1 &&
+                       s.streams_ahead - s0.streams_ahead == NPLAIN - 1,
+                   "epoch 1: %llu streams, %llu ahead: the failed thread was not the head's",
+                   (unsigned long long)(s.streams - s0.streams),
+                   (unsigned long long)(s.streams_ahead - s0.streams_ahead));
+    }
+    for (int k = 0; k < 2; k++)
+        ferry_loader_destroy(l[k]);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* The k-th thread the dataset and its loader start cannot be started (a
+ * process out of threads), for every k until one epoch starts them all: the
+ * dataset's index threads, the loader's workers, the cache's fetches and the
+ * shard streams, in random and streaming order. Each run either delivers the
+ * digest of disk (a stream without a thread reads by Range; the index is
+ * built by fewer threads) or fails with an error that says a thread could not
+ * be started; none leaks or hangs. */
+TEST(every_thread_that_cannot_start_fails_cleanly)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_dataset *local = open_plain_local();
+    for (int stream = 0; stream < 2; stream++) {
+        uint64_t want;
+        ASSERT_OK(epoch_digest(local, stream, FERRY_ON_ERROR_FAIL, &want, NULL));
+        int64_t left = 0, k = 1, failed = 0;
+        for (; left == 0; k++) {
+            int64_t live0 = ferry_debug_alloc_live();
+            ferry_image_config ic = remote_cfg("remote/cache-thread", largest_shard() * 2);
+            ferry_dataset *remote;
+            ferry_debug_fail_thread_after(k);
+            ferry_status st = open_plain_urls(ft_http_base(srv), &ic, &remote);
+            uint64_t got = 0;
+            if (st == FERRY_OK) {
+                st = epoch_digest(remote, stream, FERRY_ON_ERROR_FAIL, &got, NULL);
+                ferry_dataset_release(remote);
+            }
+            left = ferry_debug_fail_thread_after(0);
+            if (st != FERRY_OK) {
+                failed++;
+                ASSERT_MSG(left == 0, "thread %lld: %s with every thread started",
+                           (long long)k, ferry_last_error());
+                ASSERT_STR_CONTAINS(ferry_last_error(), "thread");
+            } else {
+                ASSERT_MSG(got == want, "%s, thread %lld failed: %llx from the URLs, %llx from disk",
+                           stream ? "streaming" : "random", (long long)k,
+                           (unsigned long long)got, (unsigned long long)want);
+            }
+            ASSERT_EQ_INT(ferry_debug_alloc_live(), live0);
+        }
+        printf("  %s order: %lld threads, %lld of whose failures stopped the epoch\n",
+               stream ? "streaming" : "random", (long long)(k - 2), (long long)failed);
+        ASSERT_MSG(k - 2 >= 3, "only %lld threads: the sweep tests little", (long long)(k - 2));
+    }
     ferry_dataset_release(local);
     ft_http_stop(srv);
 }

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "dataset/remote.h"
 
 /* A file name in the folder: the folder, "/", and a name of ours (or a readdir one). */
@@ -250,7 +251,7 @@ static ferry_status start_fetch(struct ferry_remote_cache *c, rentry *e)
     e->have = 0;
     e->renamed = false;
     hold(c, e);
-    if (pthread_create(&e->th, NULL, fetch_main, e) != 0) {
+    if (ferry_thread_create(&e->th, fetch_main, e) != 0) {
         c->held -= (size_t)e->obj.size;
         (void)unlink(p);
         detach(e);

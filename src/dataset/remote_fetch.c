@@ -379,6 +379,9 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         atomic_fetch_add(&x->cnt->retries, 1);
         ferry_log(FERRY_LOG_DEBUG, "%s; retrying", x->msg);
         backoff_sleep(backoff(o, try, &rng, x->retry_after), x);
+        /* Stopped while it waited: no request more (its closer joins it). */
+        if (x->cancelled && x->cancelled(x->arg))
+            return ferry_fail_at(FERRY_ERR_BAD_STATE, url, "stopped while waiting to retry");
         st = FERRY_OK;
     }
     if (st != FERRY_OK && x->fatal)

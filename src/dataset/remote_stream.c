@@ -37,6 +37,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "dataset/remote.h"
 
 #define RING ((size_t)8 << 20)
@@ -204,12 +205,17 @@ static rstream *find(struct ferry_remote_streams *o, size_t k)
     return NULL;
 }
 
-/* A stream of shard k from byte off (head: from 0, for the next epoch): a
+/* Why a stream opens: a reader's read; ahead of its shard's first read; the
+ * next epoch's head. */
+enum { OPEN_READ, OPEN_AHEAD, OPEN_HEAD };
+
+/* A stream of shard k from byte off (a head: from 0, for the next epoch): a
  * free slot, else the least recently used one no reader is in. NULL when
  * none can be had (every one in use, no memory, no thread): the read then
  * goes by Range. */
-static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off, bool head)
+static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off, int why)
 {
+    const bool head = why == OPEN_HEAD;
     rstream *r = NULL;
     for (size_t i = 0; i < NSTREAMS; i++) {
         rstream *x = &o->s[i];
@@ -232,7 +238,8 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     }
     /* An epoch's first stream of a shard starts at its first byte: the
      * shuffle buffer's first reads of it are not all at its start. */
-    if (head || !o->opened[k])
+    const uint8_t opened = o->opened[k];
+    if (head || !opened)
         off = 0;
     if (!head)
         o->opened[k] = 1;
@@ -246,12 +253,16 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     atomic_store(&r->stop, false);
     r->busy = false;
     pthread_cond_broadcast(&o->cv);
-    if (pthread_create(&r->th, NULL, fetch_main, r) != 0) {
+    if (ferry_thread_create(&r->th, fetch_main, r) != 0) {
         r->shard = NONE;
+        r->head = false; /* a free slot: nothing for the reset to carry over */
+        if (!head)
+            o->opened[k] = opened;
         return NULL;
     }
     r->thread = true;
     o->started++;
+    o->ahead += why != OPEN_READ; /* here, not by the caller: other may be returned */
     return r;
 }
 
@@ -264,10 +275,10 @@ static void start_next(struct ferry_remote_streams *o, size_t k)
         return;
     o->led[k] = 1;
     size_t j = o->next[k];
-    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j) && open_stream(o, j, 0, false))
-        o->ahead++;
-    if (k == o->last && o->head != NONE && open_stream(o, o->head, 0, true))
-        o->ahead++;
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
+        open_stream(o, j, 0, OPEN_AHEAD);
+    if (k == o->last && o->head != NONE)
+        open_stream(o, o->head, 0, OPEN_HEAD);
 }
 
 /* ---- reads ---- */
@@ -324,7 +335,7 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
         return st;
     }
     if (o->on && o->planned && !r && !(o->opened[k] && off + n <= o->reach[k]))
-        r = open_stream(o, k, off, false);
+        r = open_stream(o, k, off, OPEN_READ);
     if (r) {
         r->users++; /* also keeps it from being taken for the next shard */
         r->used = ++o->tick;
@@ -384,11 +395,21 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
     }
     for (size_t i = 0; i < NSTREAMS; i++) {
         rstream *r = &o->s[i];
-        if (r->head) {
-            r->head = false;
-            o->opened[r->shard] = 1;
-            pthread_cond_signal(&r->room); /* its limit is AHEAD now */
+        if (!r->head)
+            continue;
+        /* Checked again: its fetch may have failed while the loop above let
+         * the lock go to join another stream, and no failure of the last
+         * epoch is carried into this one. (The lock is held from here to the
+         * end: a failure after this check is this epoch's.) */
+        if (r->ended && r->st != FERRY_OK) {
+            r->busy = true;
+            close_stream(o, r);
+            r->busy = false;
+            continue;
         }
+        r->head = false;
+        o->opened[r->shard] = 1;
+        pthread_cond_signal(&r->room); /* its limit is AHEAD now */
     }
     o->on = on;
     pthread_mutex_unlock(&o->lock);

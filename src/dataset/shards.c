@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "dataset/internal.h"
 #include "dataset/remote.h"
 #include "dataset/shards.h"
@@ -203,6 +204,8 @@ static const char *shards_name(const ferry_dataset *ds, size_t index)
 
 static void shards_free(shards *h)
 {
+    /* First: its fetch threads read the paths, and it uses the cache's objects. */
+    ferry__remote_streams_destroy(h->streams);
     for (size_t i = 0; i < h->nshards; i++) {
         if (h->fds && h->fds[i] >= 0 && ferry__remote_cache_fd(h->remote, i) < 0)
             close(h->fds[i]);
@@ -215,7 +218,6 @@ static void shards_free(shards *h)
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
     ferry__gz_cache_destroy(h->gz);
-    ferry__remote_streams_destroy(h->streams); /* before the cache: it uses its objects */
     ferry__remote_cache_destroy(h->remote);
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
@@ -590,7 +592,7 @@ static ferry_status run_index_threads(index_job *j)
     pthread_t th[INDEX_THREADS - 1] = {0};
     size_t started = 0, want = j->h->nshards < INDEX_THREADS ? j->h->nshards : INDEX_THREADS;
     for (size_t t = 1; t < want; t++)
-        if (pthread_create(&th[started], NULL, index_worker, j) == 0)
+        if (ferry_thread_create(&th[started], index_worker, j) == 0)
             started++;
     index_worker(j); /* this thread too, so none started is still correct */
     for (size_t t = 0; t < started; t++)

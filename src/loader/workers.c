@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "ferry/rng.h"
 #include "loader/internal.h"
 
@@ -457,7 +458,7 @@ ferry_status ferry_workers_start(ferry_loader *l)
 {
     for (size_t i = 0; i < l->nworkers; i++) {
         ferry_worker *w = &l->workers[i];
-        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        int rc = ferry_thread_create(&w->thread, worker_main, w);
         if (rc != 0) {
             ferry_workers_stop(l);
             return ferry_fail(FERRY_ERR_NO_MEMORY, "loader: cannot start worker thread %zu of %zu: %s",

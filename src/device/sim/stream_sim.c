@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/thread.h"
 #include "device/sim/sim.h"
 #include "device/sim/sim_internal.h"
 
@@ -303,7 +304,7 @@ ferry_status ferry_sim_stream_new(int dev, sim_stream **out)
     s->rng = ferry_sim_seed() ^ (s->id * UINT64_C(0x2545F4914F6CDD1D));
     ferry_mutex_init(&s->lock);
     pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+    if (ferry_thread_create(&s->thread, stream_main, s) != 0) {
         pthread_cond_destroy(&s->cv);
         ferry_mutex_destroy(&s->lock);
         free(s);
