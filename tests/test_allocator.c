@@ -111,6 +111,48 @@ TEST(allocator_blocks_stay_with_their_stream)
     ferry_stream_destroy(s2);
 }
 
+/* A destroyed stream's cached blocks (its work done) serve any later stream,
+ * its own stream's blocks first; a block freed on the default stream still
+ * goes to no other. Before, each loader's blocks stayed cached under its dead
+ * copy streams' keys and the next loader allocated afresh. */
+static void dead_stream_blocks_are_reused(ferry_device d)
+{
+    void *a, *b;
+    ASSERT_OK(ferry_memory_empty_cache(d)); /* no idle blocks of earlier tests */
+    ASSERT_OK(ferry_device_alloc(d, 77777, NULL, &a));
+    ferry_device_free(d, a); /* the default stream's */
+    ferry_memory_stats s0 = stats(d);
+    for (int round = 0; round < 3; round++) {
+        ferry_stream *s;
+        ASSERT_OK(ferry_stream_create(d, &s));
+        ASSERT_OK(ferry_device_alloc(d, 77777, s, &b));
+        ferry_device_free(d, b);
+        ferry_stream_destroy(s);
+    }
+    /* Round 0 allocated (the default stream's block is not s's); rounds 1
+     * and 2 took the dead stream's block. */
+    ferry_memory_stats s1 = stats(d);
+    ASSERT_EQ_INT(s1.system_mallocs, s0.system_mallocs + 1);
+    ASSERT_EQ_SIZE(s1.allocated_bytes, s0.allocated_bytes);
+    ASSERT_EQ_INT(s1.cache_hits - s0.cache_hits, 2);
+    /* The default stream takes its own block back, not the idle one. */
+    ASSERT_OK(ferry_device_alloc(d, 77777, NULL, &a));
+    ASSERT(a != b);
+    ferry_device_free(d, a);
+    ASSERT_OK(ferry_memory_empty_cache(d));
+}
+
+TEST(cpu_allocator_gives_a_dead_streams_blocks_to_new_streams)
+{
+    dead_stream_blocks_are_reused(ferry_cpu());
+}
+
+TEST(cuda_allocator_gives_a_dead_streams_blocks_to_new_streams)
+{
+    ft_require_cuda();
+    dead_stream_blocks_are_reused(ferry_cuda(0));
+}
+
 TEST(allocator_edge_cases)
 {
     ferry_device d = ferry_cpu();

@@ -1,8 +1,10 @@
-/* Fault injection: fail the k-th host allocation, for every k, while a loader is
- * created, runs one epoch and is destroyed. Each attempt must fail cleanly (an
- * error, not a crash), leave nothing allocated, and the next attempt succeed. */
+/* Fault injection: fail the k-th host allocation (or thread start), for every
+ * k, while a loader is created, runs one epoch and is destroyed. Each attempt
+ * must fail cleanly (an error, not a crash), leave nothing allocated, and the
+ * next attempt succeed. */
 #include "harness.h"
 #include "common/error.h"
+#include "common/thread.h"
 
 enum { N = 37, SAMPLE = 2 * 3 * 5 };
 
@@ -88,4 +90,76 @@ TEST(loader_survives_every_failed_allocation_with_workers)
 TEST(loader_survives_every_failed_allocation_wire_f32)
 {
     sweep(1, FERRY_DTYPE_F32, FERRY_DTYPE_F16);
+}
+
+/* One run of the sweep below: create, one epoch, destroy; batches counted. */
+static ferry_status thread_run(ferry_device dev, size_t *batches)
+{
+    static uint8_t data[N * SAMPLE];
+    static int64_t labels[N];
+    ferry_sample_format fmt = {2, 3, 5, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8};
+    ferry_dataset *ds = NULL;
+    ASSERT_OK(ferry_dataset_memory(data, &fmt, N, labels, &ds));
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = 8;
+    c.num_workers = 2;
+    c.device = dev;
+    c.out_dtype = FERRY_DTYPE_F32;
+    ferry_loader *l;
+    ferry_status st = ferry_loader_create(&c, &l);
+    *batches = 0;
+    if (st == FERRY_OK) {
+        ferry_batch b;
+        while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+            (*batches)++;
+        ferry_loader_destroy(l);
+        st = st == FERRY_END ? FERRY_OK : st;
+    }
+    ferry_dataset_release(ds);
+    return st;
+}
+
+/* The k-th thread a loader starts cannot be started (a process out of
+ * threads), for every k until one run starts them all: its workers, and on
+ * a GPU (the simulated one: FERRY_SIM_GPUS) the streams' threads. Each run
+ * either delivers every batch or fails with an error saying a thread could
+ * not be started; nothing leaks (on a GPU it did: every loader's device
+ * block stayed cached under its dead copy stream), and the next run works. */
+static void thread_sweep(ferry_device dev)
+{
+    /* One run first: the process-wide pools are made on first use and live on. */
+    size_t batches;
+    ASSERT_OK(thread_run(dev, &batches));
+    int64_t live0 = ferry_debug_alloc_live(), k = 1, stopped = 0;
+    for (int64_t left = 0; left == 0; k++) {
+        ferry_debug_fail_thread_after(k);
+        ferry_status st = thread_run(dev, &batches);
+        left = ferry_debug_fail_thread_after(0);
+        ASSERT_MSG(ferry_debug_alloc_live() == live0, "failing thread %lld leaked %lld allocation(s)",
+                   (long long)k, (long long)(ferry_debug_alloc_live() - live0));
+        if (st != FERRY_OK) {
+            stopped++;
+            ASSERT_MSG(left == 0, "thread %lld: %s with every thread started", (long long)k,
+                       ferry_last_error());
+            ASSERT_STR_CONTAINS(ferry_last_error(), "thread");
+        } else {
+            ASSERT_EQ_SIZE(batches, (N + 7) / 8);
+        }
+    }
+    printf("  %lld threads, %lld of whose failures stopped the run\n", (long long)(k - 2),
+           (long long)stopped);
+    ASSERT_MSG(k - 2 >= 2, "only %lld threads: the sweep tests little", (long long)(k - 2));
+}
+
+TEST(loader_survives_every_thread_that_cannot_start)
+{
+    thread_sweep(ferry_cpu());
+}
+
+TEST(gpu_loader_survives_every_thread_that_cannot_start)
+{
+    if (ferry_cuda_device_count() < 1)
+        SKIP("no CUDA device (FERRY_SIM_GPUS=1 runs it on the simulated GPU)");
+    thread_sweep(ft_device("cuda:0"));
 }

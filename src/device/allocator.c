@@ -24,6 +24,12 @@
 #define LARGE_ROUND ((size_t)2 << 20)  /* at or above, round to 2 MiB */
 #define NCLASS 64                      /* free lists by floor(log2(size)) */
 #define NLIVE 1024                     /* hash buckets for live blocks */
+/* The key of a cached block whose stream is gone: no work of it is pending,
+ * so the block is safe for any stream. Without it, every loader's blocks
+ * (allocated on its own copy streams) stayed cached under dead keys, and each
+ * new loader allocated afresh: the cache grew by a loader's device memory
+ * per loader made. */
+#define IDLE UINT64_MAX
 
 typedef struct ablock {
     struct ablock *next;
@@ -32,7 +38,9 @@ typedef struct ablock {
     /* The stream it belongs to, by its never-reused id (0: the default stream),
      * and the stream itself while it lives, for queueing the poison. A block is
      * handed out again only to work on the same stream: stream order then makes
-     * the reuse safe. ferry_stream_destroy re-keys a dying stream's blocks to 0. */
+     * the reuse safe. ferry_stream_destroy, once the dying stream's work is
+     * done, re-keys its cached blocks to IDLE (any stream may take them) and
+     * its live ones to 0. */
     uint64_t stream_id;
     ferry_stream *stream;
 } ablock;
@@ -184,25 +192,32 @@ static void check_alloc(dev_alloc *a)
 #endif
 }
 
-/* Takes the best-fitting cached block of this stream: at least `size`, and at
- * most a quarter larger, so a small request never pins down a huge block. */
-static ablock *take_cached(dev_alloc *a, size_t size, uint64_t sid)
+/* Takes the best-fitting cached block of stream s, else an idle one (then
+ * made s's, so that idle blocks stay for streams that have none of their
+ * own): at least `size`, and at most a quarter larger, so a small request
+ * never pins down a huge block. */
+static ablock *take_cached(dev_alloc *a, size_t size, ferry_stream *s)
 {
     unsigned c = size_class(size);
-    ablock **best = NULL;
+    uint64_t sid = ferry_stream_id(s);
+    ablock **best[2] = {NULL, NULL}; /* its own; idle */
     for (ablock **pp = &a->cached[c]; *pp; pp = &(*pp)->next) {
         ablock *b = *pp;
-        if (b->stream_id != sid || b->size < size || b->size - size > size / 4)
+        int k = b->stream_id == sid ? 0 : b->stream_id == IDLE ? 1 : -1;
+        if (k < 0 || b->size < size || b->size - size > size / 4)
             continue;
-        if (!best || b->size < (*best)->size)
-            best = pp;
-        if (b->size == size)
+        if (!best[k] || b->size < (*best[k])->size)
+            best[k] = pp;
+        if (k == 0 && b->size == size)
             break;
     }
-    if (!best)
+    ablock **pick = best[0] ? best[0] : best[1];
+    if (!pick)
         return NULL;
-    ablock *b = *best;
-    *best = b->next;
+    ablock *b = *pick;
+    *pick = b->next;
+    b->stream_id = sid;
+    b->stream = s;
     return b;
 }
 
@@ -269,7 +284,7 @@ ferry_status ferry_device_alloc(ferry_device d, size_t bytes, ferry_stream *s, v
     /* An injected failure plays a full device: no cached block fits and both
      * backend attempts fail, so the cache is emptied and the message is the real one. */
     bool full = injected_oom();
-    ablock *b = full ? NULL : take_cached(a, size, ferry_stream_id(s));
+    ablock *b = full ? NULL : take_cached(a, size, s);
     if (b) {
         a->st.cache_hits++;
     } else {
@@ -397,16 +412,16 @@ void ferry_memory_reset_peak(ferry_device d)
     ferry_mutex_unlock(&a->lock);
 }
 
-static void rekey_to_default(ablock *list, uint64_t stream_id)
+static void rekey(ablock *list, uint64_t stream_id, uint64_t to)
 {
     for (ablock *b = list; b; b = b->next)
         if (b->stream_id == stream_id) {
-            b->stream_id = 0;
+            b->stream_id = to;
             b->stream = NULL;
         }
 }
 
-void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
+void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id, bool done)
 {
     if (stream_id == 0)
         return;
@@ -418,8 +433,8 @@ void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id)
         return;
     ferry_mutex_lock(&a->lock);
     for (unsigned c = 0; c < NCLASS; c++)
-        rekey_to_default(a->cached[c], stream_id);
+        rekey(a->cached[c], stream_id, done ? IDLE : 0);
     for (size_t h = 0; h < NLIVE; h++)
-        rekey_to_default(a->live[h], stream_id);
+        rekey(a->live[h], stream_id, 0);
     ferry_mutex_unlock(&a->lock);
 }

@@ -31,9 +31,11 @@ ferry_status ferry_device_sync_default_(ferry_device d);
 ferry_status ferry_device_copy_(ferry_device dd, void *dst, ferry_device sd, const void *src,
                                 size_t bytes, ferry_stream *s);
 
-/* Called by ferry_stream_destroy once the stream's work is done: its cached and
- * live blocks are re-keyed to the device's default stream. */
-void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id);
+/* Called by ferry_stream_destroy after waiting for the stream's work: its
+ * live blocks are re-keyed to the device's default stream, and its cached
+ * ones made idle (any stream's to take) when done says the wait succeeded,
+ * else re-keyed to the default stream as well. */
+void ferry_allocator_stream_gone_(ferry_device d, uint64_t stream_id, bool done);
 
 /* What a layer above the device keeps idle on a GPU outside the caching
  * allocator (the cuBLAS handle pool) and lets go of when ferry_memory_empty_cache

@@ -60,10 +60,10 @@ void ferry_stream_destroy(ferry_stream *s)
 {
     if (!s)
         return;
-    /* The allocator's blocks of this stream go to the default stream's key once
-     * the stream's work is done (a later stream must not inherit them unordered). */
-    (void)s->be->stream_sync(s->dev.index, s->native);
-    ferry_allocator_stream_gone_(s->dev, s->id);
+    /* The allocator's cached blocks of this stream go to any stream once the
+     * stream's work is done (a later stream must not inherit them unordered). */
+    bool done = s->be->stream_sync(s->dev.index, s->native) == FERRY_OK;
+    ferry_allocator_stream_gone_(s->dev, s->id, done);
     s->be->stream_destroy(s->dev.index, s->native);
     ferry_host_free(s);
 }
