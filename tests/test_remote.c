@@ -1176,6 +1176,59 @@ TEST(stream_read_across_the_failure_is_an_error)
     ft_http_stop(srv);
 }
 
+/* A stream closed while it waits to retry (a 503 with Retry-After: 3) stops
+ * there: no request begun after the close (it began one more, which curl's
+ * progress check then cut short, so only the counter showed it), and the
+ * close does not wait out the backoff. */
+TEST(stream_closed_in_its_backoff_asks_no_more)
+{
+    need_curl();
+    enum { SIZE = 4096 };
+    static uint8_t obj[SIZE];
+    char dir[600], path[700], url[2][300];
+    snprintf(dir, sizeof dir, "%s", ft_tmp("remote/raw2"));
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/obj%d.bin", dir, i);
+        ft_write_file(path, obj, SIZE);
+    }
+    ft_http *srv = ft_http_start(dir, NULL);
+    for (int i = 0; i < 2; i++)
+        snprintf(url[i], sizeof url[i], "%s/obj%d.bin", ft_http_base(srv), i);
+    char *paths[2] = {url[0], url[1]};
+    ferry_remote_setup su = {.paths = paths, .n = 2, .dir = ft_tmp("remote/cache-raw2"),
+                             .budget = SIZE, .opts = {.timeout_s = 5, .retries = 5,
+                                                      .backoff_s = 0.01}};
+    ferry_remote_cache *cache;
+    ferry_remote_streams *rs;
+    ASSERT_OK(ferry__remote_cache_create(&su, &cache));
+    ASSERT_OK(ferry__remote_streams_create(paths, 2, cache, &su.opts, &rs));
+    ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 100000, .fail_status = 503,
+                                              .retry_after = 3, .fail_path = "/obj1.bin"});
+    ferry__remote_streams_reset(rs, true);
+    const size_t seq[2] = {0, 1};
+    ferry__remote_streams_plan(rs, seq, 2, SIZE_MAX);
+    uint8_t buf[100];
+    /* obj0's first read starts obj1's stream ahead: it meets the 503. */
+    ASSERT_OK(ferry__remote_stream_read(rs, 0, 0, sizeof buf, buf));
+    usleep(500000);
+    ferry_remote_stats a = {0}, b = {0};
+    ferry__remote_cache_stats(cache, &a);
+    unsigned before = ft_http_requests(srv);
+    double t0 = ferry_now();
+    ferry__remote_streams_reset(rs, false);
+    double took = ferry_now() - t0;
+    usleep(300000);
+    ferry__remote_cache_stats(cache, &b);
+    ASSERT_MSG(a.retries > 0, "obj1's stream was not retrying");
+    ASSERT_MSG(b.requests == a.requests && ft_http_requests(srv) == before,
+               "%llu requests begun after the close (%u reached the server)",
+               (unsigned long long)(b.requests - a.requests), ft_http_requests(srv) - before);
+    ASSERT_MSG(took < 1.5, "the close took %.2f s", took);
+    ferry__remote_streams_destroy(rs);
+    ferry__remote_cache_destroy(cache);
+    ft_http_stop(srv);
+}
+
 /* A shard that failed is tried again later: in the streaming order at the
  * next epoch; through the cache once 3 x timeout_s have passed. */
 TEST(failed_shard_is_retried_later)
