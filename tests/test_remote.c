@@ -157,6 +157,19 @@ static ferry_loader_config shuffled_cfg(ferry_dataset *ds, uint64_t seed, size_t
     return c;
 }
 
+/* Epoch e of loader l, run to its end: the digest of its batches. */
+static uint64_t run_epoch(ferry_loader *l, uint64_t e)
+{
+    ASSERT_OK(ferry_loader_reset(l, e));
+    uint64_t h = FT_DIGEST_SEED;
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        h = ft_batch_digest(h, &b);
+    ASSERT_STATUS(st, FERRY_END);
+    return h;
+}
+
 /* One epoch's digest (seed 7). */
 static ferry_status epoch_digest_buf(ferry_dataset *ds, size_t buffer, ferry_on_error on_error,
                                      uint64_t *digest, uint64_t *skipped)
@@ -714,15 +727,8 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
     enum { EPOCHS = 3 };
     for (uint64_t e = 0; e < EPOCHS; e++) {
         uint64_t h[2];
-        for (int k = 0; k < 2; k++) {
-            ASSERT_OK(ferry_loader_reset(l[k], e));
-            h[k] = FT_DIGEST_SEED;
-            ferry_batch b;
-            ferry_status st;
-            while ((st = ferry_loader_next(l[k], NULL, &b)) == FERRY_OK)
-                h[k] = ft_batch_digest(h[k], &b);
-            ASSERT_STATUS(st, FERRY_END);
-        }
+        for (int k = 0; k < 2; k++)
+            h[k] = run_epoch(l[k], e);
         ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
                    (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
     }
@@ -772,13 +778,7 @@ TEST(head_stream_without_a_thread_leaves_no_trace)
         for (int k = 0; k < 2; k++) {
             if (k == 1 && e == 1)
                 ferry_debug_fail_thread_after(3);
-            ASSERT_OK(ferry_loader_reset(l[k], e));
-            h[k] = FT_DIGEST_SEED;
-            ferry_batch b;
-            ferry_status st;
-            while ((st = ferry_loader_next(l[k], NULL, &b)) == FERRY_OK)
-                h[k] = ft_batch_digest(h[k], &b);
-            ASSERT_STATUS(st, FERRY_END);
+            h[k] = run_epoch(l[k], e);
         }
         ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
                    (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
@@ -909,14 +909,10 @@ TEST(failed_head_stream_is_tried_afresh)
     ferry_loader_config c = shuffled_cfg(local, seed, 4);
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
-    ASSERT_OK(ferry_loader_reset(l, 1));
-    ferry_batch b;
-    uint64_t want = FT_DIGEST_SEED, got;
-    ferry_status st;
-    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
-        want = ft_batch_digest(want, &b);
-    ASSERT_STATUS(st, FERRY_END);
+    uint64_t want = run_epoch(l, 1), got;
     ferry_loader_destroy(l);
+    ferry_batch b;
+    ferry_status st;
 
     c = shuffled_cfg(remote, seed, 4);
     ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 100000, .fail_status = 503,
