@@ -95,7 +95,7 @@ ifeq ($(CUDA),1)
   # Numerically newest: two-digit architectures sort before three-digit ones.
   CUDA_PTX   := $(lastword $(sort $(filter-out 1%,$(CUDA_ARCH_LIST))) $(sort $(filter 1%,$(CUDA_ARCH_LIST))))
   CUDA_ARCHS := $(CUDA_ARCH_LIST:%=sm_%) compute_$(CUDA_PTX)
-  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) \
+  NVFLAGS := -O2 -std=c++17 -Iinclude -Isrc -DFERRY_HAVE_CUDA=1 -Xcompiler -fPIC,-fvisibility=hidden,-fno-exceptions,-fno-threadsafe-statics,-Wall,-Wextra$(if $(filter 1,$(WERROR)),$(comma)-Werror) \
              $(foreach a,$(CUDA_ARCH_LIST),-gencode arch=compute_$(a),code=sm_$(a)) \
              -gencode arch=compute_$(CUDA_PTX),code=compute_$(CUDA_PTX) -MMD -MP
   ifeq ($(STATIC),1)
@@ -103,8 +103,8 @@ ifeq ($(CUDA),1)
   else
     CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart -Wl,-rpath,$(CUDA_HOME)/lib64
   endif
-  CORE_LIBS  += $(CUDA_LIBS) -lstdc++
-  TRAIN_LIBS += -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS) -lstdc++
+  CORE_LIBS  += $(CUDA_LIBS)
+  TRAIN_LIBS += -L$(CUDA_HOME)/lib64 -lcublas $(CUDA_LIBS)
   BUILD_NOTE := ferry: building with CUDA ($(NVCC), $(CUDA_ARCHS))
 else
   SRC_C   := $(filter-out %_cuda.c,$(SRC_C))
@@ -185,9 +185,7 @@ ifeq ($(SIM_KERNELS),1)
   SIM_FMA   := $(if $(shell grep -qw fma /proc/cpuinfo 2>/dev/null && echo y),-mfma)
   SIMCXXFLAGS = -x c++ -std=c++17 $(filter-out -std=c11 -ffp-contract=off,$(CFLAGS) $(FERRY_CFLAGS)) \
                 -isystem $(SIM_CUDA_INC) \
-                -ffp-contract=fast $(SIM_FMA)
-  CORE_LIBS  += $(if $(filter 1,$(CUDA)),,-lstdc++)
-  TRAIN_LIBS += $(if $(filter 1,$(CUDA)),,-lstdc++)
+                -ffp-contract=fast $(SIM_FMA) -fno-exceptions -fno-rtti -fno-threadsafe-statics
   BUILD_NOTE += (simulated GPU: CUDA sources on the host)
 endif
 

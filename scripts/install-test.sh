@@ -10,7 +10,8 @@
 #   pkg-config --cflags --libs ferry            (shared; run from the prefix)
 #   pkg-config --static --cflags --libs ferry   (libferry.a linked in)
 # run on a small PNG folder, linking none of BLAS, cuBLAS, MPI, NCCL (readelf -d,
-# nm) and, in a CUDA=0 build, under 1 MiB (its size is printed either way);
+# nm) and, in a CUDA=0 build, under 1 MiB stripped (its size is printed either way);
+# neither library needing libstdc++ (ferry is C, its .cu objects too);
 # samples/train_gray.c built with pkg-config ferry-train (both libraries) and run;
 # make uninstall removing every file again; the same for a DESTDIR install. Prints one line per check and a
 # "N passed, N failed, N skipped" summary.
@@ -30,7 +31,7 @@ bad() { echo "FAIL  install $1"; failed=$((failed + 1)); }
 skip() { echo "skip  install $1"; skipped=$((skipped + 1)); }
 finish() { echo "$passed passed, $failed failed, $skipped skipped"; [ "$failed" -eq 0 ]; exit $?; }
 
-for tool in pkg-config nm readelf; do
+for tool in pkg-config nm readelf strip; do
     if ! command -v $tool >/dev/null 2>&1; then
         skip "(no $tool: install pkg-config and binutils)"
         finish
@@ -115,6 +116,15 @@ for so in "$build/libferry.so" "$lib/libferry.so.$version"; do
         bad "$so needs a training library: $(needed "$so" | grep -E "^($heavy)" | tr '\n' ' ')"
     else
         ok "$so needs none of BLAS, cuBLAS, MPI, NCCL ($(needed "$so" | tr '\n' ' '))"
+    fi
+done
+# ferry is C: the simulated GPU's C++ objects are built without exceptions or
+# the C++ runtime, so a C program linking ferry links no libstdc++.
+for so in "$lib/libferry.so.$version" "$lib/libferry-train.so.$version"; do
+    if needed "$so" | grep -q '^libstdc++'; then
+        bad "$so needs the C++ runtime: $(needed "$so" | tr '\n' ' ')"
+    else
+        ok "$so needs no libstdc++"
     fi
 done
 if needed "$lib/libferry-train.so.$version" | grep -qx "libferry.so.$major"; then
@@ -255,7 +265,8 @@ mv "$lib/libferry.so" "$tmp/libferry.so.devlink"
 mv "$lib/libferry-train.so" "$tmp/libferry-train.so.devlink"
 if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed_static" samples/embed.c \
         $(pkg-config --static --cflags --libs ferry) > "$tmp/out" 2>&1; then
-    size=$(wc -c < "$tmp/embed_static")
+    # Stripped: the debug information of CFLAGS's -g is not what a user ships.
+    size=$(strip -o "$tmp/embed_stripped" "$tmp/embed_static" && wc -c < "$tmp/embed_stripped")
     cuda_build=$(grep -c 'FERRY_HAVE_CUDA=1' "$build/.flags" 2>/dev/null)
     if readelf -d "$tmp/embed_static" | grep -q 'NEEDED.*libferry'; then
         bad "embed (static) still needs libferry.so"
@@ -264,11 +275,11 @@ if $cc -std=c11 -Wall -Wextra -Werror -o "$tmp/embed_static" samples/embed.c \
     elif nm "$tmp/embed_static" | grep -Eq " ($heavy_syms)"; then
         bad "embed (static) holds training symbols: $(nm "$tmp/embed_static" | grep -E " ($heavy_syms)" | head -n 3 | tr '\n' ' ')"
     elif [ "${cuda_build:-0}" = 0 ] && [ "$size" -ge 1048576 ]; then
-        bad "embed (static, CUDA=0 build) is $size bytes, not under 1 MiB"
+        bad "embed (static, CUDA=0 build) is $size bytes stripped, not under 1 MiB"
     elif [ -z "$have_data" ]; then
         skip "embed (static): no test images"
     elif "$tmp/embed_static" "$tmp/data" > "$tmp/out" 2>&1 && grep -qF "$want" "$tmp/out"; then
-        ok "embed built with pkg-config --static --cflags --libs ferry (libferry.a linked in, $size bytes$([ "${cuda_build:-0}" = 0 ] && echo ', under 1 MiB' || echo ', CUDA build'), no BLAS/cuBLAS/MPI/NCCL) runs"
+        ok "embed built with pkg-config --static --cflags --libs ferry (libferry.a linked in, $size bytes stripped$([ "${cuda_build:-0}" = 0 ] && echo ', under 1 MiB' || echo ', CUDA build'), no BLAS/cuBLAS/MPI/NCCL) runs"
     else
         bad "embed (static) run"; show "$tmp/out"
     fi

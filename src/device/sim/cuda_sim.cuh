@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <math.h>
 #include <new>
@@ -162,7 +163,13 @@ template <typename... P> static void run_thread(void *c)
     closure<P...> *k = static_cast<closure<P...> *>(c);
     std::apply(k->fn, k->args);
 }
-template <typename... P> static void free_closure(void *c) { delete static_cast<closure<P...> *>(c); }
+// malloc and placement new, not operator new: the objects build without
+// exceptions or the C++ runtime, so libferry.so links no libstdc++.
+template <typename... P> static void free_closure(void *c)
+{
+    static_cast<closure<P...> *>(c)->~closure();
+    free(c);
+}
 static inline fksim_dim dim_of(dim3 d) { return fksim_dim{d.x, d.y, d.z}; }
 
 template <typename... P> struct launcher {
@@ -173,7 +180,9 @@ template <typename... P> struct launcher {
     void (*fn)(P...);
     template <typename... A> void operator()(A &&...a) const
     {
-        closure<P...> *k = new (std::nothrow) closure<P...>{fn, std::tuple<std::decay_t<P>...>(std::forward<A>(a)...)};
+        void *mem = malloc(sizeof(closure<P...>));
+        closure<P...> *k = mem ? new (mem) closure<P...>{fn, std::tuple<std::decay_t<P>...>(std::forward<A>(a)...)}
+                               : nullptr;
         fksim_kernel d;
         d.name = name;
         d.coop = coop;
