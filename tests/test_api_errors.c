@@ -3,6 +3,7 @@
  * Every call runs in a forked child, so a call that crashes fails its own row
  * (with the signal) instead of the whole program; the child also checks that a
  * failing call left a message in ferry_last_error(). */
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -1717,14 +1718,15 @@ TEST(nn_train_eval_step_errors)
     CHK(ferry_eval_step(net(), T34, L3_I64, NULL, NULL), FERRY_ERR_SHAPE);
 }
 
-/* A checkpoint of net() and its optimiser, written once per run, removed at exit. */
-static char ckpt_name[64];
-static void remove_ckpt(void) { remove(ckpt_name); }
+/* A checkpoint of net() and its optimiser, written once per run in the test
+ * folder (the harness removes it at exit). Each test that reads it calls this
+ * first, in the parent: a forked child leaves with _exit, so what a child
+ * makes first would be made once per child and never removed. */
+static char ckpt_name[PATH_MAX];
 static const char *ckpt_path(void)
 {
     if (!ckpt_name[0]) {
-        snprintf(ckpt_name, sizeof ckpt_name, "/tmp/ferry_api_errors_%d.safetensors", (int)getpid());
-        atexit(remove_ckpt);
+        snprintf(ckpt_name, sizeof ckpt_name, "%s", ft_tmp("api_errors.safetensors"));
         ferry_checkpoint c = {.module = net(), .optim = net_sgd()};
         ASSERT_OK(ferry_checkpoint_save(ckpt_name, &c));
     }
@@ -1747,6 +1749,7 @@ static ferry_status load_into(int64_t in, int64_t out, bool wrap)
 
 TEST(nn_checkpoint_errors)
 {
+    ckpt_path();
     CHK(load_into(3, 4, true), FERRY_OK);
     CHK(load_into(4, 4, true), FERRY_ERR_SHAPE);
     CHK(load_into(3, 4, false), FERRY_ERR_FORMAT); /* wants "weight", the file has "0.weight" */
@@ -1814,6 +1817,7 @@ TEST(nn_safetensors_errors)
     static const char huge_len[] = "\xff\xff\xff\xff\xff\xff\xff\x7f{}";
     const char *names[1] = {"x"};
     ferry_tensor *ts[1] = {NULL};
+    ckpt_path();
     CHK(ferry_safetensors_open(NULL, &f), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_open(ckpt_path(), NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_safetensors_open("/nonexistent-dir/x.safetensors", &f), FERRY_ERR_IO);
