@@ -1,9 +1,11 @@
 /* JPEG decoding: PIL's pixels for the fixtures tests/ref/make_jpeg_ref.py wrote
  * with PIL (digests in tests/ref/jpeg/expected.txt), libjpeg's own default decode
  * (PIL's settings) for the kinds PIL cannot write (4:4:0, 4:1:1, restart markers,
- * arithmetic coding, YCCK), generated here with libjpeg's compressor; every
- * truncation and many corruptions failing cleanly; limits before allocation;
- * the warm scratch; allocation failures; PNG and JPEG mixed in one data set. */
+ * arithmetic coding, YCCK), generated here with libjpeg's compressor; the crop
+ * path's regions exactly libjpeg's pixels at every DCT scale and sampling;
+ * every truncation and many corruptions failing cleanly; limits before
+ * allocation; the warm scratch; allocation failures; PNG and JPEG mixed in one
+ * data set. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -11,6 +13,8 @@
 
 #include "harness.h"
 #include "common/error.h" /* the allocation counters and fault injection */
+#include "dataset/jpeg.h" /* the crop path's plan and region decode */
+#include "ferry/rng.h"
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/jpeg/"
 #if defined(__has_include)
@@ -303,6 +307,109 @@ TEST(every_sampling_and_coding_matches_libjpeg)
             check_against_libjpeg(what, data, n);
             free(data);
         }
+}
+
+/* libjpeg's decode of the whole image at scale num/8, RGB; *w x *h. */
+static uint8_t *ref_decode_scaled(const uint8_t *data, size_t n, unsigned num, size_t *w, size_t *h)
+{
+    struct jpeg_decompress_struct d;
+    struct jpeg_error_mgr err;
+    d.err = jpeg_std_error(&err);
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, data, (unsigned long)n);
+    ASSERT(jpeg_read_header(&d, TRUE) == JPEG_HEADER_OK);
+    d.out_color_space = JCS_RGB;
+    d.scale_num = num;
+    d.scale_denom = 8;
+    jpeg_start_decompress(&d);
+    *w = d.output_width;
+    *h = d.output_height;
+    uint8_t *px = malloc(*w * *h * 3);
+    ASSERT(px);
+    while (d.output_scanline < d.output_height) {
+        JSAMPROW r = px + d.output_scanline * *w * 3;
+        jpeg_read_scanlines(&d, &r, 1);
+    }
+    jpeg_finish_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    FT_MAKE_DEFINED(px, *w * *h * 3);
+    return px;
+}
+
+/* The crop path's region (the rows and columns its resize reads) is exactly
+ * libjpeg's whole-image decode at the scale the plan picks, for every
+ * sampling. Luma sampled 4x2 and 2x4 included: libjpeg-turbo before
+ * 3.0.0 upsamples their cropped rows only in part at reduced scales, so the
+ * colour conversion read stale bytes of the scratch (which decodes the other
+ * samplings in between, so that they are not zeros). */
+TEST(crop_regions_match_libjpeg_at_every_scale_and_sampling)
+{
+    static const int samp[][2] = {{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {4, 2}, {2, 4}};
+    static const size_t outs[] = {12, 24, 56, 120};
+    ferry_scratch *s;
+    ASSERT_OK(ferry_scratch_create(&s));
+    for (size_t i = 0; i < sizeof samp / sizeof *samp; i++) {
+        enc_opts o = {.w = 232, .h = 168, .comps = 3, .hs = samp[i][0], .vs = samp[i][1]};
+        size_t n;
+        uint8_t *data = enc(&o, &n);
+        size_t reduced = 0, cropped = 0;
+        for (size_t oi = 0; oi < sizeof outs / sizeof *outs; oi++) {
+            ferry_image_config cfg = hwc(3);
+            cfg.crop = FERRY_CROP_RANDOM_RESIZED;
+            cfg.width = cfg.height = outs[oi];
+            ASSERT_OK(ferry__image_config_check(&cfg, &cfg));
+            ferry_sample_format fmt = {.channels = 3, .height = outs[oi], .width = outs[oi],
+                                       .layout = FERRY_LAYOUT_HWC, .dtype = FERRY_DTYPE_U8};
+            for (uint64_t t = 0; t < 6; t++) {
+                ferry_rng r;
+                ferry_rng_init(&r, 7, FERRY_RNG_AUGMENT, i * 100 + oi * 10 + t);
+                ferry_crop_box box;
+                ferry__crop_random(&cfg, o.w, o.h, &r, &box);
+                const uint8_t *px;
+                size_t rw, rh;
+                ferry_crop_box rb;
+                ASSERT_OK(ferry__jpeg_decode_region(data, n, &cfg, &fmt, s, "x.jpg", &box, &px, &rw,
+                                                    &rh, &rb));
+                /* The plan the region was decoded with, on a decompressor of our own. */
+                struct jpeg_decompress_struct d;
+                struct jpeg_error_mgr err;
+                d.err = jpeg_std_error(&err);
+                jpeg_create_decompress(&d);
+                jpeg_mem_src(&d, data, (unsigned long)n);
+                ASSERT(jpeg_read_header(&d, TRUE) == JPEG_HEADER_OK);
+                ferry_jpeg_crop_plan p;
+                ASSERT(ferry__jpeg_crop_plan(&d, false, &fmt, &box, &p));
+                jpeg_destroy_decompress(&d);
+                size_t W, H;
+                uint8_t *ref = ref_decode_scaled(data, n, p.num, &W, &H);
+                size_t xoff = p.col0 - rb.cx0;
+                ASSERT(rb.cx1 - rb.cx0 == p.col1 - p.col0 && rh == p.row1 - p.row0);
+                ASSERT(xoff + rb.cx1 <= W && p.row1 <= H && rb.cx1 <= rw);
+                for (size_t y = 0; y < rh; y++) {
+                    const uint8_t *a = px + (y * rw + rb.cx0) * 3;
+                    const uint8_t *b = ref + ((p.row0 + y) * W + p.col0) * 3;
+                    if (memcmp(a, b, (rb.cx1 - rb.cx0) * 3)) {
+                        size_t x = 0;
+                        while (a[x] == b[x])
+                            x++;
+                        ASSERT_MSG(0, "%dx%d sampling, scale %u/8, output %zu, box %zu: row %zu, "
+                                   "byte %zu is %d, libjpeg's %d", samp[i][0], samp[i][1], p.num,
+                                   outs[oi], (size_t)t, y, x, a[x], b[x]);
+                    }
+                }
+                reduced += p.num < 8;
+                cropped += p.num < 8 && rw < W;
+                free(ref);
+            }
+        }
+        ASSERT_MSG(reduced > 0, "%dx%d: no box decoded at a reduced scale", samp[i][0], samp[i][1]);
+        /* Columns cropped at reduced scales but where libjpeg cannot. */
+        bool whole_rows = samp[i][0] * samp[i][1] == 8;
+        ASSERT_MSG(whole_rows ? cropped == 0 : cropped > 0, "%dx%d: %zu of %zu reduced-scale "
+                   "regions had their columns cropped", samp[i][0], samp[i][1], cropped, reduced);
+        free(data);
+    }
+    ferry_scratch_destroy(s);
 }
 
 TEST(resize_crop_and_orientation_paths_agree)

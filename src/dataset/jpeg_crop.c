@@ -1,6 +1,7 @@
 /* JPEG decoding of just what a crop needs: the smallest DCT scale (1/8, 1/4,
  * 1/2, 5/8, 6/8, 1) at which the crop box is still at least the output size, then only
- * the box's columns (jpeg_crop_scanline, widened by libjpeg to whole iMCUs) and
+ * the box's columns (jpeg_crop_scanline, widened by libjpeg to whole iMCUs;
+ * whole rows where libjpeg cannot crop them: crop_columns_safe) and
  * rows (jpeg_skip_scanlines), with a margin of the resize filter's support. The
  * rows after the box are never decoded: the decode is aborted there, so damage
  * past the crop goes unnoticed (as it would in any decoder that stops early). */
@@ -74,6 +75,37 @@ bool ferry__jpeg_crop_plan(j_decompress_ptr c, bool full_scale, const ferry_samp
     return p->col0 < p->col1 && p->row0 < p->row1;
 }
 
+/* Whether jpeg_crop_scanline may crop c's columns at its scale. libjpeg-turbo
+ * before 3.0.0 sizes a cropped component's rows as if no IDCT scaling took
+ * part in its upsampling (issue 669 there). That holds at full scale, and
+ * where a reduced scale does all the upsampling in the IDCT (4:2:0 at 1/2,
+ * say: the upsampler copies). Where the IDCT does part of it and the
+ * upsampler the rest (luma sampled 4x2 or 2x4 against 1x1 chroma), part
+ * of each row is never upsampled, and the colour conversion reads stale
+ * bytes: silent garbage. Such rows are decoded whole instead. Decided on the
+ * decoder's own sizes rather than its version, which the header and the
+ * library loaded may disagree on. */
+static bool crop_columns_safe(j_decompress_ptr c)
+{
+#if JPEG_LIB_VERSION >= 70
+    int m = c->min_DCT_h_scaled_size;
+#else
+    int m = c->min_DCT_scaled_size;
+#endif
+    for (int i = 0; i < c->num_components; i++) {
+        const jpeg_component_info *k = &c->comp_info[i];
+#if JPEG_LIB_VERSION >= 70
+        int s = k->DCT_h_scaled_size;
+#else
+        int s = k->DCT_scaled_size;
+#endif
+        if (s != m && (k->h_samp_factor * s != c->max_h_samp_factor * m ||
+                       k->v_samp_factor * s != c->max_v_samp_factor * m))
+            return false;
+    }
+    return true;
+}
+
 static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
 {
     region_job *j = arg;
@@ -96,8 +128,12 @@ static ferry_status region_body(struct ferry_jpeg_state *st, void *arg)
      * keeps the columns used exactly those of a full decode. */
     size_t dc0 = col0 ? col0 - 1 : 0, dc1 = col1 < ow ? col1 + 1 : ow;
     JDIMENSION xoff = (JDIMENSION)dc0, cw = (JDIMENSION)(dc1 - dc0);
-    if (cw < ow)
+    if (cw < ow && crop_columns_safe(c)) {
         jpeg_crop_scanline(c, &xoff, &cw);
+    } else {
+        xoff = 0;
+        cw = (JDIMENSION)ow;
+    }
     if (row0 && jpeg_skip_scanlines(c, (JDIMENSION)row0) != row0)
         ferry__jpeg_fail(st, 0, "libjpeg skipped fewer rows than asked");
     size_t rows = row1 - row0, rw = cw;

@@ -130,6 +130,13 @@ def jpeg_seeds():
         "cmyk.jpg": jpeg(rgb.convert("CMYK"), quality=50),
         "exif6.jpg": jpeg(rgb, quality=50, exif=exif),
     }
+    # Larger ones, so that random crop boxes span several iMCU rows and
+    # columns and decode at reduced DCT scales (1/2, 1/4, M/8).
+    big = Image.new("RGB", (72, 52))
+    big.putdata([((x * 11 + y * 3) % 256, (y * 13) % 256, (x * y * 5) % 256)
+                 for y in range(52) for x in range(72)])
+    seeds["big420.jpg"] = jpeg(big, quality=40, subsampling=2)
+    seeds["big422.jpg"] = jpeg(big, quality=40, subsampling=1)
     seeds["truncated.jpg"] = seeds["rgb420.jpg"][:-40]
     bad = bytearray(seeds["progressive.jpg"])
     for i in range(len(bad) - 60, len(bad) - 10, 7):
