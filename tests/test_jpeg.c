@@ -112,17 +112,28 @@ static void pil_cmyk(uint8_t *p, size_t npx)
     }
 }
 
-/* libjpeg's own decode with its defaults (PIL's): RGB (gray for 1 component). */
-static uint8_t *ref_decode(const uint8_t *data, size_t n, size_t *w, size_t *h, size_t *ch)
+/* A plain libjpeg decompressor on data, its header read. */
+static void ref_open(struct jpeg_decompress_struct *d, struct jpeg_error_mgr *err,
+                     const uint8_t *data, size_t n)
+{
+    d->err = jpeg_std_error(err);
+    jpeg_create_decompress(d);
+    jpeg_mem_src(d, data, (unsigned long)n);
+    ASSERT(jpeg_read_header(d, TRUE) == JPEG_HEADER_OK);
+}
+
+/* libjpeg's own decode with its defaults (PIL's), at DCT scale num/8: RGB
+ * (gray for 1 component). */
+static uint8_t *ref_decode(const uint8_t *data, size_t n, unsigned num, size_t *w, size_t *h,
+                           size_t *ch)
 {
     struct jpeg_decompress_struct d;
     struct jpeg_error_mgr err;
-    d.err = jpeg_std_error(&err);
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, data, (unsigned long)n);
-    ASSERT(jpeg_read_header(&d, TRUE) == JPEG_HEADER_OK);
+    ref_open(&d, &err, data, n);
     d.out_color_space = d.num_components == 1 ? JCS_GRAYSCALE
                         : d.num_components == 4 ? JCS_CMYK : JCS_RGB;
+    d.scale_num = num;
+    d.scale_denom = 8;
     jpeg_start_decompress(&d);
     size_t oc = (size_t)d.output_components;
     *w = d.output_width;
@@ -254,7 +265,7 @@ TEST(info_reads_the_frame_and_exif_orientation)
 static void check_against_libjpeg(const char *what, const uint8_t *data, size_t n)
 {
     size_t w, h, ch;
-    uint8_t *ref = ref_decode(data, n, &w, &h, &ch);
+    uint8_t *ref = ref_decode(data, n, 8, &w, &h, &ch);
     /* RGB HWC (direct for 3-component files), gray (luma of the RGB, as
      * PIL's convert("L")), and RGB CHW (row by row through the sink). */
     for (int pass = 0; pass < 3; pass++) {
@@ -309,33 +320,6 @@ TEST(every_sampling_and_coding_matches_libjpeg)
         }
 }
 
-/* libjpeg's decode of the whole image at scale num/8, RGB; *w x *h. */
-static uint8_t *ref_decode_scaled(const uint8_t *data, size_t n, unsigned num, size_t *w, size_t *h)
-{
-    struct jpeg_decompress_struct d;
-    struct jpeg_error_mgr err;
-    d.err = jpeg_std_error(&err);
-    jpeg_create_decompress(&d);
-    jpeg_mem_src(&d, data, (unsigned long)n);
-    ASSERT(jpeg_read_header(&d, TRUE) == JPEG_HEADER_OK);
-    d.out_color_space = JCS_RGB;
-    d.scale_num = num;
-    d.scale_denom = 8;
-    jpeg_start_decompress(&d);
-    *w = d.output_width;
-    *h = d.output_height;
-    uint8_t *px = malloc(*w * *h * 3);
-    ASSERT(px);
-    while (d.output_scanline < d.output_height) {
-        JSAMPROW r = px + d.output_scanline * *w * 3;
-        jpeg_read_scanlines(&d, &r, 1);
-    }
-    jpeg_finish_decompress(&d);
-    jpeg_destroy_decompress(&d);
-    FT_MAKE_DEFINED(px, *w * *h * 3);
-    return px;
-}
-
 /* The crop path's region (the rows and columns its resize reads) is exactly
  * libjpeg's whole-image decode at the scale the plan picks, for every
  * sampling. Luma sampled 4x2 and 2x4 included: libjpeg-turbo before
@@ -373,15 +357,12 @@ TEST(crop_regions_match_libjpeg_at_every_scale_and_sampling)
                 /* The plan the region was decoded with, on a decompressor of our own. */
                 struct jpeg_decompress_struct d;
                 struct jpeg_error_mgr err;
-                d.err = jpeg_std_error(&err);
-                jpeg_create_decompress(&d);
-                jpeg_mem_src(&d, data, (unsigned long)n);
-                ASSERT(jpeg_read_header(&d, TRUE) == JPEG_HEADER_OK);
+                ref_open(&d, &err, data, n);
                 ferry_jpeg_crop_plan p;
                 ASSERT(ferry__jpeg_crop_plan(&d, false, &fmt, &box, &p));
                 jpeg_destroy_decompress(&d);
-                size_t W, H;
-                uint8_t *ref = ref_decode_scaled(data, n, p.num, &W, &H);
+                size_t W, H, ch;
+                uint8_t *ref = ref_decode(data, n, p.num, &W, &H, &ch);
                 size_t xoff = p.col0 - rb.cx0;
                 ASSERT(rb.cx1 - rb.cx0 == p.col1 - p.col0 && rh == p.row1 - p.row0);
                 ASSERT(xoff + rb.cx1 <= W && p.row1 <= H && rb.cx1 <= rw);
