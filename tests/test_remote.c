@@ -11,6 +11,8 @@
  * shards, more shards than streams still fetch each shard once an epoch,
  * and a loader state resumes mid-epoch over URLs bit for bit. */
 #include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -544,6 +546,43 @@ TEST(unreachable_shard_skip_or_fail)
     ASSERT_STATUS(st, FERRY_ERR_IO);
     ASSERT_STR_CONTAINS(ferry_last_error(), ft_http_base(srv));
     ferry_dataset_release(remote);
+    ft_http_stop(srv);
+}
+
+/* A create that fails at a URL's first request closes no descriptor it did
+ * not open. The shard table was the malloc's leftovers until after that
+ * request, and shards_free closed them: here a freed block of the table's
+ * size, full of one of this process's descriptors, stands for the leftovers. */
+TEST(failed_create_closes_no_descriptor_of_the_process)
+{
+    enum { N = 16 };
+    ft_http *srv = ft_http_start(www(), NULL);
+    ft_http_set_faults(srv, &(ft_http_faults){.fail_first = 100000, .fail_status = 404});
+    ferry_image_config c = remote_cfg("remote/cache-headfail", 0);
+    c.remote_retries = 1;
+    char local[PATH_MAX], url[512];
+    snprintf(local, sizeof local, "%s/%s", www(), names[0]);
+    snprintf(url, sizeof url, "%s/%s", ft_http_base(srv), names[0]);
+    const char *paths[N];
+    for (size_t i = 0; i + 1 < N; i++)
+        paths[i] = local;
+    paths[N - 1] = url;
+    int mine = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ASSERT(mine >= 0);
+    int *junk = malloc(N * sizeof *junk);
+    ASSERT(junk);
+    for (size_t i = 0; i < N; i++)
+        junk[i] = mine;
+    free(junk);
+    ferry_dataset *ds = NULL;
+    ferry_status st = ferry_dataset_shards(paths, N, &c, &ds);
+    ASSERT_MSG(st != FERRY_OK, "create succeeded with %s failing", url);
+    ASSERT_STR_CONTAINS(ferry_last_error(), url);
+    ASSERT_MSG(fcntl(mine, F_GETFD) != -1, "the failed create closed fd %d, which it never opened",
+               mine);
+    for (int fd = 0; fd < 3; fd++)
+        ASSERT_MSG(fcntl(fd, F_GETFD) != -1, "the failed create closed fd %d", fd);
+    close(mine);
     ft_http_stop(srv);
 }
 

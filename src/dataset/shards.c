@@ -375,14 +375,15 @@ static ferry_status open_shards(shards *h)
 {
     if (!(h->fds = ferry_host_malloc(h->nshards * sizeof *h->fds)))
         return FERRY_ERR_NO_MEMORY;
+    /* Before anything can fail: shards_free closes what is not -1. */
+    for (size_t i = 0; i < h->nshards; i++)
+        h->fds[i] = -1;
     ferry_remote_setup rs = remote_setup(h);
     ferry_status rst = ferry__remote_cache_create(&rs, &h->remote);
     if (rst == FERRY_OK)
         rst = ferry__remote_streams_create(h->paths, h->nshards, h->remote, &rs.opts, &h->streams);
     if (rst != FERRY_OK)
         return rst;
-    for (size_t i = 0; i < h->nshards; i++)
-        h->fds[i] = -1;
     uint64_t (*ids)[3] = ferry_host_malloc(h->nshards * sizeof *ids);
     if (!ids)
         return FERRY_ERR_NO_MEMORY;
