@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/dir.h" /* ferry_debug_fail_dir_read_after */
 #include "harness.h"
 
 static void put_png(const char *rel, uint8_t value, size_t w, size_t h)
@@ -441,6 +442,62 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
 }
 
 /* What is not a dataset fails naming the path and what it looks like. */
+/* Opens path with each folder read failing in turn (EIO, as on a network or
+ * FUSE file system): an error naming the folder every time, never a dataset
+ * short of some entries; once no read fails, ref's samples and labels. */
+static void folder_read_sweep(const char *path, ferry_dataset *ref)
+{
+    int64_t k = 1;
+    for (;; k++) {
+        ferry_debug_fail_dir_read_after(k);
+        ferry_dataset *ds = NULL;
+        ferry_status st = ferry_dataset_open(path, NULL, &ds);
+        if (ferry_debug_fail_dir_read_after(0) > 0) { /* fewer than k reads: none failed */
+            ASSERT_OK(st);
+            assert_same_dataset(ds, ref);
+            ferry_dataset_release(ds);
+            break;
+        }
+        ASSERT_MSG(st == FERRY_ERR_IO, "%s with read %lld failing: %s, not an I/O error", path,
+                   (long long)k, st == FERRY_OK ? "opened" : ferry_last_error());
+        ASSERT_STR_CONTAINS(ferry_last_error(), "reading the folder");
+        ASSERT_STR_CONTAINS(ferry_last_error(), path);
+    }
+    ASSERT_MSG(k > 4, "%s: only %lld folder reads, the sweep tests little", path, (long long)k - 1);
+}
+
+TEST(a_folder_read_that_fails_is_an_error_not_fewer_samples)
+{
+    /* An image folder: classes read, each class's files and sub-folders. */
+    put_png("rd/folder/a/1.png", 10, 4, 3);
+    put_png("rd/folder/a/deep/2.png", 20, 4, 3);
+    put_png("rd/folder/b/3.png", 30, 4, 3);
+    put_png("rd/folder/c/4.png", 40, 4, 3);
+    ferry_dataset *ref;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("rd/folder"), NULL, &ref));
+    ASSERT_EQ_SIZE(ferry_dataset_class_count(ref), 3);
+    folder_read_sweep(ft_tmp("rd/folder"), ref);
+    ferry_dataset_release(ref);
+
+    /* A folder of shards. */
+    size_t png_n;
+    void *png = ft_read_file(ft_tmp("rd/folder/a/1.png"), &png_n);
+    const char *shards[3];
+    for (int i = 0; i < 3; i++) {
+        ft_tar t = {0};
+        ft_tar_file(&t, "x.png", png, png_n);
+        ft_tar_text(&t, "x.cls", i == 1 ? "1" : "0");
+        ft_tar_end(&t);
+        char rel[64];
+        snprintf(rel, sizeof rel, "rd/shards/s%d.tar", i);
+        shards[i] = ft_tar_save(&t, rel);
+    }
+    ASSERT_OK(ferry_dataset_shards(shards, 3, NULL, &ref));
+    folder_read_sweep(ft_tmp("rd/shards"), ref);
+    ferry_dataset_release(ref);
+    free(png);
+}
+
 TEST(open_refuses_what_it_cannot_tell)
 {
     ferry_dataset *ds = (ferry_dataset *)1;

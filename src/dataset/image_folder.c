@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dir.h"
 #include "common/error.h"
 #include "dataset/internal.h"
 
@@ -140,7 +141,8 @@ static ferry_status walk_class(const char *dir, const char *rel, const folder_up
                              "%s", strerror(errno));
     ferry_status st = FERRY_OK;
     struct dirent *e;
-    while (st == FERRY_OK && (e = readdir(d)) != NULL) {
+    int err = 0;
+    while (st == FERRY_OK && (e = ferry_dir_next(d, &err)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
         const char *why = NULL;
@@ -162,6 +164,8 @@ static ferry_status walk_class(const char *dir, const char *rel, const folder_up
         st = ferry__str_list_push(out, r);
     }
     closedir(d);
+    if (st == FERRY_OK && err)
+        st = ferry_fail_at(FERRY_ERR_IO, dir, "reading the folder: %s", strerror(err));
     for (size_t i = 0; st == FERRY_OK && i < subs.n; i++)
         st = walk_sub(dir, rel, subs.v[i], up, out, bad);
     ferry__str_list_free(&subs);
@@ -193,12 +197,15 @@ static ferry_status list_classes(const char *root, ferry_str_list *out)
                              "%s", strerror(errno));
     ferry_status st = FERRY_OK;
     struct dirent *e;
-    while (st == FERRY_OK && (e = readdir(d)) != NULL) {
+    int err = 0;
+    while (st == FERRY_OK && (e = ferry_dir_next(d, &err)) != NULL) {
         int is_dir = 0;
         if (e->d_name[0] != '.' && (st = entry_is_dir(root, e, &is_dir)) == FERRY_OK && is_dir)
             st = ferry__str_list_push(out, ferry_host_strdup(e->d_name));
     }
     closedir(d);
+    if (st == FERRY_OK && err)
+        st = ferry_fail_at(FERRY_ERR_IO, root, "reading the folder: %s", strerror(err));
     if (st != FERRY_OK)
         ferry__str_list_free(out);
     else if (out->n)

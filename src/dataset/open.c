@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/dir.h"
 #include "common/error.h"
 #include "dataset/remote.h"
 #include "ferry/dataset.h"
@@ -50,7 +51,8 @@ static ferry_status probe_folder(const char *path, ferry_dataset_kind *kind)
         return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
     bool tar = false, sub = false, idx = false;
     struct dirent *e;
-    while (!sub && (e = readdir(d)) != NULL) {
+    int err = 0;
+    while (!sub && (e = ferry_dir_next(d, &err)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
         tar |= ferry_dataset_is_shard_path(e->d_name);
@@ -65,6 +67,8 @@ static ferry_status probe_folder(const char *path, ferry_dataset_kind *kind)
         }
     }
     closedir(d);
+    if (err) /* what the rest holds decides the kind */
+        return ferry_fail(FERRY_ERR_IO, "%s: reading the folder: %s", path, strerror(err));
     if (tar && !sub) {
         *kind = FERRY_DATASET_SHARDS;
         return FERRY_OK;

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "common/dir.h"
 #include "common/error.h"
 #include "dataset/internal.h"
 #include "dataset/remote.h"
@@ -55,10 +56,13 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     size_t first = l->n;
     ferry_status st = FERRY_OK;
     struct dirent *e;
-    while (st == FERRY_OK && (e = readdir(d)) != NULL)
+    int err = 0;
+    while (st == FERRY_OK && (e = ferry_dir_next(d, &err)) != NULL)
         if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name))
             st = ferry__str_list_push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
     closedir(d);
+    if (st == FERRY_OK && err)
+        st = ferry_fail_at(FERRY_ERR_IO, dir, "reading the folder: %s", strerror(err));
     if (st != FERRY_OK)
         return st;
     if (l->n == first)

@@ -1,0 +1,28 @@
+/* Folder reads with an error told from the end, and a failure hook
+ * (common/dir.h). */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "common/dir.h"
+
+static atomic_llong fail_countdown; /* 0 = off; 1 = fail the next read */
+
+int64_t ferry_debug_fail_dir_read_after(int64_t k) { return atomic_exchange(&fail_countdown, (long long)k); }
+
+struct dirent *ferry_dir_next(DIR *d, int *err)
+{
+    long long c = atomic_load(&fail_countdown);
+    while (c > 0)
+        if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
+            if (c == 1) {
+                *err = EIO;
+                return NULL;
+            }
+            break;
+        }
+    errno = 0;
+    struct dirent *e = readdir(d);
+    *err = e ? 0 : errno;
+    return e;
+}
