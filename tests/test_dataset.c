@@ -537,4 +537,21 @@ TEST(open_refuses_what_it_cannot_tell)
     ft_write_file(ft_tmp("open3/junk.tar"), "junk", 4);
     ASSERT_STATUS(ferry_dataset_open(ft_tmp("open3/junk.tar"), NULL, &ds), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "junk.tar");
+    /* Shards beside a sub-folder (of previews, say): which dataset is meant
+     * is the caller's to say, never guessed; hidden entries do not count. */
+    put_png("open4/.thumbs/t.png", 1, 2, 2);
+    ft_tar t = {0};
+    ft_tar_text(&t, "a.cls", "0");
+    ft_tar_end(&t);
+    ft_tar_save(&t, "open4/s0.tar");
+    ferry_dataset_kind kind;
+    ASSERT_OK(ferry_dataset_probe(ft_tmp("open4"), &kind));
+    ASSERT(kind == FERRY_DATASET_SHARDS);
+    put_png("open4/previews/p.png", 1, 2, 2);
+    ASSERT_STATUS(ferry_dataset_probe(ft_tmp("open4"), &kind), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_dataset_open(ft_tmp("open4"), NULL, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT(ds == NULL);
+    ASSERT_STR_CONTAINS(ferry_last_error(), ft_tmp("open4"));
+    ASSERT_STR_CONTAINS(ferry_last_error(), "tar shards (s0.tar) and sub-folders (previews)");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "ferry_dataset_image_folder");
 }

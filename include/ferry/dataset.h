@@ -230,8 +230,9 @@ typedef enum ferry_dataset_kind {
 /* Opens whatever dataset path names, told apart in this order:
  *   - a name ending in .tar, .tar.gz or .tgz (any case), local or a URL
  *     (http://, https://, s3://): one tar shard;
- *   - a folder: tar shards when it holds a shard and no sub-folder, else an
- *     image folder (ROOT/<class>/<file>);
+ *   - a folder: tar shards when it holds a shard and no sub-folder, an image
+ *     folder (ROOT/<class>/<file>) when it holds no shard; both is
+ *     FERRY_ERR_INVALID_ARG naming one of each (hidden entries are ignored);
  *   - a file starting 00 00 08 03 (or 04), or a gzip file whose name holds
  *     "idx3": IDX images, with the labels X-labels-idx1-ubyte[.gz] beside
  *     X-images-idx3-ubyte[.gz] (MNIST's names; plain or gzip either way);

@@ -43,37 +43,45 @@ static bool first_line(const char *head, size_t n, char *line, size_t size)
 }
 
 /* A folder of shards: an entry that is a shard and no sub-folder (an image
- * folder's classes are sub-folders). */
+ * folder's classes are sub-folders). Both is refused: which one the user
+ * meant is theirs to say, and guessing would silently train on the wrong
+ * files (shards beside a folder of previews, say). */
 static ferry_status probe_folder(const char *path, ferry_dataset_kind *kind)
 {
     DIR *d = opendir(path);
     if (!d)
         return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
-    bool tar = false, sub = false, idx = false;
+    char shard[256] = "", sub[256] = ""; /* the first of each, for the message */
+    bool idx = false;
     struct dirent *e;
     int err = 0;
-    while (!sub && (e = ferry_dir_next(d, &err)) != NULL) {
+    while (!(shard[0] && sub[0]) && (e = ferry_dir_next(d, &err)) != NULL) {
         if (e->d_name[0] == '.')
             continue;
-        tar |= ferry_dataset_is_shard_path(e->d_name);
         idx |= strstr(e->d_name, "-images-idx") != NULL;
-        if (e->d_type == DT_DIR) {
-            sub = true;
-        } else if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
+        bool is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_UNKNOWN || e->d_type == DT_LNK) {
             char p[4096];
             struct stat sb;
             snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-            sub = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+            is_dir = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
         }
+        char *first = is_dir ? sub : ferry_dataset_is_shard_path(e->d_name) ? shard : NULL;
+        if (first && !first[0])
+            snprintf(first, sizeof shard, "%s", e->d_name);
     }
     closedir(d);
     if (err) /* what the rest holds decides the kind */
         return ferry_fail(FERRY_ERR_IO, "%s: reading the folder: %s", path, strerror(err));
-    if (tar && !sub) {
+    if (shard[0] && sub[0])
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: holds tar shards (%s) and sub-folders (%s): "
+                          "open it with ferry_dataset_shards or ferry_dataset_image_folder to say "
+                          "which it is", path, shard, sub);
+    if (shard[0]) {
         *kind = FERRY_DATASET_SHARDS;
         return FERRY_OK;
     }
-    if (idx && !sub) /* which pair (train, t10k) is the caller's to say */
+    if (idx && !sub[0]) /* which pair (train, t10k) is the caller's to say */
         return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: a folder of IDX files; open the images file "
                           "itself (its labels file is found beside it)", path);
     *kind = FERRY_DATASET_IMAGE_FOLDER;
