@@ -438,10 +438,13 @@ TEST(open_tells_folder_list_shards_and_idx_apart)
     assert_opens_as(ft_tmp("open/idx/train-images-idx3-ubyte"), FERRY_DATASET_IDX, ref);
     assert_opens_as(ft_tmp("open/idx/t10k-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
     assert_opens_as(ft_tmp("open/idx/mix-images-idx3-ubyte.gz"), FERRY_DATASET_IDX, ref);
+    /* The file's name is what holds "images-idx3", not a folder above it. */
+    ft_write_file(ft_tmp("open/my-images-idx3-set/train-images-idx3-ubyte"), img, ni);
+    ft_write_file(ft_tmp("open/my-images-idx3-set/train-labels-idx1-ubyte"), labf, nl);
+    assert_opens_as(ft_tmp("open/my-images-idx3-set/train-images-idx3-ubyte"), FERRY_DATASET_IDX, ref);
     ferry_dataset_release(ref);
 }
 
-/* What is not a dataset fails naming the path and what it looks like. */
 /* Opens path with each folder read failing in turn (EIO, as on a network or
  * FUSE file system): an error naming the folder every time, never a dataset
  * short of some entries; once no read fails, ref's samples and labels. */
@@ -498,6 +501,7 @@ TEST(a_folder_read_that_fails_is_an_error_not_fewer_samples)
     free(png);
 }
 
+/* What is not a dataset fails naming the path and what it looks like. */
 TEST(open_refuses_what_it_cannot_tell)
 {
     ferry_dataset *ds = (ferry_dataset *)1;

@@ -181,7 +181,7 @@ ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind *kind)
  * "X-labels-idx1-ubyte[.gz]" (MNIST's and Fashion-MNIST's names). */
 static ferry_status idx_labels_path(const char *images, char *out, size_t size) /* size <= 4096 */
 {
-    const char *at = strstr(images, "images-idx3");
+    const char *base = strrchr(images, '/'), *at = strstr(base ? base + 1 : images, "images-idx3");
     if (!at || strlen(images) >= size)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: IDX images, but not named X-images-idx3-... "
                           "so the labels file cannot be found; call ferry_dataset_idx with both",
