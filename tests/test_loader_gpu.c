@@ -919,3 +919,45 @@ TEST(readme_first_example_on_cuda0_with_the_null_stream)
     ferry_loader_destroy(cpu);
     ferry_dataset_release(ds);
 }
+
+/* A caller that stops an epoch early may destroy the stream its last batch
+ * went to before resetting (the stream need only live to the next next()):
+ * the reset must not touch it (ASan: a use after free), and the next epochs
+ * are the CPU loader's, batch for batch, on a new stream. */
+TEST(reset_after_the_batch_stream_is_destroyed)
+{
+    ft_require_cuda();
+    make_fixtures();
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("png"), NULL, &ds));
+    ferry_loader_config cfg = {.dataset = ds, .batch_size = 4, .shuffle = true,
+                               .device = ferry_cuda(0), .num_workers = 2};
+    ferry_loader_config ccfg = cfg;
+    ccfg.device = ferry_cpu();
+    ccfg.pin_memory = FERRY_PIN_MEMORY_OFF;
+    ferry_loader *l, *cpu;
+    ASSERT_OK(ferry_loader_create(&cfg, &l));
+    ASSERT_OK(ferry_loader_create(&ccfg, &cpu));
+    size_t n = 4 * 3 * 8 * 8;
+    float *host = malloc(n * sizeof(float));
+    ASSERT(host);
+    ferry_batch b, bc;
+    for (uint64_t epoch = 1; epoch <= 3; epoch++) {
+        ferry_stream *s;
+        ASSERT_OK(ferry_stream_create(ferry_cuda(0), &s));
+        for (int k = 0; k < 2; k++) { /* two batches of the epoch, then stop */
+            ASSERT_OK(ferry_loader_next(l, s, &b));
+            ASSERT_OK(ferry_loader_next(cpu, NULL, &bc));
+            ASSERT_OK(ferry_stream_synchronize(s));
+            ASSERT_OK(ferry_tensor_copy_to_host(b.images, host, ferry_tensor_nbytes(b.images)));
+            ASSERT_MEM_EQ(host, ferry_tensor_data(bc.images), ferry_tensor_nbytes(bc.images));
+        }
+        ferry_stream_destroy(s);
+        ASSERT_OK(ferry_loader_reset(l, epoch));
+        ASSERT_OK(ferry_loader_reset(cpu, epoch));
+    }
+    free(host);
+    ferry_loader_destroy(l);
+    ferry_loader_destroy(cpu);
+    ferry_dataset_release(ds);
+}

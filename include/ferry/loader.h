@@ -13,7 +13,9 @@
  * One thread drives a loader (next, reset, stats, destroy); the loader's own
  * workers are its business. A batch belongs to the stream it was delivered on
  * until the next call to next(): its slot is refilled only after that stream
- * has passed the point of that call, so keep the stream alive until then. A
+ * has passed the point of that call, so keep the stream alive until then (a
+ * reset, restore or destroy does not use it: each waits for the device when
+ * a batch is still out). A
  * different stream per call works (each slot has its own copy stream, so one
  * slow consumer stream holds up only its own slot). */
 #ifndef FERRY_LOADER_H

@@ -890,9 +890,16 @@ ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first
             l->slots[k].next_pos = l->slots[k].count;
     while (l->inflight > 0)
         ferry_cond_wait(&l->ready_cv, &l->lock);
-    if (l->current && l->gpu && ferry_event_record(l->current->released, l->last_stream) == FERRY_OK)
-        l->current->wait_released = true;
+    /* A batch still out: its stream need not live past the next next(), and
+     * the caller may have destroyed it before this reset (reset is allowed at
+     * any time), so no event goes on it. Waiting for the device orders every
+     * use of the batch queued so far before its slot is refilled; only a reset
+     * with a batch out (mid-epoch) pays it. */
+    ferry_status sync = FERRY_OK;
+    if (l->current && l->gpu)
+        sync = ferry_device_synchronize(l->dev);
     l->current = NULL;
+    l->last_stream = NULL;
     for (size_t k = 0; k < l->nslots; k++) {
         ferry_slot *s = &l->slots[k];
         s->state = SLOT_FREE;
@@ -901,9 +908,8 @@ ferry_status ferry_loader_restart_(ferry_loader *l, uint64_t epoch, size_t first
     start_epoch(l, epoch, first_batch, rest, use_rest);
     pthread_cond_broadcast(&l->work_cv);
     ferry_mutex_unlock(&l->lock);
-    if (l->cfg.restart_workers)
-        return ferry_workers_start(l);
-    return FERRY_OK;
+    ferry_status st = l->cfg.restart_workers ? ferry_workers_start(l) : FERRY_OK;
+    return sync != FERRY_OK ? sync : st;
 }
 
 size_t ferry_loader_len(const ferry_loader *l) { return l ? l->full_num_batches : 0; }
