@@ -7,6 +7,7 @@
 
 #include "harness.h"
 #include "common/error.h" /* the allocation test hooks */
+#include "device/device_internal.h" /* ferry_memory_add_empty_cache_hook_ */
 
 static ferry_memory_stats stats(ferry_device d)
 {
@@ -198,6 +199,31 @@ TEST(cuda_allocator_reuses_cache)
 {
     ft_require_cuda();
     check_steady_state(ferry_cuda(0));
+}
+
+/* empty_cache on the default device (the zero value) is empty_cache on the
+ * device it names, the hooks that free memory outside the allocator
+ * (cuBLAS's idle handles) included. */
+static int hook_calls[2];
+static void count_hook(int index)
+{
+    if (index >= 0 && index < 2)
+        hook_calls[index]++;
+}
+
+TEST(empty_cache_of_the_default_device_runs_its_hooks)
+{
+    ft_require_cuda();
+    ASSERT_OK(ferry_memory_add_empty_cache_hook_(count_hook));
+    ASSERT_OK(ferry_cuda_set_device(0));
+    hook_calls[0] = hook_calls[1] = 0;
+    ASSERT_OK(ferry_memory_empty_cache(ferry_cuda(0)));
+    ASSERT_EQ_INT(hook_calls[0], 1);
+    ASSERT_OK(ferry_memory_empty_cache((ferry_device){0}));
+    ASSERT_EQ_INT(hook_calls[0], 2);
+    ASSERT_EQ_INT(hook_calls[1], 0);
+    ASSERT_OK(ferry_memory_empty_cache(ferry_cpu()));
+    ASSERT_EQ_INT(hook_calls[0] + hook_calls[1], 2);
 }
 
 TEST(cuda_allocator_out_of_memory_then_recovers)

@@ -384,6 +384,7 @@ ferry_status ferry_memory_stats_get(ferry_device d, ferry_memory_stats *out)
 
 ferry_status ferry_memory_empty_cache(ferry_device d)
 {
+    d = ferry_device_resolve(d); /* the default device may be a GPU: its hooks too */
     ferry_status st;
     dev_alloc *a = get_alloc(d, &st);
     if (!a)
