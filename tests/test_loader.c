@@ -160,7 +160,19 @@ TEST(drop_last_drops_the_short_batch)
 
     c.batch_size = 30;
     ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "drop_last");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "drop_last with batch_size 30 leaves no batch of 25 samples");
+    /* Epochs the random streams cannot tell apart from earlier ones. */
+    c.batch_size = 8;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_OK(ferry_loader_reset(l, (UINT64_C(1) << 56) - 1));
+    ASSERT_STATUS(ferry_loader_reset(l, UINT64_C(1) << 56), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "epoch 72057594037927936 is past 2^56 - 1");
+    ferry_loader_state st;
+    ASSERT_OK(ferry_loader_state_get(l, &st));
+    st.epoch = UINT64_MAX;
+    ASSERT_STATUS(ferry_loader_restore(l, &st), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "past 2^56 - 1");
+    ferry_loader_destroy(l);
     fixture_free(&f);
 }
 

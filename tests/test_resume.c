@@ -3,7 +3,9 @@
  * with another world size every sample of the interrupted epoch is delivered
  * once (plus the stated padding) and later epochs are a fresh run's; a state
  * that does not fit is refused naming the field. */
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -227,6 +229,107 @@ static void elastic(size_t w1, size_t w2, size_t k)
     size_t nb = run_ranks(ds, w2, SIZE_MAX, b, NULL, NULL, s.epoch + 1);
     ASSERT_EQ_SIZE(na, nb);
     ASSERT(!memcmp(a, b, na * sizeof *a));
+    ferry_dataset_release(ds);
+}
+
+/* A state saved in an epoch that was itself resumed on another world size
+ * resumes exactly on the same world size: each rank's batches (indices and
+ * pixels, the padding of the rest included) are those of the run that was
+ * never stopped. */
+TEST(a_resumed_epoch_saved_again_resumes_exactly)
+{
+    ferry_dataset *ds = open_folder(make_folder("rr", N));
+    enum { W2 = 3 }; /* 30 - 2 * 4 = 22 samples left over 3 ranks: 2 of padding */
+    ferry_loader *l = make_loader(ds, (loader_opts){.workers = 1});
+    trace t;
+    trace_init(&t);
+    take(l, 2, &t);
+    ferry_loader_state s1 = round_trip(l);
+    ferry_loader_destroy(l);
+    free(t.img);
+    for (size_t r = 0; r < W2; r++) {
+        trace full, part;
+        trace_init(&full);
+        trace_init(&part);
+        ferry_loader *a = make_loader(ds, (loader_opts){.workers = r % 3, .rank = r, .world = W2});
+        ASSERT_OK(ferry_loader_restore(a, &s1));
+        take(a, SIZE_MAX, &full);
+        ferry_loader_destroy(a);
+        ferry_loader *b = make_loader(ds, (loader_opts){.workers = r % 3, .rank = r, .world = W2});
+        ASSERT_OK(ferry_loader_restore(b, &s1));
+        take(b, 1, &part);
+        ferry_loader_state s2 = round_trip(b);
+        ASSERT_EQ_INT(s2.resumed_from, s1.position);
+        ferry_loader_destroy(b);
+        ferry_loader *c = make_loader(ds, (loader_opts){.workers = (r + 1) % 3, .rank = r, .world = W2});
+        ASSERT_OK(ferry_loader_restore(c, &s2));
+        ferry_batch first;
+        ASSERT_OK(ferry_loader_next(c, NULL, &first));
+        ASSERT_EQ_SIZE(first.index, 1); /* the epoch's second batch, as it was */
+        ASSERT_OK(ferry_loader_restore(c, &s2));
+        take(c, SIZE_MAX, &part);
+        ferry_loader_destroy(c);
+        ASSERT_EQ_SIZE(part.n, full.n);
+        for (size_t i = 0; i < full.n; i++)
+            ASSERT_MSG(part.idx[i] == full.idx[i], "rank %zu, sample %zu of the resumed epoch: %zu, "
+                       "not %zu", r, i, part.idx[i], full.idx[i]);
+        ASSERT_MEM_EQ(part.img, full.img, full.n * SAMPLE);
+        free(full.img);
+        free(part.img);
+    }
+    ferry_dataset_release(ds);
+}
+
+/* Sample 2 of an 8-sample dataset holds its worker until released. */
+static atomic_bool sample2_free;
+static ferry_status held_get(void *user, size_t i, void *dst, size_t n, const ferry_sample_ctx *ctx,
+                             int64_t *label)
+{
+    (void)user;
+    (void)ctx;
+    while (i == 2 && !atomic_load(&sample2_free))
+        usleep(1000);
+    memset(dst, (int)i, n);
+    *label = (int64_t)i;
+    return FERRY_OK;
+}
+
+/* Out of order, a state is refused while a batch before the last delivered
+ * one is still loading (restore would skip it and repeat a later one), and
+ * taken as usual at the epoch's start and end. */
+TEST(out_of_order_state_only_where_it_resumes_exactly)
+{
+    ferry_dataset_callbacks cb = {.len = 8, .num_classes = 8, .get = held_get,
+                                  .format = {1, 1, 1, FERRY_LAYOUT_CHW, FERRY_DTYPE_U8}};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_custom(&cb, NULL, &ds));
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = 2;
+    c.num_workers = 2;
+    c.prefetch = 4;
+    c.out_of_order = true;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
+    c.out_dtype = FERRY_DTYPE_U8;
+    atomic_store(&sample2_free, false);
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_loader_state st;
+    ASSERT_OK(ferry_loader_state_get(l, &st)); /* nothing delivered yet */
+    ferry_batch b;
+    for (int k = 0; k < 2; k++) { /* two of batches 0, 2, 3: batch 1 waits for sample 2 */
+        ASSERT_OK(ferry_loader_next(l, NULL, &b));
+        ASSERT(b.index != 1);
+    }
+    ASSERT_STATUS(ferry_loader_state_get(l, &st), FERRY_ERR_BAD_STATE);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "batch 1 of the epoch is not delivered yet");
+    atomic_store(&sample2_free, true);
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK)
+        ;
+    ASSERT_OK(ferry_loader_state_get(l, &st));
+    ASSERT(st.done && st.batches == 4);
+    ferry_loader_destroy(l);
     ferry_dataset_release(ds);
 }
 

@@ -158,7 +158,8 @@ FERRY_API ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, 
 /* Starts epoch `epoch` (an epoch's order depends on seed and epoch). Safe at any
  * time, mid-epoch or after a failure. The loader starts at epoch 0, decoding
  * ahead from create: reset(l, 0) before the first next() keeps what is already
- * decoded (nothing is redone). */
+ * decoded (nothing is redone). Epochs run to 2^56 - 1 (the random streams
+ * tell no more apart); a larger one is FERRY_ERR_INVALID_ARG. */
 FERRY_API ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch);
 
 /* Batches per epoch. */
@@ -195,7 +196,10 @@ FERRY_API void ferry_loader_stats_reset(ferry_loader *l);
  * loader restored from a state delivers, bit for bit, the batches the original
  * would have delivered next, whatever num_workers, prefetch or in_order the new
  * loader has. Take the state between next() calls (after next() returned batch
- * k, the state resumes at batch k + 1).
+ * k, the state resumes at batch k + 1). With out_of_order, a state can be
+ * taken only when the batches delivered are the epoch's first ones (always at
+ * an epoch's start or end); otherwise state_get is FERRY_ERR_BAD_STATE naming
+ * the batch still loading, as no state resumes that point.
  *
  * World size may change (FERRY_SAMPLER_DISTRIBUTED, elastic restarts): the
  * samples of the epoch's global order not yet delivered, over all ranks, are

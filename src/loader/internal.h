@@ -14,6 +14,11 @@
 #include "ferry/loader.h"
 #include "loader/sampler.h"
 
+/* Epochs from this on would share random streams with earlier ones: the
+ * Philox key holds the stream's kind in its top byte and the epoch below it
+ * (FERRY_RNG_SHUFFLE | epoch). */
+#define FERRY_LOADER_EPOCH_LIMIT_ (UINT64_C(1) << 56)
+
 typedef enum slot_state {
     SLOT_FREE = 0,  /* no batch assigned */
     SLOT_FILLING,   /* workers decode samples into it */

@@ -1,6 +1,7 @@
 /* The caller's side of the loader: create (every buffer, once), next (hand out
  * the next ready slot; the caller's stream waits on its copy and runs the
  * conversion), reset, destroy, stats. workers.c is the other side. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -481,13 +482,13 @@ static ferry_status plan_epochs(ferry_loader *l, const ferry_loader_config *cfg,
     /* Written so that a huge batch_size cannot overflow. */
     l->num_batches = l->epoch_len / l->batch + (!cfg->drop_last && l->epoch_len % l->batch != 0);
     l->full_num_batches = l->num_batches;
-    /* A batch never holds more than the epoch: size the slots for that. */
-    if (l->batch > l->epoch_len)
-        l->batch = l->epoch_len;
-    if (l->num_batches == 0)
+    if (l->num_batches == 0) /* before the clamp below: the message names the asked size */
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "drop_last with batch_size %zu leaves no batch of %zu samples",
                           l->batch, l->epoch_len);
+    /* A batch never holds more than the epoch: size the slots for that. */
+    if (l->batch > l->epoch_len)
+        l->batch = l->epoch_len;
     if (l->nslots > l->num_batches + 1)
         l->nslots = l->num_batches + 1;
     return FERRY_OK;
@@ -863,6 +864,9 @@ ferry_status ferry_loader_reset(ferry_loader *l, uint64_t epoch)
 {
     if (!l)
         return FERRY_ARG_ERROR("loader is NULL");
+    if (epoch >= FERRY_LOADER_EPOCH_LIMIT_)
+        return FERRY_ARG_ERROR("epoch %" PRIu64 " is past 2^56 - 1, the last the random streams "
+                               "tell apart", epoch);
     /* Asked for the epoch the loader is already at, from its start, with
      * nothing delivered or failed (the usual reset(l, 0) before the first
      * loop): the batches decoded ahead are the ones wanted, so keep them. */

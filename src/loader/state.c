@@ -112,6 +112,22 @@ ferry_status ferry_loader_state_get(ferry_loader *l, ferry_loader_state *out)
     memset(out, 0, sizeof *out);
     fill_identity(l, out);
     ferry_mutex_lock(&l->lock);
+    /* A state says "the epoch's first k batches are done". Out of order, a
+     * batch before the k-th may still be loading: a state taken now would
+     * skip it on restore (and deliver a later one twice), so it is refused. */
+    for (size_t k = 0; l->cfg.out_of_order && k < l->nslots; k++) {
+        const ferry_slot *s = &l->slots[k];
+        if ((s->state == SLOT_FILLING || s->state == SLOT_READY) && s->batch < l->delivered) {
+            size_t b = s->batch;
+            ferry_mutex_unlock(&l->lock);
+            memset(out, 0, sizeof *out);
+            return ferry_fail(FERRY_ERR_BAD_STATE,
+                              "loader state: batch %zu of the epoch is not delivered yet, while "
+                              "%zu batches are (out_of_order): no state resumes this point; "
+                              "take it when the batches so far are the epoch's first ones, as "
+                              "at an epoch's start or end", b, l->delivered);
+        }
+    }
     out->epoch = l->epoch;
     out->batches = l->delivered;
     out->done = l->delivered == l->num_batches;
@@ -202,6 +218,9 @@ ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
     ferry_status s = check_identity(l, st);
     if (s != FERRY_OK)
         return s;
+    if (st->epoch >= FERRY_LOADER_EPOCH_LIMIT_)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state: epoch %" PRIu64 " is past 2^56 - 1, "
+                          "the last the random streams tell apart", st->epoch);
     if (st->done)
         return ferry_loader_restart_(l, st->epoch, l->full_num_batches, 0, false);
     if (st->world_size == world_of(l) && st->resumed_from == 0) {
@@ -211,22 +230,32 @@ ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
                               st->batches, l->full_num_batches);
         return ferry_loader_restart_(l, st->epoch, (size_t)st->batches, 0, false);
     }
-    /* Another world size (or an epoch that was itself resumed so): the rest of
-     * the global order, split over this loader's world. First an epoch with no
-     * batch left, so that no worker reads l->order while it is rewritten. */
+    /* Another world size: the rest of the global order from the state's
+     * position, split over this loader's world. The same world size in an
+     * epoch that was itself resumed from another: the order that resume made
+     * (the rest from its resumed_from, split the same way, so padding and
+     * SKIP's replacements are the same), at the state's batch. First an epoch
+     * with no batch left, so that no worker reads l->order while it is
+     * rewritten. */
+    bool same = st->world_size == world_of(l);
+    uint64_t from = same ? st->resumed_from : st->position;
     s = ferry_loader_restart_(l, st->epoch, l->full_num_batches, 0, false); /* an empty epoch */
     if (s != FERRY_OK)
         return s;
     ferry_mutex_lock(&l->lock);
-    size_t rest = ferry_sampler_order_rest(&l->plan, st->epoch, st->position, l->order,
-                                           l->order_scratch);
+    size_t rest = ferry_sampler_order_rest(&l->plan, st->epoch, from, l->order, l->order_scratch);
     ferry_mutex_unlock(&l->lock);
+    size_t rest_batches = rest / l->batch + (!l->cfg.drop_last && rest % l->batch != 0);
+    if (same && st->batches > rest_batches)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "loader state: %" PRIu64 " batches delivered, but its resumed epoch has %zu",
+                          st->batches, rest_batches);
     if (rest % l->batch && rest % l->batch != l->full_epoch_len % l->batch &&
         (s = ferry_loader_views_for_rest_(l, rest % l->batch)) != FERRY_OK)
         return s;
-    s = ferry_loader_restart_(l, st->epoch, 0, rest, true);
+    s = ferry_loader_restart_(l, st->epoch, same ? (size_t)st->batches : 0, rest, true);
     ferry_mutex_lock(&l->lock);
-    l->resumed_from = st->position;
+    l->resumed_from = from;
     ferry_mutex_unlock(&l->lock);
     return s;
 }
