@@ -122,6 +122,10 @@ TEST(safetensors_rejects_malformed_headers)
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
+        /* Element counts under 2^62 whose bytes wrap to 0 modulo 2^64. */
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}",
+        "{\"a\":{\"dtype\":\"I64\",\"shape\":[2305843009213693952],\"data_offsets\":[0,0]}}",
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1073741824,1073741824,4],\"data_offsets\":[0,0]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}} x",
         "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}",
@@ -148,6 +152,10 @@ TEST(safetensors_rejects_malformed_headers)
     ferry_safetensors *f = NULL;
     ASSERT_STATUS(ferry_safetensors_parse(huge, 10, &f), FERRY_ERR_FORMAT);
     ASSERT_STATUS(ferry_safetensors_parse(huge, 5, &f), FERRY_ERR_FORMAT);
+    /* A folder is an I/O error naming it, not a read of LONG_MAX bytes. */
+    ASSERT_STATUS(ferry_safetensors_open(ft_tmpdir(), &f), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), ft_tmpdir());
+    ASSERT_STR_CONTAINS(ferry_last_error(), "a folder, not a file");
     /* Unsupported dtypes are named. */
     const char *f64 = "{\"a\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}";
     size_t hl = strlen(f64);

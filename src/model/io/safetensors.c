@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <zlib.h>
 
@@ -465,13 +466,13 @@ static ferry_status parse_header(ferry_safetensors *f)
             if (st != FERRY_OK)
                 return st;
             /* The byte range must match the shape and lie inside the data. */
-            uint64_t numel = 1;
+            /* Bytes, not elements, bounded: 2^62 elements of 8 bytes would wrap. */
+            uint64_t bytes = ferry_dtype_size(e->dt);
             for (size_t d = 0; d < e->ndim; d++) {
-                if (e->shape[d] && numel > (UINT64_C(1) << 62) / (uint64_t)e->shape[d])
+                if (e->shape[d] && bytes > (UINT64_C(1) << 62) / (uint64_t)e->shape[d])
                     return ferry_fail(FERRY_ERR_FORMAT, "safetensors: tensor \"%s\" is impossibly large", name);
-                numel *= (uint64_t)e->shape[d];
+                bytes *= (uint64_t)e->shape[d];
             }
-            uint64_t bytes = numel * ferry_dtype_size(e->dt);
             if (e->begin > e->end || e->end > data_size || e->end - e->begin != bytes)
                 return ferry_fail(FERRY_ERR_FORMAT,
                                   "safetensors: tensor \"%s\": data_offsets [%llu, %llu] do not hold %llu bytes inside "
@@ -553,6 +554,14 @@ ferry_status ferry_safetensors_open(const char *path, ferry_safetensors **out)
         return ferry_fail(FERRY_ERR_IO, "%s: %s", path, strerror(errno));
     ferry_status st = FERRY_OK;
     long len = -1;
+    struct stat sb;
+    int fs = fstat(fileno(fp), &sb);
+    if (fs != 0 || !S_ISREG(sb.st_mode)) { /* a folder "opens" too */
+        const char *why = fs != 0 ? strerror(errno) : S_ISDIR(sb.st_mode) ? "a folder, not a file"
+                                                                         : "not a regular file";
+        fclose(fp);
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", path, why);
+    }
     if (fseek(fp, 0, SEEK_END) == 0)
         len = ftell(fp);
     if (len < 0 || fseek(fp, 0, SEEK_SET) != 0)
