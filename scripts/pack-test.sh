@@ -167,10 +167,25 @@ check "ferry check names both corrupt shards of a folder and checks the rest ($(
 rc=$?
 [ $rc -eq 1 ] && grep -q "already holds shards" "$tmp/out"
 check "pack refuses a folder that already holds shards" $?
+mkdir -p "$tmp/oldgz" && gzip -c "$tmp/shards/shard-000000.tar" > "$tmp/oldgz/old.tar.gz"
+"$ferry" pack "$tmp/folder" "$tmp/oldgz" --no-shuffle > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "already holds shards (old.tar.gz)" "$tmp/out"
+check "pack refuses a folder that holds an old .tar.gz shard" $?
 
 "$ferry" pack "$tmp/img.idx" "$tmp/idx" --labels "$tmp/lab.idx" > /dev/null 2>&1 &&
     "$ferry" check "$tmp/idx" | grep -q "300 shard samples, 300 ok"
 check "an IDX pair packs and checks" $?
+# Shards each whole that do not go together (their class names differ): the
+# library refuses the folder, so check must not say "ok".
+cp -r "$tmp/folder" "$tmp/folder2" && mv "$tmp/folder2/0" "$tmp/folder2/zero" &&
+    "$ferry" pack "$tmp/folder2" "$tmp/shards2" --no-shuffle > /dev/null 2>&1 &&
+    mkdir -p "$tmp/mix" && cp "$tmp/shards/shard-000000.tar" "$tmp/mix/a.tar" &&
+    cp "$tmp/shards2/shard-000000.tar" "$tmp/mix/b.tar"
+"$ferry" check "$tmp/mix" > "$tmp/out" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "1 bad" "$tmp/out"
+check "check fails a folder of shards that do not go together (exit $rc: $(head -n 1 "$tmp/out"))" $?
 
 # An export reads back with the labels it came from, however many classes:
 # 12 classes, so that bytewise folder order ("10" before "2") would permute
@@ -261,6 +276,15 @@ nix=0 nsh=0
 for f in "$tmp/ix"/*.tar; do nsh=$((nsh + 1)); [ -s "$f.ferry-index" ] && nix=$((nix + 1)); done
 [ "$nsh" -gt 1 ] && [ "$nix" -eq "$nsh" ]
 check "--index writes an index beside each of the $nsh shards" $?
+# Indexing that fails (no descriptors left to open the shards) leaves the
+# whole shards and PACK.txt as they are, and says so with exit 1.
+(ulimit -n 16 && "$ferry" pack "$tmp/folder" "$tmp/ix2" --shard-size 40K --index) > "$tmp/out" 2>&1
+rc=$?
+nsh2=0
+for f in "$tmp/ix2"/*.tar; do [ -f "$f" ] && nsh2=$((nsh2 + 1)); done
+[ $rc -eq 1 ] && [ "$nsh2" -eq "$nsh" ] && [ -f "$tmp/ix2/PACK.txt" ] &&
+    "$ferry" check "$tmp/ix2" > /dev/null 2>&1
+check "a failed --index keeps the $nsh2 whole shards (exit $rc)" $?
 badarg() {
     want=$1; shift
     "$ferry" pack "$@" > "$tmp/out" 2> "$tmp/err"

@@ -144,8 +144,7 @@ static int out_is_free(const char *out)
     struct dirent *e;
     int rc = 0;
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        size_t n = strlen(e->d_name);
-        if (n > 4 && !strcasecmp(e->d_name + n - 4, ".tar")) {
+        if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name)) { /* .tar.gz too */
             fprintf(stderr, PACK ": %s already holds shards (%s); remove them or pick another "
                     "folder\n", out, e->d_name);
             rc = -1;
@@ -454,14 +453,14 @@ int cmd_pack(int argc, char **argv)
     }
     double t0 = tool_now();
     rc = out_is_free(o.out) == 0 && pack_all(&p) == 0 ? 0 : 1;
-    if (rc == 0 && o.index && write_indexes(&o) != 0)
-        rc = 1; /* the shards are whole: they stay */
+    if (rc != 0)
+        remove_partial(&p);
+    else if (o.index && write_indexes(&o) != 0)
+        rc = 1; /* the shards are whole: they stay, with PACK.txt */
     if (rc == 0)
         printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s\n", o.out,
                ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),
                tool_now() - t0, o.shuffle ? "shuffled (order in PACK.txt)" : "in source order");
-    else
-        remove_partial(&p);
     /* A failed upload leaves the shards on disk, whole: upload them again. */
     if (rc == 0 && o.upload && upload_all(&p) != 0)
         rc = 1;

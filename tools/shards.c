@@ -94,8 +94,20 @@ int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *b
     ferry_dataset *ds;
     struct stat sb;
     if (ferry_dataset_shards(&path, 1, NULL, &ds) != FERRY_OK) {
-        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-            return check_each_shard(path, workers, total, bad);
+        if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            /* Shards each fine that do not go together (their class names
+             * differ): the folder is bad as a whole, as the library says. */
+            char why[1024];
+            snprintf(why, sizeof why, "%s", ferry_last_error());
+            size_t bad0 = *bad;
+            int rc = check_each_shard(path, workers, total, bad);
+            if (rc == 0 && *bad == bad0) {
+                printf("%s\n", why);
+                (*total)++;
+                (*bad)++;
+            }
+            return rc;
+        }
         printf("%s\n", ferry_last_error());
         (*total)++;
         (*bad)++;
