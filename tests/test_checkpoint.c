@@ -267,6 +267,18 @@ TEST(checkpoint_model_and_adam_round_trip)
         ASSERT_STR_EQ(p.name, q.name);
         ASSERT_MEM_EQ(ferry_tensor_data(p.value), ferry_tensor_data(q.value), ferry_tensor_nbytes(p.value));
     }
+    /* Another kind of optimiser is refused, and nothing changes. */
+    ferry_optim *sgd = NULL;
+    ASSERT_OK(ferry_sgd_create(b, 0.1, 0, 0, &sgd));
+    ferry_param q0;
+    ASSERT_OK(ferry_module_param(b, 0, &q0));
+    float w0 = ((float *)ferry_tensor_data(q0.value))[0];
+    ASSERT_STATUS(ferry_checkpoint_load(path, &(ferry_checkpoint){.module = b, .optim = sgd}),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "the checkpoint's optimiser is Adam, this one is SGD");
+    ASSERT_NEAR(((float *)ferry_tensor_data(q0.value))[0], w0, 0);
+    ASSERT_EQ_INT(ferry_optim_step_count(sgd), 0);
+    ferry_optim_destroy(sgd);
     ferry_safetensors *f = NULL;
     ASSERT_OK(ferry_safetensors_open(path, &f));
     ASSERT_STR_CONTAINS(ferry_safetensors_metadata(f, "optim"), "Adam lr=0.01");

@@ -417,6 +417,21 @@ TEST(a_state_that_does_not_fit_is_refused_naming_the_field)
     ASSERT_STR_CONTAINS(ferry_last_error(), "the split or subset");
     assert_no_hash(ferry_last_error());
     ferry_loader_destroy(l);
+    /* Bounds restore would refuse, refused by state_check too (a checkpoint
+     * checks with it before it changes anything). */
+    c.dataset = tr17;
+    c.shuffle = true;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_loader_state far = s;
+    far.batches = 99;
+    ASSERT_STATUS(ferry_loader_state_check(l, &far), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "99 batches delivered, but an epoch has");
+    far = s;
+    far.epoch = UINT64_C(1) << 56;
+    ASSERT_STATUS(ferry_loader_state_check(l, &far), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "past 2^56 - 1");
+    ASSERT_OK(ferry_loader_state_check(l, &s));
+    ferry_loader_destroy(l);
     ferry_dataset_release(tr17);
     ferry_dataset_release(va17);
     ferry_dataset_release(tr18);

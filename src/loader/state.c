@@ -204,32 +204,40 @@ static ferry_status check_identity(const ferry_loader *l, const ferry_loader_sta
     return FERRY_OK;
 }
 
+/* The checks of restore that need no rewrite of the order: a state that
+ * passes them and check_identity restores (the resumed-epoch bound aside). */
+static ferry_status check_bounds(const ferry_loader *l, const ferry_loader_state *st)
+{
+    if (st->epoch >= FERRY_LOADER_EPOCH_LIMIT_)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state: epoch %" PRIu64 " is past 2^56 - 1, "
+                          "the last the random streams tell apart", st->epoch);
+    if (!st->done && st->world_size == world_of(l) && st->resumed_from == 0 &&
+        st->batches > l->full_num_batches)
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "loader state: %" PRIu64 " batches delivered, but an epoch has %zu",
+                          st->batches, l->full_num_batches);
+    return FERRY_OK;
+}
+
 ferry_status ferry_loader_state_check(const ferry_loader *l, const ferry_loader_state *st)
 {
     if (!l || !st)
         return FERRY_ARG_ERROR("NULL argument");
-    return check_identity(l, st);
+    ferry_status s = check_identity(l, st);
+    return s != FERRY_OK ? s : check_bounds(l, st);
 }
 
 ferry_status ferry_loader_restore(ferry_loader *l, const ferry_loader_state *st)
 {
     if (!l || !st)
         return FERRY_ARG_ERROR("NULL argument");
-    ferry_status s = check_identity(l, st);
+    ferry_status s = ferry_loader_state_check(l, st);
     if (s != FERRY_OK)
         return s;
-    if (st->epoch >= FERRY_LOADER_EPOCH_LIMIT_)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "loader state: epoch %" PRIu64 " is past 2^56 - 1, "
-                          "the last the random streams tell apart", st->epoch);
     if (st->done)
         return ferry_loader_restart_(l, st->epoch, l->full_num_batches, 0, false);
-    if (st->world_size == world_of(l) && st->resumed_from == 0) {
-        if (st->batches > l->full_num_batches)
-            return ferry_fail(FERRY_ERR_INVALID_ARG,
-                              "loader state: %" PRIu64 " batches delivered, but an epoch has %zu",
-                              st->batches, l->full_num_batches);
+    if (st->world_size == world_of(l) && st->resumed_from == 0)
         return ferry_loader_restart_(l, st->epoch, (size_t)st->batches, 0, false);
-    }
     /* Another world size: the rest of the global order from the state's
      * position, split over this loader's world. The same world size in an
      * epoch that was itself resumed from another: the order that resume made

@@ -237,8 +237,18 @@ static ferry_status check_meta(const char *path, ferry_safetensors *f, const fer
         const char *s = ferry_safetensors_metadata(f, "optim.steps");
         char *end = NULL;
         r->steps = s ? strtoll(s, &end, 10) : -1;
-        if (!s || *end || r->steps < 0)
+        if (!s || !*s || *end || r->steps < 0)
             return ferry_fail(FERRY_ERR_FORMAT, "%s: no valid optim.steps in the metadata", path);
+        /* Another kind of optimiser would take what state tensors it finds
+         * and drop the rest (Adam's moments into plain SGD): refused. The
+         * hyper-parameters may change on resume; the kind may not. */
+        const char *saved = ferry_safetensors_metadata(f, "optim");
+        char mine[512];
+        fm_optim_get_hparams(c->optim, mine, sizeof mine);
+        size_t ks = saved ? strcspn(saved, " ") : 0, km = strcspn(mine, " ");
+        if (saved && (ks != km || memcmp(saved, mine, km) != 0))
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: the checkpoint's optimiser is %.*s, this one "
+                              "is %.*s", path, (int)ks, saved, (int)km, mine);
     }
     ferry_status st = parse_counters(path, c->module, ferry_safetensors_metadata(f, "rng.dropout"),
                                      r->drop, r->drop_at, &r->ndrop);
