@@ -243,3 +243,14 @@ uint64_t ft_batch_digest(uint64_t h, const ferry_batch *b)
         h = (h ^ (uint64_t)lab[i]) * 1099511628211ull;
     return h;
 }
+
+uint64_t ft_epoch_digest(ferry_loader *l)
+{
+    uint64_t h = FT_DIGEST_SEED;
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
+        h = ft_batch_digest(h, &b);
+    ASSERT_STATUS(st, FERRY_END);
+    return h;
+}

@@ -140,6 +140,9 @@ const char *ft_pngsuite_dir(void);
  * FT_DIGEST_SEED; equal digests mean the same bytes in the same order. */
 #define FT_DIGEST_SEED 1469598103934665603ull
 uint64_t ft_batch_digest(uint64_t h, const ferry_batch *b);
+/* The rest of l's current epoch, next() on the NULL stream to FERRY_END
+ * (any other status fails the test): the digest of its batches. */
+uint64_t ft_epoch_digest(ferry_loader *l);
 
 /* ---- tar shards (harness_tar.c): a writer of our own, independent of the
  * library's reader ---- */

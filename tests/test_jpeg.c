@@ -778,12 +778,7 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers)
     c.out_dtype = FERRY_DTYPE_U8;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
-    uint64_t h = FT_DIGEST_SEED;
-    ferry_batch b;
-    ferry_status st;
-    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
-        h = ft_batch_digest(h, &b);
-    ASSERT_STATUS(st, FERRY_END);
+    uint64_t h = ft_epoch_digest(l);
     /* The warm-up decodes one sample (here a PNG or a JPEG); a worker whose
      * first sample of the other format comes after the first batch grows its
      * buffers then, once per format (the loader's documented promise is no

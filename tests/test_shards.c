@@ -187,12 +187,7 @@ static uint64_t epoch_digest(ferry_dataset *ds, size_t workers, ferry_on_error p
     c.on_error = policy;
     ferry_loader *l;
     ASSERT_OK(ferry_loader_create(&c, &l));
-    uint64_t h = FT_DIGEST_SEED;
-    ferry_batch b;
-    ferry_status st;
-    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK)
-        h = ft_batch_digest(h, &b);
-    ASSERT_STATUS(st, FERRY_END);
+    uint64_t h = ft_epoch_digest(l);
     ferry_loader_stats s;
     ASSERT_OK(ferry_loader_stats_get(l, &s));
     if (allocs_after_warmup)
