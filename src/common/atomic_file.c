@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/countdown.h"
 #include "common/error.h"
 
 static atomic_llong io_countdown; /* 0 = off; 1 = fail the next operation */
@@ -20,17 +21,10 @@ int64_t ferry_debug_fail_io_after(int64_t k) { return atomic_exchange(&io_countd
 /* False, with errno = EIO, when the test hook says this operation fails. */
 static int io_ok(void)
 {
-    long long c = atomic_load(&io_countdown);
-    while (c > 0) {
-        if (atomic_compare_exchange_weak(&io_countdown, &c, c - 1)) {
-            if (c == 1) {
-                errno = EIO;
-                return 0;
-            }
-            return 1;
-        }
-    }
-    return 1;
+    if (!ferry_countdown_fires(&io_countdown))
+        return 1;
+    errno = EIO;
+    return 0;
 }
 
 static const char *kind_of(mode_t m)

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "common/countdown.h"
 #include "common/dir.h"
 
 static atomic_llong fail_countdown; /* 0 = off; 1 = fail the next read */
@@ -12,15 +13,10 @@ int64_t ferry_debug_fail_dir_read_after(int64_t k) { return atomic_exchange(&fai
 
 struct dirent *ferry_dir_next(DIR *d, int *err)
 {
-    long long c = atomic_load(&fail_countdown);
-    while (c > 0)
-        if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
-            if (c == 1) {
-                *err = EIO;
-                return NULL;
-            }
-            break;
-        }
+    if (ferry_countdown_fires(&fail_countdown)) {
+        *err = EIO;
+        return NULL;
+    }
     errno = 0;
     struct dirent *e = readdir(d);
     *err = e ? 0 : errno;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/countdown.h"
 #include "common/error.h"
 
 static atomic_llong fail_countdown; /* 0 = off; 1 = fail the next allocation */
@@ -17,15 +18,7 @@ int64_t ferry_debug_alloc_live(void) { return atomic_load(&alloc_live); }
 int64_t ferry_debug_thread_alloc_count(void) { return thread_allocs; }
 
 /* True when this allocation must fail on purpose. */
-static int injected_failure(void)
-{
-    long long c = atomic_load(&fail_countdown);
-    while (c > 0) {
-        if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1))
-            return c == 1;
-    }
-    return 0;
-}
+static int injected_failure(void) { return ferry_countdown_fires(&fail_countdown); }
 
 static void *counted(void *p, size_t n)
 {

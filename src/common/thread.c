@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdatomic.h>
 
+#include "common/countdown.h"
 #include "common/thread.h"
 
 static atomic_llong fail_countdown; /* 0 = off; 1 = fail the next creation */
@@ -10,12 +11,7 @@ int64_t ferry_debug_fail_thread_after(int64_t k) { return atomic_exchange(&fail_
 
 int ferry_thread_create(pthread_t *th, void *(*fn)(void *), void *arg)
 {
-    long long c = atomic_load(&fail_countdown);
-    while (c > 0)
-        if (atomic_compare_exchange_weak(&fail_countdown, &c, c - 1)) {
-            if (c == 1)
-                return EAGAIN;
-            break;
-        }
+    if (ferry_countdown_fires(&fail_countdown))
+        return EAGAIN;
     return pthread_create(th, NULL, fn, arg);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/assert.h"
+#include "common/countdown.h"
 #include "common/error.h"
 #include "common/mutex.h"
 #include "device/backend.h"
@@ -90,15 +91,7 @@ static atomic_llong oom_countdown;
 int64_t ferry_debug_fail_device_alloc_after(int64_t k) { return atomic_exchange(&oom_countdown, (long long)k); }
 
 /* True when this allocation must fail on purpose. */
-static bool injected_oom(void)
-{
-    long long c = atomic_load(&oom_countdown);
-    while (c > 0) {
-        if (atomic_compare_exchange_weak(&oom_countdown, &c, c - 1))
-            return c == 1;
-    }
-    return false;
-}
+static bool injected_oom(void) { return ferry_countdown_fires(&oom_countdown); }
 
 static const char *devname(ferry_device d, char *buf)
 {
