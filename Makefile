@@ -337,6 +337,7 @@ BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+CMAKEDIR   ?= $(LIBDIR)/cmake/ferry
 LDCONFIG   ?= ldconfig
 PUBLIC_HEADERS := $(sort $(wildcard include/ferry/*.h))
 # Dependencies pkg-config knows go in Requires.private, the rest of LDLIBS in
@@ -370,11 +371,28 @@ $(BUILD)/ferry-train.pc: $(FLAGS_FILE) FORCE
 		'Requires.private: $(strip $(PC_TRAIN_REQUIRES))' \
 		'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lferry-train' \
 		'Libs.private: $(strip $(PC_TRAIN_LIBS))' > $@
+
+# The CMake package (find_package(ferry) gives ferry::ferry and ferry::train):
+# the same libraries and dependencies as the two .pc files; shared libraries by
+# default, the archives with FERRY_STATIC set before find_package (then the
+# private dependencies are linked as the .pc files' --static flags link them).
+cmake_list = $(subst $(space),;,$(strip $(1)))
+$(BUILD)/ferry-config.cmake: scripts/ferry-config.cmake.in $(FLAGS_FILE) FORCE
+	$(call quiet,GEN,$@)sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+		-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@SO_REAL@|$(SO_REAL)|g' \
+		-e 's|@SONAME@|$(SONAME)|g' -e 's|@TRAIN_SO_REAL@|$(TRAIN_SO_REAL)|g' \
+		-e 's|@TRAIN_SONAME@|$(TRAIN_SONAME)|g' \
+		-e 's|@CORE_LIBS@|$(call cmake_list,$(CORE_LIBS))|g' \
+		-e 's|@TRAIN_LIBS@|$(call cmake_list,$(TRAIN_LIBS))|g' $< > $@
+
+$(BUILD)/ferry-config-version.cmake: scripts/ferry-config-version.cmake.in $(FLAGS_FILE) FORCE
+	$(call quiet,GEN,$@)sed -e 's|@VERSION@|$(VERSION)|g' $< > $@
 FORCE:
 
-install: lib $(BUILD)/ferry $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc
+CMAKE_FILES := $(BUILD)/ferry-config.cmake $(BUILD)/ferry-config-version.cmake
+install: lib $(BUILD)/ferry $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc $(CMAKE_FILES)
 	$(call quiet,INST,$(DESTDIR)$(PREFIX))install -d $(DESTDIR)$(INCLUDEDIR)/ferry \
-		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) && \
+		$(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(CMAKEDIR) && \
 	install -m 644 include/ferry.h $(DESTDIR)$(INCLUDEDIR)/ && \
 	install -m 644 $(PUBLIC_HEADERS) $(DESTDIR)$(INCLUDEDIR)/ferry/ && \
 	install -m 644 $(BUILD)/libferry.a $(BUILD)/libferry-train.a $(DESTDIR)$(LIBDIR)/ && \
@@ -384,7 +402,8 @@ install: lib $(BUILD)/ferry $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc
 	ln -sf $(TRAIN_SO_REAL) $(DESTDIR)$(LIBDIR)/$(TRAIN_SONAME) && \
 	ln -sf $(TRAIN_SONAME) $(DESTDIR)$(LIBDIR)/libferry-train.so && \
 	install -m 755 $(BUILD)/ferry $(DESTDIR)$(BINDIR)/ && \
-	install -m 644 $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 $(BUILD)/ferry.pc $(BUILD)/ferry-train.pc $(DESTDIR)$(PKGCONFIGDIR)/ && \
+	install -m 644 $(CMAKE_FILES) $(DESTDIR)$(CMAKEDIR)/
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then $(LDCONFIG) 2>/dev/null || true; fi
 
 uninstall:
@@ -392,8 +411,9 @@ uninstall:
 		$(PUBLIC_HEADERS:include/ferry/%=$(DESTDIR)$(INCLUDEDIR)/ferry/%) \
 		$(addprefix $(DESTDIR)$(LIBDIR)/,libferry.a $(SO_REAL) $(SONAME) libferry.so) \
 		$(addprefix $(DESTDIR)$(LIBDIR)/,libferry-train.a $(TRAIN_SO_REAL) $(TRAIN_SONAME) libferry-train.so) \
-		$(DESTDIR)$(BINDIR)/ferry $(DESTDIR)$(PKGCONFIGDIR)/ferry.pc $(DESTDIR)$(PKGCONFIGDIR)/ferry-train.pc
-	@rmdir $(DESTDIR)$(INCLUDEDIR)/ferry 2>/dev/null || true
+		$(DESTDIR)$(BINDIR)/ferry $(DESTDIR)$(PKGCONFIGDIR)/ferry.pc $(DESTDIR)$(PKGCONFIGDIR)/ferry-train.pc \
+		$(DESTDIR)$(CMAKEDIR)/ferry-config.cmake $(DESTDIR)$(CMAKEDIR)/ferry-config-version.cmake
+	@rmdir $(DESTDIR)$(INCLUDEDIR)/ferry $(DESTDIR)$(CMAKEDIR) $(DESTDIR)$(patsubst %/,%,$(dir $(CMAKEDIR))) 2>/dev/null || true
 
 deps:
 	@FERRY_BLAS="$(BLAS)" sh scripts/install-deps.sh

@@ -103,7 +103,7 @@ fi
 
 # ---- install ----
 
-want="$PNG_PKG $JPEG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS $CURL_PKG clang-tidy cppcheck $*"
+want="$PNG_PKG $JPEG_PKG $ZLIB_PKG $(blas_pkg "${FERRY_BLAS:-openblas}") pkg-config dataset-fashion-mnist $MPI_PKGS $CURL_PKG clang-tidy cppcheck cmake $*"
 
 missing=""
 for p in $want; do

@@ -13,6 +13,8 @@
 # nm) and, in a CUDA=0 build, under 1 MiB stripped (its size is printed either way);
 # neither library needing libstdc++ (ferry is C, its .cu objects too);
 # samples/train_gray.c built with pkg-config ferry-train (both libraries) and run;
+# samples/embed.c (ferry::ferry, shared and FERRY_STATIC) and samples/train_gray.c
+# (ferry::train) built with CMake's find_package(ferry) against the prefix;
 # make uninstall removing every file again; the same for a DESTDIR install. Prints one line per check and a
 # "N passed, N failed, N skipped" summary.
 #   FERRY_BUILD=build sh scripts/install-test.sh
@@ -71,6 +73,8 @@ expected() {
         done
         echo lib/pkgconfig/ferry.pc
         echo lib/pkgconfig/ferry-train.pc
+        echo lib/cmake/ferry/ferry-config.cmake
+        echo lib/cmake/ferry/ferry-config-version.cmake
         echo bin/ferry
     } | sort
 }
@@ -85,7 +89,7 @@ if [ "$(cat "$build/.flags" 2>/dev/null)" != "$flags_before" ]; then
     bad "make install rebuilt $build with other flags (set FERRY_INSTALL_MAKEARGS to the build's CUDA=, DIST=, ...)"
 fi
 if [ "$(installed "$prefix")" = "$(expected)" ]; then
-    ok "make install: $(expected | wc -l) files (headers, libferry and libferry-train .a and .so*, bin/ferry, two .pc)"
+    ok "make install: $(expected | wc -l) files (headers, libferry and libferry-train .a and .so*, bin/ferry, two .pc, the CMake package)"
 else
     bad "make install: files differ from the expected list"
     expected > "$tmp/want"; installed "$prefix" > "$tmp/got"
@@ -309,6 +313,69 @@ else
     bad "train_gray build: $cc samples/train_gray.c \$(pkg-config --cflags --libs ferry-train)"; show "$tmp/out"
 fi
 
+# ---- CMake: find_package(ferry) with ferry::ferry and ferry::train ----
+# embed against ferry::ferry (shared, then FERRY_STATIC), train_gray against
+# ferry::train; the same checks as the pkg-config builds above.
+cmake_build() { # NAME TARGET SOURCE STATIC -> $tmp/cm-NAME/build/NAME
+    d=$tmp/cm-$1
+    mkdir -p "$d"
+    printf '%s\n' 'cmake_minimum_required(VERSION 3.13)' "project($1 C)" \
+        "find_package(ferry $major.$(part MINOR) REQUIRED)" \
+        "add_executable($1 $PWD/$3)" 'target_compile_definitions('"$1"' PRIVATE _GNU_SOURCE)' \
+        "target_link_libraries($1 PRIVATE $2 m)" > "$d/CMakeLists.txt"
+    cmake -S "$d" -B "$d/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="${cc%% *}" \
+        -DFERRY_STATIC="$4" > "$tmp/out" 2>&1 && cmake --build "$d/build" >> "$tmp/out" 2>&1
+}
+if ! command -v cmake > /dev/null 2>&1; then
+    skip "CMake package (no cmake: scripts/install-deps.sh installs it)"
+else
+    if ! cmake_build embed ferry::ferry samples/embed.c OFF; then
+        bad "embed with find_package(ferry) and ferry::ferry"; show "$tmp/out"
+    elif [ "$(needed "$tmp/cm-embed/build/embed" | grep '^libferry')" != "libferry.so.$major" ] ||
+         needed "$tmp/cm-embed/build/embed" | grep -Eq "^($heavy)"; then
+        bad "embed (CMake) needs: $(needed "$tmp/cm-embed/build/embed" | tr '\n' ' ')"
+    elif [ -n "$have_data" ] && LD_LIBRARY_PATH="$lib" "$tmp/cm-embed/build/embed" "$tmp/data" > "$tmp/out" 2>&1 &&
+         grep -qF "$want" "$tmp/out"; then
+        ok "embed built with find_package(ferry) and ferry::ferry runs (NEEDED: $(needed "$tmp/cm-embed/build/embed" | tr '\n' ' '))"
+    else
+        bad "embed (CMake) run"; show "$tmp/out"
+    fi
+    mv "$lib/libferry.so" "$tmp/libferry.so.devlink"
+    mv "$lib/libferry-train.so" "$tmp/libferry-train.so.devlink"
+    if ! cmake_build embeds ferry::ferry samples/embed.c ON; then
+        bad "embed with FERRY_STATIC=ON and ferry::ferry"; show "$tmp/out"
+    elif readelf -d "$tmp/cm-embeds/build/embeds" | grep -q 'NEEDED.*libferry' ||
+         nm "$tmp/cm-embeds/build/embeds" | grep -Eq " ($heavy_syms)"; then
+        bad "embed (CMake, static) needs libferry.so or holds training symbols"
+    elif [ -n "$have_data" ] && "$tmp/cm-embeds/build/embeds" "$tmp/data" > "$tmp/out" 2>&1 &&
+         grep -qF "$want" "$tmp/out"; then
+        ok "embed built with FERRY_STATIC=ON and ferry::ferry (libferry.a linked in) runs"
+    else
+        bad "embed (CMake, static) run"; show "$tmp/out"
+    fi
+    mv "$tmp/libferry.so.devlink" "$lib/libferry.so"
+    mv "$tmp/libferry-train.so.devlink" "$lib/libferry-train.so"
+    if ! cmake_build train_gray ferry::train samples/train_gray.c OFF; then
+        bad "train_gray with find_package(ferry) and ferry::train"; show "$tmp/out"
+    elif [ "$(needed "$tmp/cm-train_gray/build/train_gray" | grep '^libferry' | sort | tr '\n' ' ')" != \
+           "libferry-train.so.$major libferry.so.$major " ]; then
+        bad "train_gray (CMake) needs: $(needed "$tmp/cm-train_gray/build/train_gray" | tr '\n' ' ')"
+    elif [ -d "$tmp/gray/train" ] && LD_LIBRARY_PATH="$lib" "$tmp/cm-train_gray/build/train_gray" --data "$tmp/gray" \
+            --epochs 1 --batch 2 --workers 1 --out "$tmp/gray_out_cmake" > "$tmp/out" 2>&1; then
+        ok "train_gray built with find_package(ferry) and ferry::train trains an epoch"
+    else
+        bad "train_gray (CMake) run"; show "$tmp/out"
+    fi
+    printf '%s\n' 'cmake_minimum_required(VERSION 3.13)' 'project(v C)' \
+        "find_package(ferry $((major + 1)).0 QUIET)" 'if(ferry_FOUND)' '  message(FATAL_ERROR "accepted")' 'endif()' \
+        > "$tmp/CMakeLists.txt"
+    if cmake -S "$tmp" -B "$tmp/cm-version" -DCMAKE_PREFIX_PATH="$prefix" > "$tmp/out" 2>&1; then
+        ok "find_package(ferry $((major + 1)).0) refuses ferry $version"
+    else
+        bad "find_package(ferry $((major + 1)).0) accepted ferry $version"; show "$tmp/out"
+    fi
+fi
+
 if [ "$("$prefix/bin/ferry" --version 2>&1)" = "ferry $version" ]; then
     ok "bin/ferry --version: ferry $version"
 else
@@ -326,7 +393,8 @@ fi
 dest=$tmp/dest
 if mk DESTDIR="$dest" PREFIX=/opt/ferry install > "$tmp/out" 2>&1 &&
    [ "$(installed "$dest")" = "$(expected | sed 's|^|opt/ferry/|')" ] &&
-   grep -qx 'prefix=/opt/ferry' "$dest/opt/ferry/lib/pkgconfig/ferry.pc"; then
+   grep -qx 'prefix=/opt/ferry' "$dest/opt/ferry/lib/pkgconfig/ferry.pc" &&
+   grep -q '"/opt/ferry/lib"' "$dest/opt/ferry/lib/cmake/ferry/ferry-config.cmake"; then
     if mk DESTDIR="$dest" PREFIX=/opt/ferry uninstall > "$tmp/out" 2>&1 && [ -z "$(installed "$dest")" ]; then
         ok "make install/uninstall DESTDIR=... PREFIX=/opt/ferry (ferry.pc says prefix=/opt/ferry)"
     else
