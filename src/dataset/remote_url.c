@@ -73,6 +73,8 @@ ferry_status ferry__remote_target(const char *url, ferry_remote_target *t)
     memset(t, 0, sizeof *t);
     if (!strncasecmp(url, "s3://", 5))
         return s3_target(url, t);
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "not an http://, https:// or s3:// URL");
     if ((size_t)snprintf(t->url, sizeof t->url, "%s", url) >= sizeof t->url)
         return too_long(url);
     return FERRY_OK;
