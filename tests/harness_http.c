@@ -28,6 +28,8 @@ struct ft_http {
     ft_http_faults f;         /* guarded by lock */
     unsigned since_faults;    /* requests since the faults were set; guarded by lock */
     unsigned etag_nth;        /* of those, requests for f.etag_path; guarded by lock */
+    char **heads;             /* every request's head; guarded by lock */
+    size_t nheads, heads_cap; /* guarded by lock */
     atomic_uint requests;
     atomic_int live;          /* connection threads running */
     atomic_bool stop;
@@ -74,6 +76,41 @@ static bool read_request(int fd, char *req, size_t cap, size_t *got)
             return true;
     }
     return false;
+}
+
+static void keep_head(ft_http *s, const char *req)
+{
+    const char *end = strstr(req, "\r\n\r\n");
+    size_t n = end ? (size_t)(end - req) : strlen(req);
+    char *h = malloc(n + 1);
+    if (!h)
+        return;
+    memcpy(h, req, n);
+    h[n] = '\0';
+    pthread_mutex_lock(&s->lock);
+    if (s->nheads == s->heads_cap) {
+        size_t c = s->heads_cap ? 2 * s->heads_cap : 64;
+        char **v = realloc(s->heads, c * sizeof *v);
+        if (v) {
+            s->heads = v;
+            s->heads_cap = c;
+        }
+    }
+    if (s->nheads < s->heads_cap)
+        s->heads[s->nheads++] = h;
+    else
+        free(h);
+    pthread_mutex_unlock(&s->lock);
+}
+
+unsigned ft_http_count(ft_http *s, const char *needle)
+{
+    unsigned c = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < s->nheads; i++)
+        c += strcasestr(s->heads[i], needle) != NULL;
+    pthread_mutex_unlock(&s->lock);
+    return c;
 }
 
 static void reply_status(int fd, int status, unsigned retry_after)
@@ -126,6 +163,10 @@ static void send_body(int fd, FILE *f, long a, long b, const ft_http_faults *x, 
     fseek(f, at, SEEK_SET);
     while (at < b) {
         long want = b - at < (long)sizeof buf ? b - at : (long)sizeof buf;
+        if (x->trickle_bytes && want > (long)x->trickle_bytes) {
+            want = (long)x->trickle_bytes;
+            sleep_s(x->trickle_s);
+        }
         if (cut >= 0 && at + want > cut)
             want = cut - at;
         if (stall && at < a + (b - a) / 2 && at + want > a + (b - a) / 2)
@@ -149,6 +190,7 @@ static void answer(ft_http *s, int fd)
     size_t got = 0;
     if (!read_request(fd, req, sizeof req, &got) || sscanf(req, "%15s %899s", method, target) != 2)
         return;
+    keep_head(s, req);
     pthread_mutex_lock(&s->lock);
     ft_http_faults x = s->f;
     unsigned nth = s->since_faults++;
@@ -161,6 +203,13 @@ static void answer(ft_http *s, int fd)
         sleep_s(x.delay_s);
     if (nth < x.fail_first && (!x.fail_path || strstr(target, x.fail_path))) {
         reply_status(fd, x.fail_status, x.retry_after);
+        return;
+    }
+    if (x.redirect_to) {
+        char h[1200];
+        int n = snprintf(h, sizeof h, "HTTP/1.1 307 Temporary Redirect\r\nLocation: %s%s\r\n"
+                         "Content-Length: 0\r\nConnection: close\r\n\r\n", x.redirect_to, target);
+        send_all(fd, h, (size_t)n);
         return;
     }
     snprintf(path, sizeof path, "%s%s", s->root, target);
@@ -287,6 +336,9 @@ void ft_http_stop(ft_http *s)
     for (int i = 0; i < 400 && atomic_load(&s->live) > 0; i++)
         sleep_s(0.025);
     if (atomic_load(&s->live) == 0) {
+        for (size_t i = 0; i < s->nheads; i++)
+            free(s->heads[i]);
+        free(s->heads);
         pthread_mutex_destroy(&s->lock);
         free(s);
     } /* else leaked on purpose: a thread still uses it (the test then fails elsewhere) */

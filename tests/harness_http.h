@@ -2,7 +2,8 @@
  * only, that serves a folder with Range and ETag and misbehaves on request:
  * error bursts, connections dropped mid-body, stalls, lying Content-Length,
  * delays. A PUT writes its body to the folder (faults: the error bursts, and
- * drop_every closes it unanswered).
+ * drop_every closes it unanswered). Every request's head is kept, to count
+ * what clients sent (ft_http_count).
  * Bounded: each connection has socket timeouts, stop() waits a few
  * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
 #ifndef FERRY_TEST_HARNESS_HTTP_H
@@ -27,6 +28,9 @@ typedef struct ft_http_faults {
     bool no_range;          /* answer Range requests with 200 and the whole file */
     unsigned etag_change_after; /* from this request on, another ETag (0: never) */
     const char *etag_path;  /* non-NULL: only paths containing it change, counted alone */
+    const char *redirect_to; /* non-NULL: every request answered 307 to this base + its path */
+    size_t trickle_bytes;   /* nonzero: a body goes out this many bytes at a time, */
+    double trickle_s;       /* ... one piece every trickle_s seconds */
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
@@ -38,6 +42,10 @@ const char *ft_http_base(const ft_http *s);
 /* New faults from the next request on; counts restart at zero. */
 void ft_http_set_faults(ft_http *s, const ft_http_faults *f);
 unsigned ft_http_requests(const ft_http *s);
+/* How many requests so far had needle in their head (request line and
+ * headers; case-insensitive): what a client sent, e.g. "x-amz-security-token"
+ * or "GET /a.tar.ferry-index". */
+unsigned ft_http_count(ft_http *s, const char *needle);
 void ft_http_stop(ft_http *s);
 
 #endif

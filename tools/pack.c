@@ -20,6 +20,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "common/redact.h"
 #include "dataset/remote.h"
 #include "ferry.h"
 #include "files.h"
@@ -372,8 +373,10 @@ static int upload_one(const packer *p, const char *base, size_t bn, const char *
     ferry_remote_opts ro = {.timeout_s = 10, .retries = 5};
     char path[4200], url[4200];
     snprintf(path, sizeof path, "%s/%s", p->o->out, name);
+    char shown[4200]; /* a password in the URL is not printed */
     if ((size_t)snprintf(url, sizeof url, "%.*s/%s", (int)bn, base, name) >= sizeof url) {
-        fprintf(stderr, PACK ": --upload %s: the URL is too long\n", base);
+        ferry_redact_urls(base, shown, sizeof shown);
+        fprintf(stderr, PACK ": --upload %s: the URL is too long\n", shown);
         return -1;
     }
     double t0 = tool_now();
@@ -381,7 +384,8 @@ static int upload_one(const packer *p, const char *base, size_t bn, const char *
         fprintf(stderr, PACK ": upload: %s\n", ferry_last_error());
         return -1;
     }
-    printf("%s: uploaded in %.1f s\n", url, tool_now() - t0);
+    ferry_redact_urls(url, shown, sizeof shown);
+    printf("%s: uploaded in %.1f s\n", shown, tool_now() - t0);
     return 0;
 }
 

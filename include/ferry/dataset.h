@@ -131,7 +131,10 @@ typedef struct ferry_image_config {
      * libcurl). Create takes each shard's index from URL.ferry-index beside it
      * (the file shard_index_cache writes beside a local shard) when there is
      * one, else fetches the shard whole to index it (and keeps the index in
-     * the cache folder for the next create). In the streaming order
+     * the cache folder for the next create); an index file larger than a
+     * shard of that size can need (a record and a 256-byte name per 512
+     * bytes of shard, and the class names) or than 64 MiB is not fetched
+     * (a warning; the shard is read instead). In the streaming order
      * (stream_shuffle_buffer) a plain shard is read front to back over one
      * connection, a few MiB ahead of the reads, past the cache; in random
      * order (and for a gzip shard) it is fetched whole into a local cache
@@ -140,7 +143,15 @@ typedef struct ferry_image_config {
      * $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of shards
      * held at once, default (0) 4 GiB; a shard that must be held whole (to be
      * indexed, or gzip) and is larger is an error at create. Timeout: for a
-     * connection, and for a body that stalls; default (0) 10 s. Retries of a
+     * connection, and for a body that stalls; default (0) 10 s. Each request
+     * also has a total deadline of 2 x the timeout plus its bytes at 64 KiB/s
+     * (the time a streaming read-ahead waits for its reader not counted): a
+     * slower body is a transient failure, and a try that ran out of time does
+     * not count as progress, so a server trickling bytes ends in an error.
+     * Only http:// and https:// are requested, an https URL is never
+     * redirected to http, and a signed s3:// request follows no redirect (its
+     * credentials stay with the endpoint); a user:password@ in a URL is never
+     * printed (messages and sample names show ***@). Retries of a
      * transient failure in a row (with backoff, resuming from the last byte
      * received): default (0) 5. A shard that failed is tried again: at the
      * next epoch when streamed, else 3 x the timeout later. */

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/redact.h"
 
 /* The thread's error: the message, and the subject (the file or sample it is
  * about) when "subject: " leads the message. lead is that prefix's length
@@ -76,12 +77,16 @@ static void mark_cut(char *buf, size_t size)
     memcpy(buf + end, "...", 4);
 }
 
+/* Every message and log line passes here: a URL's password is cut out of it
+ * (common/redact.h), whichever argument carried it. */
 static void vformat_cut(char *buf, size_t size, const char *fmt, va_list ap)
 {
-    int n = vsnprintf(buf, size, fmt, ap);
+    char raw[FERRY_ERROR_MAX * 2];
+    int n = vsnprintf(raw, sizeof raw, fmt, ap);
     if (n < 0)
-        snprintf(buf, size, "(a message that could not be formatted: \"%.64s\")", fmt);
-    else if ((size_t)n >= size)
+        snprintf(raw, sizeof raw, "(a message that could not be formatted: \"%.64s\")", fmt);
+    size_t len = ferry_redact_urls(raw, buf, size);
+    if ((n >= 0 && (size_t)n >= sizeof raw) || len >= size)
         mark_cut(buf, size);
 }
 
@@ -135,9 +140,13 @@ ferry_status ferry_arg_error_(const char *func, const char *fmt, ...)
     return ferry_set_error(FERRY_ERR_INVALID_ARG, "%s: %s", func, reason);
 }
 
-ferry_status ferry_fail_named(ferry_status s, const char *name)
+ferry_status ferry_fail_named(ferry_status s, const char *raw_name)
 {
-    if (!name || (err.subject[0] && strcmp(err.subject, name) == 0))
+    char name[FERRY_ERROR_MAX];
+    if (!raw_name)
+        return s;
+    ferry_redact_urls(raw_name, name, sizeof name); /* the subject is printed too */
+    if (err.subject[0] && strcmp(err.subject, name) == 0)
         return s;
     char tmp[FERRY_ERROR_MAX];
     snprintf(tmp, sizeof tmp, "%s", err.msg[0] ? err.msg : ferry_status_str(s));
@@ -159,9 +168,12 @@ ferry_status ferry_fail_at(ferry_status s, const char *name, const char *fmt, ..
 
 const char *ferry_error_subject(void) { return err.subject[0] ? err.subject : NULL; }
 
-const char *ferry_error_reason(const char *name)
+const char *ferry_error_reason(const char *raw_name)
 {
-    if (name && err.subject[0] && strcmp(err.subject, name) == 0)
+    char name[FERRY_ERROR_MAX];
+    if (raw_name)
+        ferry_redact_urls(raw_name, name, sizeof name);
+    if (raw_name && err.subject[0] && strcmp(err.subject, name) == 0)
         return err.msg + err.lead;
     return err.msg;
 }

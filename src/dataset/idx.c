@@ -68,8 +68,69 @@ static const char *type_name(int t)
     }
 }
 
-/* The body of idx_load once the file is in memory. */
-static ferry_status idx_parse(idx_source *s, idx_array *out)
+/* Deflate's largest ratio is 1032:1: a gzip file of n bytes cannot inflate to
+ * more, so a header promising more is truncated before a byte is inflated. */
+#define DEFLATE_MAX_RATIO 1032
+/* Past the data the header promises, a gzip stream is inflated only this far
+ * (to count a little trailing garbage), never to its end. */
+#define GZ_TRAILING_MAX ((size_t)64 << 10)
+
+/* The most data bytes the source can hold after a header of hdr_bytes. */
+static size_t src_capacity(const idx_source *s, size_t hdr_bytes)
+{
+    size_t cap;
+    if (!s->gz)
+        return s->raw_n > hdr_bytes ? s->raw_n - hdr_bytes : 0;
+    return ferry_mul_size(s->raw_n, DEFLATE_MAX_RATIO, &cap) ? cap : SIZE_MAX;
+}
+
+/* An image file's dimensions [N, H, W(, C)] within the image limits, checked
+ * before its data is read. */
+static ferry_status check_image_dims(const char *path, const idx_array *a,
+                                     const ferry_image_limits *lim)
+{
+    size_t px;
+    if (!lim || a->ndims < 3)
+        return FERRY_OK;
+    if (a->dims[1] > lim->max_height || a->dims[2] > lim->max_width ||
+        !ferry_mul_size(a->dims[1], a->dims[2], &px) || px > lim->max_pixels)
+        return ferry_fail_at(FERRY_ERR_LIMIT, path, "IDX images of %zux%zu are over the image "
+                             "limits (%zux%zu, %zu pixels)", a->dims[2], a->dims[1],
+                             lim->max_width, lim->max_height, lim->max_pixels);
+    return FERRY_OK;
+}
+
+/* The bytes after the data: none, or an error saying how many (a gzip stream
+ * is counted up to GZ_TRAILING_MAX only: a bomb is not inflated to its end). */
+static ferry_status check_trailing(idx_source *s, size_t hdr_bytes, size_t total)
+{
+    size_t extra = 0, got;
+    ferry_status st;
+    while (extra <= GZ_TRAILING_MAX) {
+        uint8_t tmp[4096];
+        if ((st = src_read(s, tmp, sizeof tmp, &got)) != FERRY_OK)
+            return st;
+        if (got == 0)
+            break;
+        extra += got;
+    }
+    if (extra > GZ_TRAILING_MAX && s->gz)
+        return ferry_fail_at(FERRY_ERR_FORMAT, s->path, "over %zu bytes of trailing garbage: the "
+                             "header promises %zu data bytes, the gzip stream holds more "
+                             "(inflating stopped there)", GZ_TRAILING_MAX, total);
+    if (extra && !s->gz)
+        extra = s->raw_n - hdr_bytes - total; /* all of it, counted without reading */
+    if (extra)
+        return ferry_fail_at(FERRY_ERR_FORMAT, s->path,
+                             "%zu bytes of trailing garbage: the header promises %zu data bytes, "
+                             "the file has %zu (%zu expected in all, %zu found)", extra, total,
+                             total + extra, hdr_bytes + total, hdr_bytes + total + extra);
+    return FERRY_OK;
+}
+
+/* The body of idx_load once the file is in memory; lim: the image limits for
+ * an images file, NULL for labels. */
+static ferry_status idx_parse(idx_source *s, const ferry_image_limits *lim, idx_array *out)
 {
     const char *path = s->path;
     uint8_t hdr[4 + 4 * 8];
@@ -105,6 +166,16 @@ static ferry_status idx_parse(idx_source *s, idx_array *out)
             return ferry_fail_at(FERRY_ERR_LIMIT, path, "IDX dimensions overflow");
     }
     size_t hdr_bytes = 4 + 4 * nd;
+    if ((st = check_image_dims(path, out, lim)) != FERRY_OK)
+        return st;
+    size_t room = src_capacity(s, hdr_bytes);
+    if (total > room && !s->gz)
+        return ferry_fail_at(FERRY_ERR_FORMAT, path, "truncated: the header promises %zu data "
+                             "bytes, the file has %zu (%zu of %zu bytes in all)", total, room,
+                             hdr_bytes + room, hdr_bytes + total);
+    if (total > room)
+        return ferry_fail_at(FERRY_ERR_FORMAT, path, "truncated: the header promises %zu data "
+                             "bytes, more than a gzip file of %zu bytes can hold", total, s->raw_n);
     /* Grow while reading: a tiny file claiming a huge size never gets the huge buffer. */
     size_t cap = total < ((size_t)64 << 20) ? total : ((size_t)64 << 20), have = 0;
     out->data = ferry_host_malloc(cap ? cap : 1);
@@ -130,25 +201,13 @@ static ferry_status idx_parse(idx_source *s, idx_array *out)
                              "truncated: the header promises %zu data bytes, the file has %zu "
                              "(%zu of %zu bytes in all)", total, have, hdr_bytes + have,
                              hdr_bytes + total);
-    size_t extra = 0;
-    for (;;) {
-        uint8_t tmp[4096];
-        if ((st = src_read(s, tmp, sizeof tmp, &got)) != FERRY_OK)
-            return st;
-        if (got == 0)
-            break;
-        extra += got;
-    }
-    if (extra)
-        return ferry_fail_at(FERRY_ERR_FORMAT, path,
-                             "%zu bytes of trailing garbage: the header promises %zu data bytes, "
-                             "the file has %zu (%zu expected in all, %zu found)", extra, total,
-                             total + extra, hdr_bytes + total, hdr_bytes + total + extra);
+    if ((st = check_trailing(s, hdr_bytes, total)) != FERRY_OK)
+        return st;
     out->bytes = total;
     return FERRY_OK;
 }
 
-static ferry_status idx_load(const char *path, idx_array *out)
+static ferry_status idx_load(const char *path, const ferry_image_limits *lim, idx_array *out)
 {
     memset(out, 0, sizeof *out);
     ferry_scratch *file = NULL;
@@ -173,7 +232,7 @@ static ferry_status idx_load(const char *path, idx_array *out)
         }
     }
     if (st == FERRY_OK)
-        st = idx_parse(&s, out);
+        st = idx_parse(&s, lim, out);
     if (s.gz)
         inflateEnd(&s.z);
     ferry_scratch_destroy(file);
@@ -251,9 +310,9 @@ ferry_status ferry_dataset_idx(const char *images_path, const char *labels_path,
         return FERRY_ERR_NO_MEMORY;
     ferry_status st = ferry__image_config_check(cfg, &d->cfg);
     if (st == FERRY_OK)
-        st = idx_load(images_path, &d->images);
+        st = idx_load(images_path, &d->cfg.limits, &d->images);
     if (st == FERRY_OK)
-        st = idx_load(labels_path, &d->labels);
+        st = idx_load(labels_path, NULL, &d->labels);
     if (st == FERRY_OK && d->images.ndims != 3 && d->images.ndims != 4)
         st = ferry_fail_at(FERRY_ERR_FORMAT, images_path,
                            "images have %zu dimensions, want 3 [N,H,W] or 4 [N,H,W,C]",

@@ -39,7 +39,18 @@ typedef struct ferry_remote_opts {
     unsigned retries;    /* tries after the first, per fetch, for transient failures */
     double backoff_s;    /* the first retry's wait; doubles, capped, with jitter */
     bool paced;          /* the sink may wait (for its reader): no curl low-speed limit */
+    double min_rate;     /* bytes/s a request's deadline allows; 0: FERRY_REMOTE_MIN_RATE */
 } ferry_remote_opts;
+
+/* Each request's total deadline: connect and stall (2 x timeout_s) plus its
+ * bytes at this rate, so that a server trickling bytes fast enough to pass
+ * the stall check still ends. Time a paced sink waits does not count. */
+#define FERRY_REMOTE_MIN_RATE (64.0 * 1024)
+double ferry__remote_deadline_s(const ferry_remote_opts *o, uint64_t bytes);
+
+/* Whether an HTTP status is worth another try: 408, 425, 429, 500, 502, 503,
+ * 504. Everything else (501 among them) answers the same again. */
+bool ferry__http_transient(long status);
 
 /* The object as first seen: each later response must match it. */
 typedef struct ferry_remote_obj {

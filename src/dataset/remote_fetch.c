@@ -1,8 +1,11 @@
 /* Fetching a remote object with libcurl, dependably: every request has a
- * connect timeout and a stall timeout; transient failures (refused or reset
- * connections, timeouts, 5xx, 429, a body cut short) are retried with capped
- * exponential backoff and jitter (or the server's Retry-After), resuming with
- * a Range request from the last good byte; every response is checked against
+ * connect timeout, a stall timeout and a total deadline that grows with its
+ * bytes (ferry__remote_deadline_s); transient failures (refused or reset
+ * connections, timeouts, 408, 425, 429, 500, 502, 503, 504, a body cut short)
+ * are retried with capped exponential backoff and jitter (or the server's
+ * Retry-After), resuming with a Range request from the last good byte; a
+ * signed s3:// request follows no redirect, and none goes from https to http;
+ * every response is checked against
  * the object as first seen (size, ETag, Content-Range, Content-Length), so
  * that a changed object or a lying server is an error naming the URL and the
  * byte offset, never bytes of two versions handed on as one. */
@@ -47,6 +50,8 @@ typedef struct xfer {
     double stall_s, seen_at;         /* the stall timeout; when the byte count last moved */
     curl_off_t seen_bytes;
     bool stalled;
+    double deadline, limit_s;        /* this try's end (ferry_now), and its length */
+    bool too_slow;                   /* the deadline passed */
     ferry_status fatal;              /* set: stop retrying, with this status */
     char msg[768];
 } xfer;
@@ -173,11 +178,13 @@ static size_t on_body(char *b, size_t size, size_t nitems, void *p)
         n = (size_t)(x->end - x->at);
         last = true;
     }
+    double t0 = ferry_now();
     if (n && x->sink(x->arg, (const uint8_t *)b, n) != 0) {
         snprintf(x->msg, sizeof x->msg, "%s", ferry_last_error());
         x->fatal = FERRY_ERR_IO;
         return 0;
     }
+    x->deadline += ferry_now() - t0; /* the reader's time, not the server's */
     x->at += n;
     atomic_fetch_add(&x->cnt->bytes, n);
     return last ? 0 : size * nitems; /* 0: stop, all that was asked for came (classify) */
@@ -197,6 +204,10 @@ static int on_progress(void *p, curl_off_t a, curl_off_t now, curl_off_t c, curl
         x->stalled = true;
         return 1;
     }
+    if (t > x->deadline) {
+        x->too_slow = true;
+        return 1;
+    }
     return x->cancelled && x->cancelled(x->arg);
 }
 
@@ -210,8 +221,12 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     curl_easy_setopt(h, CURLOPT_URL, t->url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+    /* Credentials stay with the host they are for: a signed s3:// request
+     * follows no redirect (libcurl would carry the session token, a plain
+     * header, to any host), and no redirect goes from https to http. */
+    bool tls = !strncasecmp(t->url, "https://", 8);
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, tls ? "https" : "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(o->timeout_s * 1000));
     /* A stall: under 1 byte a second for the timeout is a failure, retried.
@@ -265,6 +280,9 @@ static const char *status_words(long s)
                                "AWS_SECRET_ACCESS_KEY) and the bucket's policy";
     case 404: return "not found";
     case 416: return "range not satisfiable: the object is shorter than when first seen";
+    case 301: case 302: case 303: case 307: case 308:
+        return "a redirect, which a signed s3:// request does not follow (another region? set "
+               "AWS_REGION, or AWS_ENDPOINT_URL to the endpoint itself)";
     default: return "the server refused the request";
     }
 }
@@ -285,6 +303,12 @@ static ferry_status classify(xfer *x, CURLcode rc, const char *errbuf, bool head
                  "connection)", x->url, x->stall_s, at);
         return FERRY_ERR_TIMEOUT;
     }
+    if (rc == CURLE_ABORTED_BY_CALLBACK && x->too_slow) {
+        snprintf(x->msg, sizeof x->msg, "%s: too slow: at byte %llu after %.1f s, the request's "
+                 "deadline (2 x the timeout, and its bytes at the slowest rate allowed)",
+                 x->url, at, x->limit_s);
+        return FERRY_ERR_TIMEOUT;
+    }
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
         snprintf(x->msg, sizeof x->msg, "%s: cancelled at byte %llu", x->url, at);
         return x->fatal = FERRY_ERR_BAD_STATE;
@@ -294,7 +318,7 @@ static ferry_status classify(xfer *x, CURLcode rc, const char *errbuf, bool head
     if (rc == CURLE_OK && x->status >= 200 && x->status < 300)
         snprintf(x->msg, sizeof x->msg, "%s: the body ended at byte %llu of %llu", x->url, at,
                  (unsigned long long)x->end);
-    else if (rc == CURLE_OK && x->status != 429 && x->status != 408 && x->status < 500) {
+    else if (rc == CURLE_OK && !ferry__http_transient(x->status)) {
         snprintf(x->msg, sizeof x->msg, "%s: HTTP %ld at byte %llu: %s", x->url, x->status, at,
                  status_words(x->status));
         return x->fatal = x->status == 404 ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO;
@@ -346,6 +370,8 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         char errbuf[CURL_ERROR_SIZE] = "", range[64];
         x->status = 0, x->checked = false, x->skip = 0, x->retry_after = -1;
         x->stall_s = o->timeout_s, x->seen_at = 0, x->seen_bytes = 0, x->stalled = false;
+        x->limit_s = ferry__remote_deadline_s(o, head ? 0 : x->end - x->at);
+        x->deadline = ferry_now() + x->limit_s, x->too_slow = false;
         CURL *h = make_handle(&t, o, x, &hdrs, errbuf);
         if (!h) {
             curl_slist_free_all(hdrs);
@@ -372,7 +398,7 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
             break;
         /* The retries bound failures in a row: a try that moved the body on
          * starts the count again (a long stream meets many brief faults). */
-        if (x->at > at0)
+        if (x->at > at0 && !x->too_slow) /* a trickle does not buy more tries */
             try = 0;
         if (try >= o->retries)
             return ferry_fail(FERRY_ERR_IO, "%s (gave up after %u tries)", x->msg, try + 1);

@@ -1,8 +1,9 @@
 /* Uploading a finished file to a URL (`ferry pack --upload`): one HTTP PUT
  * of the whole file, signed for s3:// as remote_url.c's target says, with the
- * fetcher's timeouts; a transient failure (no connection, a stall, 5xx, 429)
- * is tried again from the file's start after a capped, jittered backoff, and
- * a 4xx (or the retries running out) is an error naming the URL. Without
+ * fetcher's timeouts and deadline; a transient failure (no connection, a
+ * stall, 408, 425, 429, 500, 502, 503, 504) is tried again from the file's
+ * start after a capped, jittered backoff, and any other status (or the
+ * retries running out) is an error naming the URL. Without
  * libcurl every URL is refused by name, as the fetcher refuses it. */
 #include <errno.h>
 #include <stdio.h>
@@ -89,6 +90,11 @@ static ferry_status put_once(const char *url, const ferry_remote_target *t, cons
     double to = o->timeout_s > 0 ? o->timeout_s : 10.0;
     char err[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_URL, t->url);
+    /* As for reads: HTTP only (file:// would write a local file), and no
+     * redirect (a signed request's credentials stay with its host). */
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(h, CURLOPT_READFUNCTION, put_read);
     curl_easy_setopt(h, CURLOPT_READDATA, &s);
@@ -97,6 +103,8 @@ static ferry_status put_once(const char *url, const ferry_remote_target *t, cons
     /* A stall: under 1 byte/s for the timeout (the same bound as a fetch's). */
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, (long)(to < 1 ? 1 : to));
+    /* And a deadline for the whole request, as a fetch has. */
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(ferry__remote_deadline_s(o, size) * 1000));
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, err);
     put_reply reply = {.n = 0};
@@ -130,7 +138,7 @@ static ferry_status put_once(const char *url, const ferry_remote_target *t, cons
     }
     if (code >= 200 && code < 300)
         return FERRY_OK;
-    *transient = code >= 500 || code == 429 || code == 408;
+    *transient = ferry__http_transient(code);
     char why[96];
     s3_code(&reply, why, sizeof why - 2);
     return ferry_fail_at(FERRY_ERR_IO, url, "PUT answered HTTP %ld%s%s", code, why,

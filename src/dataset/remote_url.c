@@ -53,6 +53,11 @@ static ferry_status s3_target(const char *url, ferry_remote_target *t)
                      region, slash);
     if (w < 0 || (size_t)w >= sizeof t->url)
         return too_long(url);
+    /* The signed request goes to the endpoint only over HTTP: file:// and
+     * the rest of libcurl's schemes would read or write local files. */
+    if (strncasecmp(t->url, "http://", 7) != 0 && strncasecmp(t->url, "https://", 8) != 0)
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) "
+                             "must start with http:// or https://");
     t->s3 = true;
     const char *token = env("AWS_SESSION_TOKEN", NULL);
     if ((size_t)snprintf(t->sigv4, sizeof t->sigv4, "aws:amz:%s:s3", region) >= sizeof t->sigv4 ||
@@ -68,7 +73,26 @@ ferry_status ferry__remote_target(const char *url, ferry_remote_target *t)
     memset(t, 0, sizeof *t);
     if (!strncasecmp(url, "s3://", 5))
         return s3_target(url, t);
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, url, "not an http://, https:// or s3:// URL");
     if ((size_t)snprintf(t->url, sizeof t->url, "%s", url) >= sizeof t->url)
         return too_long(url);
     return FERRY_OK;
+}
+
+double ferry__remote_deadline_s(const ferry_remote_opts *o, uint64_t bytes)
+{
+    double rate = o->min_rate > 0 ? o->min_rate : FERRY_REMOTE_MIN_RATE;
+    double t = o->timeout_s > 0 ? o->timeout_s : 10.0;
+    return 2 * t + (double)bytes / rate;
+}
+
+bool ferry__http_transient(long status)
+{
+    switch (status) {
+    case 408: case 425: case 429: case 500: case 502: case 503: case 504:
+        return true;
+    default:
+        return false;
+    }
 }

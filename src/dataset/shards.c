@@ -522,11 +522,15 @@ static ferry_status index_remote(index_job *j, size_t i)
     bool found = false;
     ferry_remote_setup rs = remote_setup(h);
     ferry_status st = FERRY_OK;
+    uint64_t size = ferry__remote_cache_obj(h->remote, i)->size;
+    ferry_status got = FERRY_ERR_IO;
     if ((size_t)snprintf(url, sizeof url, "%s%s", path, FERRY_SHARD_INDEX_SUFFIX) < sizeof url &&
-        ferry__remote_fetch_small(url, &rs.opts, (size_t)1 << 30,
-                                  ferry__remote_cache_counters(h->remote), &d, &n) == FERRY_OK)
-        st = ferry__shard_index_parse(d, n, path, ferry__remote_cache_obj(h->remote, i)->size,
-                                      (uint32_t)i, &j->parts[i], &found);
+        (got = ferry__remote_fetch_small(url, &rs.opts, ferry__shard_index_max_bytes(size),
+                                         ferry__remote_cache_counters(h->remote), &d, &n)) == FERRY_OK)
+        st = ferry__shard_index_parse(d, n, path, size, (uint32_t)i, &j->parts[i], &found);
+    if (got == FERRY_ERR_LIMIT) /* larger than any index of this shard: not fetched */
+        ferry_log(FERRY_LOG_WARN, "shards: %s; the shard is read to index it instead",
+                  ferry_last_error());
     ferry_clear_error(); /* no index beside it: not an error, read the shard */
     ferry_host_free(d);
     char kept[PATH_MAX + 64];

@@ -69,6 +69,13 @@ ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *pa
                                       uint64_t shard_size, uint32_t k, ferry_shard_part *out,
                                       bool *found);
 #define FERRY_SHARD_INDEX_SUFFIX ".ferry-index"
+/* The most bytes fetched for the index beside a remote shard of shard_size
+ * bytes: what the most samples such a shard can hold need (one 512-byte
+ * header each, names up to 256 bytes, the class names), and never over
+ * FERRY_SHARD_INDEX_MAX_FETCH; a larger one is refused before it is fetched
+ * (the shard is then read to index it). */
+#define FERRY_SHARD_INDEX_MAX_FETCH ((uint64_t)64 << 20)
+size_t ferry__shard_index_max_bytes(uint64_t shard_size);
 /* The same, kept at another path ip (a remote shard's, in its cache folder):
  * save as ferry__shard_index_save with fd the shard's local copy; load as
  * parse, from the file. */

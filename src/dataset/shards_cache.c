@@ -19,6 +19,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/redact.h"
 #include "dataset/shards.h"
 
 #define SUFFIX FERRY_SHARD_INDEX_SUFFIX
@@ -36,6 +37,17 @@ typedef struct head {
     uint8_t gzip, pad[7];
     char classes_member[32];
 } head;
+
+size_t ferry__shard_index_max_bytes(uint64_t shard_size)
+{
+    /* Each sample has a member, and each member a 512-byte header; its name
+     * is at most the 256 bytes a ustar header holds (a shard of longer pax
+     * names may exceed this, and is then indexed from its bytes). */
+    uint64_t records = shard_size / 512 + 1;
+    uint64_t classes = shard_size < (512u << 10) ? shard_size : (512u << 10);
+    uint64_t max = sizeof(head) + 4 + records * (sizeof(ferry_shard_sample) + 256) + classes;
+    return max < FERRY_SHARD_INDEX_MAX_FETCH ? (size_t)max : (size_t)FERRY_SHARD_INDEX_MAX_FETCH;
+}
 
 static bool index_path(const char *shard, char *out, size_t cap)
 {
@@ -96,7 +108,9 @@ ferry_status ferry__shard_index_save_at(const char *ip, const char *path, int fd
         sb.st_mtim.tv_nsec != before->st_mtim.tv_nsec)
         return ferry_fail_at(FERRY_ERR_IO, path, "changed while it was indexed; %s not written",
                              ip);
-    size_t prefix = strlen(path) + 1; /* "SHARD:" */
+    char disp[4096]; /* the names begin "SHARD:", SHARD as unpack writes it */
+    size_t prefix = ferry_redact_urls(path, disp, sizeof disp);
+    prefix = (prefix < sizeof disp ? prefix : sizeof disp - 1) + 1;
     head h = head_of(&sb, p);
     for (size_t i = 0; i < p->n; i++)
         h.names_len += strlen(p->names + p->samples[i].name) - prefix + 1;
@@ -218,10 +232,13 @@ static bool record_fits(const ferry_shard_sample *s, const head *h)
     default:
         return false;
     }
-    if (s->hdr_off > ((uint64_t)1 << 62) || s->img_off < s->hdr_off + 512 ||
-        s->img_size > ((uint64_t)1 << 62))
+    /* Every sum below stays under 2^63: a crafted offset near 2^64 must not
+     * wrap into a small one (the CRC is no signature; a server recomputes it). */
+    const uint64_t big = (uint64_t)1 << 62;
+    if (s->hdr_off > big || s->img_off > big || s->img_size > big ||
+        s->img_off < s->hdr_off + 512)
         return false;
-    return h->gzip || s->img_off + s->img_size <= h->shard_size;
+    return h->gzip || (s->img_off <= h->shard_size && s->img_size <= h->shard_size - s->img_off);
 }
 
 static int cmp_span(const void *pa, const void *pb)
@@ -258,7 +275,9 @@ static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry
     const uint8_t *rec = d + sizeof h;
     const char *keys = (const char *)rec + h.n * sizeof(ferry_shard_sample);
     const char *cls = keys + h.names_len;
-    size_t plen = strlen(path);
+    char disp[4096]; /* the names' prefix: the path, a URL's password cut out */
+    size_t plen = ferry_redact_urls(path, disp, sizeof disp);
+    plen = plen < sizeof disp ? plen : sizeof disp - 1;
     out->gzip = h.gzip;
     memcpy(out->classes_member, h.classes_member, sizeof out->classes_member);
     out->classes_member[sizeof out->classes_member - 1] = '\0';
@@ -279,7 +298,7 @@ static ferry_status unpack(const uint8_t *d, const char *path, uint32_t k, ferry
             return FERRY_ERR_FORMAT;
         s.shard = k;
         s.name = out->names_len;
-        memcpy(out->names + out->names_len, path, plen);
+        memcpy(out->names + out->names_len, disp, plen);
         out->names[out->names_len + plen] = ':';
         memcpy(out->names + out->names_len + plen + 1, key, kl + 1);
         out->names_len += plen + kl + 2;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/redact.h"
 #include "dataset/gz.h"
 #include "dataset/shards.h"
 #include "dataset/tar.h"
@@ -278,15 +279,18 @@ static ferry_status add_sample(const char *shard, uint32_t k, const entry *v, si
         s->img_size = img->size;
     }
     s->cls_off = cls ? cls->hdr : 0;
-    /* "SHARD:KEY.png", or "SHARD:KEY" when there is no image. */
-    size_t nl = strlen(shard), ml = img ? strlen(img->name) : e->key_len;
+    /* "SHARD:KEY.png", or "SHARD:KEY" when there is no image; a URL's
+     * password is not part of the name (it is printed). */
+    char disp[4096];
+    size_t nl = ferry_redact_urls(shard, disp, sizeof disp), ml = img ? strlen(img->name) : e->key_len;
+    nl = nl < sizeof disp ? nl : sizeof disp - 1;
     void *q = out->names;
     if ((st = grow(&q, &out->names_cap, out->names_len + nl + ml + 2, 1)) != FERRY_OK)
         return st;
     out->names = q;
     s->name = out->names_len;
     char *d = out->names + out->names_len;
-    memcpy(d, shard, nl);
+    memcpy(d, disp, nl);
     d[nl] = ':';
     memcpy(d + nl + 1, e->name, ml);
     d[nl + 1 + ml] = '\0';

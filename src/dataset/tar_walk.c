@@ -124,6 +124,12 @@ static ferry_status refill(ferry_tar_walk *w, uint64_t off)
     return FERRY_OK;
 }
 
+/* Whether [off, off + n) lies in the window; no sum that could wrap. */
+static bool in_window(const ferry_tar_walk *w, uint64_t off, size_t n)
+{
+    return w->len && off >= w->start && off - w->start <= w->len && n <= w->len - (off - w->start);
+}
+
 ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const uint8_t **out)
 {
     check_walk(w);
@@ -131,8 +137,7 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
     if (n > w->cap)
         return ferry_fail_at(FERRY_ERR_LIMIT, w->shard, "%zu bytes at byte %llu: over the %zu-byte read "
                              "window", n, (unsigned long long)off, w->cap);
-    bool in_window = w->len && off >= w->start && off + n <= w->start + w->len;
-    if (!in_window && size_unknown(w)) {
+    if (!in_window(w, off, n) && size_unknown(w)) {
         ferry_status st = refill(w, off);
         if (st != FERRY_OK)
             return st;
@@ -141,7 +146,7 @@ ferry_status ferry__tar_read(ferry_tar_walk *w, uint64_t off, size_t n, const ui
         return ferry_fail_at(FERRY_ERR_FORMAT, w->shard, "truncated: %zu bytes at byte %llu run past its "
                              "end (%llu bytes)", n, (unsigned long long)off,
                              (unsigned long long)w->file_size);
-    if (!w->len || off < w->start || off + n > w->start + w->len) {
+    if (!in_window(w, off, n)) {
         ferry_status st = refill(w, off);
         if (st != FERRY_OK)
             return st;

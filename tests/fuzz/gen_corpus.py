@@ -146,7 +146,43 @@ def jpeg_seeds():
         out("jpeg", name, data)
 
 
+def index_file(shard_size, records, names, classes=(), gzip=0, crc=True):
+    # A shard's index as shards_cache.c writes it (little-endian, as on the
+    # machines ferry runs on): a 112-byte head, 56-byte records (img_off,
+    # img_size, hdr_off, cls_off, label, name, shard, problem), the key names
+    # and class names NUL-terminated, then the CRC-32 of all that.
+    blob = b"".join(n.encode() + b"\0" for n in names)
+    cls = b"".join(c.encode() + b"\0" for c in classes)
+    head = struct.pack("<8sIIQqqQQQQB7x32s", b"FERRYIX1", 2, 56, shard_size, 0, 0,
+                       len(records), len(blob), len(cls), len(classes), gzip,
+                       b"__classes__.txt" if classes else b"")
+    body = head + b"".join(struct.pack("<QQQQqQIB3x", *r) for r in records) + blob + cls
+    return body + struct.pack("<I", zlib.crc32(body) & 0xffffffff if crc else 0)
+
+
+def index_seeds():
+    # Shard indexes (fuzz_index): the fuzz target puts the right CRC in
+    # itself. Records: (img_off, img_size, hdr_off, cls_off, label, name
+    # offset, shard, problem); problem 0 ok, 1 no image, 2 no label, 3 bad label.
+    two = [(512, 100, 0, 1024, 1, 0, 0, 0), (2560, 90, 2048, 3584, 0, 6, 0, 0)]
+    out("index", "two.ix", index_file(10240, two, ["0.png", "1.png"]))
+    out("index", "classes.ix", index_file(10240, two, ["0.png", "1.png"], ["cat", "dog"]))
+    out("index", "problems.ix", index_file(8192, [(0, 0, 0, 0, 3, 0, 0, 1), (1536, 7, 1024, 0, -1, 2, 0, 2),
+                                                  (3584, 7, 3072, 4096, -1, 8, 0, 3)],
+                                           ["a", "b.png", "c.png"]))
+    out("index", "gzip.ix", index_file(300, two, ["0.png", "1.png"], gzip=1))
+    out("index", "empty.ix", index_file(1024, [], []))
+    # The crasher of issue 36: an offset that wraps past 2^64 onto a small one
+    # (2^64 - 64 MiB + 1000, 64 MiB long, in a 64 MiB shard).
+    wrap = [((1 << 64) - (64 << 20) + 1000, 64 << 20, 0, 0, 1, 0, 0, 0)]
+    d = os.path.join(HERE, "..", "data", "crashers", "index")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "wrapped_offset.ix"), "wb") as f:
+        f.write(index_file(64 << 20, wrap, ["0.png"]))
+
+
 if __name__ == "__main__":
     main()
     tar_seeds()
     jpeg_seeds()
+    index_seeds()
