@@ -237,6 +237,25 @@ TEST(s3_session_token_never_follows_a_redirect)
     free(shard);
 }
 
+/* No redirect from https:// goes to http:// (the loopback servers speak no
+ * TLS, so the rule libcurl is given is what is checked here), and an s3://
+ * URL signed for https keeps it. */
+TEST(https_is_never_redirected_to_http)
+{
+    ASSERT_STR_EQ(ferry__redirect_protocols("https://host/a.tar"), "https");
+    ASSERT_STR_EQ(ferry__redirect_protocols("HTTPS://host/a.tar"), "https");
+    ASSERT_STR_EQ(ferry__redirect_protocols("http://host/a.tar"), "http,https");
+    ferry_remote_target t;
+    unsetenv("AWS_ENDPOINT_URL");
+    setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", "secret", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    ferry_status st = ferry__remote_target("s3://bucket/a.tar", &t);
+    unset_aws();
+    ASSERT_OK(st);
+    ASSERT_STR_EQ(ferry__redirect_protocols(t.url), "https");
+}
+
 /* ---- item 5: a total deadline per request ---- */
 
 static int count_sink(void *arg, const uint8_t *b, size_t n)

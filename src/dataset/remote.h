@@ -48,6 +48,11 @@ typedef struct ferry_remote_opts {
 #define FERRY_REMOTE_MIN_RATE (64.0 * 1024)
 double ferry__remote_deadline_s(const ferry_remote_opts *o, uint64_t bytes);
 
+/* The schemes a request to url may be redirected to: "https" from https://
+ * (never a downgrade that would send the request, and what it carries, in
+ * clear), "http,https" from http://. */
+const char *ferry__redirect_protocols(const char *url);
+
 /* Whether an HTTP status is worth another try: 408, 425, 429, 500, 502, 503,
  * 504. Everything else (501 among them) answers the same again. */
 bool ferry__http_transient(long status);

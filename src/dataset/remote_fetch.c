@@ -224,8 +224,7 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     /* Credentials stay with the host they are for: a signed s3:// request
      * follows no redirect (libcurl would carry the session token, a plain
      * header, to any host), and no redirect goes from https to http. */
-    bool tls = !strncasecmp(t->url, "https://", 8);
-    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, tls ? "https" : "http,https");
+    curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, ferry__redirect_protocols(t->url));
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, t->s3 ? 0L : 1L);
     curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(o->timeout_s * 1000));

@@ -87,6 +87,11 @@ double ferry__remote_deadline_s(const ferry_remote_opts *o, uint64_t bytes)
     return 2 * t + (double)bytes / rate;
 }
 
+const char *ferry__redirect_protocols(const char *url)
+{
+    return strncasecmp(url, "https://", 8) == 0 ? "https" : "http,https";
+}
+
 bool ferry__http_transient(long status)
 {
     switch (status) {
