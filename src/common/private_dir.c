@@ -133,7 +133,7 @@ int ferry_private_create(int dfd, const char *prefix, const char *suffix, unsign
                          size_t cap)
 {
     for (int tries = 0; tries < 100; tries++) {
-        int w = snprintf(name, cap, "%s.%016llx%s", prefix, ferry_random64(), suffix);
+        int w = snprintf(name, cap, "%s%016llx%s", prefix, ferry_random64(), suffix);
         if (w < 0 || (size_t)w >= cap) {
             errno = ENAMETOOLONG;
             return -1;

@@ -30,8 +30,8 @@ ferry_status ferry_private_dir_default(char *out, size_t cap);
  * folder's use in messages ("remote shard cache"). */
 ferry_status ferry_private_dir_open(const char *dir, bool make_parents, const char *what, int *dfd);
 
-/* Creates a new file in dfd named PREFIX.XXXXXXXXXXXXXXXX SUFFIX (16 random
- * hex digits), O_CREAT|O_EXCL|O_NOFOLLOW with the given mode and
+/* Creates a new file in dfd named PREFIX, 16 random hex digits, SUFFIX,
+ * O_CREAT|O_EXCL|O_NOFOLLOW with the given mode and
  * O_RDWR|O_CLOEXEC, trying another name if one exists. Its name goes into
  * name (cap bytes). Returns the descriptor, or -1 with errno set. */
 int ferry_private_create(int dfd, const char *prefix, const char *suffix, unsigned mode, char *name,

@@ -52,7 +52,8 @@ enum { ABSENT = 0, FETCHING, DONE, FAILED };
 
 typedef struct rentry {
     struct ferry_remote_cache *c;
-    const char *url;            /* the dataset's string; NULL for a local shard */
+    char *url;                  /* a copy of the dataset's string (a fetch thread may outlive
+                                 * it until destroy joins it); NULL for a local shard */
     ferry_remote_obj obj;
     uint64_t id;                /* names its files: the URL, ETag and size hashed */
     int fd;                     /* stable: the file while held, else /dev/null */
@@ -534,7 +535,8 @@ static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_se
         e->fd = -1;
         if (!ferry__is_url(su->paths[i]))
             continue;
-        e->url = su->paths[i];
+        if (!(e->url = ferry_host_strdup(su->paths[i])))
+            return FERRY_ERR_NO_MEMORY;
         ferry_status st = ferry__remote_stat(e->url, &c->opts, &c->cnt, &e->obj);
         if (st != FERRY_OK)
             return st;
@@ -566,6 +568,8 @@ ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remo
     c->budget = su->budget;
     c->opts = su->opts;
     c->dfd = -1;
+    for (size_t i = 0; i < su->n; i++) /* destroy closes only what was opened */
+        c->e[i].fd = -1;
     c->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     ferry_status st = c->devnull < 0 ? ferry_fail(FERRY_ERR_IO, "/dev/null: %s", strerror(errno))
                                      : open_dir(c, su->dir);
@@ -592,6 +596,7 @@ void ferry__remote_cache_destroy(ferry_remote_cache *c)
             (void)unlinkat(c->dfd, e->part, 0);
         if (e->fd >= 0)
             close(e->fd);
+        ferry_host_free(e->url);
     }
     if (c->devnull >= 0)
         close(c->devnull);
