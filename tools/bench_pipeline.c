@@ -273,12 +273,17 @@ static int cache_dir(char *buf, size_t n)
     char dflt[3700];
     if (c && *c) {
         snprintf(buf, n, "%s/fashion-mnist", c);
-    } else if (ferry_private_dir_default(dflt, sizeof dflt) == FERRY_OK) {
-        snprintf(buf, n, "%s/fashion-mnist", dflt);
-    } else { /* no home at all */
+        return 0;
+    }
+    /* Made (0700) and checked as the remote cache would: it shares the folder. */
+    int fd = -1;
+    if (ferry_private_dir_default(dflt, sizeof dflt) != FERRY_OK ||
+        ferry_private_dir_open(dflt, true, "ferry's cache folder", &fd) != FERRY_OK) {
         fprintf(stderr, "ferry bench: no folder given, and %s\n", ferry_last_error());
         return -1;
     }
+    close(fd);
+    snprintf(buf, n, "%s/fashion-mnist", dflt);
     return 0;
 }
 
