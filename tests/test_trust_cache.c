@@ -439,6 +439,38 @@ TEST(private_create_never_reuses_or_follows_a_name)
     close(dfd);
 }
 
+/* A link (or a file) already at the name drawn is never opened: O_EXCL
+ * refuses it, O_NOFOLLOW would too, and another name is drawn. The part
+ * files, records, indexes and atomic temporaries are all made this way. */
+TEST(private_create_skips_a_name_already_taken)
+{
+    const char *dir = ft_tmp("trust/taken"), *victim = ft_tmp("trust/taken-victim.txt");
+    const char *absent = ft_tmp("trust/taken-absent");
+    ft_write_file(victim, VICTIM, strlen(VICTIM));
+    int dfd;
+    ASSERT_OK(ferry_private_dir_open(dir, true, "test folder", &dfd));
+    char p[PATH_MAX], name[64];
+    snprintf(p, sizeof p, "%s/x.%016llx.t", dir, 0x1234ull);
+    ASSERT_EQ_INT(symlink(victim, p), 0);
+    snprintf(p, sizeof p, "%s/x.%016llx.t", dir, 0x5678ull);
+    ASSERT_EQ_INT(symlink(absent, p), 0); /* dangling: O_CREAT alone would make its target */
+    ferry_debug_fix_random(0x1234ull, 1);
+    int fd = ferry_private_create(dfd, "x.", ".t", 0600, name, sizeof name);
+    ASSERT(fd >= 0);
+    ASSERT(strcmp(name, "x.0000000000001234.t") != 0);
+    ASSERT_EQ_INT(write(fd, "mine", 4), 4);
+    close(fd);
+    ferry_debug_fix_random(0x5678ull, 1);
+    fd = ferry_private_create(dfd, "x.", ".t", 0600, name, sizeof name);
+    ASSERT(fd >= 0);
+    ASSERT_EQ_INT(write(fd, "mine", 4), 4);
+    close(fd);
+    ASSERT_EQ_INT(ferry_debug_fix_random(0, 0), 0);
+    assert_victim_unchanged(victim);
+    ASSERT_MSG(access(absent, F_OK) != 0, "%s was made through the link", absent);
+    close(dfd);
+}
+
 /* The checksum: the same over any split of the bytes, and a change in any
  * one byte (or the length) changes it. */
 TEST(hash64_is_split_invariant_and_sees_every_byte)

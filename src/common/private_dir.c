@@ -14,8 +14,21 @@
 #include "common/error.h"
 #include "common/private_dir.h"
 
+static atomic_llong fixed_left; /* test hook: calls left that return fixed_value */
+static atomic_ullong fixed_value;
+
+long long ferry_debug_fix_random(unsigned long long value, long long k)
+{
+    atomic_store(&fixed_value, value);
+    return atomic_exchange(&fixed_left, k);
+}
+
 unsigned long long ferry_random64(void)
 {
+    long long left = atomic_load(&fixed_left);
+    while (left > 0)
+        if (atomic_compare_exchange_weak(&fixed_left, &left, left - 1))
+            return atomic_load(&fixed_value);
     unsigned long long r;
     if (getrandom(&r, sizeof r, GRND_NONBLOCK) == (ssize_t)sizeof r)
         return r;

@@ -40,5 +40,9 @@ int ferry_private_create(int dfd, const char *prefix, const char *suffix, unsign
 /* 64 unpredictable bits (getrandom; a time and counter mix if that fails:
  * the names it makes are then guessable but still created O_EXCL). */
 unsigned long long ferry_random64(void);
+/* Test hook: the next k calls of ferry_random64 return value (so that a test
+ * can plant something at the name a file is about to get); 0 = off. Returns
+ * the calls that were left. */
+long long ferry_debug_fix_random(unsigned long long value, long long k);
 
 #endif
