@@ -524,7 +524,11 @@ static ferry_status open_dir(struct ferry_remote_cache *c, const char *dir)
     } else if (snprintf(c->dir, sizeof c->dir, "%s", dir && *dir ? dir : env) >= (int)sizeof c->dir) {
         return ferry_fail(FERRY_ERR_INVALID_ARG, "remote shard cache: the folder name is too long");
     }
-    return ferry_private_dir_open(c->dir, fallback, "remote shard cache", &c->dfd);
+    ferry_status st = ferry_private_dir_open(c->dir, fallback, "remote shard cache", &c->dfd);
+    if (st == FERRY_OK && faccessat(c->dfd, ".", W_OK | X_OK, 0) != 0)
+        return ferry_fail(FERRY_ERR_IO, "remote shard cache %s: cannot write there: %s", c->dir,
+                          strerror(errno));
+    return st;
 }
 
 static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_setup *su)
