@@ -17,6 +17,7 @@
 
 #include "../tools/cli_args.h"
 #include "../tools/svg_plot.h"
+#include "save_lock.h" /* lock_save: --save FILE takes FILE.lock */
 
 /* A failure, said once: helpers and their callers both CHECK, and the same
  * message used to be printed at each level. In the program's name and the
@@ -238,34 +239,6 @@ static inline int make_dirs(const char *path)
             *p = c;
         }
     }
-}
-
-/* Two runs saving to one FILE would overwrite each other's checkpoints in
- * turn: the first takes a lock on FILE.lock (flock, held until the process
- * ends, so a killed run holds none) and writes its pid there; the second is
- * refused, saying who holds it. 0, or -1 after one line on stderr. */
-static inline int lock_save(const char *prog, const char *save)
-{
-    char path[4200], pid[32] = "";
-    snprintf(path, sizeof path, "%s.lock", save);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "%s: --save %s: cannot create %s: %s\n", prog, save, path, strerror(errno));
-        return -1;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        fprintf(stderr, "%s: --save %s: another run (pid %s) is saving to it (it holds %s); "
-                "stop it or save elsewhere\n", prog, save, pid[0] ? pid : "unknown", path);
-        close(fd);
-        return -1;
-    }
-    int k = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)k, 0) != k)
-        fprintf(stderr, "%s: note: cannot write the pid into %s\n", prog, path);
-    return 0; /* fd stays open: the lock lasts as long as the process */
 }
 
 /* --save FILE and --out DIR, checked before the first batch rather than when

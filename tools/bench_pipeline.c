@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/private_dir.h" /* the user's cache folder */
 #include "dataset/remote.h" /* the network counters of shards read by URL */
 #include "ferry.h"
 #include "ferry/ops.h"
@@ -264,16 +265,26 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
 
 /* Where the default dataset lives: a cache folder of the user's, never the
  * current folder (ferry bench run anywhere wrote 276 MB into ./build/data):
- * $FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else $HOME/.cache/ferry. */
-static void cache_dir(char *buf, size_t n)
+ * $FERRY_CACHE_DIR, else the folder the remote shard cache uses by default
+ * ($XDG_CACHE_HOME/ferry, else $HOME/.cache/ferry: common/private_dir.h). */
+static int cache_dir(char *buf, size_t n)
 {
-    const char *c = getenv("FERRY_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
-    if (c && *c)
+    const char *c = getenv("FERRY_CACHE_DIR");
+    char dflt[3700];
+    if (c && *c) {
         snprintf(buf, n, "%s/fashion-mnist", c);
-    else if (x && *x)
-        snprintf(buf, n, "%s/ferry/fashion-mnist", x);
-    else
-        snprintf(buf, n, "%s/.cache/ferry/fashion-mnist", h && *h ? h : "/tmp");
+        return 0;
+    }
+    /* Made (0700) and checked as the remote cache would: it shares the folder. */
+    int fd = -1;
+    if (ferry_private_dir_default(dflt, sizeof dflt) != FERRY_OK ||
+        ferry_private_dir_open(dflt, true, "ferry's cache folder", &fd) != FERRY_OK) {
+        fprintf(stderr, "ferry bench: no folder given, and %s\n", ferry_last_error());
+        return -1;
+    }
+    close(fd);
+    snprintf(buf, n, "%s/fashion-mnist", dflt);
+    return 0;
 }
 
 /* The default dataset: Fashion-MNIST's train split as a PNG folder, exported
@@ -283,7 +294,8 @@ static int prepare_default(const char **dir)
 {
     static char path[3900];
     char data[3800];
-    cache_dir(data, sizeof data);
+    if (cache_dir(data, sizeof data) != 0)
+        return -1;
     snprintf(path, sizeof path, "%s/.complete-2", data);
     if (access(path, F_OK) != 0) {
         fprintf(stderr, "ferry bench: no folder given: exporting Fashion-MNIST to %s (once, about "

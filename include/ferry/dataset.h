@@ -140,7 +140,12 @@ typedef struct ferry_image_config {
      * order (and for a gzip shard) it is fetched whole into a local cache
      * folder and kept there while the budget allows, and a shard larger than
      * the budget is read one member at a time by Range. Folder: NULL means
-     * $FERRY_CACHE_DIR, else $TMPDIR/ferry-cache-UID. Budget: bytes of shards
+     * $FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else ~/.cache/ferry
+     * (made 0700); any folder must be a real folder (not a symbolic link),
+     * the user's own and not writable by group or others, else create fails
+     * naming it and the fix. Its files are mode 0600, and a shard kept there
+     * is used again only when the record written with it (URL, ETag, size,
+     * checksum) matches it. Budget: bytes of shards
      * held at once, default (0) 4 GiB; a shard that must be held whole (to be
      * indexed, or gzip) and is larger is an error at create. Timeout: for a
      * connection, and for a body that stalls; default (0) 10 s. Each request

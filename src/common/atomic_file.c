@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <fcntl.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "common/countdown.h"
 #include "common/error.h"
+#include "common/private_dir.h"
 
 static atomic_llong io_countdown; /* 0 = off; 1 = fail the next operation */
 
@@ -71,53 +73,128 @@ static int pid_gone(long pid)
     return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
 }
 
-size_t ferry_atomic_clean_stale(const char *path)
+/* The pid in a temporary name's tail after BASE.tmp: "PID" (older builds) or
+ * "PID-" and 16 hex digits; -1 when the tail is not one. */
+static long tmp_pid(const char *tail)
 {
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    size_t nb = strlen(base), removed = 0;
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
-             slash ? path : ".");
-    DIR *d = opendir(dir);
-    if (!d)
+    if (strncmp(tail, ".tmp", 4) != 0 || tail[4] < '0' || tail[4] > '9')
+        return -1;
+    char *end;
+    long pid = strtol(tail + 4, &end, 10);
+    if (*end == '\0')
+        return pid;
+    if (*end != '-' || strlen(end + 1) != 16 || strspn(end + 1, "0123456789abcdef") != 16)
+        return -1;
+    return pid;
+}
+
+/* clean_stale in the folder open at dfd (shown as dir). */
+static size_t clean_stale_at(int dfd, const char *dir, const char *base)
+{
+    int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
         return 0;
+    }
+    size_t nb = strlen(base), removed = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        const char *tail = e->d_name + nb;
-        if (strncmp(e->d_name, base, nb) != 0 || strncmp(tail, ".tmp", 4) != 0 || !tail[4])
+        long pid = strncmp(e->d_name, base, nb) == 0 ? tmp_pid(e->d_name + nb) : -1;
+        if (pid < 0 || pid == (long)getpid() || !pid_gone(pid))
             continue;
-        char *end;
-        long pid = strtol(tail + 4, &end, 10);
-        if (*end || pid == (long)getpid() || !pid_gone(pid))
-            continue;
-        char p[8192];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) == 0) {
+        if (unlinkat(dfd, e->d_name, 0) == 0) {
             removed++;
-            ferry_log(FERRY_LOG_INFO, "%s: removed a temporary file left by process %ld, which "
-                      "ended during a save", p, pid);
+            ferry_log(FERRY_LOG_INFO, "%s/%s: removed a temporary file left by process %ld, which "
+                      "ended during a save", dir, e->d_name, pid);
         }
     }
     closedir(d);
     return removed;
 }
 
+/* The folder holding path, for its descriptor ("." for a bare name). */
+static void folder_of(const char *path, char *dir, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (slash == path)
+        snprintf(dir, n, "/");
+    else
+        snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+size_t ferry_atomic_clean_stale(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    folder_of(path, dir, sizeof dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return 0;
+    size_t removed = clean_stale_at(dfd, dir, slash ? slash + 1 : path);
+    close(dfd);
+    return removed;
+}
+
+/* The temporary file beside f's target: f->dfd and f->base already set. */
+static ferry_status create_tmp(ferry_atomic_file *f, unsigned mode)
+{
+    const char *name = f->path + f->base;
+    char prefix[4096 + 32];
+    snprintf(prefix, sizeof prefix, "%s.tmp%ld-", name, (long)getpid());
+    snprintf(f->tmp, sizeof f->tmp, "%.*s", (int)f->base, f->path);
+    /* The pid lets clean_stale tell a dead process's file; the random part
+     * keeps anyone from planting a link at the name first (O_EXCL refuses
+     * one at any name anyway, and O_NOFOLLOW a link). */
+    if (!io_ok() || (f->fd = ferry_private_create(f->dfd, prefix, "", mode, f->tmp + f->base,
+                                                  sizeof f->tmp - f->base)) < 0) {
+        ferry_status st = ferry_fail(FERRY_ERR_IO, "%s.tmp%ld-*: cannot create: %s", f->path,
+                                     (long)getpid(), strerror(errno));
+        close(f->dfd);
+        f->dfd = -1;
+        f->tmp[0] = '\0';
+        return st;
+    }
+    return FERRY_OK;
+}
+
 ferry_status ferry_atomic_open(ferry_atomic_file *f, const char *path)
 {
-    f->fd = -1;
+    f->fd = f->dfd = -1;
     f->tmp[0] = '\0';
     ferry_status st = resolve_target(f, path);
     if (st != FERRY_OK)
         return st;
-    path = f->path;
-    ferry_atomic_clean_stale(path);
-    /* The pid keeps two processes writing the same checkpoint off each other's
+    char dir[4096];
+    const char *slash = strrchr(f->path, '/');
+    folder_of(f->path, dir, sizeof dir);
+    f->base = slash ? (size_t)(slash - f->path) + 1 : 0;
+    if ((f->dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: cannot open its folder %s: %s", f->path, dir,
+                          strerror(errno));
+    clean_stale_at(f->dfd, dir, f->path + f->base);
+    /* Two processes writing the same checkpoint keep off each other's
      * temporary file; the last rename wins, whole. */
-    snprintf(f->tmp, sizeof f->tmp, "%s.tmp%ld", path, (long)getpid());
-    if (!io_ok() || (f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0)
-        return ferry_fail(FERRY_ERR_IO, "%s: cannot create: %s", f->tmp, strerror(errno));
-    return FERRY_OK;
+    return create_tmp(f, 0644);
+}
+
+ferry_status ferry_atomic_open_at(ferry_atomic_file *f, int dfd, const char *dir, const char *name,
+                                  unsigned mode)
+{
+    f->fd = f->dfd = -1;
+    f->tmp[0] = '\0';
+    int w = snprintf(f->path, sizeof f->path, "%s/%s", dir, name);
+    if (w < 0 || (size_t)w >= sizeof f->path || strchr(name, '/'))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s/%s: not a name in the folder, or too long",
+                          dir, name);
+    f->base = strlen(dir) + 1;
+    if ((f->dfd = fcntl(dfd, F_DUPFD_CLOEXEC, 0)) < 0)
+        return ferry_fail(FERRY_ERR_IO, "%s: %s", f->path, strerror(errno));
+    clean_stale_at(f->dfd, dir, name);
+    return create_tmp(f, mode);
 }
 
 ferry_status ferry_atomic_write(ferry_atomic_file *f, const void *p, size_t n)
@@ -143,25 +220,22 @@ ferry_status ferry_atomic_pwrite(ferry_atomic_file *f, const void *p, size_t n, 
     return FERRY_OK;
 }
 
-void ferry_atomic_abort(ferry_atomic_file *f)
+/* Closes what f holds; with unlink_tmp, removes the temporary file first. */
+static void release(ferry_atomic_file *f, bool unlink_tmp)
 {
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
-    if (f->tmp[0])
-        unlink(f->tmp);
+    if (unlink_tmp && f->tmp[0] && f->dfd >= 0)
+        unlinkat(f->dfd, f->tmp + f->base, 0);
+    if (f->dfd >= 0)
+        close(f->dfd);
+    f->dfd = -1;
 }
 
-/* The folder holding path, for its fsync ("." for a bare name). */
-static void folder_of(const char *path, char *dir, size_t n)
+void ferry_atomic_abort(ferry_atomic_file *f)
 {
-    const char *slash = strrchr(path, '/');
-    if (!slash)
-        snprintf(dir, n, ".");
-    else if (slash == path)
-        snprintf(dir, n, "/");
-    else
-        snprintf(dir, n, "%.*s", (int)(slash - path), path);
+    release(f, true);
 }
 
 ferry_status ferry_atomic_commit(ferry_atomic_file *f)
@@ -182,26 +256,24 @@ ferry_status ferry_atomic_commit(ferry_atomic_file *f)
     }
     if (rc != 0) {
         ferry_status st = ferry_fail(FERRY_ERR_IO, "%s: close failed: %s", f->tmp, strerror(errno));
-        unlink(f->tmp);
+        release(f, true);
         return st;
     }
-    if (!io_ok() || rename(f->tmp, f->path) != 0) {
+    /* Within the folder's descriptor: a link at the target's name is
+     * replaced, never followed. */
+    if (!io_ok() || renameat(f->dfd, f->tmp + f->base, f->dfd, f->path + f->base) != 0) {
         ferry_status st = ferry_fail(FERRY_ERR_IO, "cannot rename %s to %s: %s", f->tmp, f->path,
                                      strerror(errno));
-        unlink(f->tmp);
+        release(f, true);
         return st;
     }
     /* The rename itself is durable once the folder is synced. The new file is in
      * place either way; a failure here is reported, not undone. */
-    char dir[4096];
-    folder_of(f->path, dir, sizeof dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    int ok = dfd >= 0 && io_ok() && fsync(dfd) == 0;
+    int ok = io_ok() && fsync(f->dfd) == 0;
     int e = errno;
-    if (dfd >= 0)
-        close(dfd);
+    release(f, false);
     if (!ok)
-        return ferry_fail(FERRY_ERR_IO, "%s: written, but syncing its folder %s failed: %s", f->path,
-                          dir, strerror(e));
+        return ferry_fail(FERRY_ERR_IO, "%s: written, but syncing its folder failed: %s", f->path,
+                          strerror(e));
     return FERRY_OK;
 }

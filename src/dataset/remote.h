@@ -111,7 +111,8 @@ typedef struct ferry_remote_cache ferry_remote_cache;
 typedef struct ferry_remote_setup {
     char *const *paths;  /* the dataset's shards; only the URLs among them are the cache's */
     size_t n;
-    const char *dir;     /* NULL: $FERRY_CACHE_DIR, else $TMPDIR (or /tmp)/ferry-cache-UID */
+    const char *dir;     /* NULL: $FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else
+                          * ~/.cache/ferry (common/private_dir.h); checked private */
     size_t budget;       /* bytes of shards kept at once */
     ferry_remote_opts opts;
 } ferry_remote_setup;
@@ -147,6 +148,20 @@ static inline void ferry__remote_stats_since(ferry_remote_stats *now, const ferr
     now->wait_s -= before->wait_s;
 }
 
+/* ---- a cached shard's record (remote_record.c) ---- */
+/* Writes the record `name` in the cache folder (open at dfd, shown as dir):
+ * url, obj's ETag and size, and hash, the checksum (common/hash64.h) of the
+ * bytes downloaded. Atomic, mode 0600, no link followed. */
+ferry_status ferry__remote_record_write(int dfd, const char *dir, const char *name,
+                                        const char *url, const ferry_remote_obj *obj,
+                                        uint64_t hash);
+/* Whether the record `name` says the file at fd is url's object as obj
+ * describes it (ETag, size) and fd's bytes hash to the recorded sum: only then
+ * is a file found in the cache folder used. Reads the whole file. */
+bool ferry__remote_record_matches(int dfd, const char *name, const char *url,
+                                  const ferry_remote_obj *obj, int fd);
+
+/* ---- the cache ---- */
 /* Asks each URL's size and ETag. Stale partial downloads of dead processes
  * in the folder are removed (only files named as this cache names its own).
  * A shard larger than the budget is no error here: streaming and reads of
@@ -159,10 +174,14 @@ int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
 /* FERRY_OK when shard k (a URL) fits the budget, else FERRY_ERR_INVALID_ARG
  * naming it, its size and the budget. */
 ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k);
-/* Where shard k's index is kept in the cache folder once it has been built
+/* The name in the cache folder (relative to its descriptor) under which
+ * shard k's index is kept once it has been built
  * from a download (ferry-HEX.ferry-index: named by URL, ETag and size, like
  * the shard's file, and never evicted); false for a local shard. */
-bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
+bool ferry__remote_cache_index_name(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
+/* The cache folder's descriptor (files are made relative to it) and name. */
+int ferry__remote_cache_dirfd(const ferry_remote_cache *c);
+const char *ferry__remote_cache_dir(const ferry_remote_cache *c);
 /* Shard k's size and ETag as first seen; NULL for a local shard. */
 const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k);
 /* The request counters every fetch of this dataset adds to. */

@@ -1,9 +1,17 @@
 /* The local cache of remote shards: whole shards in files of one folder, at
  * most a byte budget of them at once. A shard is fetched front to back by a
- * thread of its own, over one connection, into NAME.PID-SEQ.part, and readers
- * take its bytes as they arrive (streaming reads overlap the download: the
- * read-ahead); once whole and synced it is renamed to NAME.shard, so a crash
- * leaves a .part file, never one taken for whole. Shards no one is reading are
+ * thread of its own, over one connection, into NAME.PID-RANDOM.part, and
+ * readers take its bytes as they arrive (streaming reads overlap the download:
+ * the read-ahead); once whole and synced its record is written (what it is
+ * and its checksum: remote_record.c) and it is renamed to NAME.shard, so a
+ * crash leaves a .part file, never one taken for whole. A NAME.shard found in
+ * the folder is used only when its record matches it (the fetch thread checks
+ * that before it downloads anything).
+ *
+ * The folder is the user's alone (common/private_dir.h: a real folder, theirs,
+ * not writable by others; by default $XDG_CACHE_HOME/ferry or ~/.cache/ferry,
+ * made 0700), and every file in it is created relative to its descriptor,
+ * O_EXCL|O_NOFOLLOW, mode 0600. Shards no one is reading are
  * evicted least recently used first; a shard being read or fetched never is:
  * a reader that needs room waits for it instead, and a budget below the
  * largest shard is refused at create, so the wait always ends.
@@ -11,7 +19,7 @@
  * Each shard has a descriptor that stays the same for the cache's life (the
  * dataset and its gzip streams keep it): the file is dup3'd onto it when
  * fetched and /dev/null when evicted. Only files named as this cache names
- * them (ferry-HEX.shard, ferry-HEX.PID-SEQ.part) are ever deleted.
+ * them (ferry-HEX.shard, .record, ferry-HEX.PID-RANDOM.part) are ever deleted.
  *
  * Locking: one mutex for every entry's state, the held bytes and the stats;
  * a fetch thread writes its file outside it and then advances `have` under it.
@@ -32,17 +40,20 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/hash64.h"
+#include "common/private_dir.h"
 #include "common/thread.h"
 #include "dataset/remote.h"
 
-/* A file name in the folder: the folder, "/", and a name of ours (or a readdir one). */
-#define PATH_CAP (PATH_MAX + 320)
+/* A file name of ours in the folder (or a readdir one). */
+#define NAME_CAP 320
 
 enum { ABSENT = 0, FETCHING, DONE, FAILED };
 
 typedef struct rentry {
     struct ferry_remote_cache *c;
-    const char *url;            /* the dataset's string; NULL for a local shard */
+    char *url;                  /* a copy of the dataset's string (a fetch thread may outlive
+                                 * it until destroy joins it); NULL for a local shard */
     ferry_remote_obj obj;
     uint64_t id;                /* names its files: the URL, ETag and size hashed */
     int fd;                     /* stable: the file while held, else /dev/null */
@@ -51,9 +62,10 @@ typedef struct rentry {
     uint64_t have;              /* bytes in the file (all of them when DONE) */
     unsigned pins;              /* readers between acquire and release */
     uint64_t used;              /* c->tick at the last release: LRU order */
-    unsigned seq;               /* its .part file's number */
+    char part[NAME_CAP];        /* its .part file's name ("" before one is made) */
     bool renamed;               /* the file is NAME.shard (else still the .part) */
     bool thread;                /* a fetch thread to join */
+    ferry_hash64 sum;           /* of the bytes downloaded (the fetch thread's) */
     pthread_t th;
     double failed_at;           /* ferry_now() when it last FAILED */
     ferry_status err_st;
@@ -66,6 +78,7 @@ struct ferry_remote_cache {
     rentry *e;
     size_t n;
     char dir[PATH_MAX];
+    int dfd;                    /* the folder, checked private; every file is made in it */
     size_t budget;
     ferry_remote_opts opts;
     ferry_remote_counters cnt;
@@ -73,7 +86,6 @@ struct ferry_remote_cache {
     int devnull;
     /* guarded by lock */
     uint64_t tick;
-    unsigned next_seq;
     size_t held, held_peak;
     uint64_t hits, misses, downloads, evictions, failures;
     double wait_s;
@@ -87,14 +99,18 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* The name of the entry's file (its .part, else NAME.shard), or of its record. */
 static void file_name(const rentry *e, bool part, char *out, size_t cap)
 {
-    const struct ferry_remote_cache *c = e->c;
     if (part)
-        snprintf(out, cap, "%s/ferry-%016llx.%ld-%u.part", c->dir, (unsigned long long)e->id,
-                 (long)getpid(), e->seq);
+        snprintf(out, cap, "%s", e->part);
     else
-        snprintf(out, cap, "%s/ferry-%016llx.shard", c->dir, (unsigned long long)e->id);
+        snprintf(out, cap, "ferry-%016llx.shard", (unsigned long long)e->id);
+}
+
+static void record_name(const rentry *e, char *out, size_t cap)
+{
+    snprintf(out, cap, "ferry-%016llx.record", (unsigned long long)e->id);
 }
 
 /* The descriptor now refers to nothing (/dev/null): the file may go. */
@@ -120,6 +136,7 @@ static int sink(void *arg, const uint8_t *b, size_t n)
         }
         done += (size_t)w;
     }
+    ferry_hash64_update(&e->sum, b, n);
     pthread_mutex_lock(&e->c->lock);
     e->have = at + n;
     pthread_cond_broadcast(&e->c->cv);
@@ -133,17 +150,88 @@ static bool cancelled(void *arg)
     return atomic_load(&e->c->closing);
 }
 
+/* A whole file of this object from an earlier run (or another process of
+ * the user's), used only when its record matches it (remote_record.c). */
+static bool adopt(rentry *e)
+{
+    struct ferry_remote_cache *c = e->c;
+    char p[NAME_CAP], r[NAME_CAP];
+    file_name(e, false, p, sizeof p);
+    record_name(e, r, sizeof r);
+    int fd = openat(c->dfd, p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    bool ok = fd >= 0 && ferry__remote_record_matches(c->dfd, r, e->url, &e->obj, fd) &&
+              dup3(fd, e->fd, O_CLOEXEC) >= 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* A new .part file under a name no one could have made first. */
+static ferry_status open_part(rentry *e)
+{
+    struct ferry_remote_cache *c = e->c;
+    char prefix[96];
+    snprintf(prefix, sizeof prefix, "ferry-%016llx.%ld-", (unsigned long long)e->id,
+             (long)getpid());
+    int fd = ferry_private_create(c->dfd, prefix, ".part", 0600, e->part, sizeof e->part);
+    if (fd < 0 || dup3(fd, e->fd, O_CLOEXEC) < 0) {
+        int err = errno;
+        if (fd >= 0) {
+            close(fd);
+            (void)unlinkat(c->dfd, e->part, 0);
+        }
+        e->part[0] = '\0';
+        return ferry_fail_at(FERRY_ERR_IO, e->url, "cannot write the cache folder %s: %s", c->dir,
+                             strerror(err));
+    }
+    close(fd);
+    return FERRY_OK;
+}
+
+/* The download, whole and synced, recorded and named NAME.shard; false when
+ * any step fails (the file is still whole: this run uses it, the next one
+ * fetches it again). */
+static bool keep(rentry *e)
+{
+    struct ferry_remote_cache *c = e->c;
+    char whole[NAME_CAP], r[NAME_CAP];
+    file_name(e, false, whole, sizeof whole);
+    record_name(e, r, sizeof r);
+    /* Synced before it is named whole: after a crash a .shard file is whole.
+     * The record first: a .shard never appears without the record that
+     * describes it. */
+    bool ok = fsync(e->fd) == 0 &&
+              ferry__remote_record_write(c->dfd, c->dir, r, e->url, &e->obj,
+                                         ferry_hash64_final(&e->sum)) == FERRY_OK &&
+              renameat(c->dfd, e->part, c->dfd, whole) == 0;
+    if (!ok)
+        ferry_clear_error(); /* no worse than a cache that could not keep it */
+    return ok;
+}
+
 static void *fetch_main(void *arg)
 {
     rentry *e = arg;
     struct ferry_remote_cache *c = e->c;
-    char part[PATH_CAP], whole[PATH_CAP];
-    file_name(e, true, part, sizeof part);
-    file_name(e, false, whole, sizeof whole);
-    ferry_status st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, UINT64_MAX, sink, cancelled, e,
-                                        &c->cnt);
-    /* Synced before it is named whole: after a crash a .shard file is whole. */
-    bool named = st == FERRY_OK && fsync(e->fd) == 0 && rename(part, whole) == 0;
+    if (adopt(e)) {
+        pthread_mutex_lock(&c->lock);
+        e->state = DONE;
+        e->have = e->obj.size;
+        e->renamed = true;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+    }
+    ferry_status st = open_part(e);
+    if (st == FERRY_OK) {
+        pthread_mutex_lock(&c->lock);
+        c->downloads++;
+        pthread_mutex_unlock(&c->lock);
+        ferry_hash64_init(&e->sum);
+        st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, UINT64_MAX, sink, cancelled, e,
+                               &c->cnt);
+    }
+    bool named = st == FERRY_OK && keep(e);
     pthread_mutex_lock(&c->lock);
     if (st == FERRY_OK) {
         e->state = DONE;
@@ -155,7 +243,8 @@ static void *fetch_main(void *arg)
         snprintf(e->err, sizeof e->err, "%s", ferry_last_error());
         c->failures++;
         c->held -= (size_t)e->obj.size;
-        (void)unlink(part);
+        if (e->part[0])
+            (void)unlinkat(c->dfd, e->part, 0);
         detach(e);
     }
     pthread_cond_broadcast(&c->cv);
@@ -175,10 +264,13 @@ static void join_fetch(rentry *e)
 
 static void evict(struct ferry_remote_cache *c, rentry *e)
 {
-    char p[PATH_CAP];
-    file_name(e, !e->renamed, p, sizeof p);
+    char p[NAME_CAP], r[NAME_CAP];
     join_fetch(e);
-    (void)unlink(p);
+    file_name(e, !e->renamed, p, sizeof p);
+    record_name(e, r, sizeof r);
+    (void)unlinkat(c->dfd, p, 0);
+    if (e->renamed)
+        (void)unlinkat(c->dfd, r, 0);
     detach(e);
     e->state = ABSENT;
     e->have = 0;
@@ -210,56 +302,23 @@ static void hold(struct ferry_remote_cache *c, rentry *e)
         c->held_peak = c->held;
 }
 
-/* A whole file from an earlier run (or another process) of the same object. */
-static bool adopt(struct ferry_remote_cache *c, rentry *e)
-{
-    char p[PATH_CAP];
-    file_name(e, false, p, sizeof p);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    bool ok = fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-              (uint64_t)sb.st_size == e->obj.size && dup3(fd, e->fd, O_CLOEXEC) >= 0;
-    if (fd >= 0)
-        close(fd);
-    if (ok) {
-        e->state = DONE;
-        e->have = e->obj.size;
-        e->renamed = true;
-        hold(c, e);
-    }
-    return ok;
-}
-
+/* The fetch thread adopts a whole file of the object when there is one it
+ * can trust, else downloads it; either way the entry is FETCHING (have 0)
+ * until it is DONE, so no reader sees a byte before it is checked. */
 static ferry_status start_fetch(struct ferry_remote_cache *c, rentry *e)
 {
     join_fetch(e);
-    if (adopt(c, e))
-        return FERRY_OK;
-    char p[PATH_CAP];
-    e->seq = c->next_seq++;
-    file_name(e, true, p, sizeof p);
-    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || dup3(fd, e->fd, O_CLOEXEC) < 0) {
-        int err = errno;
-        if (fd >= 0)
-            close(fd);
-        return ferry_fail_at(FERRY_ERR_IO, e->url, "cannot write the cache folder: %s: %s", p,
-                             strerror(err));
-    }
-    close(fd);
     e->state = FETCHING;
     e->have = 0;
     e->renamed = false;
+    e->part[0] = '\0';
     hold(c, e);
     if (ferry_thread_create(&e->th, fetch_main, e) != 0) {
         c->held -= (size_t)e->obj.size;
-        (void)unlink(p);
-        detach(e);
         e->state = ABSENT;
         return ferry_fail_at(FERRY_ERR_IO, e->url, "cannot start a thread to fetch it");
     }
     e->thread = true;
-    c->downloads++;
     return FERRY_OK;
 }
 
@@ -340,13 +399,22 @@ ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k)
                       (unsigned long long)c->e[k].obj.size, c->budget);
 }
 
-bool ferry__remote_cache_index_path(const ferry_remote_cache *c, size_t k, char *out, size_t cap)
+bool ferry__remote_cache_index_name(const ferry_remote_cache *c, size_t k, char *out, size_t cap)
 {
     if (!c || !c->e[k].url)
         return false;
-    int w = snprintf(out, cap, "%s/ferry-%016llx.ferry-index", c->dir,
-                     (unsigned long long)c->e[k].id);
+    int w = snprintf(out, cap, "ferry-%016llx.ferry-index", (unsigned long long)c->e[k].id);
     return w > 0 && (size_t)w < cap;
+}
+
+int ferry__remote_cache_dirfd(const ferry_remote_cache *c)
+{
+    return c ? c->dfd : -1;
+}
+
+const char *ferry__remote_cache_dir(const ferry_remote_cache *c)
+{
+    return c ? c->dir : "";
 }
 
 const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k)
@@ -424,39 +492,43 @@ void ferry__remote_cache_stats(ferry_remote_cache *c, ferry_remote_stats *out)
 /* Partial downloads left by processes that died: ours by name, their pid gone. */
 static void remove_stale(const struct ferry_remote_cache *c)
 {
-    DIR *d = opendir(c->dir);
+    int fd = openat(c->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d && fd >= 0)
+        close(fd);
     struct dirent *de;
     while (d && (de = readdir(d)) != NULL) {
         unsigned long long id;
         long pid;
-        unsigned seq;
-        char tail[8] = "", p[PATH_CAP];
-        if (sscanf(de->d_name, "ferry-%16llx.%ld-%u.%5s", &id, &pid, &seq, tail) != 4 ||
+        char rnd[17], tail[8] = "";
+        if (sscanf(de->d_name, "ferry-%16llx.%ld-%16[0-9a-f].%5s", &id, &pid, rnd, tail) != 4 ||
             strcmp(tail, "part") != 0 || pid <= 0 || pid == (long)getpid() ||
             kill((pid_t)pid, 0) == 0 || errno != ESRCH)
             continue;
-        snprintf(p, sizeof p, "%s/%s", c->dir, de->d_name);
-        (void)unlink(p);
+        (void)unlinkat(c->dfd, de->d_name, 0);
     }
     if (d)
         closedir(d);
 }
 
+/* The folder given, else $FERRY_CACHE_DIR, else the user's cache folder (made
+ * with its parents); checked private either way. */
 static ferry_status open_dir(struct ferry_remote_cache *c, const char *dir)
 {
-    const char *env = getenv("FERRY_CACHE_DIR"), *tmp = getenv("TMPDIR");
-    int w = dir && *dir ? snprintf(c->dir, sizeof c->dir, "%s", dir)
-            : env && *env ? snprintf(c->dir, sizeof c->dir, "%s", env)
-            : snprintf(c->dir, sizeof c->dir, "%s/ferry-cache-%ld", tmp && *tmp ? tmp : "/tmp",
-                       (long)getuid());
-    if (w < 0 || (size_t)w >= sizeof c->dir)
+    const char *env = getenv("FERRY_CACHE_DIR");
+    bool fallback = !(dir && *dir) && !(env && *env);
+    if (fallback) {
+        ferry_status st = ferry_private_dir_default(c->dir, sizeof c->dir);
+        if (st != FERRY_OK)
+            return st;
+    } else if (snprintf(c->dir, sizeof c->dir, "%s", dir && *dir ? dir : env) >= (int)sizeof c->dir) {
         return ferry_fail(FERRY_ERR_INVALID_ARG, "remote shard cache: the folder name is too long");
-    if (mkdir(c->dir, 0700) != 0 && errno != EEXIST)
-        return ferry_fail(FERRY_ERR_IO, "remote shard cache %s: %s", c->dir, strerror(errno));
-    if (access(c->dir, W_OK | X_OK) != 0)
+    }
+    ferry_status st = ferry_private_dir_open(c->dir, fallback, "remote shard cache", &c->dfd);
+    if (st == FERRY_OK && faccessat(c->dfd, ".", W_OK | X_OK, 0) != 0)
         return ferry_fail(FERRY_ERR_IO, "remote shard cache %s: cannot write there: %s", c->dir,
                           strerror(errno));
-    return FERRY_OK;
+    return st;
 }
 
 static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_setup *su)
@@ -467,7 +539,8 @@ static ferry_status stat_all(struct ferry_remote_cache *c, const ferry_remote_se
         e->fd = -1;
         if (!ferry__is_url(su->paths[i]))
             continue;
-        e->url = su->paths[i];
+        if (!(e->url = ferry_host_strdup(su->paths[i])))
+            return FERRY_ERR_NO_MEMORY;
         ferry_status st = ferry__remote_stat(e->url, &c->opts, &c->cnt, &e->obj);
         if (st != FERRY_OK)
             return st;
@@ -498,6 +571,9 @@ ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remo
     c->n = su->n;
     c->budget = su->budget;
     c->opts = su->opts;
+    c->dfd = -1;
+    for (size_t i = 0; i < su->n; i++) /* destroy closes only what was opened */
+        c->e[i].fd = -1;
     c->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     ferry_status st = c->devnull < 0 ? ferry_fail(FERRY_ERR_IO, "/dev/null: %s", strerror(errno))
                                      : open_dir(c, su->dir);
@@ -520,16 +596,16 @@ void ferry__remote_cache_destroy(ferry_remote_cache *c)
     for (size_t i = 0; i < c->n; i++) {
         rentry *e = &c->e[i];
         join_fetch(e);
-        if (e->state == FETCHING) { /* cannot be: its thread has ended; for clarity */
-            char p[PATH_CAP];
-            file_name(e, true, p, sizeof p);
-            (void)unlink(p);
-        }
+        if (e->state == FETCHING && e->part[0]) /* cannot be: its thread has ended */
+            (void)unlinkat(c->dfd, e->part, 0);
         if (e->fd >= 0)
             close(e->fd);
+        ferry_host_free(e->url);
     }
     if (c->devnull >= 0)
         close(c->devnull);
+    if (c->dfd >= 0)
+        close(c->dfd);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->lock);
     ferry_host_free(c->e);

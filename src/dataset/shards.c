@@ -533,11 +533,13 @@ static ferry_status index_remote(index_job *j, size_t i)
                   ferry_last_error());
     ferry_clear_error(); /* no index beside it: not an error, read the shard */
     ferry_host_free(d);
-    char kept[PATH_MAX + 64];
-    bool keep = ferry__remote_cache_index_path(h->remote, i, kept, sizeof kept);
+    char kept[128];
+    int dfd = ferry__remote_cache_dirfd(h->remote);
+    bool keep = ferry__remote_cache_index_name(h->remote, i, kept, sizeof kept);
     if (st == FERRY_OK && !found && keep)
-        st = ferry__shard_index_load_at(kept, path, ferry__remote_cache_obj(h->remote, i)->size,
-                                        (uint32_t)i, &j->parts[i], &found);
+        st = ferry__shard_index_load_at(dfd, kept, path,
+                                        ferry__remote_cache_obj(h->remote, i)->size, (uint32_t)i,
+                                        &j->parts[i], &found);
     if (st == FERRY_OK && found && j->parts[i].gzip &&
         (st = ferry__remote_cache_fits(h->remote, i)) != FERRY_OK)
         ferry__shard_part_free(&j->parts[i]);
@@ -547,7 +549,8 @@ static ferry_status index_remote(index_job *j, size_t i)
     if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK &&
         (st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i])) == FERRY_OK &&
         keep && fstat(h->fds[i], &before) == 0 &&
-        ferry__shard_index_save_at(kept, path, h->fds[i], &before, &j->parts[i]) != FERRY_OK)
+        ferry__shard_index_save_at(dfd, ferry__remote_cache_dir(h->remote), kept, path, h->fds[i],
+                                   &before, &j->parts[i]) != FERRY_OK)
         ferry_clear_error(); /* the next create downloads the shard again: no worse */
     ferry__remote_cache_release(h->remote, i);
     return st;

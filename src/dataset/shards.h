@@ -76,13 +76,17 @@ ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *pa
  * (the shard is then read to index it). */
 #define FERRY_SHARD_INDEX_MAX_FETCH ((uint64_t)64 << 20)
 size_t ferry__shard_index_max_bytes(uint64_t shard_size);
-/* The same, kept at another path ip (a remote shard's, in its cache folder):
- * save as ferry__shard_index_save with fd the shard's local copy; load as
- * parse, from the file. */
-ferry_status ferry__shard_index_save_at(const char *ip, const char *path, int fd,
-                                        const struct stat *before, const ferry_shard_part *p);
-ferry_status ferry__shard_index_load_at(const char *ip, const char *path, uint64_t shard_size,
-                                        uint32_t k, ferry_shard_part *out, bool *found);
+/* The same, kept as `name` in another folder (a remote shard's, in its cache
+ * folder, open at dfd and shown as dir): save as ferry__shard_index_save with
+ * fd the shard's local copy, mode 0600, created relative to dfd; load as
+ * parse, from the file. A symbolic link at name is never followed: saving
+ * replaces it, loading takes it for no index. */
+ferry_status ferry__shard_index_save_at(int dfd, const char *dir, const char *name,
+                                        const char *path, int fd, const struct stat *before,
+                                        const ferry_shard_part *p);
+ferry_status ferry__shard_index_load_at(int dfd, const char *name, const char *path,
+                                        uint64_t shard_size, uint32_t k, ferry_shard_part *out,
+                                        bool *found);
 
 
 /* The class-names members' names. */

@@ -10,6 +10,8 @@
  * apart): head, then n ferry_shard_sample records, the sample names without
  * the "SHARD:" prefix (NUL-terminated, in sample order), the class names
  * (NUL-terminated), and the CRC-32 of all that. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,57 +91,82 @@ static void put(writer *w, const void *p, size_t n)
     w->st = ferry_atomic_write(&w->f, p, n);
 }
 
-ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat *before,
-                                     const ferry_shard_part *p)
+/* Whether the shard (fd) is still as it was when indexed (before). */
+static ferry_status unchanged(int fd, const struct stat *before, const char *path, const char *ip,
+                              struct stat *sb)
 {
-    char ip[4096];
-    if (!index_path(path, ip, sizeof ip))
-        return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
-    return ferry__shard_index_save_at(ip, path, fd, before, p);
-}
-
-ferry_status ferry__shard_index_save_at(const char *ip, const char *path, int fd,
-                                        const struct stat *before, const ferry_shard_part *p)
-{
-    struct stat sb;
-    if (fstat(fd, &sb) != 0)
+    if (fstat(fd, sb) != 0)
         return ferry_fail(FERRY_ERR_IO, "%s: cannot be written", ip);
-    if (sb.st_size != before->st_size || sb.st_mtim.tv_sec != before->st_mtim.tv_sec ||
-        sb.st_mtim.tv_nsec != before->st_mtim.tv_nsec)
+    if (sb->st_size != before->st_size || sb->st_mtim.tv_sec != before->st_mtim.tv_sec ||
+        sb->st_mtim.tv_nsec != before->st_mtim.tv_nsec)
         return ferry_fail_at(FERRY_ERR_IO, path, "changed while it was indexed; %s not written",
                              ip);
+    return FERRY_OK;
+}
+
+/* The index into w's file (opened), then committed; aborted on failure. */
+static ferry_status write_index(writer *w, const struct stat *sb, const char *path,
+                                const ferry_shard_part *p)
+{
     char disp[4096]; /* the names begin "SHARD:", SHARD as unpack writes it */
     size_t prefix = ferry_redact_urls(path, disp, sizeof disp);
     prefix = (prefix < sizeof disp ? prefix : sizeof disp - 1) + 1;
-    head h = head_of(&sb, p);
+    head h = head_of(sb, p);
     for (size_t i = 0; i < p->n; i++)
         h.names_len += strlen(p->names + p->samples[i].name) - prefix + 1;
     for (size_t c = 0; c < p->nclasses; c++)
         h.classes_len += strlen(p->classes[c]) + 1;
-    writer w = {.crc = crc32(0, NULL, 0)};
-    if ((w.st = ferry_atomic_open(&w.f, ip)) != FERRY_OK)
-        return w.st;
-    put(&w, &h, sizeof h);
+    w->crc = crc32(0, NULL, 0);
+    put(w, &h, sizeof h);
     for (size_t i = 0, at = 0; i < p->n; i++) { /* name: an offset into the key names */
         ferry_shard_sample s = p->samples[i];
         s.name = at;
         at += strlen(p->names + p->samples[i].name) - prefix + 1;
-        put(&w, &s, sizeof s);
+        put(w, &s, sizeof s);
     }
     for (size_t i = 0; i < p->n; i++) {
         const char *key = p->names + p->samples[i].name + prefix;
-        put(&w, key, strlen(key) + 1);
+        put(w, key, strlen(key) + 1);
     }
     for (size_t c = 0; c < p->nclasses; c++)
-        put(&w, p->classes[c], strlen(p->classes[c]) + 1);
-    uint32_t crc = (uint32_t)w.crc;
-    if (w.st == FERRY_OK)
-        w.st = ferry_atomic_write(&w.f, &crc, sizeof crc);
-    if (w.st != FERRY_OK) {
-        ferry_atomic_abort(&w.f);
-        return w.st;
+        put(w, p->classes[c], strlen(p->classes[c]) + 1);
+    uint32_t crc = (uint32_t)w->crc;
+    if (w->st == FERRY_OK)
+        w->st = ferry_atomic_write(&w->f, &crc, sizeof crc);
+    if (w->st != FERRY_OK) {
+        ferry_atomic_abort(&w->f);
+        return w->st;
     }
-    return ferry_atomic_commit(&w.f);
+    return ferry_atomic_commit(&w->f);
+}
+
+ferry_status ferry__shard_index_save(const char *path, int fd, const struct stat *before,
+                                     const ferry_shard_part *p)
+{
+    char ip[4096];
+    struct stat sb;
+    writer w = {.st = FERRY_OK};
+    if (!index_path(path, ip, sizeof ip))
+        return ferry_fail(FERRY_ERR_IO, "%s%s: cannot be written", path, SUFFIX);
+    ferry_status st = unchanged(fd, before, path, ip, &sb);
+    if (st != FERRY_OK || (st = ferry_atomic_open(&w.f, ip)) != FERRY_OK)
+        return st;
+    return write_index(&w, &sb, path, p);
+}
+
+ferry_status ferry__shard_index_save_at(int dfd, const char *dir, const char *name,
+                                        const char *path, int fd, const struct stat *before,
+                                        const ferry_shard_part *p)
+{
+    char ip[4096 + 256];
+    struct stat sb;
+    writer w = {.st = FERRY_OK};
+    snprintf(ip, sizeof ip, "%s/%s", dir, name);
+    ferry_status st = unchanged(fd, before, path, ip, &sb);
+    /* Only the user may read it (the cache folder is theirs alone). */
+    if (st != FERRY_OK || (st = ferry_atomic_open_at(&w.f, dfd, dir, name, 0600)) != FERRY_OK)
+        return st;
+    return write_index(&w, &sb, path, p);
 }
 
 /* ---- load ---- */
@@ -382,26 +409,36 @@ ferry_status ferry__shard_index_parse(const uint8_t *d, size_t n, const char *pa
     return st;
 }
 
-ferry_status ferry__shard_index_load_at(const char *ip, const char *path, uint64_t shard_size,
-                                        uint32_t k, ferry_shard_part *out, bool *found)
+ferry_status ferry__shard_index_load_at(int dfd, const char *name, const char *path,
+                                        uint64_t shard_size, uint32_t k, ferry_shard_part *out,
+                                        bool *found)
 {
     memset(out, 0, sizeof *out);
     *found = false;
-    FILE *f = fopen(ip, "rb");
+    /* No link is followed: one at the name makes it no index at all. */
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat fs;
-    if (!f)
+    if (fd < 0)
         return FERRY_OK;
     ferry_status st = FERRY_OK;
     uint8_t *d = NULL;
-    if (fstat(fileno(f), &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0 &&
+    if (fstat(fd, &fs) == 0 && S_ISREG(fs.st_mode) && fs.st_size > 0 &&
         (uint64_t)fs.st_size <= MAX_INDEX_BYTES) {
-        size_t n = (size_t)fs.st_size;
+        size_t n = (size_t)fs.st_size, got = 0;
         if (!(d = ferry_host_malloc(n)))
             st = FERRY_ERR_NO_MEMORY;
-        else if (fread(d, 1, n, f) == n)
+        while (d && got < n) {
+            ssize_t r = pread(fd, d + got, n - got, (off_t)got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            got += (size_t)r;
+        }
+        if (d && got == n)
             st = ferry__shard_index_parse(d, n, path, shard_size, k, out, found);
     }
-    fclose(f);
+    close(fd);
     ferry_host_free(d);
     return st;
 }
