@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Datasets: a length, a sample format, labels, and "decode sample i into this
  * buffer", safe to call from many threads at once. Images are PNG (through libpng),
  * JPEG (through libjpeg-turbo) or IDX (MNIST / Fashion-MNIST); memory datasets use the caller's arrays. */

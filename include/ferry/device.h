@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Devices ("cpu", "cuda", "cuda:N"), streams, events, the pinned host pool and the
  * caching device allocator. Everything here works without a GPU: on the CPU
  * backend streams and events are valid and complete at once. */

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* The loader: the data path from files to batches on a device.
  *
  *   workers --decode+transform straight into--> pinned slot k (host)

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Tensors: the currency every part of ferry passes around.
  *
  * A tensor is a reference-counted handle onto a view (shape, strides, offset) of a
