@@ -38,12 +38,13 @@ int main(int argc, char **argv)
     }
     ferry_dataset *ds;
     ferry_loader *loader = NULL;
-    if (ferry_dataset_open(argv[1], NULL, &ds) == FERRY_OK) {
+    ferry_status st = ferry_dataset_open(argv[1], NULL, &ds);
+    if (st == FERRY_OK) {
         ferry_loader_config cfg = {.dataset = ds, .batch_size = 256, .shuffle = true};
-        ferry_loader_create(&cfg, &loader);
+        st = ferry_loader_create(&cfg, &loader);
         ferry_dataset_release(ds); /* the loader keeps its own reference */
     }
-    if (!loader) {
+    if (st != FERRY_OK) {
         fprintf(stderr, "embed: %s\n", ferry_last_error());
         return 1;
     }
@@ -51,7 +52,6 @@ int main(int argc, char **argv)
     printf("device: %s\n", ferry_device_format(ferry_loader_device(loader), dev, sizeof dev));
 
     ferry_batch b;
-    ferry_status st;
     while ((st = ferry_loader_next(loader, NULL, &b)) == FERRY_OK) {
         const int64_t *s = ferry_tensor_shape(b.images);
         printf("batch %zu: images [%lld, %lld, %lld, %lld] %s, labels [%lld]\n", b.index,
