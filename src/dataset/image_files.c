@@ -1,6 +1,7 @@
-/* A dataset of PNG files with labels: the shared core of image-folder and
- * list-file. get() reads the file into the caller's scratch, decodes it straight
- * into dst and applies the augmentations; it touches no shared mutable state. */
+/* A dataset of image files with labels: the shared core of image-folder and
+ * list-file, and its format (every header read when the config leaves the size
+ * 0). get() reads the file into the caller's scratch, decodes it straight into
+ * dst and applies the augmentations; it touches no shared mutable state. */
 #include <stdio.h>
 #include <string.h>
 
@@ -169,8 +170,8 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
     f->n = n;
     f->cfg = *cfg;
 
-    /* The output format: cfg's, channels 0 meaning RGB, size 0 the one size
-     * of every image. */
+    /* The output format: cfg's, its 0 fields by the rule ferry_image_config
+     * states (never the first file's alone). */
     const char *what = listing ? listing : "dataset";
     ferry_sample_format fmt;
     ferry_status st = FERRY_OK;
@@ -213,8 +214,8 @@ ferry_status ferry__image_files_create(char **paths, int64_t *labels, size_t n,
                   listing ? listing : "dataset", bad_count, n, bad_first);
     else if (passed)
         ferry_log(FERRY_LOG_WARN,
-                  "%s (and %zu more); a file that cannot be "
-                  "read fails with its path and reason when its sample is loaded (with "
+                  "%s (and %zu more); a file that cannot be read fails with its path and "
+                  "reason when its sample is loaded (with "
                   "on_error = SKIP it is skipped and named in the loader's stats)",
                   first, passed - 1);
     return FERRY_OK;
