@@ -1,4 +1,9 @@
-/* ferry: feeds training data to a GPU, and trains on it. The whole public API. */
+/* Library: libferry (pkg-config ferry). */
+/* ferry: feeds training data to a GPU. libferry's whole public API: devices,
+ * tensors (creation, moving, inspection), datasets and the loader. A program
+ * that includes only this header links with -lferry alone. The training stack
+ * (ops, layers, optimisers, data parallelism) is libferry-train's:
+ * <ferry/train.h>, which includes this header too. */
 #ifndef FERRY_H
 #define FERRY_H
 
@@ -8,8 +13,5 @@
 #include "ferry/rng.h"
 #include "ferry/dataset.h"
 #include "ferry/loader.h"
-#include "ferry/ops.h"
-#include "ferry/nn.h"
-#include "ferry/dist.h"
 
 #endif

@@ -12,7 +12,7 @@
 #include <time.h>
 #include <zlib.h>
 
-#include "ferry.h"
+#include "ferry/train.h"
 #include "ferry/rng.h"
 #include "../tools/cli_args.h"
 

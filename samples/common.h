@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <ferry.h>
+#include <ferry/train.h>
 
 #include "../tools/cli_args.h"
 #include "../tools/svg_plot.h"

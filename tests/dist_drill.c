@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ferry.h"
+#include "ferry/train.h"
 
 static int report(int rank, ferry_status st)
 {

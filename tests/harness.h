@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ferry.h"
+#include "ferry/train.h"
 
 typedef void (*ft_test_fn)(void);
 void ft_register(const char *name, ft_test_fn fn);

@@ -888,8 +888,10 @@ TEST(loader_create_zero_and_huge_sizes)
     c.batch_size = 0; /* the default, 64: one short batch of 10 */
     CHK(create_with(c), FERRY_OK);
     c = loader_cfg(ds);
-    c.batch_size = (size_t)-1; /* more than the dataset: one short batch */
+    c.batch_size = 1000; /* more than the dataset: one short batch */
     CHK(create_with(c), FERRY_OK);
+    c.batch_size = (size_t)-1; /* more than any memory: a mistake (test_bad_values) */
+    CHK(create_with(c), FERRY_ERR_INVALID_ARG);
     c.batch_size = HUGE_SIZE;
     c.drop_last = true; /* no batch at all */
     CHK(create_with(c), FERRY_ERR_INVALID_ARG);

@@ -118,16 +118,23 @@ TEST(image_folder_errors_name_the_path)
     ASSERT_STATUS(ferry_dataset_get(ds, 2, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "bad/a/2.png: not a PNG file");
     ferry_dataset_release(ds);
-    /* Another size: resized by default; an error when asked. */
+    /* Another size: without a size in the config, an error at create (never a
+     * silent resize); with one, resized by default, an error when asked. */
     put_png("sz/a/0.png", 5, 4, 4);
     put_png("sz/a/1.png", 6, 8, 2);
+    ASSERT_STATUS(ferry_dataset_image_folder(ft_tmp("sz"), NULL, &ds), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "0.png is 4x4, ");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "1.png is 8x2; set height and width");
     ferry_image_config cfg = ferry_image_config_default();
+    cfg.height = cfg.width = 4;
+    cfg.channels = 1;
     cfg.resize = FERRY_RESIZE_ERROR;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), &cfg, &ds));
     ASSERT_STATUS(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL), FERRY_ERR_FORMAT);
     ASSERT_STR_CONTAINS(ferry_last_error(), "image is 8x2, samples are 4x4");
     ferry_dataset_release(ds);
-    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), NULL, &ds));
+    cfg.resize = FERRY_RESIZE_BILINEAR;
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("sz"), &cfg, &ds));
     ASSERT_OK(ferry_dataset_get(ds, 1, out, sizeof out, NULL, NULL));
     for (int i = 0; i < 16; i++)
         ASSERT_EQ_INT(out[i], 6);

@@ -867,8 +867,11 @@ TEST(readme_first_example_on_cuda0_with_the_null_stream)
     ASSERT_OK(ferry_cuda_set_device(0));
     /* As the README: an image folder with the default image config, batch 256,
      * shuffled, pinned when a GPU is there, the default device (cuda:0), and
-     * next() with the NULL stream. 22 files: one short batch. */
+     * next() with the NULL stream. 22 files: one short batch. One of them is
+     * 10x9, so the size is given (a dataset of two sizes is refused, not
+     * resized to the first file's). */
     ferry_image_config img = ferry_image_config_default();
+    img.height = img.width = 8;
     ferry_dataset *ds;
     ASSERT_OK(ferry_dataset_image_folder(ft_tmp("png"), &img, &ds));
     ferry_loader_config cfg = {.dataset = ds, .batch_size = 256, .shuffle = true};
@@ -929,7 +932,9 @@ TEST(reset_after_the_batch_stream_is_destroyed)
     ft_require_cuda();
     make_fixtures();
     ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("png"), NULL, &ds));
+    ferry_image_config img = ferry_image_config_default();
+    img.height = img.width = 8; /* one file is 10x9 */
+    ASSERT_OK(ferry_dataset_image_folder(ft_tmp("png"), &img, &ds));
     ferry_loader_config cfg = {.dataset = ds, .batch_size = 4, .shuffle = true,
                                .device = ferry_cuda(0), .num_workers = 2};
     ferry_loader_config ccfg = cfg;

@@ -142,8 +142,12 @@ static void quiet_log(ferry_log_level level, const char *msg, void *user)
 static int collect_image_folder(const char *dir, tool_paths *files)
 {
     ferry_dataset *ds = NULL;
+    /* A size given, so that listing reads no header (the files are checked
+     * next) and a folder of many sizes lists as it loads with one. */
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.height = cfg.width = 32;
     ferry_set_log(quiet_log, NULL);
-    ferry_status st = ferry_dataset_image_folder(dir, NULL, &ds);
+    ferry_status st = ferry_dataset_image_folder(dir, &cfg, &ds);
     ferry_set_log(NULL, NULL);
     if (st != FERRY_OK) { /* it will not load (an empty class folder): say so, check the rest */
         /* A message that names a file (the folder, a class folder) says which;

@@ -12,7 +12,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
-#include "ferry.h"
+#include "ferry/train.h"
 
 /* Largest |a - b| over two tensors of one shape, compared as f32 values. */
 static ferry_status max_diff(ferry_tensor *a, ferry_tensor *b, double *out)

@@ -3,7 +3,7 @@
  * simulated GPU (FERRY_SIM_GPUS) say so on their line. */
 #include <stdio.h>
 
-#include "ferry.h"
+#include "ferry/train.h"
 #ifdef FERRY_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif

@@ -289,8 +289,14 @@ static int collect_classes(packer *p)
 
 static ferry_status open_source(const pack_opts *o, ferry_dataset **ds)
 {
-    if (!o->labels)
-        return ferry_dataset_image_folder(o->src, NULL, ds);
+    if (!o->labels) {
+        /* The files are copied, never decoded: a size given so that the listing
+         * reads no header and a folder of many sizes (ImageNet's) packs. Its
+         * readers set a size, or meet the rule ferry_image_config states. */
+        ferry_image_config cfg = ferry_image_config_default();
+        cfg.height = cfg.width = 32;
+        return ferry_dataset_image_folder(o->src, &cfg, ds);
+    }
     ferry_image_config cfg = ferry_image_config_default();
     cfg.layout = FERRY_LAYOUT_HWC; /* what PNG rows are */
     return ferry_dataset_idx(o->src, o->labels, &cfg, ds);

@@ -93,7 +93,12 @@ int tool_check_shards(const char *path, size_t workers, size_t *total, size_t *b
 {
     ferry_dataset *ds;
     struct stat sb;
-    if (ferry_dataset_shards(&path, 1, NULL, &ds) != FERRY_OK) {
+    /* A size given: shards of images of many sizes (ImageNet's) are whole, and
+     * with no size each image of another size than the first would fail (the
+     * library never resizes unasked). Every byte is still decoded. */
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.height = cfg.width = 32;
+    if (ferry_dataset_shards(&path, 1, &cfg, &ds) != FERRY_OK) {
         if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
             /* Shards each fine that do not go together (their class names
              * differ): the folder is bad as a whole, as the library says. */

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Datasets: a length, a sample format, labels, and "decode sample i into this
  * buffer", safe to call from many threads at once. Images are PNG (through libpng),
  * JPEG (through libjpeg-turbo) or IDX (MNIST / Fashion-MNIST); memory datasets use the caller's arrays. */
@@ -78,9 +79,23 @@ typedef struct ferry_image_limits {
 } ferry_image_limits;
 
 /* Every field's zero is its default: `(ferry_image_config){0}` (or a NULL
- * cfg) decodes at the first image's size and channels, with no augmentation. */
+ * cfg) decodes at the images' own size and kind, with no augmentation.
+ *
+ * The format of a dataset of image files (folder, list file, shards) never
+ * depends on which file sorts first:
+ *   - height and width set: channels 0 is 3 (RGB, as torchvision's
+ *     ImageFolder); every image is resized (cfg->resize) or cropped to the size.
+ *   - height and width 0: every image must have one size, and channels 0 is 1
+ *     when every image is gray, else 3. A folder or list file reads every
+ *     image's header at create (its first 16 KiB): two sizes are FERRY_ERR_FORMAT
+ *     naming a file of each; gray and colour mixed decode as RGB, said once
+ *     (a warning through ferry_set_log's function). Shards are not read whole
+ *     at create: the first image sets the size and kind, and an image of
+ *     another size or kind fails by name when loaded (FERRY_ERR_FORMAT).
+ * Nothing is ever resized or converted to a format ferry picked without
+ * saying so. IDX files have one format, in their header: theirs. */
 typedef struct ferry_image_config {
-    /* Output format. 0 for height/width/channels: take it from the first image. */
+    /* Output format; 0: by the rule above. */
     size_t channels;          /* 1 (gray: ITU-R 601 luma, as PIL's convert('L')) or 3 */
     size_t height, width;
     ferry_layout layout;      /* default CHW */
@@ -276,14 +291,15 @@ FERRY_API ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind 
  * even one that cannot be read (a dangling link, a folder or FIFO named x.png):
  * create logs one warning naming the first such entry and the count, and
  * loading it fails with FERRY_ERR_IO "path: reason" (a loader with
- * on_error = SKIP skips it and names it in its stats). The image size, when cfg
- * leaves it 0, comes from the first file that can be read. */
+ * on_error = SKIP skips it and names it in its stats). The format, when cfg
+ * leaves it 0, is by the rule above ferry_image_config (every header read). */
 FERRY_API ferry_status ferry_dataset_image_folder(const char *root, const ferry_image_config *cfg,
                                                   ferry_dataset **out);
 /* Lines "path,label" or "path<TAB>label" relative to the list file's folder; '#'
- * comments and blank lines allowed. Errors give the line number. The paths are
- * not checked at create (no stat per line); one that cannot be read fails when
- * loaded, as in an image folder. */
+ * comments and blank lines allowed. Errors give the line number. With height
+ * and width set the paths are not checked at create (no stat per line); one that
+ * cannot be read fails when loaded, as in an image folder. With them 0 every
+ * header is read (the rule above ferry_image_config). */
 FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferry_image_config *cfg,
                                                ferry_dataset **out);
 /* WebDataset-style shards: tar files (ustar, pax and GNU headers, as GNU tar

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Devices ("cpu", "cuda", "cuda:N"), streams, events, the pinned host pool and the
  * caching device allocator. Everything here works without a GPU: on the CPU
  * backend streams and events are valid and complete at once. */
@@ -17,6 +18,7 @@ extern "C" {
 #endif
 
 typedef enum ferry_device_type {
+    FERRY_DEVICE_INVALID = -1, /* what a failed ferry_device_parse leaves: every call refuses it */
     FERRY_DEVICE_DEFAULT = 0, /* whichever ferry_device_default() names */
     FERRY_DEVICE_CPU = 1,
     FERRY_DEVICE_CUDA = 2
@@ -42,7 +44,10 @@ static inline bool ferry_device_eq(ferry_device a, ferry_device b)
 
 /* Parses "cpu", "cuda" (the current CUDA device), "cuda:N". Malformed strings are
  * FERRY_ERR_INVALID_ARG, a CUDA device that does not exist is FERRY_ERR_NO_DEVICE;
- * both quote the string in ferry_last_error(). */
+ * both quote the string in ferry_last_error(), and leave *out the invalid device
+ * ({FERRY_DEVICE_INVALID, -1}), which every call taking a device refuses
+ * (FERRY_ERR_INVALID_ARG): a program that forgets the status does not run on
+ * the default device instead. */
 FERRY_API ferry_status ferry_device_parse(const char *s, ferry_device *out);
 
 /* Writes "cpu", "cuda:N" or "default" (the zero device) into buf (at least FERRY_DEVICE_NAME_MAX bytes) and returns buf. */

@@ -1,3 +1,4 @@
+/* Library: libferry-train (pkg-config ferry-train); <ferry/train.h> includes this header. */
 /* Data-parallel training over MPI (CPU) and NCCL (GPUs).
  *
  * One process per GPU (or per CPU share), started by mpirun:

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* The library's version and FERRY_API, the mark on every public function.
  * Included by every public header.
  *

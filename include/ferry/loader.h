@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* The loader: the data path from files to batches on a device.
  *
  *   workers --decode+transform straight into--> pinned slot k (host)
@@ -76,7 +77,8 @@ typedef enum ferry_wire_dtype {
  */
 typedef struct ferry_loader_config {
     ferry_dataset *dataset;     /* required; the loader keeps a reference */
-    size_t batch_size;          /* 0: 64 */
+    size_t batch_size;          /* 0: 64; more than the dataset: one batch of it all;
+                                 * a batch over this machine's memory: INVALID_ARG */
     bool shuffle;               /* default false */
     uint64_t seed;              /* default 0 */
     bool drop_last;             /* drop a last, short batch; default false */
@@ -95,7 +97,8 @@ typedef struct ferry_loader_config {
                                  * the CPU); ferry_device_parse reads "cpu", "cuda:N" */
     ferry_wire_dtype wire_dtype; /* default: the dataset's dtype (u8 images stay u8) */
     ferry_dtype out_dtype;      /* F32 (0, the default), F16, BF16, or U8 (raw, no normalisation) */
-    float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1) */
+    float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1);
+                                 * a std < 0 or either not finite: INVALID_ARG */
     ferry_layout layout;        /* images out as NCHW (default) or NHWC */
     ferry_on_error on_error;
     double sample_timeout_s;    /* > 0: a sample taking longer is FERRY_ERR_TIMEOUT; default 0 (none) */

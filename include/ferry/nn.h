@@ -1,3 +1,4 @@
+/* Library: libferry-train (pkg-config ferry-train); <ferry/train.h> includes this header. */
 /* Layers, losses, optimisers, mixed precision and checkpoints.
  *
  * Explicit forward and backward, as llm.c does, not a tape-based autograd: each

@@ -1,3 +1,4 @@
+/* Library: libferry-train (pkg-config ferry-train); <ferry/train.h> includes this header. */
 /* Tensor ops: creation beyond the core, views, elementwise maps with scalars and
  * broadcasting, reductions, softmax and matmul, on the CPU and on CUDA.
  *

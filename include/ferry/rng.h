@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* A counter-based random generator (Philox4x32-10). A stream is named by
  * (seed, a, b), e.g. (seed, epoch, sample index): the same name gives the same
  * numbers on any thread, in any order, so augmentations and shuffles do not

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Status codes, the thread-local error message, and the log callback. */
 #ifndef FERRY_STATUS_H
 #define FERRY_STATUS_H

@@ -1,3 +1,4 @@
+/* Library: libferry (pkg-config ferry); <ferry.h> includes this header. */
 /* Tensors: the currency every part of ferry passes around.
  *
  * A tensor is a reference-counted handle onto a view (shape, strides, offset) of a
@@ -63,8 +64,14 @@ FERRY_API size_t ferry_tensor_nbytes(const ferry_tensor *t);             /* nume
 FERRY_API ferry_dtype ferry_tensor_dtype(const ferry_tensor *t);
 FERRY_API ferry_device ferry_tensor_device(const ferry_tensor *t);
 FERRY_API bool ferry_tensor_is_contiguous(const ferry_tensor *t);
-/* Pointer to element 0 of the view (a device pointer for CUDA tensors). */
+/* Pointer to element 0 of the view (a device pointer for CUDA tensors: for
+ * kernels and libraries of the device, never for host code to read). */
 FERRY_API void *ferry_tensor_data(const ferry_tensor *t);
+/* The same for host code, checked: *out is element 0 of a CPU tensor. A
+ * tensor on a GPU (a batch of a loader on cuda:N, say) is FERRY_ERR_INVALID_ARG
+ * naming its device, *out NULL: copy it first, ferry_tensor_to(t, ferry_cpu(),
+ * false, &host) or ferry_tensor_copy_to_host. */
+FERRY_API ferry_status ferry_tensor_host_data(const ferry_tensor *t, void **out);
 
 /* ---- moving and converting ----
  * ferry_tensor_to returns a new reference to t itself when it is already on d (as

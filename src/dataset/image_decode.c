@@ -121,6 +121,34 @@ ferry_status ferry_image_decode(const void *data, size_t n, const ferry_image_co
     return decode_public(-1, "ferry_image_decode", data, n, cfg, scratch, name, dst, dst_bytes);
 }
 
+/* A dataset whose size came from its images (ds->size_from) takes no image of
+ * another size (nor, shards, of another kind): resizing or converting it would
+ * be a choice the user did not make. */
+static ferry_status check_picked_size(const ferry_dataset *ds, const ferry_image_config *cfg,
+                                      const uint8_t *p, size_t n, const char *name)
+{
+    ferry_image_info info = {0};
+    if (!ds->size_from[0] || cfg->height || ferry__image_header(p, n, name, &info) != FERRY_OK) {
+        ferry_clear_error(); /* a bad header: the decode says why */
+        return FERRY_OK;
+    }
+    size_t w, h, c = info.channels <= 2 ? 1 : 3;
+    ferry__image_oriented_size(cfg, &info, &w, &h);
+    if (w != ds->format.width || h != ds->format.height)
+        return ferry_fail_at(FERRY_ERR_FORMAT, name ? name : "image",
+                             "image is %zux%zu, the dataset's samples are %zux%zu (the size of "
+                             "%s); set height and width in ferry_image_config to resize images "
+                             "of another size", w, h, ds->format.width, ds->format.height,
+                             ds->size_from);
+    if (ds->channels_from && c != ds->channels_from)
+        return ferry_fail_at(FERRY_ERR_FORMAT, name ? name : "image",
+                             "image is %s, the dataset's samples are %s (as %s is); set channels "
+                             "in ferry_image_config (3: RGB, 1: gray) to convert images of the "
+                             "other kind", c == 1 ? "gray" : "colour",
+                             ds->channels_from == 1 ? "gray" : "colour", ds->size_from);
+    return FERRY_OK;
+}
+
 ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
                                  ferry_image_read_fn read, const void *src, const char *name,
                                  void *dst, const ferry_sample_ctx *ctx)
@@ -132,6 +160,8 @@ ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_conf
     size_t n = 0;
     double t0 = ferry__clock(ctx), resize_s = 0;
     st = read(src, index, s, &n);
+    if (st == FERRY_OK)
+        st = check_picked_size(ds, cfg, s->file, n, name);
     double t1 = ferry__clock(ctx);
     /* One augmentation stream per sample: the crop's draws first, then the
      * flip's (without a crop, the flip's draws are those of before crops). */

@@ -60,6 +60,11 @@ static inline ferry_status ferry__sample_scratch(const ferry_sample_ctx *ctx, fe
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
                                       size_t *n);
 
+/* The same, reading at most head bytes (*n of them); *file_bytes (may be NULL)
+ * gets the file's size. For reading headers without the whole file. */
+ferry_status ferry__scratch_read_head(ferry_scratch *s, const char *path, size_t max_bytes,
+                                      size_t head, size_t *n, size_t *file_bytes);
+
 /* Why a file cannot be read, in words for "path: reason" messages (scratch.c). */
 /* mode is not a regular file's: "is a directory, not a file", "is a FIFO ...". */
 const char *ferry__not_regular_reason(mode_t mode);
@@ -252,6 +257,12 @@ struct ferry_dataset {
     void *impl;            /* the kind's own state, freed by vt->destroy */
     size_t unreadable;     /* entries found unreadable at create (ferry_dataset_unreadable_count) */
     char unreadable_first[1024]; /* the first of them: "path: reason" */
+    /* Image datasets whose size the config left 0: the image it was taken
+     * from. Every image loaded must then have that size (no silent resize). */
+    char size_from[512];
+    /* Shards only, with channels also 0: the channels that image's kind gave
+     * (1 gray, 3 colour), which every image loaded must then give too; 0: any. */
+    size_t channels_from;
 };
 
 /* A new dataset with one reference; impl is owned from here on (vt->destroy is
@@ -292,6 +303,16 @@ ferry_status ferry__str_list_push(ferry_str_list *l, char *s);
 /* The gzip cache's counters; false when ds has no gzip shards. */
 struct ferry_gz_cache_stats;
 bool ferry__dataset_gz_stats(const ferry_dataset *ds, struct ferry_gz_cache_stats *out);
+
+/* The output format of a dataset of image files (folders, list files, shards)
+ * under cfg, the rule ferry_image_config states: height and width 0 take (w, h),
+ * the images' one size, and then channels 0 is 1 when they are all gray (gray),
+ * else 3; with the size set, channels 0 is 3 (RGB) whatever the files hold. */
+void ferry__image_dataset_format(const ferry_image_config *cfg, size_t w, size_t h, bool gray,
+                                 ferry_sample_format *out);
+/* Logs once that channels 0 decodes gray images as RGB (what says "gray" is
+ * the caller's: a count, or the image it saw). */
+void ferry__warn_gray_as_rgb(const char *what, const char *gray);
 
 /* Validates a user's config (NULL: defaults). */
 ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_image_config *out);

@@ -119,6 +119,12 @@ const char *ferry__path_problem(const char *path)
 ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t max_bytes,
                                       size_t *n)
 {
+    return ferry__scratch_read_head(s, path, max_bytes, SIZE_MAX, n, NULL);
+}
+
+ferry_status ferry__scratch_read_head(ferry_scratch *s, const char *path, size_t max_bytes,
+                                      size_t head, size_t *n, size_t *file_bytes)
+{
     /* O_NONBLOCK: opening a FIFO named x.png would otherwise wait for a writer
      * forever; the type check below then refuses it. Reads of regular files
      * ignore the flag. */
@@ -138,11 +144,15 @@ ferry_status ferry__scratch_read_file(ferry_scratch *s, const char *path, size_t
         return ferry_fail_at(FERRY_ERR_IO, path, "%s", ferry__not_regular_reason(st.st_mode));
     }
     size_t size = (size_t)st.st_size;
+    if (file_bytes)
+        *file_bytes = size;
     if (max_bytes && size > max_bytes) {
         close(fd);
         return ferry_fail_at(FERRY_ERR_LIMIT, path, "file is %zu bytes, over the limit of %zu",
                              size, max_bytes);
     }
+    if (size > head)
+        size = head;
     ferry_status st2 = ferry__scratch_grow(&s->file, &s->file_cap, size + 1);
     if (st2 != FERRY_OK) {
         close(fd);

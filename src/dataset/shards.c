@@ -727,12 +727,18 @@ static size_t settle_labels(shards *h, size_t *bad, size_t *first_bad)
     return h->nclasses ? h->nclasses : (size_t)(most + 1);
 }
 
-/* The output format: cfg's, with 0 fields from the first loadable image's header. */
-static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
+/* The output format: cfg's; with height and width 0, the first loadable
+ * image's size, and with channels 0 too, its kind's channels (1 gray, else 3);
+ * *pick: that image (SIZE_MAX when the size was given; channels 0 is then 3).
+ * Shards are not read whole at create (they may be remote), so an image of
+ * another size or kind is found when loaded: it fails by name
+ * (ferry__image_sample) and is never resized or converted. */
+static ferry_status probe_format(const shards *h, ferry_sample_format *fmt, size_t *pick)
 {
     const ferry_image_config *cfg = &h->cfg;
-    if (cfg->channels && cfg->height && cfg->width) {
-        ferry__image_resolve(cfg, cfg->width, cfg->height, cfg->channels, fmt);
+    *pick = SIZE_MAX;
+    if (cfg->height && cfg->width) {
+        ferry__image_dataset_format(cfg, cfg->width, cfg->height, false, fmt);
         return FERRY_OK;
     }
     size_t i = 0;
@@ -750,7 +756,8 @@ static ferry_status probe_format(const shards *h, ferry_sample_format *fmt)
     if (st == FERRY_OK) {
         size_t w, h2;
         ferry__image_oriented_size(cfg, &info, &w, &h2);
-        ferry__image_resolve(cfg, w, h2, info.channels, fmt);
+        ferry__image_dataset_format(cfg, w, h2, info.channels <= 2, fmt);
+        *pick = i;
     }
     ferry_scratch_destroy(s);
     return st;
@@ -795,12 +802,12 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
     char **classes = NULL;
     if (st == FERRY_OK && (st = open_shards(h)) == FERRY_OK)
         st = index_all(h, &classes);
-    size_t bad = 0, first_bad = 0, num_classes = 0;
+    size_t bad = 0, first_bad = 0, num_classes = 0, pick = SIZE_MAX;
     ferry_sample_format fmt;
     if (st == FERRY_OK) {
         num_classes = settle_labels(h, &bad, &first_bad);
         if ((st = setup_reading(h)) == FERRY_OK)
-            st = probe_format(h, &fmt);
+            st = probe_format(h, &fmt, &pick);
         if (st == FERRY_OK && h->gz) /* the probe's read is not the user's */
             st = ferry__gz_cache_plan(h->gz, NULL, 0);
     }
@@ -815,6 +822,10 @@ ferry_status ferry_dataset_shards(const char *const *paths, size_t n, const ferr
         return st;
     }
     (*out)->class_names = classes;
+    if (pick != SIZE_MAX) {
+        snprintf((*out)->size_from, sizeof (*out)->size_from, "%s", h->names + h->samples[pick].name);
+        (*out)->channels_from = h->cfg.channels ? 0 : fmt.channels;
+    }
     warn_bad(h, bad, first_bad);
     return FERRY_OK;
 }

@@ -119,6 +119,21 @@ void ferry__image_resolve(const ferry_image_config *cfg, size_t w, size_t h, siz
     out->dtype = FERRY_DTYPE_U8;
 }
 
+void ferry__image_dataset_format(const ferry_image_config *cfg, size_t w, size_t h, bool gray,
+                                 ferry_sample_format *out)
+{
+    /* Never the first file's channels alone: which file sorts first must not
+     * change the format. With a size given nothing is read at create, so the
+     * default is torchvision's ImageFolder's: RGB. */
+    ferry__image_resolve(cfg, w, h, !cfg->height && gray ? 1 : 3, out);
+}
+
+void ferry__warn_gray_as_rgb(const char *what, const char *gray)
+{
+    ferry_log(FERRY_LOG_WARN, "%s: %s; decoded as RGB, 3 equal channels (channels 0 in "
+              "ferry_image_config means RGB; set channels = 1 for gray)", what, gray);
+}
+
 ferry_status ferry_image_format(const ferry_image_config *cfg, const ferry_image_info *info,
                                 ferry_sample_format *out)
 {

@@ -132,7 +132,12 @@ const ferry_backend *ferry_backend_for(ferry_device d, ferry_status *st)
         *st = missing_device(name);
         return NULL;
     }
-    *st = ferry_fail(FERRY_ERR_INVALID_ARG, "invalid device (type %d, index %d)", (int)d.type, d.index);
+    if (d.type == FERRY_DEVICE_INVALID)
+        *st = ferry_fail(FERRY_ERR_INVALID_ARG, "the invalid device (what a failed "
+                         "ferry_device_parse leaves: check its status)");
+    else
+        *st = ferry_fail(FERRY_ERR_INVALID_ARG, "invalid device (type %d, index %d)", (int)d.type,
+                         d.index);
     return NULL;
 }
 
@@ -147,6 +152,8 @@ ferry_status ferry_device_parse(const char *s, ferry_device *out)
 {
     if (!out)
         return FERRY_ARG_ERROR("out is NULL");
+    /* Until parsed: nothing usable, not the zero (default) device. */
+    *out = (ferry_device){FERRY_DEVICE_INVALID, -1};
     if (!s)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "invalid device string (null): expected \"cpu\", \"cuda\" or \"cuda:N\"");

@@ -2,6 +2,7 @@
  * the next ready slot; the caller's stream waits on its copy and runs the
  * conversion), reset, destroy, stats. workers.c is the other side. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +38,23 @@ static bool is_float(ferry_dtype dt)
 }
 
 /* Checks what the caller set; zeros are defaults and always pass. */
+/* A batch larger than the dataset is cut to it (as PyTorch's DataLoader does),
+ * but one that could never fit in this machine's memory is a mistake, not a
+ * request: said now, naming batch_size, not as an allocation failure later. */
+static ferry_status check_batch_size(const ferry_loader_config *c)
+{
+    size_t one = ferry_dataset_sample_bytes(c->dataset), bytes;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t mem = 0;
+    if (pages <= 0 || page <= 0 || !ferry_mul_size((size_t)pages, (size_t)page, &mem))
+        mem = SIZE_MAX;
+    if (!ferry_mul_size(c->batch_size, one, &bytes) || bytes > mem)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "batch_size %zu: a batch of %zu-byte samples "
+                          "needs more memory than this machine has (%zu bytes)", c->batch_size,
+                          one, mem);
+    return FERRY_OK;
+}
+
 static ferry_status check_config(const ferry_loader_config *c)
 {
     if (!c->dataset)
@@ -63,10 +81,11 @@ static ferry_status check_config(const ferry_loader_config *c)
     if (!(c->sample_timeout_s >= 0))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "sample_timeout_s must be >= 0");
     for (int i = 0; i < 4; i++)
-        if (c->std[i] != c->std[i] || c->mean[i] != c->mean[i])
-            return ferry_fail(FERRY_ERR_INVALID_ARG, "mean[%d] = %g, std[%d] = %g: NaN", i,
+        if (!isfinite(c->std[i]) || !isfinite(c->mean[i]) || c->std[i] < 0)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "mean[%d] = %g, std[%d] = %g: the mean must "
+                              "be finite and the std finite and > 0 (0: the default, 1)", i,
                               (double)c->mean[i], i, (double)c->std[i]);
-    return FERRY_OK;
+    return check_batch_size(c);
 }
 
 /* The config with every default filled in: what the rest of the loader reads

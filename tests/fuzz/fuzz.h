@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ferry.h"
+#include "ferry/train.h"
 
 /* A private folder for the targets that need files, made once per process and
  * removed at exit (files named by the targets only). */

@@ -330,6 +330,26 @@ ferry_dtype ferry_tensor_dtype(const ferry_tensor *t) { return t ? t->dtype : FE
 ferry_device ferry_tensor_device(const ferry_tensor *t) { return t ? t->device : ferry_cpu(); }
 void *ferry_tensor_data(const ferry_tensor *t) { return t ? ferry_tensor_ptr_(t) : NULL; }
 
+ferry_status ferry_tensor_host_data(const ferry_tensor *t, void **out)
+{
+    if (out)
+        *out = NULL;
+    if (!t || !out)
+        return FERRY_ARG_ERROR("%s is NULL", !t ? "t" : "out");
+    if (t->device.type != FERRY_DEVICE_CPU) {
+        /* Read on the host, a device pointer is garbage (the simulated GPU)
+         * or a crash (a real one). */
+        char name[FERRY_DEVICE_NAME_MAX];
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "the tensor is on %s: its data is device "
+                          "memory, which host code cannot read; copy it to the CPU first "
+                          "(ferry_tensor_to(t, ferry_cpu(), false, &host), or "
+                          "ferry_tensor_copy_to_host)",
+                          ferry_device_format(t->device, name, sizeof name));
+    }
+    *out = ferry_tensor_ptr_(t);
+    return FERRY_OK;
+}
+
 bool ferry_tensor_is_contiguous(const ferry_tensor *t)
 {
     if (!t)
