@@ -1,8 +1,9 @@
 /* A small HTTP/1.1 file server for the tests (harness_http.c), on 127.0.0.1
  * only, that serves a folder with Range and ETag and misbehaves on request:
  * error bursts, connections dropped mid-body, stalls, lying Content-Length,
- * delays. A PUT writes its body to the folder (faults: the error bursts, and
- * drop_every closes it unanswered).
+ * delays, Range ignored (200 and the whole file, as python3 -m http.server
+ * answers), a server that dies mid-epoch. A PUT writes its body to the folder
+ * (faults: the error bursts, and drop_every closes it unanswered).
  * Bounded: each connection has socket timeouts, stop() waits a few
  * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
 #ifndef FERRY_TEST_HARNESS_HTTP_H
@@ -27,6 +28,7 @@ typedef struct ft_http_faults {
     bool no_range;          /* answer Range requests with 200 and the whole file */
     unsigned etag_change_after; /* from this request on, another ETag (0: never) */
     const char *etag_path;  /* non-NULL: only paths containing it change, counted alone */
+    unsigned die_after;     /* the server dies at this request (0: never): see ft_http_die */
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
@@ -38,6 +40,11 @@ const char *ft_http_base(const ft_http *s);
 /* New faults from the next request on; counts restart at zero. */
 void ft_http_set_faults(ft_http *s, const ft_http_faults *f);
 unsigned ft_http_requests(const ft_http *s);
+/* The server dies now, as a killed process does: its port refuses every
+ * connection from here on, a body being sent is cut at its next chunk, and a
+ * request read but not yet answered gets no answer. ft_http_stop still frees it. */
+void ft_http_die(ft_http *s);
+bool ft_http_dead(const ft_http *s);
 void ft_http_stop(ft_http *s);
 
 #endif

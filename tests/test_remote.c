@@ -978,6 +978,54 @@ TEST(failed_head_stream_is_tried_afresh)
     ft_http_stop(srv);
 }
 
+/* The head stream's fetch fails inside the reset that would carry it into
+ * the next epoch, after the reset passed over it, while it joins the other
+ * streams (ferry_debug_fail_head_stream_after puts the failure exactly
+ * there, every run): the reset closes it all the same, and the epoch reads
+ * its shard afresh, to the digest of disk. Carried, the failed stream failed
+ * the epoch's reads of that shard (a failure there was reached only by
+ * chance before the hook). */
+TEST(head_stream_failing_inside_the_reset_is_not_carried)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg("remote/cache-head-join", 0);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
+    ferry_loader *l[2];
+    ferry_dataset *ds[2] = {local, remote};
+    for (int k = 0; k < 2; k++) {
+        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
+        ASSERT_OK(ferry_loader_create(&c, &l[k]));
+    }
+    for (uint64_t e = 0; e < 3; e++) {
+        uint64_t h[2];
+        ferry_remote_stats s0 = stats_of(remote);
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && e > 0)
+                ferry_debug_fail_head_stream_after(1);
+            h[k] = run_epoch(l[k], e);
+            if (k == 1 && e > 0)
+                ASSERT_MSG(ferry_debug_fail_head_stream_after(0) == 0,
+                           "epoch %llu: its reset kept no head stream", (unsigned long long)e);
+        }
+        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
+                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+        if (e == 0)
+            continue;
+        /* The failed head replaced by a stream of its own: NPLAIN streams,
+         * NPLAIN - 1 of them started ahead, and the next epoch's head. */
+        ferry_remote_stats s = stats_of(remote);
+        ASSERT_MSG(s.streams - s0.streams == NPLAIN + 1,
+                   "epoch %llu: %llu streams: the failed head was carried",
+                   (unsigned long long)e, (unsigned long long)(s.streams - s0.streams));
+    }
+    for (int k = 0; k < 2; k++)
+        ferry_loader_destroy(l[k]);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
 /* More shards than a dataset keeps streams (remote_stream.c's NSTREAMS, 8),
  * each smaller than the shuffle buffer, so that stragglers of the buffer
  * come long after their shard's stream was replaced: each is one member by

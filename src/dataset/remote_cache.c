@@ -69,6 +69,7 @@ struct ferry_remote_cache {
     size_t budget;
     ferry_remote_opts opts;
     ferry_remote_counters cnt;
+    ferry_remote_down *down;    /* servers taken for down (remote_down.c) */
     atomic_bool closing;
     int devnull;
     /* guarded by lock */
@@ -109,6 +110,8 @@ static int sink(void *arg, const uint8_t *b, size_t n)
 {
     rentry *e = arg;
     uint64_t at = e->have; /* only this thread advances it */
+    if (at == 0) /* the server answers: not down */
+        ferry__remote_down_note(e->c->down, e->url, FERRY_OK, 0);
     for (size_t done = 0; done < n;) {
         ssize_t w = pwrite(e->fd, b + done, n - done, (off_t)(at + done));
         if (w < 0 && errno == EINTR)
@@ -140,8 +143,10 @@ static void *fetch_main(void *arg)
     char part[PATH_CAP], whole[PATH_CAP];
     file_name(e, true, part, sizeof part);
     file_name(e, false, whole, sizeof whole);
+    double t0 = ferry_now();
     ferry_status st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, UINT64_MAX, sink, cancelled, e,
                                         &c->cnt);
+    ferry__remote_down_note(c->down, e->url, st, ferry_now() - t0);
     /* Synced before it is named whole: after a crash a .shard file is whole. */
     bool named = st == FERRY_OK && fsync(e->fd) == 0 && rename(part, whole) == 0;
     pthread_mutex_lock(&c->lock);
@@ -314,6 +319,10 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
             return ferry_fail(e->err_st, "%s", e->err);
         if (e->state == DONE || (e->state == FETCHING && e->have >= end))
             return FERRY_OK;
+        /* Its server taken for down: its error at once, not the retries again. */
+        ferry_status down = e->state == ABSENT ? ferry__remote_down_check(c->down, e->url) : FERRY_OK;
+        if (down != FERRY_OK)
+            return down;
         if (e->state == ABSENT && make_room(c, e->obj.size)) {
             ferry_status st = start_fetch(c, e);
             if (st != FERRY_OK)
@@ -357,6 +366,11 @@ const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, siz
 ferry_remote_counters *ferry__remote_cache_counters(ferry_remote_cache *c)
 {
     return &c->cnt;
+}
+
+ferry_remote_down *ferry__remote_cache_down(ferry_remote_cache *c)
+{
+    return c ? c->down : NULL;
 }
 
 ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end)
@@ -502,6 +516,8 @@ ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remo
     ferry_status st = c->devnull < 0 ? ferry_fail(FERRY_ERR_IO, "/dev/null: %s", strerror(errno))
                                      : open_dir(c, su->dir);
     if (st == FERRY_OK)
+        st = ferry__remote_down_create(c->opts.timeout_s, &c->down);
+    if (st == FERRY_OK)
         st = stat_all(c, su);
     if (st != FERRY_OK) {
         ferry__remote_cache_destroy(c);
@@ -530,6 +546,7 @@ void ferry__remote_cache_destroy(ferry_remote_cache *c)
     }
     if (c->devnull >= 0)
         close(c->devnull);
+    ferry__remote_down_destroy(c->down);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->lock);
     ferry_host_free(c->e);
