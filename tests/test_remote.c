@@ -1144,6 +1144,49 @@ TEST(stream_stall_times_out_and_resumes)
     stream_survives(&(ft_http_faults){.stall_every = 2, .stall_s = 2.5}, "stall");
 }
 
+/* A server that ignores Range, answering 200 with the whole file as python3
+ * -m http.server does: random reads of members by Range (shards past the
+ * cache's budget), the streaming order (the warm-up's and the stragglers'
+ * Range reads), and, with bodies cut mid-way, every resume (a stream's, a
+ * whole shard's into the cache) take from the whole body only the bytes
+ * asked for: the digests are the disk's. (A resume that appended the whole
+ * body after the bytes already had would fail or differ here.) */
+static void range_ignored(const ft_http_faults *f, size_t budget, const char *what)
+{
+    ft_http *srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config c = remote_cfg("remote/cache-norange", budget);
+    ferry_dataset *local = open_plain_local(), *remote;
+    ASSERT_OK(open_plain_urls(ft_http_base(srv), &c, &remote));
+    ft_http_set_faults(srv, f);
+    for (int stream = 0; stream < 2; stream++) {
+        uint64_t a, b;
+        ASSERT_OK(epoch_digest(local, stream, FERRY_ON_ERROR_FAIL, &a, NULL));
+        ASSERT_OK(epoch_digest(remote, stream, FERRY_ON_ERROR_FAIL, &b, NULL));
+        ASSERT_MSG(a == b, "%s, %s: %llx from the URLs, %llx from disk", what,
+                   stream ? "streaming" : "random", (unsigned long long)b, (unsigned long long)a);
+    }
+    ferry_remote_stats s = stats_of(remote);
+    ASSERT_MSG(budget == 0 || s.range_reads > 0, "%s: no Range request was made", what);
+    ASSERT_MSG(!f->drop_every || s.retries > 0, "%s: no body was cut and resumed", what);
+    ASSERT_EQ_INT(s.failures, 0);
+    ferry_dataset_release(remote);
+    ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+TEST(range_ignored_digests_equal_local)
+{
+    www_ix();
+    range_ignored(&(ft_http_faults){.no_range = true}, smallest_plain() / 2, "Range ignored");
+}
+TEST(range_ignored_and_bodies_cut_resume_to_the_same_digest)
+{
+    const ft_http_faults f = {.no_range = true, .drop_every = 2, .drop_after = 3000};
+    www_ix();
+    range_ignored(&f, smallest_plain() / 2, "Range ignored, cut, by Range");
+    range_ignored(&f, 0, "Range ignored, cut, whole shards");
+}
+
 /* A stream that cannot resume (the object changed when it reconnects) stops
  * the epoch with the URL and the byte offset under FAIL; under SKIP its
  * shard's remaining samples are skipped and counted, and every sample
