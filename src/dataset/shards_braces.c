@@ -20,10 +20,10 @@
 
 typedef struct group {
     size_t at, len;          /* the "{...}" in the pattern */
-    bool range;
     unsigned long long a, b; /* range: from a to b, either way */
+    size_t count;            /* names it gives, 1 to FERRY__BRACE_MAX + 1 */
     int width;               /* range: zero-padded to this many digits (0: none) */
-    size_t count;            /* names it gives */
+    bool range;
 } group;
 
 static ferry_status bad(const char *p, size_t n, const char *fmt, ...) FERRY_PRINTF(3, 4);
@@ -118,7 +118,8 @@ static ferry_status find_groups(const char *p, size_t n, group *g, size_t *ng, s
         ferry_status st = parse_group(p, n, x);
         if (st != FERRY_OK)
             return st;
-        if (x->count > FERRY__BRACE_MAX / *total)
+        /* Each factor is at most FERRY__BRACE_MAX + 1: no overflow. */
+        if ((unsigned long long)*total * x->count > FERRY__BRACE_MAX)
             return ferry_fail(FERRY_ERR_LIMIT, "%.*s: the braces name more than %d shards (the "
                               "limit of one pattern): a typo in a range?",
                               (int)(n < 1000 ? n : 1000), p, FERRY__BRACE_MAX);
@@ -138,7 +139,7 @@ static void put_choice(const char *p, const group *g, size_t k, char *out, size_
     }
     const char *s = p + g->at + 1, *end = p + g->at + g->len - 1;
     for (size_t i = 0; i < k; i++)
-        s = memchr(s, ',', (size_t)(end - s)) + 1;
+        s = (const char *)memchr(s, ',', (size_t)(end - s)) + 1;
     const char *e = memchr(s, ',', (size_t)(end - s));
     size_t len = (size_t)((e ? e : end) - s);
     memcpy(out + *w, s, len);
