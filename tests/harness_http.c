@@ -32,6 +32,7 @@ struct ft_http {
     atomic_int live;          /* connection threads running */
     atomic_bool stop;
     atomic_bool dead;         /* ft_http_die: the port closes, answers stop */
+    atomic_bool frozen;       /* ft_http_freeze: nothing more is sent */
 };
 
 typedef struct conn {
@@ -44,6 +45,13 @@ static void sleep_s(double s)
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/* A frozen server sends nothing more: wait for ft_http_stop. */
+static void hold_if_frozen(ft_http *s)
+{
+    while (atomic_load(&s->frozen) && !atomic_load(&s->stop))
+        sleep_s(0.02);
 }
 
 static bool send_all(int fd, const void *p, size_t n)
@@ -132,8 +140,9 @@ static void send_body(ft_http *s, int fd, FILE *f, long a, long b, const ft_http
             want = cut - at;
         if (stall && at < a + (b - a) / 2 && at + want > a + (b - a) / 2)
             want = a + (b - a) / 2 - at; /* the stall comes before the body's end */
-        if (want <= 0 || atomic_load(&s->dead))
-            return; /* dropped mid-body, or the server died */
+        hold_if_frozen(s);
+        if (want <= 0 || atomic_load(&s->dead) || atomic_load(&s->stop))
+            return; /* dropped mid-body, or the server died or stopped */
         size_t got = fread(buf, 1, (size_t)want, f);
         if (!got || !send_all(fd, buf, got))
             return;
@@ -159,6 +168,12 @@ static void answer(ft_http *s, int fd)
     pthread_mutex_unlock(&s->lock);
     if (x.die_after && nth >= x.die_after)
         ft_http_die(s);
+    if (x.freeze_after && nth >= x.freeze_after)
+        atomic_store(&s->frozen, true);
+    if (atomic_load(&s->frozen)) { /* accepted, never answered */
+        hold_if_frozen(s);
+        return;
+    }
     if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS || atomic_load(&s->dead))
         return;
     if (x.delay_s > 0)
@@ -303,6 +318,8 @@ void ft_http_die(ft_http *s)
 }
 
 bool ft_http_dead(const ft_http *s) { return atomic_load(&s->dead); }
+
+void ft_http_freeze(ft_http *s) { atomic_store(&s->frozen, true); }
 
 void ft_http_stop(ft_http *s)
 {

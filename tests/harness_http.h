@@ -29,6 +29,7 @@ typedef struct ft_http_faults {
     unsigned etag_change_after; /* from this request on, another ETag (0: never) */
     const char *etag_path;  /* non-NULL: only paths containing it change, counted alone */
     unsigned die_after;     /* the server dies at this request (0: never): see ft_http_die */
+    unsigned freeze_after;  /* the server freezes at this request (0: never): ft_http_freeze */
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
@@ -45,6 +46,10 @@ unsigned ft_http_requests(const ft_http *s);
  * request read but not yet answered gets no answer. ft_http_stop still frees it. */
 void ft_http_die(ft_http *s);
 bool ft_http_dead(const ft_http *s);
+/* The server freezes now, as a stopped process (SIGSTOP) or a host that no
+ * longer answers does: connections are accepted but never answered, and a
+ * body being sent stops at its next chunk, until ft_http_stop. */
+void ft_http_freeze(ft_http *s);
 void ft_http_stop(ft_http *s);
 
 #endif

@@ -173,10 +173,11 @@ static size_t *epoch_order(ferry_dataset *local, bool stream)
 }
 
 /* One epoch over URLs from a server that dies at its die_after-th request
- * after create; every delivered sample checked against the disk's, and each
- * place against the sample it holds when nothing fails. */
-static outcome dead_epoch(bool stream, ferry_on_error on_error, unsigned die_after, size_t retries,
-                          size_t budget)
+ * after create (freeze: stops answering instead, its port still open); every
+ * delivered sample checked against the disk's, and each place against the
+ * sample it holds when nothing fails. */
+static outcome server_epoch(bool stream, ferry_on_error on_error, unsigned die_after,
+                            size_t retries, size_t budget, bool freeze)
 {
     ft_http *srv = ft_http_start(www(), NULL);
     ferry_dataset *remote, *local;
@@ -189,7 +190,10 @@ static outcome dead_epoch(bool stream, ferry_on_error on_error, unsigned die_aft
     ASSERT_OK(ferry_dataset_shards(l, NSH, NULL, &local));
     size_t *order = epoch_order(local, stream);
     ASSERT_OK(open_urls(ft_http_base(srv), &remote, retries, budget));
-    ft_http_set_faults(srv, &(ft_http_faults){.die_after = die_after});
+    if (freeze)
+        ft_http_set_faults(srv, &(ft_http_faults){.freeze_after = die_after});
+    else
+        ft_http_set_faults(srv, &(ft_http_faults){.die_after = die_after});
     ferry_loader_config c = loader_cfg(remote, stream, on_error);
     ferry_loader *ld;
     outcome o = {0};
@@ -217,7 +221,9 @@ static outcome dead_epoch(bool stream, ferry_on_error on_error, unsigned die_aft
         snprintf(o.first_skipped, sizeof o.first_skipped, "%s", ls.skipped_names[0]);
     free(want);
     free(order);
-    ASSERT_MSG(ft_http_dead(srv), "the server never died (%u requests)", ft_http_requests(srv));
+    ASSERT_MSG(freeze ? ft_http_requests(srv) > die_after : ft_http_dead(srv),
+               "the server never %s (%u requests)", freeze ? "froze" : "died",
+               ft_http_requests(srv));
     ferry_loader_destroy(ld);
     ferry_dataset_release(remote);
     ferry_dataset_release(local);
@@ -226,6 +232,12 @@ static outcome dead_epoch(bool stream, ferry_on_error on_error, unsigned die_aft
            o.st == FERRY_OK ? "ended" : "failed", o.took, o.delivered, o.replaced,
            (unsigned long long)o.skipped, o.err[0] ? ": " : "", o.err);
     return o;
+}
+
+static outcome dead_epoch(bool stream, ferry_on_error on_error, unsigned die_after, size_t retries,
+                          size_t budget)
+{
+    return server_epoch(stream, on_error, die_after, retries, budget, false);
 }
 
 /* Budgets: the default, where each shard is fetched whole into the cache,
@@ -305,3 +317,33 @@ TEST(dead_server_random_by_range_skip_has_nothing_left)
 {
     skip_has_nothing_left("random by Range, SKIP", false, BY_RANGE, 40);
 }
+
+/* A server that stops answering with its port open (a stopped process, a
+ * host gone quiet): each request waits out the timeout instead of being
+ * refused. The issue's options, remote_timeout_s = 1 and remote_retries = 1:
+ * FAIL names the URL, SKIP ends with replacements, both in bounded time. */
+TEST(frozen_server_streaming_fail_names_the_url)
+{
+    watchdog("frozen, streaming, FAIL");
+    outcome o = server_epoch(true, FERRY_ON_ERROR_FAIL, 9, 1, WHOLE, true);
+    ASSERT_MSG(o.st != FERRY_OK, "the epoch ended (%zu samples) though the server froze",
+               o.delivered);
+    ASSERT_STR_CONTAINS(o.err, "http://127.0.0.1:");
+    ASSERT_MSG(o.took < BOUND_S, "the error took %.1f s", o.took);
+    alarm(0);
+}
+
+static void frozen_skip_ends(const char *what, bool stream)
+{
+    watchdog(what);
+    outcome o = server_epoch(stream, FERRY_ON_ERROR_SKIP, 9, 1, WHOLE, true);
+    ASSERT_MSG(o.took < BOUND_S, "%s: the epoch took %.1f s", what, o.took);
+    ASSERT_MSG(o.st == FERRY_OK, "%s: %s", what, o.err);
+    ASSERT_EQ_SIZE(o.delivered, NSH * PER);
+    ASSERT_MSG(o.skipped > 0, "%s: nothing skipped", what);
+    ASSERT_EQ_INT(o.skipped, o.replaced);
+    alarm(0);
+}
+
+TEST(frozen_server_streaming_skip_ends) { frozen_skip_ends("frozen, streaming, SKIP", true); }
+TEST(frozen_server_random_skip_ends) { frozen_skip_ends("frozen, random, SKIP", false); }
