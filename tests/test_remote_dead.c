@@ -1,6 +1,7 @@
 /* Shards by URL whose server dies mid-epoch (tests/harness_http.h's die_after
  * and ft_http_die: its port refuses every connection from then on, a body in
- * flight is cut), in random and streaming order, under FAIL and SKIP: every
+ * flight is cut) or freezes (freeze_after: connections accepted, never
+ * answered), in random and streaming order, under FAIL and SKIP: every
  * combination ends in bounded time. FAIL: an error naming the URL. SKIP: the
  * epoch ends; each sample that could not be read is counted skipped once and
  * its place is filled by a sample that was read (the skip policy), or, when
