@@ -152,8 +152,9 @@ PY
     up=$(grep -c "^$FERRY_TEST_S3_URL/packed/shard-[0-9]*\.tar: uploaded" "$tmp/pack.out")
     ix=$(grep -c "^$FERRY_TEST_S3_URL/packed/shard-[0-9]*\.tar\.ferry-index: uploaded" "$tmp/pack.out")
     [ "$n" -gt 1 ] && [ "$up" = "$n" ] && [ "$ix" = "$n" ] &&
-        [ "$(tail -n 1 "$tmp/pack.out" | grep -c "/packed/PACK.txt: uploaded")" = 1 ]
-    check "$up of $n shards and $ix indexes uploaded, then PACK.txt" $?
+        [ "$(grep ": uploaded" "$tmp/pack.out" | tail -n 1 | grep -c "/packed/PACK.txt: uploaded")" = 1 ] &&
+        grep -q "/packed/urls.txt: uploaded" "$tmp/pack.out"
+    check "$up of $n shards and $ix indexes uploaded, then urls.txt and PACK.txt" $?
     digest() {
         timeout 120 "$ferry" bench "$1" --workers 2 --epochs 1 --batch 4 2> /dev/null |
             awk '$1 ~ /^[0-9]+$/ { print $NF }'
@@ -167,6 +168,11 @@ PY
         fi
     done
     check "every uploaded shard read back by URL has the local shard's digest" $same
+    # What pack printed for the reader: the list OUT/urls.txt and the brace pattern.
+    pattern=$(sed -n "s/.*by the pattern '\(.*\)' .*/\1/p" "$tmp/pack.out")
+    a=$(digest "$tmp/packed") b=$(digest "$tmp/packed/urls.txt") c=$(digest "$pattern")
+    [ -n "$a" ] && [ "$a" = "$b" ] && [ "$a" = "$c" ]
+    check "OUT/urls.txt and the pattern '$pattern' read the local shards' digest ($a, $b, $c)" $?
     AWS_ACCESS_KEY_ID=wrong AWS_SECRET_ACCESS_KEY=wrong timeout 120 "$ferry" pack "$tmp/folder" "$tmp/packed2" \
         --upload "$FERRY_TEST_S3_URL/p2" > "$tmp/p2.out" 2>&1
     r=$?

@@ -33,6 +33,8 @@ struct ft_http {
     atomic_uint requests;
     atomic_int live;          /* connection threads running */
     atomic_bool stop;
+    atomic_bool dead;         /* ft_http_die: the port closes, answers stop */
+    atomic_bool frozen;       /* ft_http_freeze: nothing more is sent */
 };
 
 typedef struct conn {
@@ -45,6 +47,13 @@ static void sleep_s(double s)
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
+}
+
+/* A frozen server sends nothing more: wait for ft_http_stop. */
+static void hold_if_frozen(ft_http *s)
+{
+    while (atomic_load(&s->frozen) && !atomic_load(&s->stop))
+        sleep_s(0.02);
 }
 
 static bool send_all(int fd, const void *p, size_t n)
@@ -153,7 +162,8 @@ static void put_file(int fd, const char *req, size_t got, const char *path)
 }
 
 /* The body [a, b) of file f, with this request's faults. */
-static void send_body(int fd, FILE *f, long a, long b, const ft_http_faults *x, unsigned nth)
+static void send_body(ft_http *s, int fd, FILE *f, long a, long b, const ft_http_faults *x,
+                      unsigned nth)
 {
     char buf[16384];
     long at = a, cut = -1;
@@ -171,8 +181,9 @@ static void send_body(int fd, FILE *f, long a, long b, const ft_http_faults *x, 
             want = cut - at;
         if (stall && at < a + (b - a) / 2 && at + want > a + (b - a) / 2)
             want = a + (b - a) / 2 - at; /* the stall comes before the body's end */
-        if (want <= 0)
-            return; /* dropped mid-body */
+        hold_if_frozen(s);
+        if (want <= 0 || atomic_load(&s->dead) || atomic_load(&s->stop))
+            return; /* dropped mid-body, or the server died or stopped */
         size_t got = fread(buf, 1, (size_t)want, f);
         if (!got || !send_all(fd, buf, got))
             return;
@@ -197,7 +208,15 @@ static void answer(ft_http *s, int fd)
     bool etag_path = !x.etag_path || strstr(target, x.etag_path);
     unsigned etag_nth = x.etag_path ? (etag_path ? s->etag_nth++ : 0) : nth;
     pthread_mutex_unlock(&s->lock);
-    if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS)
+    if (x.die_after && nth >= x.die_after)
+        ft_http_die(s);
+    if (x.freeze_after && nth >= x.freeze_after)
+        atomic_store(&s->frozen, true);
+    if (atomic_load(&s->frozen)) { /* accepted, never answered */
+        hold_if_frozen(s);
+        return;
+    }
+    if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS || atomic_load(&s->dead))
         return;
     if (x.delay_s > 0)
         sleep_s(x.delay_s);
@@ -251,7 +270,7 @@ static void answer(ft_http *s, int fd)
                       b - 1, size);
     n += snprintf(h + n, sizeof h - (size_t)n, "Connection: close\r\n\r\n");
     if (send_all(fd, h, (size_t)n) && get)
-        send_body(fd, f, a, x.clen_lie < 0 ? b + x.clen_lie : b, &x, nth);
+        send_body(s, fd, f, a, x.clen_lie < 0 ? b + x.clen_lie : b, &x, nth);
     fclose(f);
 }
 
@@ -270,6 +289,13 @@ static void *accept_main(void *arg)
 {
     ft_http *s = arg;
     while (!atomic_load(&s->stop)) {
+        if (atomic_load(&s->dead)) { /* the port refuses connections from now on */
+            pthread_mutex_lock(&s->lock);
+            close(s->lfd);
+            s->lfd = -1;
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
         struct pollfd p = {.fd = s->lfd, .events = POLLIN};
         if (poll(&p, 1, 50) <= 0)
             continue;
@@ -325,13 +351,33 @@ void ft_http_set_faults(ft_http *s, const ft_http_faults *f)
 
 unsigned ft_http_requests(const ft_http *s) { return atomic_load(&s->requests); }
 
+void ft_http_die(ft_http *s)
+{
+    atomic_store(&s->dead, true);
+    /* The accept thread closes the port within its 50 ms poll; wait for it,
+     * so that the caller's next connection is refused. */
+    for (int i = 0; i < 200 && !atomic_load(&s->stop); i++) {
+        pthread_mutex_lock(&s->lock);
+        bool closed = s->lfd < 0;
+        pthread_mutex_unlock(&s->lock);
+        if (closed)
+            break;
+        sleep_s(0.01);
+    }
+}
+
+bool ft_http_dead(const ft_http *s) { return atomic_load(&s->dead); }
+
+void ft_http_freeze(ft_http *s) { atomic_store(&s->frozen, true); }
+
 void ft_http_stop(ft_http *s)
 {
     if (!s)
         return;
     atomic_store(&s->stop, true);
     pthread_join(s->th, NULL);
-    close(s->lfd);
+    if (s->lfd >= 0)
+        close(s->lfd);
     /* Connection threads end within their socket timeouts and stalls. */
     for (int i = 0; i < 400 && atomic_load(&s->live) > 0; i++)
         sleep_s(0.025);

@@ -1,9 +1,10 @@
 /* A small HTTP/1.1 file server for the tests (harness_http.c), on 127.0.0.1
  * only, that serves a folder with Range and ETag and misbehaves on request:
  * error bursts, connections dropped mid-body, stalls, lying Content-Length,
- * delays. A PUT writes its body to the folder (faults: the error bursts, and
- * drop_every closes it unanswered). Every request's head is kept, to count
- * what clients sent (ft_http_count).
+ * delays, Range ignored (200 and the whole file, as python3 -m http.server
+ * answers), a server that dies mid-epoch. A PUT writes its body to the folder
+ * (faults: the error bursts, and drop_every closes it unanswered). Every
+ * request's head is kept, to count what clients sent (ft_http_count).
  * Bounded: each connection has socket timeouts, stop() waits a few
  * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
 #ifndef FERRY_TEST_HARNESS_HTTP_H
@@ -31,6 +32,8 @@ typedef struct ft_http_faults {
     const char *redirect_to; /* non-NULL: every request answered 307 to this base + its path */
     size_t trickle_bytes;   /* nonzero: a body goes out this many bytes at a time, */
     double trickle_s;       /* ... one piece every trickle_s seconds */
+    unsigned die_after;     /* the server dies at this request (0: never): see ft_http_die */
+    unsigned freeze_after;  /* the server freezes at this request (0: never): ft_http_freeze */
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
@@ -46,6 +49,15 @@ unsigned ft_http_requests(const ft_http *s);
  * headers; case-insensitive): what a client sent, e.g. "x-amz-security-token"
  * or "GET /a.tar.ferry-index". */
 unsigned ft_http_count(ft_http *s, const char *needle);
+/* The server dies now, as a killed process does: its port refuses every
+ * connection from here on, a body being sent is cut at its next chunk, and a
+ * request read but not yet answered gets no answer. ft_http_stop still frees it. */
+void ft_http_die(ft_http *s);
+bool ft_http_dead(const ft_http *s);
+/* The server freezes now, as a stopped process (SIGSTOP) or a host that no
+ * longer answers does: connections are accepted but never answered, and a
+ * body being sent stops at its next chunk, until ft_http_stop. */
+void ft_http_freeze(ft_http *s);
 void ft_http_stop(ft_http *s);
 
 #endif

@@ -9,7 +9,9 @@
  * ferry_dataset_shards(OUT) has the source's samples in the source's order:
  * `ferry bench OUT` prints the source's digest. With --upload URL the finished
  * shards (and PACK.txt) are then PUT to URL/shard-000000.tar, ... (http(s)://,
- * or s3://BUCKET/PREFIX signed as reads are; builds with libcurl). */
+ * or s3://BUCKET/PREFIX signed as reads are; builds with libcurl), with
+ * OUT/urls.txt, the list of their URLs a reader passes (uploaded as
+ * URL/urls.txt), and the brace pattern naming them printed. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include "ferry.h"
 #include "files.h"
 #include "tar_write.h"
+#include "url_list.h"
 
 #define PACK "ferry pack"
 
@@ -59,7 +62,9 @@ static void usage(FILE *f)
             "                     without fetching every shard\n"
             "  --upload URL:      then PUT each shard (and its index) and PACK.txt to URL/NAME:\n"
             "                     http(s)://HOST/PATH or s3://BUCKET/PREFIX (AWS_* variables,\n"
-            "                     as for reading)\n");
+            "                     as for reading); OUT/urls.txt lists the shards' URLs (also\n"
+            "                     put to URL/urls.txt): read them by that file, or by the\n"
+            "                     brace pattern printed, 'URL/shard-{000000..0000NN}.tar'\n");
 }
 
 /* "64M", "1G", "100000": bytes. */
@@ -396,14 +401,19 @@ static int upload_one(const packer *p, const char *base, size_t bn, const char *
 }
 
 /* --upload: each finished shard (with its index under --index), then
- * PACK.txt, PUT to URL/NAME; PACK.txt last, so that a bucket with it holds
- * every shard. The local copies stay. */
+ * urls.txt (written to OUT first) and PACK.txt, PUT to URL/NAME; PACK.txt
+ * last, so that a bucket with it holds every shard. The local copies stay.
+ * A reader cannot list URL (HTTP lists no files): it is told what to pass. */
 static int upload_all(const packer *p)
 {
     const char *base = p->o->upload;
-    size_t bn = strlen(base);
-    while (bn > 0 && base[bn - 1] == '/')
-        bn--;
+    size_t bn = url_list_base_len(base);
+    char list[4200], pattern[4200];
+    snprintf(list, sizeof list, "%s/urls.txt", p->o->out);
+    if (url_list_write(list, base, p->shard) != 0) {
+        fprintf(stderr, PACK ": %s: %s\n", list, strerror(errno));
+        return -1;
+    }
     for (size_t k = 0; k < p->shard; k++) {
         char name[64];
         snprintf(name, sizeof name, "shard-%06zu.tar", k);
@@ -413,7 +423,13 @@ static int upload_all(const packer *p)
         if (p->o->index && upload_one(p, base, bn, name) != 0)
             return -1;
     }
-    return upload_one(p, base, bn, "PACK.txt");
+    if (upload_one(p, base, bn, "urls.txt") != 0 || upload_one(p, base, bn, "PACK.txt") != 0)
+        return -1;
+    printf("read them by URL with the list %s (one shard URL a line)", list);
+    if (url_list_pattern(pattern, sizeof pattern, base, p->shard) == 0)
+        printf(", or by the pattern '%s'", pattern);
+    printf(" (a URL of the folder cannot be read: HTTP lists no files)\n");
+    return 0;
 }
 
 /* --index: reading the shards with shard_index_cache writes each index. */

@@ -173,8 +173,14 @@ typedef struct ferry_image_config {
      * credentials stay with the endpoint); a user:password@ in a URL is never
      * printed (messages and sample names show ***@). Retries of a
      * transient failure in a row (with backoff, resuming from the last byte
-     * received): default (0) 5. A shard that failed is tried again: at the
-     * next epoch when streamed, else 3 x the timeout later. */
+     * received): default (0) 5. A shard that failed (its stream, a Range read
+     * or its download) fails its later reads at once, and is tried again: at
+     * the next epoch when streamed, else 3 x the timeout later. A server whose
+     * fetches of two shards failed in a row is taken for down for 3 x the
+     * timeout (or as long as the failing fetch took; doubled at each failed
+     * try after it, up to 32 x; forgotten at each streamed epoch's start):
+     * every fetch from it fails at once meanwhile, so that on_error = SKIP
+     * ends the epoch instead of paying the retries for each sample. */
     const char *remote_cache_dir;
     size_t remote_cache_bytes;
     double remote_timeout_s;
@@ -309,7 +315,14 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
  * text); other members are ignored. Each of the n paths is a shard (a name
  * ending in .tar, .tar.gz or .tgz), a folder (its entries with those endings,
  * sorted bytewise) or a list file (any other file: one shard path a line,
- * relative to the list's folder; '#' comments and blank lines allowed).
+ * relative to the list's folder; '#' comments and blank lines allowed). A
+ * path or line may be in WebDataset's brace notation, local or by URL:
+ * "shard-{000000..000099}.tar" (zero padding kept; a range may count down),
+ * "{train,val}-{0..3}.tar" (groups left to right, the rightmost fastest); a
+ * local file whose name holds braces is taken as it is. Malformed braces are
+ * FERRY_ERR_INVALID_ARG and more than 100000 names from one pattern
+ * FERRY_ERR_LIMIT, naming the pattern. A URL of a folder (ending in '/') is
+ * FERRY_ERR_INVALID_ARG saying what to pass instead (HTTP lists no files).
  * Samples: shards in that order, keys sorted bytewise within a shard; named
  * "SHARD:KEY.png". Class names: the lines of a member __classes__.txt (or
  * classes.txt) at the top of a shard, the same in every shard that has one;

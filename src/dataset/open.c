@@ -11,6 +11,7 @@
 #include "common/dir.h"
 #include "common/error.h"
 #include "dataset/remote.h"
+#include "dataset/shards.h"
 #include "ferry/dataset.h"
 
 #define HEAD_BYTES 4096
@@ -163,6 +164,8 @@ ferry_status ferry_dataset_probe(const char *path, ferry_dataset_kind *kind)
         *kind = FERRY_DATASET_SHARDS;
         return FERRY_OK;
     }
+    if (ferry__is_url(path) && path[strlen(path) - 1] == '/')
+        return ferry__url_folder_error(path);
     if (ferry__is_url(path))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: a URL is opened as a tar shard, and this one "
                           "does not end in .tar, .tar.gz or .tgz", path);

@@ -105,6 +105,23 @@ ferry_status ferry__remote_read(const char *url, const ferry_remote_opts *o,
 ferry_status ferry__remote_fetch_small(const char *url, const ferry_remote_opts *o, size_t max,
                                        ferry_remote_counters *cnt, uint8_t **out, size_t *n);
 
+/* ---- a server that stopped answering (remote_down.c) ---- */
+/* After the fetches of two objects from one server (scheme and host) failed
+ * in a row, each after its retries, it is taken for down for a while (3 x timeout_s, or as
+ * long as the failing fetch took; doubled at each failed probe after it),
+ * and fetches from it fail at once meanwhile. One per dataset: its cache's. */
+typedef struct ferry_remote_down ferry_remote_down;
+ferry_status ferry__remote_down_create(double timeout_s, ferry_remote_down **out);
+void ferry__remote_down_destroy(ferry_remote_down *d);
+/* FERRY_OK when url may be fetched now; else its server's last failure, as
+ * an error naming url. NULL d: FERRY_OK. Thread-safe. */
+ferry_status ferry__remote_down_check(ferry_remote_down *d, const char *url);
+/* Every server may be asked again (an epoch starts). */
+void ferry__remote_down_forget(ferry_remote_down *d);
+/* A fetch from url ended with st after took seconds (its error, if any, is
+ * the thread's last), or, FERRY_OK, its first bytes came. Thread-safe. */
+void ferry__remote_down_note(ferry_remote_down *d, const char *url, ferry_status st, double took);
+
 /* ---- the cache (remote_cache.c) ---- */
 typedef struct ferry_remote_cache ferry_remote_cache;
 
@@ -186,6 +203,9 @@ const char *ferry__remote_cache_dir(const ferry_remote_cache *c);
 const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, size_t k);
 /* The request counters every fetch of this dataset adds to. */
 ferry_remote_counters *ferry__remote_cache_counters(ferry_remote_cache *c);
+/* Which of this dataset's servers are taken for down (every fetch notes its
+ * outcome there and asks first). */
+ferry_remote_down *ferry__remote_cache_down(ferry_remote_cache *c);
 /* Pins shard k and waits until its bytes [0, end) are in the cache (end past
  * the shard: all of it). Fetches it when absent, first making room by evicting
  * the least recently used shards no one is reading. Pair with release, also
@@ -227,6 +247,12 @@ void ferry__remote_streams_plan(ferry_remote_streams *s, const size_t *seq, size
  * error naming the URL and byte offset. Thread-safe. */
 ferry_status ferry__remote_stream_read(ferry_remote_streams *s, size_t k, uint64_t off, size_t n,
                                        uint8_t *dst);
+/* Test hook: at the k-th reset from now that keeps a head stream (1 = the
+ * next; 0 = never), that stream's fetch fails just after the reset passed
+ * over it, while it joins the others; the reset waits for the failure.
+ * Process-wide, atomic. Returns the countdown it replaces: > 0 means the
+ * planned failure never came. */
+int64_t ferry_debug_fail_head_stream_after(int64_t k);
 /* Adds the streams' counters to out (the cache's). */
 void ferry__remote_streams_stats(ferry_remote_streams *s, ferry_remote_stats *out);
 

@@ -82,6 +82,7 @@ struct ferry_remote_cache {
     size_t budget;
     ferry_remote_opts opts;
     ferry_remote_counters cnt;
+    ferry_remote_down *down;    /* servers taken for down (remote_down.c) */
     atomic_bool closing;
     int devnull;
     /* guarded by lock */
@@ -125,6 +126,8 @@ static int sink(void *arg, const uint8_t *b, size_t n)
 {
     rentry *e = arg;
     uint64_t at = e->have; /* only this thread advances it */
+    if (at == 0) /* the server answers: not down */
+        ferry__remote_down_note(e->c->down, e->url, FERRY_OK, 0);
     for (size_t done = 0; done < n;) {
         ssize_t w = pwrite(e->fd, b + done, n - done, (off_t)(at + done));
         if (w < 0 && errno == EINTR)
@@ -228,8 +231,10 @@ static void *fetch_main(void *arg)
         c->downloads++;
         pthread_mutex_unlock(&c->lock);
         ferry_hash64_init(&e->sum);
+        double t0 = ferry_now();
         st = ferry__remote_get(e->url, &c->opts, &e->obj, 0, UINT64_MAX, sink, cancelled, e,
                                &c->cnt);
+        ferry__remote_down_note(c->down, e->url, st, ferry_now() - t0);
     }
     bool named = st == FERRY_OK && keep(e);
     pthread_mutex_lock(&c->lock);
@@ -373,6 +378,10 @@ static ferry_status acquire_locked(struct ferry_remote_cache *c, rentry *e, uint
             return ferry_fail(e->err_st, "%s", e->err);
         if (e->state == DONE || (e->state == FETCHING && e->have >= end))
             return FERRY_OK;
+        /* Its server taken for down: its error at once, not the retries again. */
+        ferry_status down = e->state == ABSENT ? ferry__remote_down_check(c->down, e->url) : FERRY_OK;
+        if (down != FERRY_OK)
+            return down;
         if (e->state == ABSENT && make_room(c, e->obj.size)) {
             ferry_status st = start_fetch(c, e);
             if (st != FERRY_OK)
@@ -425,6 +434,11 @@ const ferry_remote_obj *ferry__remote_cache_obj(const ferry_remote_cache *c, siz
 ferry_remote_counters *ferry__remote_cache_counters(ferry_remote_cache *c)
 {
     return &c->cnt;
+}
+
+ferry_remote_down *ferry__remote_cache_down(ferry_remote_cache *c)
+{
+    return c ? c->down : NULL;
 }
 
 ferry_status ferry__remote_cache_acquire(ferry_remote_cache *c, size_t k, uint64_t end)
@@ -578,6 +592,8 @@ ferry_status ferry__remote_cache_create(const ferry_remote_setup *su, ferry_remo
     ferry_status st = c->devnull < 0 ? ferry_fail(FERRY_ERR_IO, "/dev/null: %s", strerror(errno))
                                      : open_dir(c, su->dir);
     if (st == FERRY_OK)
+        st = ferry__remote_down_create(c->opts.timeout_s, &c->down);
+    if (st == FERRY_OK)
         st = stat_all(c, su);
     if (st != FERRY_OK) {
         ferry__remote_cache_destroy(c);
@@ -606,6 +622,7 @@ void ferry__remote_cache_destroy(ferry_remote_cache *c)
         close(c->devnull);
     if (c->dfd >= 0)
         close(c->dfd);
+    ferry__remote_down_destroy(c->down);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->lock);
     ferry_host_free(c->e);

@@ -17,9 +17,14 @@
  * instead of every worker waiting for it at the next one's start.
  *
  * A reader copies only bytes the fetch has checked and written, under the
- * lock, so a sample is whole or not delivered at all. A stream that fails
- * marks its shard failed until the next reset (the next epoch), so that under
+ * lock, so a sample is whole or not delivered at all. A stream or a Range read
+ * that fails marks its shard failed: while streaming until the next reset (the
+ * next epoch), else for 3 x the timeout (as the cache does), so that under
  * on_error = SKIP its samples fail at once instead of each paying the retries.
+ * Without that, a server that died left every skip's replacement candidate in
+ * a shard whose stream was gone to a Range read of its own with the retries'
+ * backoff: an epoch of N samples took N times the retries, which looked like
+ * a hang.
  *
  * Locking: one mutex for every stream's state and the ring's bytes; a fetch
  * thread copies into the ring under it (a curl buffer at a time). Each stream
@@ -36,6 +41,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/countdown.h"
 #include "common/error.h"
 #include "common/thread.h"
 #include "dataset/remote.h"
@@ -59,6 +65,7 @@ typedef struct rstream {
     bool thread, ended;        /* a fetch thread to join; it has returned */
     bool busy;                 /* being closed or opened by a reader: no one else's */
     bool head;                 /* opened for the next epoch: no reader's until the reset */
+    atomic_bool inject;        /* the test hook fails its fetch (ferry_debug_fail_head_stream_after) */
     unsigned data_waiters;     /* readers waiting in take() */
     bool room_waiter;          /* the fetch waits for room */
     pthread_cond_t data, room;
@@ -78,7 +85,8 @@ struct ferry_remote_streams {
     ferry_remote_opts opts;    /* paced: the fetch waits for its readers */
     ferry_remote_opts once;    /* for Range reads of one member */
     bool on;
-    char **failed;             /* per shard: its stream's error this epoch, or NULL */
+    char **failed;             /* per shard: its stream's or a Range read's error, or NULL */
+    double *failed_at;         /* per shard: when (ferry_now) it failed */
     uint8_t *opened;           /* per shard: streamed this epoch already */
     uint64_t *reach;           /* per shard: the furthest byte its closed streams fetched */
     size_t *next;              /* per shard: the one the plan reads after it, or NONE */
@@ -128,15 +136,25 @@ static int sink(void *arg, const uint8_t *b, size_t n)
          * that goes in parts). */
         if (!atomic_load(&r->stop) && r->have >= r->want + limit(r)) {
             r->room_waiter = true;
-            while (!atomic_load(&r->stop) && r->have + GRAIN > r->want + limit(r))
+            while (!atomic_load(&r->stop) && !atomic_load(&r->inject) &&
+                   r->have + GRAIN > r->want + limit(r))
                 pthread_cond_wait(&r->room, &o->lock);
             r->room_waiter = false;
+        }
+        if (atomic_load(&r->inject)) {
+            pthread_mutex_unlock(&o->lock);
+            ferry_fail_at(FERRY_ERR_IO, o->paths[r->fetching], "at byte %llu: a failure injected "
+                          "by ferry_debug_fail_head_stream_after", (unsigned long long)r->have);
+            return 1;
         }
         if (atomic_load(&r->stop)) {
             pthread_mutex_unlock(&o->lock);
             ferry_fail_at(FERRY_ERR_BAD_STATE, o->paths[r->fetching], "stream stopped");
             return 1;
         }
+        if (r->have == r->base) /* the server answers: not down */
+            ferry__remote_down_note(ferry__remote_cache_down(o->cache), o->paths[r->fetching],
+                                    FERRY_OK, 0);
         uint64_t room = r->want + limit(r) - r->have;
         size_t k = room < n ? (size_t)room : n;
         ring_put(r, b, k);
@@ -152,7 +170,7 @@ static int sink(void *arg, const uint8_t *b, size_t n)
 
 static bool stopped(void *arg)
 {
-    return atomic_load(&((rstream *)arg)->stop);
+    return atomic_load(&((rstream *)arg)->stop) || atomic_load(&((rstream *)arg)->inject);
 }
 
 static void *fetch_main(void *arg)
@@ -160,9 +178,12 @@ static void *fetch_main(void *arg)
     rstream *r = arg;
     struct ferry_remote_streams *o = r->o;
     const char *url = o->paths[r->fetching];
+    double t0 = ferry_now();
     ferry_status st = ferry__remote_get(url, &o->opts, ferry__remote_cache_obj(o->cache, r->fetching),
                                         r->base, UINT64_MAX, sink, stopped, r,
                                         ferry__remote_cache_counters(o->cache));
+    if (!atomic_load(&r->stop)) /* a stream closed by a reader or a reset says nothing */
+        ferry__remote_down_note(ferry__remote_cache_down(o->cache), url, st, ferry_now() - t0);
     pthread_mutex_lock(&o->lock);
     r->ended = true;
     r->st = st;
@@ -209,20 +230,37 @@ static rstream *find(struct ferry_remote_streams *o, size_t k)
  * next epoch's head. */
 enum { OPEN_READ, OPEN_AHEAD, OPEN_HEAD };
 
+/* Which slot a new stream takes first: a free one, then one whose fetch
+ * failed (its shard's reads fail at once now: its ring is of no use), then
+ * the least recently used. So when a server dies, the streams that fail one
+ * after the other do not push out the rings of shards that came whole, whose
+ * samples are what on_error = SKIP still has to replace the rest with. */
+static int slot_rank(const rstream *x)
+{
+    return x->shard == NONE ? 0 : x->ended && x->st != FERRY_OK ? 1 : 2;
+}
+
 /* A stream of shard k from byte off (a head: from 0, for the next epoch): a
- * free slot, else the least recently used one no reader is in. NULL when
+ * free slot, else a failed one, else the least recently used one no reader
+ * is in (slot_rank). NULL when
  * none can be had (every one in use, no memory, no thread): the read then
  * goes by Range. */
 static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t off, int why)
 {
     const bool head = why == OPEN_HEAD;
+    /* Its server taken for down: no stream (a reader's read goes by Range,
+     * which fails at once with the reason). */
+    if (ferry__remote_down_check(ferry__remote_cache_down(o->cache), o->paths[k]) != FERRY_OK) {
+        ferry_clear_error();
+        return NULL;
+    }
     rstream *r = NULL;
     for (size_t i = 0; i < NSTREAMS; i++) {
         rstream *x = &o->s[i];
         if (x->users || x->busy)
             continue;
-        if (!r || (x->shard == NONE && r->shard != NONE) ||
-            (x->shard != NONE && r->shard != NONE && x->used < r->used))
+        int xr = slot_rank(x), rr = r ? slot_rank(r) : 3;
+        if (xr < rr || (xr == rr && xr > 0 && x->used < r->used))
             r = x;
     }
     if (!r)
@@ -251,6 +289,7 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     r->st = FERRY_OK;
     r->err[0] = '\0';
     atomic_store(&r->stop, false);
+    atomic_store(&r->inject, false);
     r->busy = false;
     pthread_cond_broadcast(&o->cv);
     if (ferry_thread_create(&r->th, fetch_main, r) != 0) {
@@ -286,8 +325,40 @@ static void start_next(struct ferry_remote_streams *o, size_t k)
 static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_t off, size_t n,
                                uint8_t *dst)
 {
-    return ferry__remote_read(o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k), off, n,
-                              dst, ferry__remote_cache_counters(o->cache));
+    ferry_remote_down *down = ferry__remote_cache_down(o->cache);
+    ferry_status st = ferry__remote_down_check(down, o->paths[k]);
+    if (st != FERRY_OK)
+        return st;
+    double t0 = ferry_now();
+    st = ferry__remote_read(o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k), off, n,
+                            dst, ferry__remote_cache_counters(o->cache));
+    ferry__remote_down_note(down, o->paths[k], st, ferry_now() - t0);
+    return st;
+}
+
+/* Shard k fails its reads from now on (see the top): false when there is no
+ * memory to keep the message (the read then goes by Range). Lock held. */
+static bool mark_failed(struct ferry_remote_streams *o, size_t k, ferry_status st, const char *err)
+{
+    if (!o->failed[k] && (o->failed[k] = ferry_host_strdup(err))) {
+        o->failed_st[k] = st;
+        o->failed_at[k] = ferry_now();
+    }
+    return o->failed[k] != NULL;
+}
+
+/* Whether shard k failed and its reads fail at once: while streaming, until
+ * the next reset; else for 3 x the timeout, after which it is tried again.
+ * Lock held. */
+static bool shard_failed(struct ferry_remote_streams *o, size_t k)
+{
+    if (!o->failed[k])
+        return false;
+    if (o->on || ferry_now() - o->failed_at[k] < 3 * o->once.timeout_s)
+        return true;
+    ferry_host_free(o->failed[k]);
+    o->failed[k] = NULL;
+    return false;
 }
 
 /* What a reader got from the stream r (lock held). */
@@ -312,11 +383,8 @@ static int take(struct ferry_remote_streams *o, rstream *r, uint64_t off, size_t
         ring_get(r, off, n, dst);
         return GOT;
     }
-    if (r->ended && r->st != FERRY_OK && !atomic_load(&r->stop) && r->have < off + n) {
-        if (!o->failed[r->shard] && (o->failed[r->shard] = ferry_host_strdup(r->err)))
-            o->failed_st[r->shard] = r->st;
-        return o->failed[r->shard] ? FAILED : BY_RANGE;
-    }
+    if (r->ended && r->st != FERRY_OK && !atomic_load(&r->stop) && r->have < off + n)
+        return mark_failed(o, r->shard, r->st, r->err) ? FAILED : BY_RANGE;
     return BY_RANGE; /* overwritten while waiting, or the stream was closed */
 }
 
@@ -329,7 +397,7 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
     pthread_mutex_lock(&o->lock);
     rstream *r = o->on ? find(o, k) : NULL;
     /* Bytes that came before the failure are still good. */
-    if (o->on && o->failed[k] && !(r && off >= ring_start(r) && r->have >= off + n)) {
+    if (shard_failed(o, k) && !(r && off >= ring_start(r) && r->have >= off + n)) {
         ferry_status st = ferry_fail(o->failed_st[k], "%s", o->failed[k]);
         pthread_mutex_unlock(&o->lock);
         return st;
@@ -359,11 +427,42 @@ ferry_status ferry__remote_stream_read(ferry_remote_streams *o, size_t k, uint64
         return st;
     st = read_range(o, k, off, n, dst);
     pthread_mutex_lock(&o->lock);
+    if (st != FERRY_OK)
+        (void)mark_failed(o, k, st, ferry_last_error());
     o->ranged++;
     o->misses++;
     o->wait_s += ferry_now() - t0;
     pthread_mutex_unlock(&o->lock);
     return st;
+}
+
+static atomic_llong head_fail_countdown; /* 0 = off; 1 = the next reset that keeps a head */
+
+int64_t ferry_debug_fail_head_stream_after(int64_t k)
+{
+    return atomic_exchange(&head_fail_countdown, (long long)k);
+}
+
+/* The test hook: at the k-th reset that keeps a head stream, its fetch fails
+ * just after the reset passed over it, as if while the reset joined the
+ * other streams, and the reset waits for that failure before going on. A
+ * fetch that had already ended well fails as one that failed at its first
+ * byte. Lock held (let go while waiting). */
+static void fail_head_for_test(struct ferry_remote_streams *o, rstream *r)
+{
+    if (!ferry_countdown_fires(&head_fail_countdown))
+        return;
+    atomic_store(&r->inject, true);
+    pthread_cond_signal(&r->room);
+    while (!r->ended)
+        pthread_cond_wait(&r->data, &o->lock);
+    if (r->st == FERRY_OK) {
+        r->st = FERRY_ERR_IO;
+        r->have = r->base;
+        snprintf(r->err, sizeof r->err, "%s: at byte %llu: a failure injected by "
+                 "ferry_debug_fail_head_stream_after", o->paths[r->shard],
+                 (unsigned long long)r->base);
+    }
 }
 
 void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
@@ -375,11 +474,14 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         rstream *r = &o->s[i];
         while (r->busy)
             pthread_cond_wait(&o->cv, &o->lock);
-        /* The new epoch's first shard: kept, made its stream below; unless
-         * its fetch failed, so that the epoch tries that shard afresh. */
-        bool failed = r->ended && r->st != FERRY_OK;
-        if (on && r->head && r->shard != NONE && !atomic_load(&r->stop) && !failed)
+        /* The new epoch's first shard: kept, made its stream below unless
+         * its fetch has failed by then (checked there, once, after every
+         * join of this loop: a check here alone missed a failure while the
+         * lock was let go for a join after it). */
+        if (on && r->head && r->shard != NONE && !atomic_load(&r->stop)) {
+            fail_head_for_test(o, r);
             continue;
+        }
         if (r->shard != NONE || r->thread) {
             r->busy = true;
             close_stream(o, r);
@@ -397,14 +499,17 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
         rstream *r = &o->s[i];
         if (!r->head)
             continue;
-        /* Checked again: its fetch may have failed while the loop above let
-         * the lock go to join another stream, and no failure of the last
-         * epoch is carried into this one. (The lock is held from here to the
-         * end: a failure after this check is this epoch's.) */
+        /* No failure of the last epoch is carried into this one: the shard
+         * is tried afresh. Here, after the loop above let the lock go for
+         * its joins, during which the fetch may have failed. (The lock is
+         * held from here to the end: a failure after this check is this
+         * epoch's.) */
         if (r->ended && r->st != FERRY_OK) {
+            size_t k = r->shard;
             r->busy = true;
             close_stream(o, r);
             r->busy = false;
+            o->reach[k] = 0; /* its bytes were the last epoch's */
             continue;
         }
         r->head = false;
@@ -413,6 +518,8 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
     }
     o->on = on;
     pthread_mutex_unlock(&o->lock);
+    /* As failed shards are, their servers are tried again at an epoch's start. */
+    ferry__remote_down_forget(ferry__remote_cache_down(o->cache));
 }
 
 void ferry__remote_streams_plan(ferry_remote_streams *o, const size_t *seq, size_t m, size_t head)
@@ -465,11 +572,13 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
     if (!o)
         return FERRY_ERR_NO_MEMORY;
     if (!(o->failed = ferry_host_calloc(n, sizeof *o->failed)) ||
+        !(o->failed_at = ferry_host_calloc(n, sizeof *o->failed_at)) ||
         !(o->failed_st = ferry_host_calloc(n, sizeof *o->failed_st)) ||
         !(o->opened = ferry_host_calloc(n, 1)) || !(o->led = ferry_host_calloc(n, 1)) ||
         !(o->reach = ferry_host_calloc(n, sizeof *o->reach)) ||
         !(o->next = ferry_host_malloc(n * sizeof *o->next))) {
         ferry_host_free(o->failed);
+        ferry_host_free(o->failed_at);
         ferry_host_free(o->failed_st);
         ferry_host_free(o->opened);
         ferry_host_free(o->led);
@@ -496,6 +605,7 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
         o->s[i].o = o;
         o->s[i].shard = NONE;
         atomic_init(&o->s[i].stop, false);
+        atomic_init(&o->s[i].inject, false);
     }
     *out = o;
     return FERRY_OK;
@@ -509,6 +619,7 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
     for (size_t i = 0; i < NSTREAMS; i++)
         ferry_host_free(o->s[i].ring);
     ferry_host_free(o->failed);
+    ferry_host_free(o->failed_at);
     ferry_host_free(o->failed_st);
     ferry_host_free(o->opened);
     ferry_host_free(o->led);

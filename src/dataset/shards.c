@@ -206,19 +206,21 @@ static void shards_free(shards *h)
 {
     /* First: its fetch threads read the paths, and it uses the cache's objects. */
     ferry__remote_streams_destroy(h->streams);
-    for (size_t i = 0; i < h->nshards; i++) {
-        if (h->fds && h->fds[i] >= 0 && ferry__remote_cache_fd(h->remote, i) < 0)
+    ferry__gz_cache_destroy(h->gz);
+    for (size_t i = 0; h->fds && i < h->nshards; i++)
+        if (h->fds[i] >= 0 && ferry__remote_cache_fd(h->remote, i) < 0)
             close(h->fds[i]);
+    /* Before the paths too: its fetch threads name their URLs (a fetch of a
+     * dataset released mid-epoch read a freed path). */
+    ferry__remote_cache_destroy(h->remote);
+    for (size_t i = 0; i < h->nshards; i++)
         ferry_host_free(h->paths[i]);
-    }
     ferry_host_free(h->paths);
     ferry_host_free(h->fds);
     ferry_host_free(h->samples);
     ferry_host_free(h->ends);
     ferry_host_free(h->ahead);
     ferry_host_free(h->names);
-    ferry__gz_cache_destroy(h->gz);
-    ferry__remote_cache_destroy(h->remote);
     ferry_host_free(h->gzip);
     ferry_host_free(h->by_off);
     ferry_host_free(h->by_off_ends);

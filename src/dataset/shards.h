@@ -98,6 +98,19 @@ ferry_status ferry__shard_index_load_at(int dfd, const char *name, const char *p
  * ferry_host_strdup'd paths. */
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout);
 
+/* ---- brace notation in shard paths and URLs (shards_braces.c) ---- */
+#define FERRY__BRACE_MAX 100000 /* names one pattern may give */
+struct ferry_str_list;
+/* Whether s[0, n) holds a brace: a pattern to expand. */
+bool ferry__has_braces(const char *s, size_t n);
+/* Pushes onto l, in order, the names pattern p[0, n) gives ("a-{00..02}.tar":
+ * a-00.tar, a-01.tar, a-02.tar; "{x,y}": x, y; groups left to right, the
+ * rightmost fastest). Malformed braces, or more than FERRY__BRACE_MAX names,
+ * are an error naming the pattern. */
+ferry_status ferry__brace_expand(const char *p, size_t n, struct ferry_str_list *l);
+/* The error for a URL of a folder (ending in '/'), saying what to pass instead. */
+ferry_status ferry__url_folder_error(const char *url);
+
 /* ---- loading samples of gzip-compressed shards (shards_gz.c) ---- */
 typedef struct ferry_gz_cache ferry_gz_cache;
 

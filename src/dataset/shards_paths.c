@@ -1,7 +1,10 @@
 /* Which files are the shards: the user names .tar files, folders of them, or
- * list files, in any mix; the result is the ordered list of shard paths. */
+ * list files, in any mix, and URLs of shards; any of these names (and a list
+ * file's lines) may use WebDataset's brace notation (shards_braces.c); the
+ * result is the ordered list of shard paths. */
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -79,6 +82,35 @@ static bool is_url_line(const char *line, size_t len)
     return ferry__is_url(head);
 }
 
+/* A list file's line: an absolute path or a URL as it is; a relative path
+ * from the list's folder (its first dn characters). */
+static ferry_status add_list_line(const char *path, size_t dn, const char *line, size_t len,
+                                  ferry_str_list *l)
+{
+    if (is_url_line(line, len) && line[len - 1] == '/') {
+        char url[2048];
+        snprintf(url, sizeof url, "%.*s", (int)(len < 2000 ? len : 2000), line);
+        ferry_status st = ferry__url_folder_error(url);
+        return ferry_fail_at(st, path, "%s", ferry_last_error());
+    }
+    return ferry__str_list_push(l, line[0] == '/' || is_url_line(line, len) ?
+                                   join("", 0, line, len) : join(path, dn, line, len));
+}
+
+/* A line in brace notation: each name it gives, as a line of its own. */
+static ferry_status add_list_pattern(const char *path, size_t dn, const char *line, size_t len,
+                                     ferry_str_list *l)
+{
+    ferry_str_list names = {0};
+    ferry_status st = ferry__brace_expand(line, len, &names);
+    if (st != FERRY_OK)
+        st = ferry_fail_at(st, path, "%s", ferry_last_error());
+    for (size_t i = 0; st == FERRY_OK && i < names.n; i++)
+        st = add_list_line(path, dn, names.v[i], strlen(names.v[i]), l);
+    ferry__str_list_free(&names);
+    return st;
+}
+
 /* One shard path a line, relative to the list file's folder; blank lines and
  * '#' comments skipped. */
 static ferry_status add_list_file(const char *path, ferry_str_list *l)
@@ -106,9 +138,10 @@ static ferry_status add_list_file(const char *path, ferry_str_list *l)
         if (memchr(line, '\0', len))
             st = ferry_fail_at(FERRY_ERR_FORMAT, path, "a line holds a NUL byte (not a list of "
                                "shard paths)");
-        else /* an absolute path or a URL as it is; a relative path from the list's folder */
-            st = ferry__str_list_push(l, line[0] == '/' || is_url_line(line, len) ?
-                                      join("", 0, line, len) : join(path, dn, line, len));
+        else if (ferry__has_braces(line, len))
+            st = add_list_pattern(path, dn, line, len, l);
+        else
+            st = add_list_line(path, dn, line, len, l);
     }
     ferry_scratch_destroy(s);
     if (st == FERRY_OK && l->n == first)
@@ -116,8 +149,36 @@ static ferry_status add_list_file(const char *path, ferry_str_list *l)
     return st;
 }
 
+ferry_status ferry__url_folder_error(const char *url)
+{
+    return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: a folder by URL cannot be read (HTTP gives no "
+                      "list of its files): name the shards instead, in brace notation "
+                      "(%sshard-{000000..000099}.tar), in a list file with one shard URL a line "
+                      "(ferry pack --upload writes OUT/urls.txt), or one by one", url, url);
+}
+
+static ferry_status add_one(const char *p, ferry_str_list *l);
+
+/* p, or the names its braces give (a local file whose name holds braces is
+ * taken as it is). */
 static ferry_status add_path(const char *p, ferry_str_list *l)
 {
+    struct stat sb;
+    if (!ferry__has_braces(p, strlen(p)) || (!ferry__is_url(p) && stat(p, &sb) == 0))
+        return add_one(p, l);
+    ferry_str_list names = {0};
+    ferry_status st = ferry__brace_expand(p, strlen(p), &names);
+    for (size_t i = 0; st == FERRY_OK && i < names.n; i++)
+        st = add_one(names.v[i], l);
+    ferry__str_list_free(&names);
+    return st;
+}
+
+static ferry_status add_one(const char *p, ferry_str_list *l)
+{
+    size_t pn = strlen(p);
+    if (ferry__is_url(p) && pn && p[pn - 1] == '/')
+        return ferry__url_folder_error(p);
     if (ferry__is_url(p)) /* a remote shard: its cache asks the server about it */
         return ferry__str_list_push(l, ferry_host_strdup(p));
     struct stat sb;
