@@ -20,7 +20,9 @@ static void expect_invalid(const char *s)
     else
         ASSERT_STR_CONTAINS(ferry_last_error(), "(null)");
     ASSERT_STR_CONTAINS(ferry_last_error(), "cuda:N");
-    ASSERT_EQ_INT(d.index, 123); /* out untouched on failure */
+    /* Nothing usable is left behind: every call refuses the invalid device. */
+    ASSERT_EQ_INT(d.type, FERRY_DEVICE_INVALID);
+    ASSERT_EQ_INT(d.index, -1);
 }
 
 TEST(parse_rejects_gpu) { expect_invalid("gpu"); }
