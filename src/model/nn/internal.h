@@ -115,9 +115,11 @@ ferry_status fm_amp_state(ferry_amp *a, ferry_module **m, ferry_tensor **scale, 
 uint64_t *fm_dropout_calls(ferry_module *m);
 
 /* Losses (loss.c): ferry_cross_entropy, with the gradient scale read on the
- * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL. */
+ * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL.
+ * check_now: read the bad-label count back and fail now (a host wait); false
+ * leaves it to ferry_metrics_get when metrics is not NULL (ferry_train_step). */
 ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
-                               const ferry_tensor *scale, ferry_metrics *metrics, ferry_stream *s,
+                               const ferry_tensor *scale, bool check_now, ferry_metrics *metrics, ferry_stream *s,
                                ferry_tensor **dlogits);
 
 #endif

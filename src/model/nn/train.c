@@ -28,7 +28,7 @@ ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, f
     if (st == FERRY_OK)
         st = ferry_module_forward(m, x, s, &logits);
     if (st == FERRY_OK)
-        st = fm_cross_entropy_(logits, labels, 1.0f, scale, metrics, s, &dlogits);
+        st = fm_cross_entropy_(logits, labels, 1.0f, scale, false, metrics, s, &dlogits);
     ferry_tensor_release(logits);
     if (st == FERRY_OK)
         st = ferry_module_backward(m, dlogits, s, NULL);
