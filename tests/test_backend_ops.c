@@ -1446,8 +1446,6 @@ static void naive_col2im(const bo_case *t, void *const *p)
     int64_t hw = g->h * g->w, nx = g->n * g->c * hw;
     double *acc = calloc((size_t)(nx + 1), sizeof(double));
     ASSERT(acc);
-    for (int64_t i = 0; i < nx; i++)
-        acc[i] = ld(t->dt, p[1], i);
     for (int64_t img = 0; img < g->n; img++)
         for (int64_t ch = 0; ch < g->c; ch++)
             for (int64_t ki = 0; ki < g->kh; ki++)
@@ -2090,6 +2088,38 @@ static void cases_adam(void)
                 }
 }
 
+/* ---- zero_multi: three buffers (f32 300, empty, f16 1001: a tail of two bytes)
+ * set to zero in one launch ---- */
+static const int64_t zm_sizes[3] = {300, 0, 1001};
+static const ferry_dtype zm_dts[3] = {FERRY_DTYPE_F32, FERRY_DTYPE_BF16, FERRY_DTYPE_F16};
+
+static ferry_status run_zero_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    (void)t;
+    fk_zlist l;
+    memset(&l, 0, sizeof l);
+    l.n = 3;
+    for (int k = 0; k < 3; k++) {
+        l.p[k] = p[k];
+        l.bytes[k] = zm_sizes[k] * (int64_t)ferry_dtype_size(zm_dts[k]);
+    }
+    return FK(c, zero_multi, &l);
+}
+
+static void naive_zero_multi(const bo_case *t, void *const *p)
+{
+    (void)t;
+    for (int k = 0; k < 3; k++)
+        memset(p[k], 0, (size_t)zm_sizes[k] * ferry_dtype_size(zm_dts[k]));
+}
+
+static void cases_zero_multi(void)
+{
+    bo_case *t = add_case("zero_multi", run_zero_multi, naive_zero_multi, "f32 300, bf16 0, f16 1001");
+    for (int k = 0; k < 3; k++)
+        add_buf(t, "buf", zm_dts[k], zm_sizes[k], BI_UNIFORM, -1, 1, BC_EXACT);
+}
+
 /* ---- step_count: bufs taken, skip ---- */
 static ferry_status run_step_count(const bo_case *t, const fk_ctx *c, void *const *p)
 {
@@ -2313,6 +2343,7 @@ static void build_cases(void)
     cases_adam();
     cases_optim_multi();
     cases_step_count();
+    cases_zero_multi();
     cases_unscale();
     cases_amp_update();
     cases_timing();

@@ -186,3 +186,13 @@ TEST(train_step_bad_label_reported_by_metrics)
         ferry_module_destroy(net);
     }
 }
+
+/* The CNN step at the sample's batch of 256 in at most 40 launches (kernels and
+ * cuBLAS calls; issue 41 counted 60 before the fusions, without the loader's
+ * conversion), and no caching-allocator call after the first step. */
+TEST(cnn_step_launches_batch_256)
+{
+    require_sim();
+    step_counts d = measure(true, false, 256, 1, 1);
+    ASSERT_MSG(d.sim.launches <= 40, "%lld launches per step", (long long)d.sim.launches);
+}

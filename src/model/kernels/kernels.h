@@ -134,6 +134,15 @@ typedef struct fk_plist {
     int64_t numel[FK_PLIST_MAX];
 } fk_plist;
 
+/* Buffers one zero_multi launch clears: bytes[i] bytes at p[i] each (device
+ * memory; any dtype, as every float dtype's zero is all bits zero). By value on
+ * the GPU, FK_PLIST_MAX at a time, as fk_plist. */
+typedef struct fk_zlist {
+    int n;
+    void *p[FK_PLIST_MAX];
+    int64_t bytes[FK_PLIST_MAX];
+} fk_zlist;
+
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
@@ -145,6 +154,8 @@ typedef struct fk_plist {
 #define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
     X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
+    /* every buffer of l set to zero bytes (the gradients' zero_grad: one launch) */             \
+    X(zero_multi, (const fk_zlist *, l))                                                           \
     /* y = x * mul + add, converting x's dtype to y's; strided (nd.so, nd.sa) */                   \
     X(convert, (ferry_dtype, ydt), (void *, y), (ferry_dtype, xdt), (const void *, x),             \
       (const fk_nd *, nd), (double, mul), (double, add))                                           \
@@ -178,7 +189,7 @@ typedef struct fk_plist {
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
     /* g->n images [n,C,H,W] -> col [C*kh*kw, n*oh*ow] (image i's columns at i*oh*ow) and    \
-     * back (col2im accumulates into x) */                                                         \
+     * back (col2im writes x: the sum of each element's columns) */                                                         \
     X(im2col, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, col))           \
     X(col2im, (ferry_dtype, dt), (const fk_conv *, g), (const void *, col), (void *, x))           \
     /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \

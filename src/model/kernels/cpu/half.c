@@ -179,7 +179,7 @@ ferry_status fk_cpu_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     PASS_F32(col2im, dt, g, col, x);
     scratch s = {{0}, 0};
     int64_t nx = g->n * g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->n * g->oh * g->ow;
-    float *fc = in32(&s, dt, col, nc), *fx = in32(&s, dt, x, nx);
+    float *fc = in32(&s, dt, col, nc), *fx = in32(&s, dt, NULL, nx);
     NEED(fx && fc);
     ferry_status st = fk_f32_col2im(c, FERRY_DTYPE_F32, g, fc, fx);
     out16(dt, x, fx, nx);

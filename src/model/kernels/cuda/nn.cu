@@ -23,6 +23,7 @@ struct fk_chan {
 
 #define FK_CHAN_BLOCKS 2048 // blocks to aim for
 #define FK_CHAN_MIN 2048    // fewest elements a block takes (per channel)
+#define FK_CHAN_ONE_PASS ((int64_t)1 << 18) // bias gradient: one block a channel up to here
 
 static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
 {
@@ -56,10 +57,11 @@ __device__ __forceinline__ int64_t chan_off(const fk_chan &g, int64_t k, int64_t
 // dy (x - mean) invstd (BatchNorm backward), the CPU's per-element terms.
 enum { FK_CHAN_SUM = 0, FK_CHAN_SQDEV = 1, FK_CHAN_BWD = 2 };
 
-// Partial p0/p1[k * chunks + chunk] of channel k.
+// Partial p0/p1[k * chunks + chunk] of channel k; with db (the bias gradient
+// in one pass, chunks == 1) db[k] += the channel's sum instead of p0.
 template <typename T>
 __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, const double *mean, const float *smean,
-                               const float *sinvstd, double *p0, double *p1)
+                               const float *sinvstd, double *p0, double *p1, T *db)
 {
     __shared__ double sh0[FK_THREADS];
     __shared__ double sh1[FK_THREADS];
@@ -98,7 +100,9 @@ __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, con
             }
             __syncthreads();
         }
-        if (lane == 0 && k < g.ch) {
+        if (lane == 0 && k < g.ch && db) {
+            db[k] = fk_to_f32<T>(fk_f(db[k]) + (float)sh0[threadIdx.x]);
+        } else if (lane == 0 && k < g.ch) {
             p0[k * g.chunks + chunk] = sh0[threadIdx.x];
             if (p1)
                 p1[k * g.chunks + chunk] = sh1[threadIdx.x];
@@ -117,12 +121,12 @@ __device__ __forceinline__ double chan_total(const fk_chan &g, const double *p, 
 
 static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, const fk_chan &g, const void *x,
                                   const void *dy, const double *mean, const float *smean, const float *sinvstd,
-                                  double *p0, double *p1, const char *what)
+                                  double *p0, double *p1, const char *what, void *db = nullptr)
 {
     int64_t blocks = g.tiles * g.chunks;
     FK_FLOAT_TYPES(dt, T, what, {
         FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_chan_partial<T>)(
-            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1);
+            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1, (T *)db);
     });
     return fk_launched(what);
 }
@@ -169,6 +173,16 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
     if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
         return fk_bad_dtype(dt, "bias gradient");
     fk_chan g = chan_plan(outer, ch, inner);
+    // Up to FK_CHAN_ONE_PASS elements a channel, one block sums a channel and
+    // adds it to db: one launch and no scratch, where the split sum costs a
+    // second launch and an allocation (a training step's bias gradients: the
+    // samples' CNN at batch 256 has at most 256 x 784 per channel).
+    if (g.count <= FK_CHAN_ONE_PASS) {
+        g.chunks = 1;
+        g.len = g.count;
+        return chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                             "bias gradient kernel", db);
+    }
     void *scratch;
     if ((st = chan_scratch(c, (size_t)(ch * g.chunks) * sizeof(double), &scratch)) != FERRY_OK)
         return st;
@@ -405,7 +419,7 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
                 s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
             }
         }
-        x[t] = fk_to_f32<T>(fk_f(x[t]) + s);
+        x[t] = fk_to_f32<T>(s); // stores: no fill of dx before it
     }
 }
 
@@ -756,13 +770,27 @@ extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const floa
     return fk_launched("SGD kernel");
 }
 
+// Adam's bias corrections: two double pow, a divide and a sqrt, FP64 work that
+// GPUs with 1/64-rate FP64 pay dearly for per thread. One thread of each block
+// computes them and the block shares them (they depend on the step alone).
+__device__ __forceinline__ void adam_block_consts(float lr, float b1, float b2, const int64_t *taken,
+                                                  float *step_size, float *sbc2)
+{
+    __shared__ float sh[2];
+    if (threadIdx.x == 0)
+        fk_adam_consts(lr, b1, b2, taken[0] + 1, &sh[0], &sh[1]);
+    __syncthreads();
+    *step_size = sh[0];
+    *sbc2 = sh[1];
+}
+
 __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                        float eps, float wd, bool decoupled, const int64_t *taken, const float *skip)
 {
     if (fk_skipped(skip))
         return;
     float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
     FK_GRID_STRIDE(i, n)
     p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
@@ -774,7 +802,7 @@ extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const flo
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
+    FK_LAUNCH_COOP(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
                                                          h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
 }
@@ -845,7 +873,7 @@ __global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, floa
     if (fk_skipped(skip))
         return;
     float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
     int t = plist_find(g, blockIdx.x);
     float *p = g.l.p[t], *m = g.l.s0[t], *v = g.l.s1[t];
     const float *gr = g.l.g[t];
@@ -864,9 +892,54 @@ extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plis
     fk_plist_grid g;
     if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
         return st;
-    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
+    FK_LAUNCH_COOP(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
                                                                     h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
+}
+
+// zero_multi: buffer i takes blocks [first[i], first[i+1]) of one grid, a
+// 4-byte word per thread (bytes one at a time in a buffer's tail, or in a
+// buffer not 4-byte aligned: a half-precision view at an odd element).
+struct fk_zlist_grid {
+    fk_zlist l;
+    unsigned first[FK_PLIST_MAX + 1];
+};
+
+__global__ void k_zero_multi(fk_zlist_grid g)
+{
+    int t = 0;
+    while (blockIdx.x >= g.first[t + 1])
+        t++;
+    unsigned char *p = (unsigned char *)g.l.p[t];
+    int64_t bytes = g.l.bytes[t], words = (bytes + 3) / 4;
+    bool aligned = ((uintptr_t)p & 3) == 0;
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < words; i += stride) {
+        if (aligned && i * 4 + 4 <= bytes)
+            ((uint32_t *)p)[i] = 0u;
+        else
+            for (int64_t b = i * 4; b < i * 4 + 4 && b < bytes; b++)
+                p[b] = 0;
+    }
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_zero_multi)(const fk_ctx *c, const fk_zlist *l)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    if (!l || l->n < 0 || l->n > FK_PLIST_MAX)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "zero_multi: the list must hold 0 to %d buffers", FK_PLIST_MAX);
+    fk_zlist_grid g;
+    g.l = *l;
+    g.first[0] = 0;
+    for (int i = 0; i < l->n; i++)
+        g.first[i + 1] = g.first[i] + (l->bytes[i] > 0 ? fk_blocks((l->bytes[i] + 3) / 4) : 0);
+    if (g.first[l->n] == 0)
+        return FERRY_OK;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_zero_multi)(g);
+    return fk_launched("zero kernel");
 }
 
 __global__ void k_step_count(int64_t *taken, const float *skip)
