@@ -103,6 +103,7 @@ typedef struct bo_rand {
 
 typedef struct bo_bias {
     int64_t outer, ch, inner;
+    bool relu; /* bias_add */
 } bo_bias;
 
 typedef struct bo_xent {
@@ -1127,13 +1128,16 @@ static void cases_rand(void)
 /* ---- bias_add, bias_grad: t->bias ---- */
 static ferry_status run_bias_add(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bias_add, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner);
+    return FK(c, bias_add, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner, t->bias.relu);
 }
 
 static void naive_bias_add(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->bias.outer * t->bias.ch * t->bias.inner; i++)
+    for (int64_t i = 0; i < t->bias.outer * t->bias.ch * t->bias.inner; i++) {
         st(t->dt, p[0], i, ld(t->dt, p[0], i) + ld(t->dt, p[1], (i / t->bias.inner) % t->bias.ch));
+        if (t->bias.relu && !(ld(t->dt, p[0], i) > 0))
+            st(t->dt, p[0], i, 0.0);
+    }
 }
 
 static ferry_status run_bias_grad(const bo_case *t, const fk_ctx *c, void *const *p)
@@ -1161,12 +1165,16 @@ static void cases_bias(void)
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
-        bo_case *t = add_case("bias_add", run_bias_add, naive_bias_add, "%s [outer %lld, ch %lld, inner %lld]",
-                              dtn(dt), (long long)outer, (long long)ch, (long long)inner);
-        t->dt = dt;
-        t->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner};
-        add_buf(t, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
-        add_buf(t, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
+        for (int relu = 0; relu < 2; relu++) {
+            bo_case *r = add_case("bias_add", run_bias_add, naive_bias_add,
+                                  "%s [outer %lld, ch %lld, inner %lld]%s", dtn(dt), (long long)outer, (long long)ch,
+                                  (long long)inner, relu ? " relu" : "");
+            r->dt = dt;
+            r->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner, .relu = relu};
+            add_buf(r, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
+            add_buf(r, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
+        }
+        bo_case *t;
         t = add_case("bias_grad", run_bias_grad, naive_bias_grad, "%s [outer %lld, ch %lld, inner %lld]", dtn(dt),
                      (long long)outer, (long long)ch, (long long)inner);
         t->dt = dt;

@@ -173,9 +173,10 @@ typedef struct fk_zlist {
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
       (bool, normal))                                                                              \
-    /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner] */                                  \
+    /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner]; relu: then y = max(y, 0) as      \
+     * FK_RELU on the stored value (a Linear or Conv2d and the ReLU after it, one pass) */          \
     X(bias_add, (ferry_dtype, dt), (void *, y), (const void *, b), (int64_t, outer), (int64_t, ch), \
-      (int64_t, inner))                                                                            \
+      (int64_t, inner), (bool, relu))                                                              \
     /* db[c] += sum over o, i of dy[o, c, i] */                                                    \
     X(bias_grad, (ferry_dtype, dt), (void *, db), (const void *, dy), (int64_t, outer),            \
       (int64_t, ch), (int64_t, inner))                                                             \
@@ -303,6 +304,17 @@ ferry_status fk_no_backend(const fk_ctx *c);
 
 /* Calls kernel `name` of c's backend: FK(&c, relu_bwd, dt, dx, y, dy, n). */
 #define FK(c, name, ...) ((c)->k ? (c)->k->name((c), __VA_ARGS__) : fk_no_backend(c))
+
+/* Scratch device memory for one kernel call's launches on c's stream (the GPU
+ * kernels' split reductions), kept between calls so that a training step
+ * allocates nothing after its first (kernels/scratch.c). Take before queueing,
+ * give back once the call's last kernel is queued. */
+typedef struct fk_scratch {
+    void *p;
+    size_t bytes;
+} fk_scratch;
+ferry_status fk_scratch_take(const fk_ctx *c, size_t bytes, fk_scratch *out);
+void fk_scratch_give(const fk_ctx *c, fk_scratch *s);
 
 /* Scalar loads and stores in any dtype (host code). */
 static inline float fk_ldf(ferry_dtype dt, const void *p, int64_t i)

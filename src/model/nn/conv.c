@@ -128,7 +128,7 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     }
     if (st == FERRY_OK && c->has_bias)
         st = FK(&k, bias_add, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[1].value), g.n, c->cout,
-                ohw);
+                ohw, m->act_relu);
     ferry_tensor_release(col);
     if (st != FERRY_OK) {
         ferry_tensor_release(xi);
@@ -248,6 +248,7 @@ ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels, int6
     c->stride = stride;
     c->pad = padding;
     c->has_bias = bias;
+    c->base.bias_relu = bias;
     double bound = 1.0 / sqrt((double)(in_channels * kernel * kernel));
     int64_t wshape[4] = {out_channels, in_channels, kernel, kernel};
     return fm_weight_bias_finish(m, wshape, 4, bias, bound, out);

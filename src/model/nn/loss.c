@@ -98,12 +98,12 @@ static ferry_status check_metrics(ferry_metrics *mt, const ferry_tensor *t, cons
 ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
                                  ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits)
 {
-    return fm_cross_entropy_(logits, labels, grad_scale, NULL, true, metrics, s, dlogits);
+    return fm_cross_entropy_(logits, labels, grad_scale, NULL, true, metrics, s, NULL, dlogits);
 }
 
 ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
                                const ferry_tensor *scale, bool check_now, ferry_metrics *metrics, ferry_stream *s,
-                               ferry_tensor **dlogits)
+                               ferry_tensor **dslot, ferry_tensor **dlogits)
 {
     const char *op = "ferry_cross_entropy";
     ferry_status st = fm_check_arg(logits, "logits", op);
@@ -134,7 +134,8 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
     if (st == FERRY_OK)
         st = ferry_tensor_contiguous(labels, s, &y);
     if (st == FERRY_OK && dlogits)
-        st = ferry_tensor_empty_on_(x->shape, 2, x->dtype, x->device, s, &d);
+        st = dslot ? fm_buffer(dslot, x->shape, 2, x->dtype, x->device, s, &d)
+                   : ferry_tensor_empty_on_(x->shape, 2, x->dtype, x->device, s, &d);
     /* Out-of-range labels are counted on the device, into metrics->ints[1] (which
      * counts since the last reset) or a scratch i64. Without metrics, or when the
      * caller asks (ferry_cross_entropy), the count is read back here, on every

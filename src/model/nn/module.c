@@ -171,7 +171,9 @@ static void drop_buffers_all(ferry_module *m)
 {
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
-    m->out = m->dxbuf = NULL;
+    ferry_tensor_release(m->lossbuf);
+    ferry_tensor_release(m->inbuf);
+    m->out = m->dxbuf = m->lossbuf = m->inbuf = NULL;
     for (size_t i = 0; i < m->nchildren; i++)
         drop_buffers_all(m->children[i]);
 }
@@ -196,6 +198,8 @@ void ferry_module_destroy(ferry_module *m)
     }
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
+    ferry_tensor_release(m->lossbuf);
+    ferry_tensor_release(m->inbuf);
     ferry_host_free(m->children);
     ferry_host_free(m->params);
     ferry_host_free(m->flat);

@@ -100,15 +100,22 @@ ferry_status fk_cpu_gemm(const fk_ctx *c, const fk_gemm *g)
 }
 
 ferry_status fk_cpu_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer, int64_t ch,
-                             int64_t inner)
+                             int64_t inner, bool relu)
 {
-    PASS_F32(bias_add, dt, y, b, outer, ch, inner);
+    PASS_F32(bias_add, dt, y, b, outer, ch, inner, relu);
     scratch s = {{0}, 0};
     int64_t n = outer * ch * inner;
     float *fy = in32(&s, dt, y, n), *fb = in32(&s, dt, b, ch);
     NEED(fy && fb);
-    ferry_status st = fk_f32_bias_add(c, FERRY_DTYPE_F32, fy, fb, outer, ch, inner);
+    /* The add rounds to dt first: the ReLU then sees what an unfused ReLU would. */
+    ferry_status st = fk_f32_bias_add(c, FERRY_DTYPE_F32, fy, fb, outer, ch, inner, false);
     out16(dt, y, fy, n);
+    if (st == FERRY_OK && relu) {
+        uint16_t *yp = y;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fk_ldf(dt, y, i) > 0))
+                yp[i] = 0;
+    }
     return done(&s, st);
 }
 

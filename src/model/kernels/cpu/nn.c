@@ -10,7 +10,7 @@
 #include "model/kernels/kernels.h"
 
 ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b,
-                             int64_t outer, int64_t ch, int64_t inner)
+                             int64_t outer, int64_t ch, int64_t inner, bool relu)
 {
     (void)c;
     (void)dt;
@@ -27,6 +27,10 @@ ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const voi
             for (int64_t i = 0; i < inner; i++)
                 row[i] += v;
         }
+    /* The ReLU after the add (as FK_RELU: NaN and -0 become 0); f16/bf16
+     * callers apply it again after rounding (half.c). */
+    for (int64_t i = 0; relu && i < outer * ch * inner; i++)
+        yp[i] = yp[i] > 0 ? yp[i] : 0;
     return FERRY_OK;
 }
 

@@ -131,21 +131,27 @@ static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, con
     return fk_launched(what);
 }
 
-// Scratch from the caching allocator, freed stream-ordered by the caller once
-// its last kernel is queued.
-static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
+// Scratch kept between calls (kernels/scratch.c), given back by the caller
+// once its last kernel is queued.
+static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, fk_scratch *sc)
 {
-    *p = nullptr;
-    return ferry_device_alloc(c->dev, bytes, c->stream, p);
+    return fk_scratch_take(c, bytes, sc);
 }
 
-template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
+// relu: FK_RELU applied to the value as stored in T, so the fused pass gives
+// the bits of a bias add followed by a ReLU.
+template <typename T>
+__global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner, bool relu)
 {
-    FK_GRID_STRIDE(i, total) y[i] = fk_to_f32<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
+    FK_GRID_STRIDE(i, total)
+    {
+        T v = fk_to_f32<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
+        y[i] = relu && !(fk_f(v) > 0.0f) ? fk_to_f32<T>(0.0f) : v;
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
-                                         int64_t ch, int64_t inner)
+                                         int64_t ch, int64_t inner, bool relu)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -153,7 +159,8 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt,
     if (st != FERRY_OK || total == 0)
         return st;
     FK_FLOAT_TYPES(dt, T, "bias add", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, total, ch, inner);
+        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, total, ch, inner,
+                                                                             relu);
     });
     return fk_launched("bias add kernel");
 }
@@ -183,10 +190,10 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
         return chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
                              "bias gradient kernel", db);
     }
-    void *scratch;
+    fk_scratch scratch;
     if ((st = chan_scratch(c, (size_t)(ch * g.chunks) * sizeof(double), &scratch)) != FERRY_OK)
         return st;
-    double *p = (double *)scratch;
+    double *p = (double *)scratch.p;
     st = chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, p, nullptr,
                        "bias gradient kernel");
     if (st == FERRY_OK) {
@@ -195,7 +202,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
         });
         st = fk_launched("bias gradient kernel");
     }
-    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 
@@ -232,32 +239,30 @@ __global__ void k_loss_combine(const double *part, int64_t n, float *loss, doubl
         loss[0] += (float)(s * scale);
 }
 
-// Scratch for `blocks` partials when a loss is asked for (NULL otherwise),
-// stream-ordered: freed once the combine is queued.
+// Scratch for `blocks` partials when a loss is asked for (none otherwise),
+// given back once the combine is queued.
 static ferry_status loss_partials(const fk_ctx *c, ferry_dtype dt, const char *what, float *loss, unsigned blocks,
-                                  double **part)
+                                  fk_scratch *sc)
 {
-    *part = nullptr;
+    *sc = fk_scratch{};
     if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
         return fk_bad_dtype(dt, what); // before the scratch, which the launch's refusal would leak
     if (!loss)
         return FERRY_OK;
-    void *p = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
-    *part = (double *)p;
-    return st;
+    return fk_scratch_take(c, (size_t)blocks * sizeof(double), sc);
 }
 
-static ferry_status loss_combine(const fk_ctx *c, double *part, unsigned blocks, float *loss, double scale,
+static ferry_status loss_combine(const fk_ctx *c, fk_scratch *sc, unsigned blocks, float *loss, double scale,
                                  const char *what)
 {
     ferry_status st = fk_launched(what);
+    double *part = (double *)sc->p;
     if (part) {
         if (st == FERRY_OK) {
             FK_LAUNCH_COOP(1, FK_THREADS, fk_stream(c), k_loss_combine)(part, (int64_t)blocks, loss, scale);
             st = fk_launched("loss combine kernel");
         }
-        ferry_device_free(c->dev, part); // stream-ordered: reused only behind the combine
+        fk_scratch_give(c, sc); // reused only behind the combine (stream order)
     }
     return st;
 }
@@ -319,9 +324,10 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
     if (st != FERRY_OK || rows == 0)
         return st;
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    double *part;
-    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &part)) != FERRY_OK)
+    fk_scratch sc;
+    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &sc)) != FERRY_OK)
         return st;
+    double *part = (double *)sc.p;
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int32_t>)(
@@ -330,7 +336,7 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int64_t>)(
                 (const T *)logits, (const int64_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
     });
-    return loss_combine(c, part, blocks, loss, 1.0, "cross-entropy kernel");
+    return loss_combine(c, &sc, blocks, loss, 1.0, "cross-entropy kernel");
 }
 
 template <typename T>
@@ -360,13 +366,14 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     if (st != FERRY_OK || n == 0)
         return st;
     unsigned blocks = fk_blocks(n) < 1024 ? fk_blocks(n) : 1024;
-    double *part;
-    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &part)) != FERRY_OK)
+    fk_scratch sc;
+    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &sc)) != FERRY_OK)
         return st;
+    double *part = (double *)sc.p;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
         FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_mse<T>)((const T *)p, (const T *)t, n, part, (T *)dp, gscale);
     });
-    return loss_combine(c, part, blocks, loss, (double)lscale, "MSE kernel");
+    return loss_combine(c, &sc, blocks, loss, (double)lscale, "MSE kernel");
 }
 
 // g.n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow.
@@ -618,11 +625,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
         return fk_bad_dtype(dt, "batch norm");
     fk_chan g = chan_plan(n, ch, hw);
     int64_t total = n * ch * hw;
-    void *scratch = nullptr;
+    fk_scratch scratch = {};
     if (training) {
         if ((st = chan_scratch(c, (size_t)(ch * (2 * g.chunks + 1)) * sizeof(double), &scratch)) != FERRY_OK)
             return st;
-        double *p = (double *)scratch, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
+        double *p = (double *)scratch.p, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
         st = chan_partials(c, dt, FK_CHAN_SUM, g, x, nullptr, nullptr, nullptr, nullptr, p, nullptr,
                            "batch norm kernel");
         if (st == FERRY_OK) {
@@ -646,8 +653,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
         });
         st = fk_launched("batch norm kernel");
     }
-    if (scratch)
-        ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 
@@ -690,11 +696,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
         return fk_bad_dtype(dt, "batch norm backward");
     fk_chan g = chan_plan(n, ch, hw);
     int64_t total = n * ch * hw;
-    void *scratch;
+    fk_scratch scratch;
     size_t bytes = (size_t)(ch * 2 * g.chunks) * sizeof(double) + (size_t)(2 * ch) * sizeof(float);
     if ((st = chan_scratch(c, bytes, &scratch)) != FERRY_OK)
         return st;
-    double *pd = (double *)scratch, *pdx = pd + ch * g.chunks;
+    double *pd = (double *)scratch.p, *pdx = pd + ch * g.chunks;
     float *mdy = (float *)(pdx + ch * g.chunks), *mdyx = mdy + ch;
     st = chan_partials(c, dt, FK_CHAN_BWD, g, x, dy, nullptr, smean, sinvstd, pd, pdx, "batch norm backward kernel");
     if (st == FERRY_OK) {
@@ -708,7 +714,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
         });
         st = fk_launched("batch norm backward kernel");
     }
-    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 

@@ -298,7 +298,7 @@ static int64_t reduce_split_chunks(int64_t outer, int64_t n)
     return chunks < most ? chunks : most;
 }
 
-// The split reduction: partials in scratch memory from the caching allocator,
+// The split reduction: partials in scratch memory kept between calls (scratch.c),
 // freed (stream-ordered) once the combine is queued.
 template <typename T>
 static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
@@ -307,12 +307,11 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
     int64_t len = (n + chunks - 1) / chunks;
     chunks = (n + len - 1) / len; // every chunk non-empty
     int64_t parts = outer * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(int64_t)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *pacc = (double *)scratch;
+    double *pacc = (double *)scratch.p;
     int64_t *parg = (int64_t *)(pacc + parts);
     FK_LAUNCH_COOP((unsigned)(parts < 65535 ? parts : 65535), FK_THREADS, fk_stream(c), k_reduce_split<T>)(
         op, x, outer, n, chunks, len, pacc, parg);
@@ -322,7 +321,7 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
                                                                                  parg);
         st = fk_launched("reduce combine kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
@@ -406,7 +405,7 @@ static int64_t cols_chunks(int64_t tiles, int64_t n, int cols, int64_t *len)
 }
 
 // A column reduction: one launch, or (chunks > 1) k_reduce_cols's partials in
-// scratch memory from the caching allocator, merged by k_reduce_combine and
+// scratch memory kept between calls (scratch.c), merged by k_reduce_combine and
 // freed (stream-ordered) once it is queued.
 template <typename T>
 static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
@@ -421,12 +420,11 @@ static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, in
         return fk_launched("reduce kernel");
     }
     int64_t parts = outer * inner * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(int64_t)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *pacc = (double *)scratch;
+    double *pacc = (double *)scratch.p;
     int64_t *parg = (int64_t *)(pacc + parts);
     FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
         op, y, x, outer, n, inner, cols, chunks, len, pacc, parg);
@@ -436,7 +434,7 @@ static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, in
                                                                                          chunks, pacc, parg);
         st = fk_launched("reduce combine kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
@@ -623,19 +621,18 @@ static ferry_status softmax_cols(const fk_ctx *c, bool lg, T *y, const T *x, int
         return fk_launched("softmax kernel");
     }
     int64_t parts = outer * inner * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(float)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(float)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *psum = (double *)scratch;
+    double *psum = (double *)scratch.p;
     float *pmax = (float *)(psum + parts);
     for (int phase = 0; phase < 3 && st == FERRY_OK; phase++) {
         FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols, chunks,
                                                                          len, phase, pmax, psum);
         st = fk_launched("softmax kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
