@@ -191,7 +191,8 @@ ferry_status fk_f32_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     int64_t ohw = g->oh * g->ow, cols = g->n * ohw, chw = g->c * g->h * g->w;
     /* col2im writes x (the GPU's kernel gathers into each element): the scatter
      * below adds into zeros. */
-    memset(xp, 0, (size_t)(g->n * chw) * sizeof *xp);
+    if (g->n * chw > 0) /* x may be NULL when empty */
+        memset(xp, 0, (size_t)(g->n * chw) * sizeof *xp);
     for (int64_t img = 0; img < g->n; img++)
         for (int64_t ch = 0; ch < g->c; ch++)
             for (int64_t ki = 0; ki < g->kh; ki++)

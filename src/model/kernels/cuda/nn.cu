@@ -47,10 +47,26 @@ static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
     return g;
 }
 
-__device__ __forceinline__ int64_t chan_off(const fk_chan &g, int64_t k, int64_t t)
-{
-    return ((t / g.inner) * g.ch + k) * g.inner + t % g.inner;
-}
+// Channel k's elements t = t0, t0 + step, ... of its outer * inner, as offsets
+// into [outer, ch, inner]: (o, i) carried from one to the next, so the hot
+// loops divide once per thread, not per element (64-bit division is slow).
+struct chan_walk {
+    int64_t o, i, dq, dr, inner, ch, k;
+    __device__ chan_walk(const fk_chan &g, int64_t k_, int64_t t0, int64_t step)
+        : o(t0 / g.inner), i(t0 % g.inner), dq(step / g.inner), dr(step % g.inner), inner(g.inner), ch(g.ch), k(k_)
+    {
+    }
+    __device__ int64_t off() const { return (o * ch + k) * inner + i; }
+    __device__ void next()
+    {
+        o += dq;
+        i += dr;
+        if (i >= inner) {
+            i -= inner;
+            o++;
+        }
+    }
+};
 
 // What k_chan_partial sums per element: dy (bias gradient, BatchNorm's mean
 // pass: x), (x - mean)^2 (BatchNorm's variance pass), or dy and
@@ -71,19 +87,20 @@ __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, con
         int64_t j0 = chunk * g.len, j1 = j0 + g.len < g.count ? j0 + g.len : g.count;
         double s0 = 0.0, s1 = 0.0;
         if (k < g.ch) {
+            chan_walk w(g, k, j0 + lane, lanes);
             if (mode == FK_CHAN_SUM) {
-                for (int64_t t = j0 + lane; t < j1; t += lanes)
-                    s0 += fk_f(x[chan_off(g, k, t)]);
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next())
+                    s0 += fk_f(x[w.off()]);
             } else if (mode == FK_CHAN_SQDEV) {
                 double m = mean[k];
-                for (int64_t t = j0 + lane; t < j1; t += lanes) {
-                    double d = fk_f(x[chan_off(g, k, t)]) - m;
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next()) {
+                    double d = fk_f(x[w.off()]) - m;
                     s0 += d * d;
                 }
             } else {
                 float m = smean[k], is = sinvstd[k];
-                for (int64_t t = j0 + lane; t < j1; t += lanes) {
-                    int64_t off = chan_off(g, k, t);
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next()) {
+                    int64_t off = w.off();
                     float gv = fk_f(dy[off]);
                     s0 += gv;
                     s1 += gv * (fk_f(x[off]) - m) * is;
@@ -139,14 +156,19 @@ static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, fk_scratch *sc)
 }
 
 // relu: FK_RELU applied to the value as stored in T, so the fused pass gives
-// the bits of a bias add followed by a ReLU.
+// the bits of a bias add followed by a ReLU. A 2-D grid, y over rows and x
+// along a row, so no element divides: rows of [outer * ch, inner] take b[row %
+// ch] (once per row), or, when inner is 1, rows of [outer, ch] take b[column].
 template <typename T>
-__global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner, bool relu)
+__global__ void k_bias_add(T *y, const T *b, int64_t rows, int64_t len, int64_t ch, bool per_col, bool relu)
 {
-    FK_GRID_STRIDE(i, total)
-    {
-        T v = fk_to_f32<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
-        y[i] = relu && !(fk_f(v) > 0.0f) ? fk_to_f32<T>(0.0f) : v;
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        T *row = y + r * len;
+        float brow = per_col ? 0.0f : fk_f(b[r % ch]);
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
+            T v = fk_to_f32<T>(fk_f(row[i]) + (per_col ? fk_f(b[i]) : brow));
+            row[i] = relu && !(fk_f(v) > 0.0f) ? fk_to_f32<T>(0.0f) : v;
+        }
     }
 }
 
@@ -158,9 +180,12 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt,
     int64_t total = outer * ch * inner;
     if (st != FERRY_OK || total == 0)
         return st;
+    bool per_col = inner == 1;
+    int64_t rows = per_col ? outer : outer * ch, len = per_col ? ch : inner;
+    int64_t bx = (len + FK_THREADS - 1) / FK_THREADS;
+    dim3 grid((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(rows < 65535 ? rows : 65535));
     FK_FLOAT_TYPES(dt, T, "bias add", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, total, ch, inner,
-                                                                             relu);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, rows, len, ch, per_col, relu);
     });
     return fk_launched("bias add kernel");
 }
@@ -404,12 +429,18 @@ template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
 // Gathers, per input pixel, every column entry that came from it: no atomics.
 // The windows that cover pixel (iy, ix) are the output rows oy in [oy0, oy1)
 // and columns ox in [ox0, ox1), found without a division per window.
+// A 2-D grid: y over the n * c planes (image and channel once per plane), x
+// over a plane's pixels, whose row and column take a 32-bit division (the
+// launcher checks that a plane fits) instead of four 64-bit ones per element.
 template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 {
-    int64_t total = g.n * g.c * g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
-    FK_GRID_STRIDE(t, total)
-    {
-        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = (t / (g.w * g.h)) % g.c, img = t / (g.w * g.h * g.c);
+    int64_t planes = g.n * g.c, hw = g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
+    int32_t w32 = (int32_t)g.w;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y)
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = pl * hw + q, ch = pl % g.c, img = pl / g.c;
+        int32_t q32 = (int32_t)q, iy32 = q32 / w32;
+        int64_t iy = iy32, ix = q32 - iy32 * w32;
         int64_t py = iy + g.ph, px = ix + g.pw;
         int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
         int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
@@ -447,11 +478,15 @@ extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->n * g->c * g->h * g->w;
-    if (st != FERRY_OK || total == 0)
+    int64_t planes = g->n * g->c, hw = g->h * g->w;
+    if (st != FERRY_OK || planes * hw == 0)
         return st;
+    if (hw > INT32_MAX)
+        return ferry_fail(FERRY_ERR_LIMIT, "col2im: an image plane of %lld pixels exceeds 2^31", (long long)hw);
+    int64_t bx = (hw + FK_THREADS - 1) / FK_THREADS;
+    dim3 grid((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(planes < 65535 ? planes : 65535));
     FK_FLOAT_TYPES(dt, T, "col2im", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_col2im<T>)(*g, (const T *)col, (T *)x);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_col2im<T>)(*g, (const T *)col, (T *)x);
     });
     return fk_launched("col2im kernel");
 }
