@@ -403,7 +403,6 @@ sim_stream *ferry_sim_default_stream(int dev, ferry_status *st)
 
 ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket)
 {
-    if (getenv("FERRY_SIM_TRACE_TMP")) fprintf(stderr, "OP %s\n", op->what);
     op->next = NULL;
     ferry_mutex_lock(&s->lock);
     check_stream(s);
