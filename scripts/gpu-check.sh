@@ -390,6 +390,17 @@ step_info() {
     begin info 10 "ferry info: version, build, devices, pinned memory" || return 0
     run_cmd info.log "$(left)" "$root/ferry" info
     ferry_dist=$(sed -n 's/^distributed: //p' "$work/info.log")
+    # The host's topology, so the loader's figure at 16 workers reads against
+    # physical cores, not hardware threads (issue 41).
+    local k v
+    if command -v lscpu >/dev/null 2>&1; then
+        for k in "Thread(s) per core:threads_per_core" "Core(s) per socket:cores_per_socket" \
+            "Socket(s):sockets" "NUMA node(s):numa_nodes"; do
+            v=$(LC_ALL=C lscpu 2>/dev/null | sed -n "s/^${k%%:*}:[[:space:]]*//p" | head -n 1)
+            fact "cpu_${k##*:}" "${v:-unknown}"
+        done
+        note_cmd "LC_ALL=C lscpu"
+    fi
     end
 }
 

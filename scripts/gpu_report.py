@@ -115,6 +115,9 @@ def j_info(s, run):
             if re.match(r"^ +(cpu|cuda:)", l)]
     s.fig("devices", semi(devs))
     s.fig("pinned", first(r"^pinned memory: (.*)", out))
+    for k, v in s.facts.items():  # lscpu's topology: the loader's figure reads against physical cores
+        if k.startswith("cpu_"):
+            s.fig(k, v)
     if rc != "0":
         return "fail", "ferry info exited with %s" % rc
     if not cuda:

@@ -103,6 +103,7 @@ typedef struct bo_rand {
 
 typedef struct bo_bias {
     int64_t outer, ch, inner;
+    bool relu; /* bias_add */
 } bo_bias;
 
 typedef struct bo_xent {
@@ -1127,13 +1128,16 @@ static void cases_rand(void)
 /* ---- bias_add, bias_grad: t->bias ---- */
 static ferry_status run_bias_add(const bo_case *t, const fk_ctx *c, void *const *p)
 {
-    return FK(c, bias_add, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner);
+    return FK(c, bias_add, t->dt, p[0], p[1], t->bias.outer, t->bias.ch, t->bias.inner, t->bias.relu);
 }
 
 static void naive_bias_add(const bo_case *t, void *const *p)
 {
-    for (int64_t i = 0; i < t->bias.outer * t->bias.ch * t->bias.inner; i++)
+    for (int64_t i = 0; i < t->bias.outer * t->bias.ch * t->bias.inner; i++) {
         st(t->dt, p[0], i, ld(t->dt, p[0], i) + ld(t->dt, p[1], (i / t->bias.inner) % t->bias.ch));
+        if (t->bias.relu && !(ld(t->dt, p[0], i) > 0))
+            st(t->dt, p[0], i, 0.0);
+    }
 }
 
 static ferry_status run_bias_grad(const bo_case *t, const fk_ctx *c, void *const *p)
@@ -1161,12 +1165,16 @@ static void cases_bias(void)
     FOR_FLOAT(dt)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         int64_t outer = shapes[s][0], ch = shapes[s][1], inner = shapes[s][2];
-        bo_case *t = add_case("bias_add", run_bias_add, naive_bias_add, "%s [outer %lld, ch %lld, inner %lld]",
-                              dtn(dt), (long long)outer, (long long)ch, (long long)inner);
-        t->dt = dt;
-        t->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner};
-        add_buf(t, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
-        add_buf(t, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
+        for (int relu = 0; relu < 2; relu++) {
+            bo_case *r = add_case("bias_add", run_bias_add, naive_bias_add,
+                                  "%s [outer %lld, ch %lld, inner %lld]%s", dtn(dt), (long long)outer, (long long)ch,
+                                  (long long)inner, relu ? " relu" : "");
+            r->dt = dt;
+            r->bias = (bo_bias){.outer = outer, .ch = ch, .inner = inner, .relu = relu};
+            add_buf(r, "y", dt, outer * ch * inner, BI_UNIFORM, -2, 2, BC_CLOSE);
+            add_buf(r, "b", dt, ch, BI_UNIFORM, -2, 2, BC_IN);
+        }
+        bo_case *t;
         t = add_case("bias_grad", run_bias_grad, naive_bias_grad, "%s [outer %lld, ch %lld, inner %lld]", dtn(dt),
                      (long long)outer, (long long)ch, (long long)inner);
         t->dt = dt;
@@ -1446,8 +1454,6 @@ static void naive_col2im(const bo_case *t, void *const *p)
     int64_t hw = g->h * g->w, nx = g->n * g->c * hw;
     double *acc = calloc((size_t)(nx + 1), sizeof(double));
     ASSERT(acc);
-    for (int64_t i = 0; i < nx; i++)
-        acc[i] = ld(t->dt, p[1], i);
     for (int64_t img = 0; img < g->n; img++)
         for (int64_t ch = 0; ch < g->c; ch++)
             for (int64_t ki = 0; ki < g->kh; ki++)
@@ -2090,6 +2096,38 @@ static void cases_adam(void)
                 }
 }
 
+/* ---- zero_multi: three buffers (f32 300, empty, f16 1001: a tail of two bytes)
+ * set to zero in one launch ---- */
+static const int64_t zm_sizes[3] = {300, 0, 1001};
+static const ferry_dtype zm_dts[3] = {FERRY_DTYPE_F32, FERRY_DTYPE_BF16, FERRY_DTYPE_F16};
+
+static ferry_status run_zero_multi(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    (void)t;
+    fk_zlist l;
+    memset(&l, 0, sizeof l);
+    l.n = 3;
+    for (int k = 0; k < 3; k++) {
+        l.p[k] = p[k];
+        l.bytes[k] = zm_sizes[k] * (int64_t)ferry_dtype_size(zm_dts[k]);
+    }
+    return FK(c, zero_multi, &l);
+}
+
+static void naive_zero_multi(const bo_case *t, void *const *p)
+{
+    (void)t;
+    for (int k = 0; k < 3; k++)
+        memset(p[k], 0, (size_t)zm_sizes[k] * ferry_dtype_size(zm_dts[k]));
+}
+
+static void cases_zero_multi(void)
+{
+    bo_case *t = add_case("zero_multi", run_zero_multi, naive_zero_multi, "f32 300, bf16 0, f16 1001");
+    for (int k = 0; k < 3; k++)
+        add_buf(t, "buf", zm_dts[k], zm_sizes[k], BI_UNIFORM, -1, 1, BC_EXACT);
+}
+
 /* ---- step_count: bufs taken, skip ---- */
 static ferry_status run_step_count(const bo_case *t, const fk_ctx *c, void *const *p)
 {
@@ -2313,6 +2351,7 @@ static void build_cases(void)
     cases_adam();
     cases_optim_multi();
     cases_step_count();
+    cases_zero_multi();
     cases_unscale();
     cases_amp_update();
     cases_timing();

@@ -753,9 +753,10 @@ TEST(cuda_matmul_threads_leak_no_handles_or_memory)
     ASSERT_OK(ferry_memory_stats_get(ferry_cuda(0), &before));
     run_matmul_threads(1000 / GEMM_THREADS_AT_ONCE);
     ASSERT_OK(ferry_memory_stats_get(ferry_cuda(0), &after));
-    /* At most a workspace (4 MiB) and the tensors of each thread that ran at
-     * once, whatever the number of threads: the cache plateaus. */
-    size_t bound = before.reserved_bytes + GEMM_THREADS_AT_ONCE * ((size_t)6 << 20);
+    /* At most a workspace (each pooled cuBLAS handle keeps one: 32 MiB on the
+     * simulated GPU's sm_90, issue 41) and the tensors of each thread that ran
+     * at once, whatever the number of threads: the cache plateaus. */
+    size_t bound = before.reserved_bytes + GEMM_THREADS_AT_ONCE * ((size_t)34 << 20);
     ASSERT_MSG(after.reserved_bytes <= bound, "device memory grew from %zu to %zu bytes",
                before.reserved_bytes, after.reserved_bytes);
 #if FERRY_SIM_KERNELS

@@ -144,8 +144,9 @@ FERRY_API ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double 
 /* Mean cross-entropy of logits [N, C] against class labels [N] (i64 or i32),
  * as torch.nn.functional.cross_entropy. Adds to metrics (may be NULL). When
  * dlogits is not NULL, *dlogits gets dL/dlogits times grad_scale (1 normally; the
- * loss scale under mixed precision). On the CPU a label outside [0, C) fails at
- * once; on CUDA it is reported by ferry_metrics_get. */
+ * loss scale under mixed precision). A label outside [0, C) fails at once
+ * (FERRY_ERR_INVALID_ARG, on every device: a wait for the device) and is also
+ * reported by ferry_metrics_get. */
 FERRY_API ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels,
                                            float grad_scale, ferry_metrics *metrics,
                                            ferry_stream *s, ferry_tensor **dlogits);
@@ -215,7 +216,10 @@ FERRY_API ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream
  * when amp is not NULL), backward, optimiser (or amp) step. x is converted to the
  * model's dtype. If it fails (FERRY_ERR_DEVICE_OOM for a batch that does not
  * fit), the parameters are unchanged, saved activations are freed and the model
- * stays usable. */
+ * stays usable. With metrics, the step never waits for the device: a label
+ * outside [0, classes) adds nothing to the loss and the gradients and is
+ * reported by ferry_metrics_get (FERRY_ERR_INVALID_ARG); without metrics it
+ * fails the step at once, as ferry_cross_entropy does. */
 FERRY_API ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp,
                                         ferry_tensor *x, ferry_tensor *labels,
                                         ferry_metrics *metrics, ferry_stream *s);

@@ -83,6 +83,7 @@ static ferry_status sim_malloc(int index, size_t bytes, void **out)
     ferry_mutex_unlock(&d->lock);
     if (!fits)
         return FERRY_ERR_DEVICE_OOM;
+    ferry_sim_count_(index, SIM_COUNT_MALLOC);
     unsigned char *p = aligned_alloc(HEADER, HEADER + ((bytes + HEADER - 1) / HEADER) * HEADER);
     if (!p) {
         ferry_mutex_lock(&d->lock);
@@ -104,6 +105,7 @@ static void sim_free(int index, void *ptr)
 {
     if (!ptr)
         return;
+    ferry_sim_count_(index, SIM_COUNT_FREE);
     (void)ferry_sim_device_sync(index);
     unsigned char *p = (unsigned char *)ptr - HEADER;
     size_t bytes;
@@ -271,6 +273,8 @@ static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t byt
      * - device to device never blocks the host. */
     if (host_src && !pinned_src && !stream)
         (void)ferry_sim_stream_sync(s); /* its sticky error was checked above */
+    if (kind == FERRY_COPY_D2H)
+        ferry_sim_count_(s->dev, SIM_COUNT_D2H);
     uint64_t ticket = 0;
     st = queue_copy(s, dst, src, bytes, -1, host_src && !pinned_src,
                     host_src ? "host-to-device copy" : host_dst ? "device-to-host copy"
@@ -280,6 +284,7 @@ static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t byt
         return st;
     bool wait = (host_dst && !pinned_dst) || (!stream && (host_dst || pinned_src));
     if (wait) {
+        ferry_sim_count_(s->dev, SIM_COUNT_SYNC);
         ferry_sim_stream_wait_ticket(s, ticket);
         return ferry_sim_sticky(s->dev);
     }

@@ -66,7 +66,25 @@ bool ferry_sim_cuda_sources(void);
  * cudaDeviceReset, for tests that go on after a fault). */
 void ferry_sim_debug_fault_after(int dev, int64_t k);
 void ferry_sim_debug_reset(int dev);
-/* Counts a kernel launch against the fault countdown: true when this one faults. */
+/* Counts a kernel launch against the fault countdown: true when this one faults.
+ * Every launch (kernel, host-run kernel, cuBLAS call) passes here once, so it also
+ * counts launches for ferry_sim_debug_counts. */
 bool ferry_sim_take_fault(int dev);
+
+/* Introspection for tests that hold a training step to its promises (no host
+ * wait, no device-to-host copy, few launches, no cudaMalloc per step): what the
+ * host has asked of device dev since the process started. Counters only grow;
+ * a test reads them before and after the work it measures.
+ * - host_syncs: calls that block the host on device work: stream, device and
+ *   event synchronisation, copies that return only once done (into pageable
+ *   memory, or the synchronous forms), and cudaFree (which waits for the device);
+ * - d2h_copies: device-to-host copies of any kind;
+ * - launches: kernels (CUDA sources or CPU kernels) and cuBLAS calls;
+ * - device_mallocs / device_frees: cudaMalloc and cudaFree (the caching
+ *   allocator's system calls, not the blocks it hands out). */
+typedef struct ferry_sim_counts {
+    int64_t host_syncs, d2h_copies, launches, device_mallocs, device_frees;
+} ferry_sim_counts;
+void ferry_sim_debug_counts(int dev, ferry_sim_counts *out);
 
 #endif

@@ -19,7 +19,14 @@ typedef struct sim_device {
     _Atomic int sticky;       /* FERRY_OK until a fault; then every call fails */
     char sticky_msg[FERRY_ERROR_MAX];
     atomic_llong fault_countdown;
+    /* What ferry_sim_debug_counts reports: host calls that CUDA would make wait
+     * or that a training step should not make (see sim.h). */
+    atomic_llong n_syncs, n_d2h, n_launches, n_mallocs, n_frees;
 } sim_device;
+
+/* Adds one to counter c of device dev (no-op for a device out of range). */
+void ferry_sim_count_(int dev, int which);
+enum { SIM_COUNT_SYNC, SIM_COUNT_D2H, SIM_COUNT_LAUNCH, SIM_COUNT_MALLOC, SIM_COUNT_FREE };
 
 extern sim_device ferry_sim_devices[FERRY_SIM_MAX_DEVICES];
 

@@ -196,8 +196,32 @@ void ferry_sim_debug_fault_after(int dev, int64_t k)
         atomic_store(&ferry_sim_devices[dev].fault_countdown, (long long)k);
 }
 
+void ferry_sim_count_(int dev, int which)
+{
+    if (dev < 0 || dev >= FERRY_SIM_MAX_DEVICES)
+        return;
+    sim_device *d = &ferry_sim_devices[dev];
+    atomic_llong *c[] = {&d->n_syncs, &d->n_d2h, &d->n_launches, &d->n_mallocs, &d->n_frees};
+    if (which >= 0 && (size_t)which < sizeof c / sizeof c[0])
+        atomic_fetch_add(c[which], 1);
+}
+
+void ferry_sim_debug_counts(int dev, ferry_sim_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    if (dev < 0 || dev >= FERRY_SIM_MAX_DEVICES)
+        return;
+    sim_device *d = &ferry_sim_devices[dev];
+    out->host_syncs = atomic_load(&d->n_syncs);
+    out->d2h_copies = atomic_load(&d->n_d2h);
+    out->launches = atomic_load(&d->n_launches);
+    out->device_mallocs = atomic_load(&d->n_mallocs);
+    out->device_frees = atomic_load(&d->n_frees);
+}
+
 bool ferry_sim_take_fault(int dev)
 {
+    ferry_sim_count_(dev, SIM_COUNT_LAUNCH);
     atomic_llong *c = &ferry_sim_devices[dev].fault_countdown;
     long long v = atomic_load(c);
     while (v > 0) {
@@ -408,6 +432,7 @@ void ferry_sim_stream_wait_ticket(sim_stream *s, uint64_t ticket)
 
 ferry_status ferry_sim_stream_sync(sim_stream *s)
 {
+    ferry_sim_count_(s->dev, SIM_COUNT_SYNC);
     ferry_mutex_lock(&s->lock);
     uint64_t t = s->queued;
     ferry_mutex_unlock(&s->lock);
@@ -425,6 +450,7 @@ ferry_status ferry_sim_stream_query(sim_stream *s, bool *done)
 
 ferry_status ferry_sim_device_sync(int dev)
 {
+    ferry_sim_count_(dev, SIM_COUNT_SYNC);
     sim_device *d = &ferry_sim_devices[dev];
     /* Collect the tickets under the device lock, wait outside it. */
     for (;;) {
@@ -560,6 +586,7 @@ ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e)
 
 ferry_status ferry_sim_event_sync(sim_event *e)
 {
+    ferry_sim_count_(e->dev, SIM_COUNT_SYNC);
     pthread_mutex_lock(&e->lock);
     uint64_t want = e->recorded;
     while (e->completed < want)

@@ -134,6 +134,15 @@ typedef struct fk_plist {
     int64_t numel[FK_PLIST_MAX];
 } fk_plist;
 
+/* Buffers one zero_multi launch clears: bytes[i] bytes at p[i] each (device
+ * memory; any dtype, as every float dtype's zero is all bits zero). By value on
+ * the GPU, FK_PLIST_MAX at a time, as fk_plist. */
+typedef struct fk_zlist {
+    int n;
+    void *p[FK_PLIST_MAX];
+    int64_t bytes[FK_PLIST_MAX];
+} fk_zlist;
+
 /* The kernels, as an X-macro over (type, name) pairs, so that each backend's
  * declarations, the table's slots and the simulated GPU's deferred calls all come
  * from this one list. The context is named c in every definition; so the list names
@@ -145,6 +154,8 @@ typedef struct fk_plist {
 #define FK_KERNELS(X)                                                                              \
     /* y[nd] = v */                                                                                \
     X(fill, (ferry_dtype, dt), (void *, y), (const fk_nd *, nd), (double, v))                      \
+    /* every buffer of l set to zero bytes (the gradients' zero_grad: one launch) */             \
+    X(zero_multi, (const fk_zlist *, l))                                                           \
     /* y = x * mul + add, converting x's dtype to y's; strided (nd.so, nd.sa) */                   \
     X(convert, (ferry_dtype, ydt), (void *, y), (ferry_dtype, xdt), (const void *, x),             \
       (const fk_nd *, nd), (double, mul), (double, add))                                           \
@@ -162,9 +173,10 @@ typedef struct fk_plist {
     /* uniform [0,1) or normal; element i draws from Philox block (i, key) */                     \
     X(rand, (ferry_dtype, dt), (void *, y), (int64_t, n), (uint64_t, seed), (uint64_t, stream),    \
       (bool, normal))                                                                              \
-    /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner] */                                  \
+    /* y[o, c, i] += b[c] over a contiguous [outer, ch, inner]; relu: then y = max(y, 0) as      \
+     * FK_RELU on the stored value (a Linear or Conv2d and the ReLU after it, one pass) */          \
     X(bias_add, (ferry_dtype, dt), (void *, y), (const void *, b), (int64_t, outer), (int64_t, ch), \
-      (int64_t, inner))                                                                            \
+      (int64_t, inner), (bool, relu))                                                              \
     /* db[c] += sum over o, i of dy[o, c, i] */                                                    \
     X(bias_grad, (ferry_dtype, dt), (void *, db), (const void *, dy), (int64_t, outer),            \
       (int64_t, ch), (int64_t, inner))                                                             \
@@ -178,7 +190,7 @@ typedef struct fk_plist {
     X(mse, (ferry_dtype, dt), (const void *, p), (const void *, t), (int64_t, n), (float *, loss), \
       (float, lscale), (void *, dp), (float, gscale))                                              \
     /* g->n images [n,C,H,W] -> col [C*kh*kw, n*oh*ow] (image i's columns at i*oh*ow) and    \
-     * back (col2im accumulates into x) */                                                         \
+     * back (col2im writes x: the sum of each element's columns) */                                                         \
     X(im2col, (ferry_dtype, dt), (const fk_conv *, g), (const void *, x), (void *, col))           \
     X(col2im, (ferry_dtype, dt), (const fk_conv *, g), (const void *, col), (void *, x))           \
     /* pools over a contiguous NCHW batch; max records the flat input index per output (i32) */  \
@@ -292,6 +304,17 @@ ferry_status fk_no_backend(const fk_ctx *c);
 
 /* Calls kernel `name` of c's backend: FK(&c, relu_bwd, dt, dx, y, dy, n). */
 #define FK(c, name, ...) ((c)->k ? (c)->k->name((c), __VA_ARGS__) : fk_no_backend(c))
+
+/* Scratch device memory for one kernel call's launches on c's stream (the GPU
+ * kernels' split reductions), kept between calls so that a training step
+ * allocates nothing after its first (kernels/scratch.c). Take before queueing,
+ * give back once the call's last kernel is queued. */
+typedef struct fk_scratch {
+    void *p;
+    size_t bytes;
+} fk_scratch;
+ferry_status fk_scratch_take(const fk_ctx *c, size_t bytes, fk_scratch *out);
+void fk_scratch_give(const fk_ctx *c, fk_scratch *s);
 
 /* Scalar loads and stores in any dtype (host code). */
 static inline float fk_ldf(ferry_dtype dt, const void *p, int64_t i)

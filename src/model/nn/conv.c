@@ -3,9 +3,10 @@
  * (image i's columns at i*OH*OW), and one strided-batched gemm gives every
  * image's y[i] = W [C_out, C_in*k*k] @ col_i + b. Backward permutes the chunk's
  * dy to dyp [C_out, nb*OH*OW], so dW += dyp @ col^T and dcol = W^T @ dyp are one
- * gemm each, and col2im returns dx. The chunk is as many images as keep the
- * column matrix under CONV_COL_BYTES (at least one), so a large batch or image
- * never needs the whole batch's columns at once. */
+ * gemm each, and col2im writes dx (a chunk's own images, so no fill first).
+ * The chunk is as many images as keep the column matrix under CONV_COL_BYTES
+ * (at least one), so a large batch or image never needs the whole batch's
+ * columns at once. */
 #include <math.h>
 #include <stdio.h>
 
@@ -13,11 +14,11 @@
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
 
-/* The column matrix's budget. On a GPU, 32 MiB keeps a typical CNN's whole
+/* The column matrix's budget. On a GPU, 64 MiB keeps a typical CNN's whole
  * batch in one chunk (one launch per kernel per pass) while bounding the
  * scratch of large images. The CPU pays nothing per call but a lot for a
  * column matrix that leaves the cache: there a chunk is kept cache-sized. */
-#define CONV_COL_BYTES ((size_t)32 << 20)
+#define CONV_COL_BYTES ((size_t)64 << 20)
 #define CONV_COL_BYTES_CPU ((size_t)256 << 10)
 
 typedef struct fm_conv2d {
@@ -27,6 +28,9 @@ typedef struct fm_conv2d {
     ferry_tensor *x;   /* saved input */
     ferry_tensor *col; /* scratch [C_in*k*k, nb*OH*OW], kept between calls */
     ferry_tensor *dyp; /* backward's scratch [C_out, nb*OH*OW], kept between calls */
+    /* Set by a training forward that did the whole batch in one chunk: col
+     * (at col_data) still holds x's columns, so backward need not redo them. */
+    const void *col_data;
 } fm_conv2d;
 
 static void conv_drop(ferry_module *m)
@@ -34,6 +38,7 @@ static void conv_drop(ferry_module *m)
     fm_conv2d *c = (fm_conv2d *)m;
     ferry_tensor_release(c->x);
     c->x = NULL;
+    c->col_data = NULL;
 }
 
 static void conv_destroy(ferry_module *m)
@@ -123,7 +128,7 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     }
     if (st == FERRY_OK && c->has_bias)
         st = FK(&k, bias_add, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[1].value), g.n, c->cout,
-                ohw);
+                ohw, m->act_relu);
     ferry_tensor_release(col);
     if (st != FERRY_OK) {
         ferry_tensor_release(xi);
@@ -131,10 +136,12 @@ static ferry_status conv_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
         return st;
     }
     conv_drop(m);
-    if (m->training)
+    if (m->training) {
         c->x = xi;
-    else
+        c->col_data = g.n > 0 && nb >= g.n ? ferry_tensor_data(c->col) : NULL;
+    } else {
         ferry_tensor_release(xi);
+    }
     *y = yt;
     return FERRY_OK;
 }
@@ -173,8 +180,6 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
         st = fm_buffer(&c->dyp, pshape, 2, m->dtype, m->device, s, &dyp);
     if (st == FERRY_OK && dx)
         st = fm_buffer(&m->dxbuf, c->x->shape, 4, m->dtype, m->device, s, &dxt);
-    if (st == FERRY_OK && dx)
-        st = ferry_tensor_fill(dxt, 0.0, s);
     fk_ctx k = fm_ctx(c->x, s);
     if (st == FERRY_OK && c->has_bias)
         st = FK(&k, bias_grad, m->dtype, ferry_tensor_data(m->params[1].grad), ferry_tensor_data(gy), g.n, c->cout,
@@ -185,7 +190,8 @@ static ferry_status conv_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
         st = permute_dy(&k, m->dtype, c->cout, &q,
                         (const char *)ferry_tensor_data(gy) + (size_t)(i0 * c->cout * ohw) * es,
                         ferry_tensor_data(dyp));
-        if (st == FERRY_OK)
+        bool have_cols = q.n == g.n && c->col_data && c->col_data == ferry_tensor_data(col);
+        if (st == FERRY_OK && !have_cols)
             st = FK(&k, im2col, m->dtype, &q, (const char *)ferry_tensor_data(c->x) + (size_t)(i0 * chw) * es,
                     ferry_tensor_data(col));
         /* dW [C_out, C_in*k*k] += dyp @ col^T, summed over the chunk's images */
@@ -242,6 +248,7 @@ ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels, int6
     c->stride = stride;
     c->pad = padding;
     c->has_bias = bias;
+    c->base.bias_relu = bias;
     double bound = 1.0 / sqrt((double)(in_channels * kernel * kernel));
     int64_t wshape[4] = {out_channels, in_channels, kernel, kernel};
     return fm_weight_bias_finish(m, wshape, 4, bias, bound, out);

@@ -46,6 +46,12 @@ struct ferry_module {
     bool training;
     ferry_tensor *out;          /* forward output buffer, reused when no one else holds it */
     ferry_tensor *dxbuf;        /* backward input-gradient buffer, likewise */
+    ferry_tensor *lossbuf;      /* ferry_train_step's dlogits buffer, likewise */
+    ferry_tensor *inbuf;        /* ferry_train_step's input in the module's dtype, likewise */
+    /* A ReLU after this layer goes into its bias add (Sequential sets both for
+     * one forward): bias_relu says the layer can (Linear, Conv2d with a bias),
+     * act_relu asks it to, input_relu tells the ReLU its input is rectified. */
+    bool bias_relu, act_relu, input_relu;
     ferry_grad_ready_fn grad_ready; /* ferry_module_set_grad_hook; NULL when none */
     void *grad_ready_ctx;
 };
@@ -115,9 +121,12 @@ ferry_status fm_amp_state(ferry_amp *a, ferry_module **m, ferry_tensor **scale, 
 uint64_t *fm_dropout_calls(ferry_module *m);
 
 /* Losses (loss.c): ferry_cross_entropy, with the gradient scale read on the
- * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL. */
+ * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL.
+ * check_now: read the bad-label count back and fail now (a host wait); false
+ * leaves it to ferry_metrics_get when metrics is not NULL (ferry_train_step).
+ * dslot (may be NULL): a buffer slot (fm_buffer) the gradient is taken from. */
 ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
-                               const ferry_tensor *scale, ferry_metrics *metrics, ferry_stream *s,
-                               ferry_tensor **dlogits);
+                               const ferry_tensor *scale, bool check_now, ferry_metrics *metrics, ferry_stream *s,
+                               ferry_tensor **dslot, ferry_tensor **dlogits);
 
 #endif

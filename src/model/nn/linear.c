@@ -51,7 +51,7 @@ static ferry_status linear_forward(ferry_module *m, ferry_tensor *x, ferry_strea
         st = FK(&c, gemm, &g);
     if (st == FERRY_OK && l->has_bias)
         st = FK(&c, bias_add, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[1].value), rows,
-                l->out, 1);
+                l->out, 1, m->act_relu);
     if (st != FERRY_OK) {
         ferry_tensor_release(xi);
         ferry_tensor_release(yt);
@@ -129,6 +129,7 @@ ferry_status ferry_linear_create(int64_t in_features, int64_t out_features, bool
     l->in = in_features;
     l->out = out_features;
     l->has_bias = bias;
+    l->base.bias_relu = bias;
     double bound = 1.0 / sqrt((double)in_features);
     int64_t wshape[2] = {out_features, in_features};
     return fm_weight_bias_finish(m, wshape, 2, bias, bound, out);

@@ -98,12 +98,12 @@ static ferry_status check_metrics(ferry_metrics *mt, const ferry_tensor *t, cons
 ferry_status ferry_cross_entropy(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
                                  ferry_metrics *metrics, ferry_stream *s, ferry_tensor **dlogits)
 {
-    return fm_cross_entropy_(logits, labels, grad_scale, NULL, metrics, s, dlogits);
+    return fm_cross_entropy_(logits, labels, grad_scale, NULL, true, metrics, s, NULL, dlogits);
 }
 
 ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float grad_scale,
-                               const ferry_tensor *scale, ferry_metrics *metrics, ferry_stream *s,
-                               ferry_tensor **dlogits)
+                               const ferry_tensor *scale, bool check_now, ferry_metrics *metrics, ferry_stream *s,
+                               ferry_tensor **dslot, ferry_tensor **dlogits)
 {
     const char *op = "ferry_cross_entropy";
     ferry_status st = fm_check_arg(logits, "logits", op);
@@ -134,11 +134,15 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
     if (st == FERRY_OK)
         st = ferry_tensor_contiguous(labels, s, &y);
     if (st == FERRY_OK && dlogits)
-        st = ferry_tensor_empty_on_(x->shape, 2, x->dtype, x->device, s, &d);
+        st = dslot ? fm_buffer(dslot, x->shape, 2, x->dtype, x->device, s, &d)
+                   : ferry_tensor_empty_on_(x->shape, 2, x->dtype, x->device, s, &d);
     /* Out-of-range labels are counted on the device, into metrics->ints[1] (which
-     * counts since the last reset) or a scratch i64, and the count is read back
-     * here, on every device alike. That read synchronises stream s once per call:
-     * the price of rejecting a bad label when it is passed, as the CPU did. */
+     * counts since the last reset) or a scratch i64. Without metrics, or when the
+     * caller asks (ferry_cross_entropy), the count is read back here, on every
+     * device alike: that read synchronises stream s once per call, the price of
+     * rejecting a bad label when it is passed. ferry_train_step with metrics does
+     * not pay it: the bad rows add nothing (no loss, no gradient) and
+     * ferry_metrics_get reports them, so a step never waits on the host. */
     ferry_tensor *scratch = NULL;
     int64_t *bad = NULL;
     if (st == FERRY_OK) {
@@ -170,12 +174,15 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
         st = FK(&c, cross_entropy, x->dtype, ferry_tensor_data(x), y->dtype, ferry_tensor_data(y),
                 d ? ferry_tensor_data(d) : NULL, &r);
     }
-    if (st == FERRY_OK)
+    bool read_back = check_now || !metrics;
+    if (st == FERRY_OK && read_back)
         st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);
-    if (st == FERRY_OK && s)
+    if (st == FERRY_OK && read_back && s)
         st = ferry_stream_synchronize(s);
-    if (st == FERRY_OK && metrics)
+    if (st == FERRY_OK && metrics && read_back)
         metrics->bad_seen = bad_now;
+    if (!read_back)
+        bad_now = bad_before;
     if (st == FERRY_OK && bad_now != bad_before)
         st = ferry_arg_error_(op, "%lld of %lld labels are outside [0, %lld)", (long long)(bad_now - bad_before),
                               (long long)rows, (long long)classes);

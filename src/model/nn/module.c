@@ -171,7 +171,9 @@ static void drop_buffers_all(ferry_module *m)
 {
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
-    m->out = m->dxbuf = NULL;
+    ferry_tensor_release(m->lossbuf);
+    ferry_tensor_release(m->inbuf);
+    m->out = m->dxbuf = m->lossbuf = m->inbuf = NULL;
     for (size_t i = 0; i < m->nchildren; i++)
         drop_buffers_all(m->children[i]);
 }
@@ -196,6 +198,8 @@ void ferry_module_destroy(ferry_module *m)
     }
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
+    ferry_tensor_release(m->lossbuf);
+    ferry_tensor_release(m->inbuf);
     ferry_host_free(m->children);
     ferry_host_free(m->params);
     ferry_host_free(m->flat);
@@ -297,15 +301,31 @@ ferry_status ferry_module_zero_grad(ferry_module *m, ferry_stream *s)
 {
     if (!m)
         return FERRY_ARG_ERROR("module is NULL");
-    for (size_t i = 0; i < m->nflat; i++) {
-        fm_param *p = m->flat[i].p;
-        if (p->grad) {
-            ferry_status st = ferry_tensor_fill(p->grad, 0.0, s);
-            if (st != FERRY_OK)
-                return st;
+    /* One launch per FK_PLIST_MAX gradients (a fill each cost a launch: 8 of
+     * a CNN step's 60); a gradient that is not contiguous gets its own fill. */
+    fk_zlist l = {0};
+    fk_ctx c = {0};
+    ferry_status st = FERRY_OK;
+    for (size_t i = 0; i < m->nflat && st == FERRY_OK; i++) {
+        ferry_tensor *g = m->flat[i].p->grad;
+        if (!g)
+            continue;
+        if (!ferry_tensor_is_contiguous(g) || (l.n && !ferry_device_eq(g->device, c.dev))) {
+            st = ferry_tensor_fill(g, 0.0, s);
+            continue;
+        }
+        if (!l.n)
+            c = fm_ctx(g, s);
+        l.p[l.n] = ferry_tensor_data(g);
+        l.bytes[l.n++] = g->numel * (int64_t)ferry_dtype_size(g->dtype);
+        if (l.n == FK_PLIST_MAX) {
+            st = FK(&c, zero_multi, &l);
+            l.n = 0;
         }
     }
-    return FERRY_OK;
+    if (st == FERRY_OK && l.n)
+        st = FK(&c, zero_multi, &l);
+    return st;
 }
 
 ferry_status fm_tensor_move(ferry_tensor **t, ferry_device d)

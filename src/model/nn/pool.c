@@ -12,6 +12,7 @@ typedef struct fm_pool {
     bool max;
     int64_t k, stride, pad;
     ferry_tensor *idx;              /* max: i32 [N, C, OH, OW] */
+    ferry_tensor *idxbuf;           /* idx's memory, reused by the next forward */
     int64_t xshape[4];
     bool saved;
 } fm_pool;
@@ -58,7 +59,7 @@ static ferry_status pool_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     if (st == FERRY_OK)
         st = fm_buffer(&m->out, shape, 4, m->dtype, m->device, s, &yt);
     if (st == FERRY_OK && p->max)
-        st = ferry_tensor_empty_on_(shape, 4, FERRY_DTYPE_I32, m->device, s, &idx);
+        st = fm_buffer(&p->idxbuf, shape, 4, FERRY_DTYPE_I32, m->device, s, &idx);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         st = p->max ? FK(&c, maxpool_fwd, m->dtype, &g, ferry_tensor_data(xi), ferry_tensor_data(yt),
@@ -113,7 +114,9 @@ static ferry_status pool_backward(ferry_module *m, ferry_tensor *dy, ferry_strea
     return st;
 }
 
-static const fm_ops pool_ops = {pool_forward, pool_backward, pool_drop, NULL};
+static void pool_destroy(ferry_module *m) { ferry_tensor_release(((fm_pool *)m)->idxbuf); }
+
+static const fm_ops pool_ops = {pool_forward, pool_backward, pool_drop, pool_destroy};
 
 static ferry_status pool_create(bool max, int64_t kernel, int64_t stride, int64_t padding, ferry_module **out)
 {

@@ -30,6 +30,13 @@ static ferry_status relu_forward(ferry_module *m, ferry_tensor *x, ferry_stream 
     ferry_status st = fm_input(m, x, s, where, &xi);
     if (st != FERRY_OK)
         return st;
+    if (m->input_relu) { /* the layer before applied it: keep its output for backward */
+        relu_drop(m);
+        if (m->training)
+            r->y = ferry_tensor_retain(xi);
+        *y = xi;
+        return FERRY_OK;
+    }
     if (!fm_is_float(xi->dtype))
         st = fm_check_float(xi, where);
     if (st == FERRY_OK)
@@ -257,9 +264,17 @@ ferry_status ferry_dropout_create(double p, uint64_t seed, ferry_module **out)
 static ferry_status seq_forward(ferry_module *m, ferry_tensor *x, ferry_stream *s, ferry_tensor **y)
 {
     ferry_tensor *cur = ferry_tensor_retain(x);
+    bool fused = false; /* the child before applied this child's ReLU */
     for (size_t i = 0; i < m->nchildren; i++) {
         ferry_tensor *next = NULL;
-        ferry_status st = m->children[i]->ops->forward(m->children[i], cur, s, &next);
+        ferry_module *c = m->children[i];
+        /* Layer and ReLU in one pass: the ReLU then only keeps its input. The
+         * flags hold for this call only. */
+        c->input_relu = fused && c->ops == &relu_ops;
+        c->act_relu = c->bias_relu && i + 1 < m->nchildren && m->children[i + 1]->ops == &relu_ops;
+        ferry_status st = c->ops->forward(c, cur, s, &next);
+        fused = c->act_relu;
+        c->act_relu = c->input_relu = false;
         ferry_tensor_release(cur);
         if (st != FERRY_OK)
             return ferry_fail_prefix(st, "%s[%zu]: ", m->name, i);

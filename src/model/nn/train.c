@@ -2,6 +2,7 @@
  * would otherwise write, with mixed precision behind one argument and a failed
  * step (out of memory) leaving the model as it was. */
 #include "common/error.h"
+#include "ferry/ops.h"
 #include "model/nn/internal.h"
 
 void fm_set_dtype_all(ferry_module *m, ferry_dtype dt)
@@ -25,10 +26,21 @@ ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, f
     ferry_status st = amp ? fm_amp_loss_scale(amp, &scale) : FERRY_OK;
     if (st == FERRY_OK)
         st = ferry_module_zero_grad(m, s);
+    /* x in the model's dtype (mixed precision: f16 or bf16) in a buffer the
+     * next step reuses, so a step allocates nothing after its first. */
+    ferry_tensor *xin = NULL;
+    if (st == FERRY_OK && x->dtype != m->dtype && ferry_device_eq(x->device, m->device)) {
+        st = fm_buffer(&m->inbuf, x->shape, x->ndim, m->dtype, m->device, s, &xin);
+        if (st == FERRY_OK)
+            st = ferry_tensor_copy(xin, x, s);
+    } else if (st == FERRY_OK) {
+        xin = ferry_tensor_retain(x);
+    }
     if (st == FERRY_OK)
-        st = ferry_module_forward(m, x, s, &logits);
+        st = ferry_module_forward(m, xin, s, &logits);
+    ferry_tensor_release(xin);
     if (st == FERRY_OK)
-        st = fm_cross_entropy_(logits, labels, 1.0f, scale, metrics, s, &dlogits);
+        st = fm_cross_entropy_(logits, labels, 1.0f, scale, false, metrics, s, &m->lossbuf, &dlogits);
     ferry_tensor_release(logits);
     if (st == FERRY_OK)
         st = ferry_module_backward(m, dlogits, s, NULL);

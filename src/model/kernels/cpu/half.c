@@ -100,15 +100,22 @@ ferry_status fk_cpu_gemm(const fk_ctx *c, const fk_gemm *g)
 }
 
 ferry_status fk_cpu_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer, int64_t ch,
-                             int64_t inner)
+                             int64_t inner, bool relu)
 {
-    PASS_F32(bias_add, dt, y, b, outer, ch, inner);
+    PASS_F32(bias_add, dt, y, b, outer, ch, inner, relu);
     scratch s = {{0}, 0};
     int64_t n = outer * ch * inner;
     float *fy = in32(&s, dt, y, n), *fb = in32(&s, dt, b, ch);
     NEED(fy && fb);
-    ferry_status st = fk_f32_bias_add(c, FERRY_DTYPE_F32, fy, fb, outer, ch, inner);
+    /* The add rounds to dt first: the ReLU then sees what an unfused ReLU would. */
+    ferry_status st = fk_f32_bias_add(c, FERRY_DTYPE_F32, fy, fb, outer, ch, inner, false);
     out16(dt, y, fy, n);
+    if (st == FERRY_OK && relu) {
+        uint16_t *yp = y;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fk_ldf(dt, y, i) > 0))
+                yp[i] = 0;
+    }
     return done(&s, st);
 }
 
@@ -179,7 +186,7 @@ ferry_status fk_cpu_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     PASS_F32(col2im, dt, g, col, x);
     scratch s = {{0}, 0};
     int64_t nx = g->n * g->c * g->h * g->w, nc = g->c * g->kh * g->kw * g->n * g->oh * g->ow;
-    float *fc = in32(&s, dt, col, nc), *fx = in32(&s, dt, x, nx);
+    float *fc = in32(&s, dt, col, nc), *fx = in32(&s, dt, NULL, nx);
     NEED(fx && fc);
     ferry_status st = fk_f32_col2im(c, FERRY_DTYPE_F32, g, fc, fx);
     out16(dt, x, fx, nx);

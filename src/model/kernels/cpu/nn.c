@@ -10,7 +10,7 @@
 #include "model/kernels/kernels.h"
 
 ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const void *b,
-                             int64_t outer, int64_t ch, int64_t inner)
+                             int64_t outer, int64_t ch, int64_t inner, bool relu)
 {
     (void)c;
     (void)dt;
@@ -27,6 +27,10 @@ ferry_status fk_f32_bias_add(const fk_ctx *c, ferry_dtype dt, void *y, const voi
             for (int64_t i = 0; i < inner; i++)
                 row[i] += v;
         }
+    /* The ReLU after the add (as FK_RELU: NaN and -0 become 0); f16/bf16
+     * callers apply it again after rounding (half.c). */
+    for (int64_t i = 0; relu && i < outer * ch * inner; i++)
+        yp[i] = yp[i] > 0 ? yp[i] : 0;
     return FERRY_OK;
 }
 
@@ -185,6 +189,10 @@ ferry_status fk_f32_col2im(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, co
     float *xp = x;
     const float *cp = col;
     int64_t ohw = g->oh * g->ow, cols = g->n * ohw, chw = g->c * g->h * g->w;
+    /* col2im writes x (the GPU's kernel gathers into each element): the scatter
+     * below adds into zeros. */
+    if (g->n * chw > 0) /* x may be NULL when empty */
+        memset(xp, 0, (size_t)(g->n * chw) * sizeof *xp);
     for (int64_t img = 0; img < g->n; img++)
         for (int64_t ch = 0; ch < g->c; ch++)
             for (int64_t ki = 0; ki < g->kh; ki++)
@@ -489,6 +497,17 @@ ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, const fk_adam
 {
     for (int i = 0; i < l->n; i++)
         (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], h, taken, skip); /* cannot fail */
+    return FERRY_OK;
+}
+
+ferry_status fk_cpu_zero_multi(const fk_ctx *c, const fk_zlist *l)
+{
+    (void)c;
+    if (!l || l->n < 0 || l->n > FK_PLIST_MAX)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "zero_multi: the list must hold 0 to %d buffers", FK_PLIST_MAX);
+    for (int i = 0; i < l->n; i++)
+        if (l->bytes[i] > 0)
+            memset(l->p[i], 0, (size_t)l->bytes[i]);
     return FERRY_OK;
 }
 

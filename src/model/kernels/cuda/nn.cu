@@ -23,6 +23,7 @@ struct fk_chan {
 
 #define FK_CHAN_BLOCKS 2048 // blocks to aim for
 #define FK_CHAN_MIN 2048    // fewest elements a block takes (per channel)
+#define FK_CHAN_ONE_PASS ((int64_t)1 << 18) // bias gradient: one block a channel up to here
 
 static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
 {
@@ -46,20 +47,37 @@ static fk_chan chan_plan(int64_t outer, int64_t ch, int64_t inner)
     return g;
 }
 
-__device__ __forceinline__ int64_t chan_off(const fk_chan &g, int64_t k, int64_t t)
-{
-    return ((t / g.inner) * g.ch + k) * g.inner + t % g.inner;
-}
+// Channel k's elements t = t0, t0 + step, ... of its outer * inner, as offsets
+// into [outer, ch, inner]: (o, i) carried from one to the next, so the hot
+// loops divide once per thread, not per element (64-bit division is slow).
+struct chan_walk {
+    int64_t o, i, dq, dr, inner, ch, k;
+    __device__ chan_walk(const fk_chan &g, int64_t k_, int64_t t0, int64_t step)
+        : o(t0 / g.inner), i(t0 % g.inner), dq(step / g.inner), dr(step % g.inner), inner(g.inner), ch(g.ch), k(k_)
+    {
+    }
+    __device__ int64_t off() const { return (o * ch + k) * inner + i; }
+    __device__ void next()
+    {
+        o += dq;
+        i += dr;
+        if (i >= inner) {
+            i -= inner;
+            o++;
+        }
+    }
+};
 
 // What k_chan_partial sums per element: dy (bias gradient, BatchNorm's mean
 // pass: x), (x - mean)^2 (BatchNorm's variance pass), or dy and
 // dy (x - mean) invstd (BatchNorm backward), the CPU's per-element terms.
 enum { FK_CHAN_SUM = 0, FK_CHAN_SQDEV = 1, FK_CHAN_BWD = 2 };
 
-// Partial p0/p1[k * chunks + chunk] of channel k.
+// Partial p0/p1[k * chunks + chunk] of channel k; with db (the bias gradient
+// in one pass, chunks == 1) db[k] += the channel's sum instead of p0.
 template <typename T>
 __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, const double *mean, const float *smean,
-                               const float *sinvstd, double *p0, double *p1)
+                               const float *sinvstd, double *p0, double *p1, T *db)
 {
     __shared__ double sh0[FK_THREADS];
     __shared__ double sh1[FK_THREADS];
@@ -69,19 +87,20 @@ __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, con
         int64_t j0 = chunk * g.len, j1 = j0 + g.len < g.count ? j0 + g.len : g.count;
         double s0 = 0.0, s1 = 0.0;
         if (k < g.ch) {
+            chan_walk w(g, k, j0 + lane, lanes);
             if (mode == FK_CHAN_SUM) {
-                for (int64_t t = j0 + lane; t < j1; t += lanes)
-                    s0 += fk_f(x[chan_off(g, k, t)]);
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next())
+                    s0 += fk_f(x[w.off()]);
             } else if (mode == FK_CHAN_SQDEV) {
                 double m = mean[k];
-                for (int64_t t = j0 + lane; t < j1; t += lanes) {
-                    double d = fk_f(x[chan_off(g, k, t)]) - m;
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next()) {
+                    double d = fk_f(x[w.off()]) - m;
                     s0 += d * d;
                 }
             } else {
                 float m = smean[k], is = sinvstd[k];
-                for (int64_t t = j0 + lane; t < j1; t += lanes) {
-                    int64_t off = chan_off(g, k, t);
+                for (int64_t t = j0 + lane; t < j1; t += lanes, w.next()) {
+                    int64_t off = w.off();
                     float gv = fk_f(dy[off]);
                     s0 += gv;
                     s1 += gv * (fk_f(x[off]) - m) * is;
@@ -98,7 +117,9 @@ __global__ void k_chan_partial(int mode, fk_chan g, const T *x, const T *dy, con
             }
             __syncthreads();
         }
-        if (lane == 0 && k < g.ch) {
+        if (lane == 0 && k < g.ch && db) {
+            db[k] = fk_to_f32<T>(fk_f(db[k]) + (float)sh0[threadIdx.x]);
+        } else if (lane == 0 && k < g.ch) {
             p0[k * g.chunks + chunk] = sh0[threadIdx.x];
             if (p1)
                 p1[k * g.chunks + chunk] = sh1[threadIdx.x];
@@ -117,39 +138,54 @@ __device__ __forceinline__ double chan_total(const fk_chan &g, const double *p, 
 
 static ferry_status chan_partials(const fk_ctx *c, ferry_dtype dt, int mode, const fk_chan &g, const void *x,
                                   const void *dy, const double *mean, const float *smean, const float *sinvstd,
-                                  double *p0, double *p1, const char *what)
+                                  double *p0, double *p1, const char *what, void *db = nullptr)
 {
     int64_t blocks = g.tiles * g.chunks;
     FK_FLOAT_TYPES(dt, T, what, {
         FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_chan_partial<T>)(
-            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1);
+            mode, g, (const T *)x, (const T *)dy, mean, smean, sinvstd, p0, p1, (T *)db);
     });
     return fk_launched(what);
 }
 
-// Scratch from the caching allocator, freed stream-ordered by the caller once
-// its last kernel is queued.
-static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, void **p)
+// Scratch kept between calls (kernels/scratch.c), given back by the caller
+// once its last kernel is queued.
+static ferry_status chan_scratch(const fk_ctx *c, size_t bytes, fk_scratch *sc)
 {
-    *p = nullptr;
-    return ferry_device_alloc(c->dev, bytes, c->stream, p);
+    return fk_scratch_take(c, bytes, sc);
 }
 
-template <typename T> __global__ void k_bias_add(T *y, const T *b, int64_t total, int64_t ch, int64_t inner)
+// relu: FK_RELU applied to the value as stored in T, so the fused pass gives
+// the bits of a bias add followed by a ReLU. A 2-D grid, y over rows and x
+// along a row, so no element divides: rows of [outer * ch, inner] take b[row %
+// ch] (once per row), or, when inner is 1, rows of [outer, ch] take b[column].
+template <typename T>
+__global__ void k_bias_add(T *y, const T *b, int64_t rows, int64_t len, int64_t ch, bool per_col, bool relu)
 {
-    FK_GRID_STRIDE(i, total) y[i] = fk_to_f32<T>(fk_f(y[i]) + fk_f(b[(i / inner) % ch]));
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        T *row = y + r * len;
+        float brow = per_col ? 0.0f : fk_f(b[r % ch]);
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += (int64_t)gridDim.x * blockDim.x) {
+            T v = fk_to_f32<T>(fk_f(row[i]) + (per_col ? fk_f(b[i]) : brow));
+            row[i] = relu && !(fk_f(v) > 0.0f) ? fk_to_f32<T>(0.0f) : v;
+        }
+    }
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_bias_add)(const fk_ctx *c, ferry_dtype dt, void *y, const void *b, int64_t outer,
-                                         int64_t ch, int64_t inner)
+                                         int64_t ch, int64_t inner, bool relu)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     int64_t total = outer * ch * inner;
     if (st != FERRY_OK || total == 0)
         return st;
+    bool per_col = inner == 1;
+    int64_t rows = per_col ? outer : outer * ch, len = per_col ? ch : inner;
+    int64_t bx = (len + FK_THREADS - 1) / FK_THREADS;
+    dim3 grid((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(rows < 65535 ? rows : 65535));
     FK_FLOAT_TYPES(dt, T, "bias add", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, total, ch, inner);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_bias_add<T>)((T *)y, (const T *)b, rows, len, ch, per_col, relu);
     });
     return fk_launched("bias add kernel");
 }
@@ -169,10 +205,20 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
     if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
         return fk_bad_dtype(dt, "bias gradient");
     fk_chan g = chan_plan(outer, ch, inner);
-    void *scratch;
+    // Up to FK_CHAN_ONE_PASS elements a channel, one block sums a channel and
+    // adds it to db: one launch and no scratch, where the split sum costs a
+    // second launch and an allocation (a training step's bias gradients: the
+    // samples' CNN at batch 256 has at most 256 x 784 per channel).
+    if (g.count <= FK_CHAN_ONE_PASS) {
+        g.chunks = 1;
+        g.len = g.count;
+        return chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                             "bias gradient kernel", db);
+    }
+    fk_scratch scratch;
     if ((st = chan_scratch(c, (size_t)(ch * g.chunks) * sizeof(double), &scratch)) != FERRY_OK)
         return st;
-    double *p = (double *)scratch;
+    double *p = (double *)scratch.p;
     st = chan_partials(c, dt, FK_CHAN_SUM, g, dy, nullptr, nullptr, nullptr, nullptr, p, nullptr,
                        "bias gradient kernel");
     if (st == FERRY_OK) {
@@ -181,7 +227,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bias_grad)(const fk_ctx *c, ferry_dtype dt
         });
         st = fk_launched("bias gradient kernel");
     }
-    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 
@@ -218,32 +264,30 @@ __global__ void k_loss_combine(const double *part, int64_t n, float *loss, doubl
         loss[0] += (float)(s * scale);
 }
 
-// Scratch for `blocks` partials when a loss is asked for (NULL otherwise),
-// stream-ordered: freed once the combine is queued.
+// Scratch for `blocks` partials when a loss is asked for (none otherwise),
+// given back once the combine is queued.
 static ferry_status loss_partials(const fk_ctx *c, ferry_dtype dt, const char *what, float *loss, unsigned blocks,
-                                  double **part)
+                                  fk_scratch *sc)
 {
-    *part = nullptr;
+    *sc = fk_scratch{};
     if (dt != FERRY_DTYPE_F32 && dt != FERRY_DTYPE_F16 && dt != FERRY_DTYPE_BF16)
         return fk_bad_dtype(dt, what); // before the scratch, which the launch's refusal would leak
     if (!loss)
         return FERRY_OK;
-    void *p = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)blocks * sizeof(double), c->stream, &p);
-    *part = (double *)p;
-    return st;
+    return fk_scratch_take(c, (size_t)blocks * sizeof(double), sc);
 }
 
-static ferry_status loss_combine(const fk_ctx *c, double *part, unsigned blocks, float *loss, double scale,
+static ferry_status loss_combine(const fk_ctx *c, fk_scratch *sc, unsigned blocks, float *loss, double scale,
                                  const char *what)
 {
     ferry_status st = fk_launched(what);
+    double *part = (double *)sc->p;
     if (part) {
         if (st == FERRY_OK) {
             FK_LAUNCH_COOP(1, FK_THREADS, fk_stream(c), k_loss_combine)(part, (int64_t)blocks, loss, scale);
             st = fk_launched("loss combine kernel");
         }
-        ferry_device_free(c->dev, part); // stream-ordered: reused only behind the combine
+        fk_scratch_give(c, sc); // reused only behind the combine (stream order)
     }
     return st;
 }
@@ -305,9 +349,10 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
     if (st != FERRY_OK || rows == 0)
         return st;
     unsigned blocks = (unsigned)(rows < 65535 ? rows : 65535);
-    double *part;
-    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &part)) != FERRY_OK)
+    fk_scratch sc;
+    if ((st = loss_partials(c, dt, "cross-entropy", loss, blocks, &sc)) != FERRY_OK)
         return st;
+    double *part = (double *)sc.p;
     FK_FLOAT_TYPES(dt, T, "cross-entropy", {
         if (ldt == FERRY_DTYPE_I32)
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int32_t>)(
@@ -316,7 +361,7 @@ extern "C" ferry_status FK_CU(fk_cuda_cross_entropy)(const fk_ctx *c, ferry_dtyp
             FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_cross_entropy<T, int64_t>)(
                 (const T *)logits, (const int64_t *)labels, rows, classes, part, correct, bad, (T *)dlogits, gscale, gnum);
     });
-    return loss_combine(c, part, blocks, loss, 1.0, "cross-entropy kernel");
+    return loss_combine(c, &sc, blocks, loss, 1.0, "cross-entropy kernel");
 }
 
 template <typename T>
@@ -346,13 +391,14 @@ extern "C" ferry_status FK_CU(fk_cuda_mse)(const fk_ctx *c, ferry_dtype dt, cons
     if (st != FERRY_OK || n == 0)
         return st;
     unsigned blocks = fk_blocks(n) < 1024 ? fk_blocks(n) : 1024;
-    double *part;
-    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &part)) != FERRY_OK)
+    fk_scratch sc;
+    if ((st = loss_partials(c, dt, "MSE loss", loss, blocks, &sc)) != FERRY_OK)
         return st;
+    double *part = (double *)sc.p;
     FK_FLOAT_TYPES(dt, T, "MSE loss", {
         FK_LAUNCH_COOP(blocks, FK_THREADS, fk_stream(c), k_mse<T>)((const T *)p, (const T *)t, n, part, (T *)dp, gscale);
     });
-    return loss_combine(c, part, blocks, loss, (double)lscale, "MSE kernel");
+    return loss_combine(c, &sc, blocks, loss, (double)lscale, "MSE kernel");
 }
 
 // g.n images [n, C, H, W] -> col [C*kh*kw, n*oh*ow], image i's columns at i*oh*ow.
@@ -383,12 +429,18 @@ template <typename T> __global__ void k_im2col(fk_conv g, const T *x, T *col)
 // Gathers, per input pixel, every column entry that came from it: no atomics.
 // The windows that cover pixel (iy, ix) are the output rows oy in [oy0, oy1)
 // and columns ox in [ox0, ox1), found without a division per window.
+// A 2-D grid: y over the n * c planes (image and channel once per plane), x
+// over a plane's pixels, whose row and column take a 32-bit division (the
+// launcher checks that a plane fits) instead of four 64-bit ones per element.
 template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 {
-    int64_t total = g.n * g.c * g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
-    FK_GRID_STRIDE(t, total)
-    {
-        int64_t ix = t % g.w, iy = (t / g.w) % g.h, ch = (t / (g.w * g.h)) % g.c, img = t / (g.w * g.h * g.c);
+    int64_t planes = g.n * g.c, hw = g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
+    int32_t w32 = (int32_t)g.w;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y)
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
+        int64_t t = pl * hw + q, ch = pl % g.c, img = pl / g.c;
+        int32_t q32 = (int32_t)q, iy32 = q32 / w32;
+        int64_t iy = iy32, ix = q32 - iy32 * w32;
         int64_t py = iy + g.ph, px = ix + g.pw;
         int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
         int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
@@ -405,7 +457,7 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
                 s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
             }
         }
-        x[t] = fk_to_f32<T>(fk_f(x[t]) + s);
+        x[t] = fk_to_f32<T>(s); // stores: no fill of dx before it
     }
 }
 
@@ -426,11 +478,15 @@ extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, c
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
-    int64_t total = g->n * g->c * g->h * g->w;
-    if (st != FERRY_OK || total == 0)
+    int64_t planes = g->n * g->c, hw = g->h * g->w;
+    if (st != FERRY_OK || planes * hw == 0)
         return st;
+    if (hw > INT32_MAX)
+        return ferry_fail(FERRY_ERR_LIMIT, "col2im: an image plane of %lld pixels exceeds 2^31", (long long)hw);
+    int64_t bx = (hw + FK_THREADS - 1) / FK_THREADS;
+    dim3 grid((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(planes < 65535 ? planes : 65535));
     FK_FLOAT_TYPES(dt, T, "col2im", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_col2im<T>)(*g, (const T *)col, (T *)x);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_col2im<T>)(*g, (const T *)col, (T *)x);
     });
     return fk_launched("col2im kernel");
 }
@@ -604,11 +660,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
         return fk_bad_dtype(dt, "batch norm");
     fk_chan g = chan_plan(n, ch, hw);
     int64_t total = n * ch * hw;
-    void *scratch = nullptr;
+    fk_scratch scratch = {};
     if (training) {
         if ((st = chan_scratch(c, (size_t)(ch * (2 * g.chunks + 1)) * sizeof(double), &scratch)) != FERRY_OK)
             return st;
-        double *p = (double *)scratch, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
+        double *p = (double *)scratch.p, *q = p + ch * g.chunks, *meand = q + ch * g.chunks;
         st = chan_partials(c, dt, FK_CHAN_SUM, g, x, nullptr, nullptr, nullptr, nullptr, p, nullptr,
                            "batch norm kernel");
         if (st == FERRY_OK) {
@@ -632,8 +688,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
         });
         st = fk_launched("batch norm kernel");
     }
-    if (scratch)
-        ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 
@@ -676,11 +731,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
         return fk_bad_dtype(dt, "batch norm backward");
     fk_chan g = chan_plan(n, ch, hw);
     int64_t total = n * ch * hw;
-    void *scratch;
+    fk_scratch scratch;
     size_t bytes = (size_t)(ch * 2 * g.chunks) * sizeof(double) + (size_t)(2 * ch) * sizeof(float);
     if ((st = chan_scratch(c, bytes, &scratch)) != FERRY_OK)
         return st;
-    double *pd = (double *)scratch, *pdx = pd + ch * g.chunks;
+    double *pd = (double *)scratch.p, *pdx = pd + ch * g.chunks;
     float *mdy = (float *)(pdx + ch * g.chunks), *mdyx = mdy + ch;
     st = chan_partials(c, dt, FK_CHAN_BWD, g, x, dy, nullptr, smean, sinvstd, pd, pdx, "batch norm backward kernel");
     if (st == FERRY_OK) {
@@ -694,7 +749,7 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
         });
         st = fk_launched("batch norm backward kernel");
     }
-    ferry_device_free(c->dev, scratch); // stream-ordered: reused only behind the kernels
+    fk_scratch_give(c, &scratch); // reused only behind the kernels (stream order)
     return st;
 }
 
@@ -756,13 +811,27 @@ extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const floa
     return fk_launched("SGD kernel");
 }
 
+// Adam's bias corrections: two double pow, a divide and a sqrt, FP64 work that
+// GPUs with 1/64-rate FP64 pay dearly for per thread. One thread of each block
+// computes them and the block shares them (they depend on the step alone).
+__device__ __forceinline__ void adam_block_consts(float lr, float b1, float b2, const int64_t *taken,
+                                                  float *step_size, float *sbc2)
+{
+    __shared__ float sh[2];
+    if (threadIdx.x == 0)
+        fk_adam_consts(lr, b1, b2, taken[0] + 1, &sh[0], &sh[1]);
+    __syncthreads();
+    *step_size = sh[0];
+    *sbc2 = sh[1];
+}
+
 __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
                        float eps, float wd, bool decoupled, const int64_t *taken, const float *skip)
 {
     if (fk_skipped(skip))
         return;
     float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
     FK_GRID_STRIDE(i, n)
     p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
@@ -774,7 +843,7 @@ extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const flo
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
+    FK_LAUNCH_COOP(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
                                                          h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
 }
@@ -845,7 +914,7 @@ __global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, floa
     if (fk_skipped(skip))
         return;
     float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
     int t = plist_find(g, blockIdx.x);
     float *p = g.l.p[t], *m = g.l.s0[t], *v = g.l.s1[t];
     const float *gr = g.l.g[t];
@@ -864,9 +933,54 @@ extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plis
     fk_plist_grid g;
     if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
         return st;
-    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
+    FK_LAUNCH_COOP(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
                                                                     h->decoupled, taken, skip);
     return fk_launched("Adam kernel");
+}
+
+// zero_multi: buffer i takes blocks [first[i], first[i+1]) of one grid, a
+// 4-byte word per thread (bytes one at a time in a buffer's tail, or in a
+// buffer not 4-byte aligned: a half-precision view at an odd element).
+struct fk_zlist_grid {
+    fk_zlist l;
+    unsigned first[FK_PLIST_MAX + 1];
+};
+
+__global__ void k_zero_multi(fk_zlist_grid g)
+{
+    int t = 0;
+    while (blockIdx.x >= g.first[t + 1])
+        t++;
+    unsigned char *p = (unsigned char *)g.l.p[t];
+    int64_t bytes = g.l.bytes[t], words = (bytes + 3) / 4;
+    bool aligned = ((uintptr_t)p & 3) == 0;
+    int64_t stride = (int64_t)(g.first[t + 1] - g.first[t]) * blockDim.x;
+    for (int64_t i = (int64_t)(blockIdx.x - g.first[t]) * blockDim.x + threadIdx.x; i < words; i += stride) {
+        if (aligned && i * 4 + 4 <= bytes)
+            ((uint32_t *)p)[i] = 0u;
+        else
+            for (int64_t b = i * 4; b < i * 4 + 4 && b < bytes; b++)
+                p[b] = 0;
+    }
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_zero_multi)(const fk_ctx *c, const fk_zlist *l)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    if (!l || l->n < 0 || l->n > FK_PLIST_MAX)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "zero_multi: the list must hold 0 to %d buffers", FK_PLIST_MAX);
+    fk_zlist_grid g;
+    g.l = *l;
+    g.first[0] = 0;
+    for (int i = 0; i < l->n; i++)
+        g.first[i + 1] = g.first[i] + (l->bytes[i] > 0 ? fk_blocks((l->bytes[i] + 3) / 4) : 0);
+    if (g.first[l->n] == 0)
+        return FERRY_OK;
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_zero_multi)(g);
+    return fk_launched("zero kernel");
 }
 
 __global__ void k_step_count(int64_t *taken, const float *skip)

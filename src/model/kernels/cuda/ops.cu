@@ -298,7 +298,7 @@ static int64_t reduce_split_chunks(int64_t outer, int64_t n)
     return chunks < most ? chunks : most;
 }
 
-// The split reduction: partials in scratch memory from the caching allocator,
+// The split reduction: partials in scratch memory kept between calls (scratch.c),
 // freed (stream-ordered) once the combine is queued.
 template <typename T>
 static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
@@ -307,12 +307,11 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
     int64_t len = (n + chunks - 1) / chunks;
     chunks = (n + len - 1) / len; // every chunk non-empty
     int64_t parts = outer * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(int64_t)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *pacc = (double *)scratch;
+    double *pacc = (double *)scratch.p;
     int64_t *parg = (int64_t *)(pacc + parts);
     FK_LAUNCH_COOP((unsigned)(parts < 65535 ? parts : 65535), FK_THREADS, fk_stream(c), k_reduce_split<T>)(
         op, x, outer, n, chunks, len, pacc, parg);
@@ -322,7 +321,7 @@ static ferry_status reduce_split(const fk_ctx *c, int op, void *y, const T *x, i
                                                                                  parg);
         st = fk_launched("reduce combine kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
@@ -406,7 +405,7 @@ static int64_t cols_chunks(int64_t tiles, int64_t n, int cols, int64_t *len)
 }
 
 // A column reduction: one launch, or (chunks > 1) k_reduce_cols's partials in
-// scratch memory from the caching allocator, merged by k_reduce_combine and
+// scratch memory kept between calls (scratch.c), merged by k_reduce_combine and
 // freed (stream-ordered) once it is queued.
 template <typename T>
 static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
@@ -421,12 +420,11 @@ static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, in
         return fk_launched("reduce kernel");
     }
     int64_t parts = outer * inner * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(int64_t)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(int64_t)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *pacc = (double *)scratch;
+    double *pacc = (double *)scratch.p;
     int64_t *parg = (int64_t *)(pacc + parts);
     FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
         op, y, x, outer, n, inner, cols, chunks, len, pacc, parg);
@@ -436,7 +434,7 @@ static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, in
                                                                                          chunks, pacc, parg);
         st = fk_launched("reduce combine kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
@@ -623,19 +621,18 @@ static ferry_status softmax_cols(const fk_ctx *c, bool lg, T *y, const T *x, int
         return fk_launched("softmax kernel");
     }
     int64_t parts = outer * inner * chunks;
-    void *scratch = nullptr;
-    ferry_status st = ferry_device_alloc(c->dev, (size_t)parts * (sizeof(double) + sizeof(float)), c->stream,
-                                          &scratch);
+    fk_scratch scratch;
+    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(float)), &scratch);
     if (st != FERRY_OK)
         return st;
-    double *psum = (double *)scratch;
+    double *psum = (double *)scratch.p;
     float *pmax = (float *)(psum + parts);
     for (int phase = 0; phase < 3 && st == FERRY_OK; phase++) {
         FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols, chunks,
                                                                          len, phase, pmax, psum);
         st = fk_launched("softmax kernel");
     }
-    ferry_device_free(c->dev, scratch);
+    fk_scratch_give(c, &scratch);
     return st;
 }
 
@@ -679,17 +676,30 @@ extern "C" ferry_status FK_CU(fk_cuda_rand)(const fk_ctx *c, ferry_dtype dt, voi
 // handle's stream and workspace are its configuration, which another thread
 // must not change under a call) and given back once the call is queued. A pool
 // holds at most as many as ever ran at once, so threads that come and go leak
-// nothing; only a successfully created handle enters it. The workspace is not
-// cuBLAS's own (taken from the driver, one per handle, outside ferry's
-// allocator): each call takes one from the caching allocator on its stream and
-// frees it once queued, so the block is reused only behind that call and
-// ferry_memory_empty_cache returns it.
+// nothing; only a successfully created handle enters it.
+//
+// Each handle keeps one workspace for the stream it last served, from the
+// caching allocator on that stream (PyTorch's pattern: one per handle and
+// stream), so a training step's gemms take no allocation: a call on the same
+// stream finds the handle ready (no set stream, no set workspace); a call on
+// another stream frees the old workspace (stream-ordered: reused only behind
+// the old stream's calls) and takes a new one. The size is NVIDIA's
+// recommendation per architecture: 32 MiB on Hopper and later, 4 MiB before.
+// ferry_memory_empty_cache destroys the idle handles and frees their workspaces.
 #define FK_BLAS_DEVICES 16
 #define FK_BLAS_POOL 64
-#define FK_BLAS_WORKSPACE ((size_t)4 << 20) // cuBLAS's recommendation before Hopper
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
-static cublasHandle_t blas_idle[FK_BLAS_DEVICES][FK_BLAS_POOL]; // guarded by blas_lock
-static int blas_nidle[FK_BLAS_DEVICES];                         // guarded by blas_lock
+
+struct blas_slot {
+    cublasHandle_t h;
+    void *ws;         // the workspace, on stream sid (NULL: none yet)
+    size_t ws_bytes;
+    uint64_t sid;     // ferry_stream_id of the stream h is set to (0: the default one)
+    bool set;         // h's stream and workspace are set for sid
+};
+static blas_slot blas_idle[FK_BLAS_DEVICES][FK_BLAS_POOL]; // guarded by blas_lock
+static int blas_nidle[FK_BLAS_DEVICES];                    // guarded by blas_lock
+static int blas_cc[FK_BLAS_DEVICES];                       // compute capability * 10, 0: not read yet; blas_lock
 
 static ferry_status cublas_status(cublasStatus_t s, const char *what)
 {
@@ -700,10 +710,10 @@ static ferry_status cublas_status(cublasStatus_t s, const char *what)
     return ferry_fail(FERRY_ERR_CUDA, "cuBLAS %s: %s", what, cublasGetStatusString(s));
 }
 
-// cuBLAS takes its workspace (and a handle's state) from the driver itself,
-// outside ferry's caching allocator: when that fails, empty the device's cache
-// and call once more, as every other device allocation does, and fail with the
-// allocator's words (free and total bytes) if it fails again.
+// cuBLAS takes a handle's state from the driver itself, outside ferry's
+// caching allocator: when that fails, empty the device's cache and call once
+// more, as every other device allocation does, and fail with the allocator's
+// words (free and total bytes) if it fails again.
 template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const char *what, Call call)
 {
     cublasStatus_t s = call();
@@ -721,30 +731,44 @@ template <typename Call> static ferry_status cublas_call(const fk_ctx *c, const 
     return cublas_status(s, what);
 }
 
-// Destroys the idle handles of device dev (all devices: dev < 0). Handles in use
-// are not in the pool and go back to it once their call is queued.
-static void blas_free_idle(int dev)
+static void slot_free(int dev, blas_slot *sl)
+{
+    if (sl->h)
+        cublasDestroy(sl->h);
+    if (sl->ws)
+        ferry_device_free(ferry_cuda(dev), sl->ws); // stream-ordered behind its last call
+    *sl = blas_slot{};
+}
+
+// Destroys the idle handles of device dev (all devices: dev < 0) and frees
+// their workspaces. Handles in use are not in the pool and go back to it once
+// their call is queued.
+static void blas_free_idle(int dev, bool at_exit)
 {
     for (int d = dev < 0 ? 0 : dev; d < (dev < 0 ? FK_BLAS_DEVICES : dev + 1) && d < FK_BLAS_DEVICES; d++) {
-        cublasHandle_t idle[FK_BLAS_POOL];
+        blas_slot idle[FK_BLAS_POOL];
         pthread_mutex_lock(&blas_lock);
         int n = blas_nidle[d];
         memcpy(idle, blas_idle[d], (size_t)n * sizeof idle[0]);
         blas_nidle[d] = 0;
         pthread_mutex_unlock(&blas_lock);
-        for (int i = 0; i < n; i++)
-            cublasDestroy(idle[i]);
+        for (int i = 0; i < n; i++) {
+            if (at_exit) // the allocator may be gone: the process returns the memory
+                idle[i].ws = nullptr;
+            slot_free(d, &idle[i]);
+        }
     }
 }
 
-// ferry_memory_empty_cache's hook for this source's pool.
-static void blas_empty_cache(int dev) { blas_free_idle(dev); }
+// ferry_memory_empty_cache's hook for this source's pool (it runs before the
+// allocator takes its lock, so the workspaces' frees reach the cache it empties).
+static void blas_empty_cache(int dev) { blas_free_idle(dev, false); }
 
 // At exit, the idle handles go. Registered once a handle has been created: the
 // CUDA runtime registered its own teardown when it started (before any handle
 // could exist), and exit handlers run in the reverse order of registration, so
 // this runs while the runtime is still up.
-static void blas_at_exit(void) { blas_free_idle(-1); }
+static void blas_at_exit(void) { blas_free_idle(-1, true); }
 
 static pthread_once_t blas_hooks_once = PTHREAD_ONCE_INIT;
 static void blas_hooks_register(void)
@@ -753,29 +777,99 @@ static void blas_hooks_register(void)
     (void)atexit(blas_at_exit);
 }
 
-static cublasHandle_t blas_take(int dev)
+// An idle slot of dev, the one last set for stream sid if there is one.
+static blas_slot blas_take(int dev, uint64_t sid)
 {
-    cublasHandle_t h = nullptr;
+    blas_slot sl = {};
     pthread_mutex_lock(&blas_lock);
-    if (blas_nidle[dev] > 0)
-        h = blas_idle[dev][--blas_nidle[dev]];
-    pthread_mutex_unlock(&blas_lock);
-    return h;
-}
-
-static void blas_give_back(int dev, cublasHandle_t h)
-{
-    pthread_mutex_lock(&blas_lock);
-    if (blas_nidle[dev] < FK_BLAS_POOL) {
-        blas_idle[dev][blas_nidle[dev]++] = h;
-        h = nullptr;
+    int n = blas_nidle[dev], pick = n - 1;
+    for (int i = n - 1; i >= 0; i--)
+        if (blas_idle[dev][i].set && blas_idle[dev][i].sid == sid) {
+            pick = i;
+            break;
+        }
+    if (pick >= 0) {
+        sl = blas_idle[dev][pick];
+        blas_idle[dev][pick] = blas_idle[dev][n - 1];
+        blas_nidle[dev] = n - 1;
     }
     pthread_mutex_unlock(&blas_lock);
-    if (h)
-        cublasDestroy(h); // more at once than the pool keeps
+    return sl;
 }
 
-static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type);
+static void blas_give_back(int dev, blas_slot sl)
+{
+    pthread_mutex_lock(&blas_lock);
+    bool kept = blas_nidle[dev] < FK_BLAS_POOL;
+    if (kept)
+        blas_idle[dev][blas_nidle[dev]++] = sl;
+    pthread_mutex_unlock(&blas_lock);
+    if (!kept)
+        slot_free(dev, &sl); // more at once than the pool keeps
+}
+
+// Compute capability * 10 of dev, read once (0 when unknown).
+static int blas_arch(const fk_ctx *c)
+{
+    int dev = c->dev.index;
+    pthread_mutex_lock(&blas_lock);
+    int cc = blas_cc[dev];
+    pthread_mutex_unlock(&blas_lock);
+    if (cc)
+        return cc;
+    ferry_device_props p;
+    if (ferry_device_properties(c->dev, &p) != FERRY_OK)
+        return 0;
+    cc = p.cc_major * 10 + p.cc_minor;
+    pthread_mutex_lock(&blas_lock);
+    blas_cc[dev] = cc;
+    pthread_mutex_unlock(&blas_lock);
+    return cc;
+}
+
+// NVIDIA's recommended cuBLAS workspace: 32 MiB from Hopper (sm_90) on, 4 MiB before.
+static size_t blas_workspace_bytes(int cc) { return cc >= 90 ? (size_t)32 << 20 : (size_t)4 << 20; }
+
+// Makes sl's handle ready for c's stream: created on first use, with f32
+// reductions (no reduced-precision split-K for f16/bf16 outputs: conv1's weight
+// gradient reduces K = 200,704 products), and a workspace on the stream.
+static ferry_status blas_ready(const fk_ctx *c, blas_slot *sl, int cc)
+{
+    uint64_t sid = ferry_stream_id(c->stream);
+    if (sl->h && sl->set && sl->sid == sid)
+        return FERRY_OK;
+    ferry_status st = FERRY_OK;
+    if (!sl->h) {
+        if ((st = cublas_call(c, "create", [&] { return cublasCreate(&sl->h); })) != FERRY_OK)
+            return st;
+        pthread_once(&blas_hooks_once, blas_hooks_register);
+        st = cublas_call(c, "set math mode", [&] {
+            return cublasSetMathMode(sl->h, (cublasMath_t)(CUBLAS_DEFAULT_MATH |
+                                                           CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+        });
+        if (st != FERRY_OK)
+            return st;
+    }
+    sl->set = false;
+    if (sl->ws) { // it belongs to the old stream: freed behind that stream's calls
+        ferry_device_free(c->dev, sl->ws);
+        sl->ws = nullptr;
+    }
+    if ((st = cublas_call(c, "set stream", [&] { return cublasSetStream(sl->h, fk_stream(c)); })) != FERRY_OK)
+        return st;
+    size_t bytes = blas_workspace_bytes(cc);
+    if ((st = ferry_device_alloc(c->dev, bytes, c->stream, &sl->ws)) != FERRY_OK)
+        return st;
+    sl->ws_bytes = bytes;
+    st = cublas_call(c, "set workspace", [&] { return cublasSetWorkspace(sl->h, sl->ws, sl->ws_bytes); });
+    if (st == FERRY_OK) {
+        sl->sid = sid;
+        sl->set = true;
+    }
+    return st;
+}
+
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type, int cc);
 
 extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, const fk_gemm *g)
 {
@@ -814,39 +908,43 @@ extern "C" ferry_status FK_CU(fk_cuda_gemm)(const fk_ctx *c, const fk_gemm *g)
             return FK_CU(fk_cuda_fill)(c, g->dt, g->c, &nd, 0.0);
         return FK_CU(fk_cuda_unary)(c, FK_MUL_S, g->dt, g->c, g->c, &nd, g->beta);
     }
-    cublasHandle_t h = blas_take(dev);
-    if (!h) {
-        st = cublas_call(c, "create", [&] { return cublasCreate(&h); });
-        if (st != FERRY_OK)
-            return st;
-        pthread_once(&blas_hooks_once, blas_hooks_register);
-    }
-    st = gemm_call(c, h, g, type);
-    blas_give_back(dev, h);
+    int cc = blas_arch(c);
+    blas_slot sl = blas_take(dev, ferry_stream_id(c->stream));
+    st = blas_ready(c, &sl, cc);
+    if (st == FERRY_OK)
+        st = gemm_call(c, sl.h, g, type, cc);
+    if (sl.h)
+        blas_give_back(dev, sl);
+    else if (sl.ws)
+        ferry_device_free(c->dev, sl.ws);
     return st;
 }
 
-static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type)
+// Strided-batched gemm with more than 65,535 batches fails on sm_7x (PyTorch
+// splits there by 63 x 1024): at most this many per call on those GPUs.
+#define FK_BLAS_SM7X_BATCH (63 * 1024)
+
+static ferry_status gemm_call(const fk_ctx *c, cublasHandle_t h, const fk_gemm *g, cudaDataType_t type, int cc)
 {
-    ferry_status st = cublas_call(c, "set stream", [&] { return cublasSetStream(h, fk_stream(c)); });
-    if (st != FERRY_OK)
-        return st;
-    void *ws = nullptr;
-    if ((st = ferry_device_alloc(c->dev, FK_BLAS_WORKSPACE, c->stream, &ws)) != FERRY_OK)
-        return st;
-    st = cublas_call(c, "set workspace", [&] { return cublasSetWorkspace(h, ws, FK_BLAS_WORKSPACE); });
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
     // f16/bf16 use tensor cores with f32 accumulation (CUBLAS_COMPUTE_32F).
     // alpha and beta are read at the call (host pointer mode).
-    if (st == FERRY_OK)
+    int64_t most = cc >= 70 && cc < 80 ? FK_BLAS_SM7X_BATCH : g->batch;
+    size_t es = ferry_dtype_size(g->dt);
+    ferry_status st = FERRY_OK;
+    for (int64_t b0 = 0; b0 < g->batch && st == FERRY_OK; b0 += most) {
+        int64_t nb = g->batch - b0 < most ? g->batch - b0 : most;
+        const char *a = (const char *)g->a + (size_t)(b0 * g->stride_a) * es;
+        const char *b = (const char *)g->b + (size_t)(b0 * g->stride_b) * es;
+        char *cp = (char *)g->c + (size_t)(b0 * g->stride_c) * es;
         st = cublas_call(c, "gemm", [&] {
-        return cublasGemmStridedBatchedEx(
-            h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m,
-            (int)g->k, &g->alpha, g->b, type, (int)g->ldb, (long long)g->stride_b, g->a, type, (int)g->lda,
-            (long long)g->stride_a, &g->beta, g->c, type, (int)g->ldc, (long long)g->stride_c, (int)g->batch,
-            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    });
-    ferry_device_free(c->dev, ws); // stream-ordered: reused only behind this call
+            return cublasGemmStridedBatchedEx(
+                h, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, (int)g->n, (int)g->m,
+                (int)g->k, &g->alpha, b, type, (int)g->ldb, (long long)g->stride_b, a, type, (int)g->lda,
+                (long long)g->stride_a, &g->beta, cp, type, (int)g->ldc, (long long)g->stride_c, (int)nb,
+                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        });
+    }
     return st;
 }
 

@@ -27,6 +27,7 @@ struct cublasContext {
     void *stream;
     void *workspace;
     size_t workspace_bytes;
+    cublasMath_t math;
 };
 
 static atomic_long live_handles;
@@ -107,6 +108,21 @@ cublasStatus_t ferry_simblas_set_workspace(cublasHandle_t h, void *ws, size_t by
                       (long long)((uintptr_t)ws % 256), (long long)bytes);
     h->workspace = ws;
     h->workspace_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* A mode is one of cublasMath_t's base values, optionally with
+ * CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION. */
+cublasStatus_t ferry_simblas_set_math_mode(cublasHandle_t h, cublasMath_t mode)
+{
+    if (!h)
+        return reject(CUBLAS_STATUS_NOT_INITIALIZED, "cublasSetMathMode", "handle is NULL%.0lld%.0lld", 0, 0);
+    unsigned base = (unsigned)mode & ~(unsigned)CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
+    if (base != CUBLAS_DEFAULT_MATH && base != CUBLAS_TENSOR_OP_MATH && base != CUBLAS_PEDANTIC_MATH &&
+        base != CUBLAS_TF32_TENSOR_OP_MATH)
+        return reject(CUBLAS_STATUS_INVALID_VALUE, "cublasSetMathMode", "mode %lld is not a cublasMath_t%.0lld",
+                      (long long)mode, 0);
+    h->math = mode;
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -21,6 +21,8 @@ cublasStatus_t ferry_simblas_create(cublasHandle_t *handle);
 cublasStatus_t ferry_simblas_destroy(cublasHandle_t handle);
 cublasStatus_t ferry_simblas_set_stream(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t ferry_simblas_set_workspace(cublasHandle_t handle, void *workspace, size_t bytes);
+/* Kept on the handle; the simulated product always reduces in the compute type. */
+cublasStatus_t ferry_simblas_set_math_mode(cublasHandle_t handle, cublasMath_t mode);
 cublasStatus_t ferry_simblas_gemm_sbex(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
                                        int m, int n, int k, const void *alpha, const void *a, cudaDataType_t atype,
                                        int lda, long long stride_a, const void *b, cudaDataType_t btype, int ldb,
@@ -38,6 +40,7 @@ long ferry_simblas_live(void);
 #define cublasDestroy(h) ferry_simblas_destroy(h)
 #define cublasSetStream(h, s) ferry_simblas_set_stream((h), (s))
 #define cublasSetWorkspace(h, p, n) ferry_simblas_set_workspace((h), (p), (n))
+#define cublasSetMathMode(h, m) ferry_simblas_set_math_mode((h), (m))
 #define cublasGemmStridedBatchedEx ferry_simblas_gemm_sbex
 #define cublasGetStatusString(s) ferry_simblas_status_string(s)
 #endif

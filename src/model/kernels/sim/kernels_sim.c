@@ -19,6 +19,7 @@ typedef struct sim_keep {
     fk_conv conv;
     fk_gemm gemm;
     fk_plist plist;
+    fk_zlist zlist;
     fk_xent xent;
     fk_bn bn;
     fk_sgd sgd;
@@ -42,6 +43,7 @@ SIM_KEEP_STRUCT(fk_nd, nd)
 SIM_KEEP_STRUCT(fk_conv, conv)
 SIM_KEEP_STRUCT(fk_gemm, gemm)
 SIM_KEEP_STRUCT(fk_plist, plist)
+SIM_KEEP_STRUCT(fk_zlist, zlist)
 SIM_KEEP_STRUCT(fk_xent, xent)
 SIM_KEEP_STRUCT(fk_bn, bn)
 SIM_KEEP_STRUCT(fk_sgd, sgd)
@@ -57,6 +59,7 @@ static void keep_value(sim_keep *k, void *field)
                                     const fk_conv *: keep_conv,                                      \
                                     const fk_gemm *: keep_gemm,                                      \
                                     const fk_plist *: keep_plist,                                    \
+                                    const fk_zlist *: keep_zlist,                                    \
                                     const fk_xent *: keep_xent,                                      \
                                     const fk_bn *: keep_bn,                                          \
                                     const fk_sgd *: keep_sgd,                                        \
