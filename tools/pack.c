@@ -41,9 +41,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ferry pack SRC OUT [--shard-size SIZE] [--seed N | --no-shuffle]\n"
             "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE] [...]\n"
-            "writes the image folder SRC (SRC/<class>/<file>.png), or an IDX pair as PNGs, as\n"
-            "tar shards OUT/shard-000000.tar, ... in shuffled order: KEY.png and KEY.cls per\n"
-            "sample (KEY = the position written, zero-padded), __classes__.txt first in each\n"
+            "writes the image folder SRC (SRC/<class>/<file>.png or .jpg/.jpeg, the bytes as\n"
+            "they are), or an IDX pair as PNGs, as tar shards OUT/shard-000000.tar, ... in\n"
+            "shuffled order: KEY.png (KEY.jpg for a JPEG) and KEY.cls per sample (KEY = the\n"
+            "position written, zero-padded), __classes__.txt first in each\n"
             "shard, and OUT/PACK.txt saying the source, the count and the seed.\n"
             "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
             "  --seed N:          the shuffle's seed (default 0); the same seed, the same order\n"
