@@ -31,7 +31,7 @@ static void *check_worker(void *arg)
     check_job *job = arg;
     ferry_scratch *s = NULL;
     ferry_scratch_create(&s);
-    ferry_image_config cfg = ferry_image_config_default();
+    size_t max_file_bytes = ferry_image_config_default().limits.max_file_bytes;
     uint8_t *file = NULL, *pix = NULL;
     size_t file_cap = 0, pix_cap = 0;
     /* Every line goes through ferry_format_cut, which escapes control
@@ -48,44 +48,18 @@ static void *check_worker(void *arg)
             continue;
         }
         size_t n = 0;
-        int r = tool_read_file(path, &file, &file_cap, &n, cfg.limits.max_file_bytes);
+        int r = tool_read_file(path, &file, &file_cap, &n, max_file_bytes);
         msg[0] = '\0';
         if (r == -2) {
             ferry_format_cut(msg, sizeof msg, "%s: file is over the limit of %zu bytes", path,
-                             cfg.limits.max_file_bytes);
+                             max_file_bytes);
         } else if (r == -3) {
             ferry_format_cut(msg, sizeof msg, "%s: is not a regular file", path);
         } else if (r != 0) {
             int e = errno;
             ferry_format_cut(msg, sizeof msg, "%s: %s", path, ferry__open_error_reason(path, e));
-        } else {
-            ferry_image_info info;
-            ferry_sample_format fmt;
-            ferry_status st = ferry_image_probe(file, n, &info);
-            if (st == FERRY_OK)
-                st = ferry_image_format(&cfg, &info, &fmt);
-            size_t need = st == FERRY_OK ? ferry_sample_format_bytes(&fmt) : 0;
-            /* The limits are checked before the output buffer is sized. */
-            size_t px = info.width * info.height;
-            if (st == FERRY_OK && (info.width > cfg.limits.max_width || info.height > cfg.limits.max_height ||
-                                   px / info.width != info.height || px > cfg.limits.max_pixels))
-                need = 1; /* too big: let the decoder report the limit */
-            if (st == FERRY_OK && need > pix_cap) {
-                uint8_t *p = realloc(pix, need);
-                if (p) {
-                    pix = p;
-                    pix_cap = need;
-                }
-            }
-            /* A bad header is reported by the decoder too, with the path in it. */
-            if (st == FERRY_OK || st == FERRY_ERR_FORMAT || st == FERRY_ERR_UNSUPPORTED)
-                st = ferry_image_decode(file, n, &cfg, s, path, pix ? pix : file, pix ? pix_cap : 0);
-            /* Named by the decoder when it got as far (its subject), here
-             * otherwise: the path appears once. */
-            if (st != FERRY_OK) {
-                ferry_fail_named(st, path);
-                snprintf(msg, sizeof msg, "%s", ferry_last_error());
-            }
+        } else if (tool_decode_check(file, n, path, s, &pix, &pix_cap) != FERRY_OK) {
+            snprintf(msg, sizeof msg, "%s", ferry_last_error());
         }
         if (msg[0])
             job->reasons[i] = strdup(msg);
