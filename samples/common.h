@@ -4,6 +4,7 @@
 #define FERRY_SAMPLES_COMMON_H
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -168,6 +169,15 @@ static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size
     return FERRY_OK;
 }
 
+/* A resumed run that had finished all its epochs: said, rather than an empty
+ * table. */
+static inline void sample_nothing_left(const char *from, size_t first_epoch, size_t epochs)
+{
+    if (from && first_epoch >= epochs)
+        printf("resume: %s has finished all %zu epochs: nothing left to train (a larger --epochs "
+               "goes on from it)\n", from, epochs);
+}
+
 static inline ferry_status sample_save(const sample_ckpt *ck)
 {
     if (!ck || !ck->path || !ck->writer)
@@ -220,6 +230,17 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
     r->images_per_s = (double)ls.samples / r->seconds;
     r->stall_pct = 100.0 * ls.wait_s / r->seconds;
     return FERRY_OK;
+}
+
+/* A data folder that is not there says how to get one (hint) instead of a
+ * bare "No such file or directory": FERRY_OK when dir exists (whatever it
+ * holds: the dataset says what is wrong with it), else FERRY_ERR_IO. */
+static inline ferry_status sample_need_data(const char *dir, const char *hint)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0 || errno != ENOENT)
+        return FERRY_OK;
+    return ferry_set_error(FERRY_ERR_IO, "%s: no such folder; %s", dir, hint);
 }
 
 /* mkdir -p */
@@ -327,22 +348,32 @@ static inline void curves_header(void)
            "val acc", "stall", "images/s");
 }
 
+/* An epoch whose row is not known (trained before a resume whose --out did
+ * not have it): NAN, shown as "-" and written as empty fields. */
+static inline bool curves_missing(const curves *c, size_t e) { return isnan(c->train_loss[e]); }
+
 static inline void curves_print(const curves *c, size_t e)
 {
-    printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e], c->train_acc[e],
-           c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
+    if (curves_missing(c, e))
+        printf("%5zu %10s %9s %8s %7s %8s %10s\n", e + 1, "-", "-", "-", "-", "-", "-");
+    else
+        printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e],
+               c->train_acc[e], c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
 }
 
 /* A resumed run's earlier epochs, from DIR/curves.csv (written after every
  * epoch): kept and printed, so the table and the file go on with the real
- * epoch numbers. Rows it lacks (a run killed before writing them) are zeros,
- * with a note. */
+ * epoch numbers. Rows it lacks (a run killed before writing them, or another
+ * --out) are not known: "-", with a note, never zeros that read as results. */
 static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
 {
     char path[4200], line[512];
     snprintf(path, sizeof path, "%.4096s/curves.csv", dir);
     FILE *f = first_epoch ? fopen(path, "r") : NULL;
     size_t found = 0;
+    for (size_t e = 0; e < first_epoch && e < MAX_EPOCHS; e++)
+        c->train_loss[e] = c->train_acc[e] = c->val_loss[e] = c->val_acc[e] = c->images_per_s[e] =
+            c->stall_pct[e] = NAN;
     while (f && fgets(line, sizeof line, f)) {
         size_t e;
         double v[6];
@@ -360,8 +391,8 @@ static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
     for (size_t e = 0; e < c->n; e++)
         curves_print(c, e);
     if (found < c->n)
-        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others are zeros\n", path,
-               found, c->n);
+        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others (\"-\") are in the "
+               "--out of the run that trained them\n", path, found, c->n);
 }
 
 /* Prints one epoch's line and keeps it for the plot. */
@@ -393,8 +424,11 @@ static inline int curves_write(const curves *c, const char *dir, const char *tit
         return -1;
     fprintf(f, "epoch,train_loss,train_accuracy,val_loss,val_accuracy,images_per_s,stall_pct\n");
     for (size_t i = 0; i < c->n; i++)
-        fprintf(f, "%zu,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f\n", i + 1, c->train_loss[i], c->train_acc[i],
-                c->val_loss[i], c->val_acc[i], c->images_per_s[i], c->stall_pct[i]);
+        if (curves_missing(c, i))
+            fprintf(f, "%zu,,,,,,\n", i + 1);
+        else
+            fprintf(f, "%zu,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f\n", i + 1, c->train_loss[i], c->train_acc[i],
+                    c->val_loss[i], c->val_acc[i], c->images_per_s[i], c->stall_pct[i]);
     if (fclose(f) != 0)
         return -1;
 

@@ -186,6 +186,10 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     char path[4096];
     ferry_dataset *all, *test, *tr, *val;
     snprintf(path, sizeof path, "%s/train", o->data);
+    char hint[4400];
+    snprintf(hint, sizeof hint, "make the synthetic colour shapes with `train_color --make-data %s`, "
+             "or pass --data DIR holding DIR/train and DIR/test (a folder per class)", o->data);
+    CHECK(sample_need_data(path, hint));
     CHECK(ferry_dataset_open(path, &img, &all));
     snprintf(path, sizeof path, "%s/test", o->data);
     CHECK(ferry_dataset_open(path, &img, &test));
@@ -226,6 +230,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
     curves_resume(&c, dir, first);
+    sample_nothing_left(o->resume, first, o->epochs);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
         CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt, &ck));

@@ -386,6 +386,43 @@ if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
 else
     skip "resume checks (train_gray or its data missing)"
 fi
+if [ -x "$tg" ] && [ -f "$tmp/ck.st" ]; then
+    # The finished run resumed into another --out: said so, and the rows it
+    # does not have are "-", never zeros that read as results.
+    run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur-new" \
+        --resume "$tmp/ck.st"
+    if [ $rc -eq 0 ] && grep -q "has finished all 3 epochs: nothing left to train" "$tmp/out" &&
+       ! grep -Eq '^ +[0-9]+ +0\.0000 ' "$tmp/out" && [ "$(grep -Ec '^ +[123] +- +- ' "$tmp/out")" -eq 3 ] &&
+       grep -q '^2,,,,,,$' "$tmp/cur-new/curves.csv"; then
+        ok "train_gray --resume of a finished run into a new --out: nothing left to train, rows '-'"
+    else
+        bad "train_gray --resume of a finished run into a new --out: exit $rc"; show "$tmp/out"
+    fi
+    run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 --limit 10 --out "$tmp/lim"
+    if [ $rc -eq 0 ] && grep -q "^data: 10 train (--limit 10: the first of [0-9]*; validation and test stay whole), [0-9]* validation" "$tmp/out"; then
+        ok "train_gray --limit 10: the data line says validation and test stay whole"
+    else
+        bad "train_gray --limit 10: exit $rc, $(grep '^data:' "$tmp/out")"
+    fi
+fi
+# ---- no data: how to get it, not a bare "No such file or directory" ----
+if [ -x "$tg" ]; then
+    run "$tg" --data "$tmp/nodata" --epochs 1
+    if [ $rc -ne 0 ] && grep -q -- "--idx /usr/share/datasets/fashion-mnist" "$tmp/err" &&
+       grep -q "ferry export fashion-mnist" "$tmp/err" && grep -q "make run" "$tmp/err"; then
+        ok "train_gray without data: --idx, ferry export or make run"
+    else
+        bad "train_gray without data: exit $rc, no way to get it"; show "$tmp/err"
+    fi
+fi
+if [ -x "$build/samples/train_color" ]; then
+    run "$build/samples/train_color" --data "$tmp/nodata" --epochs 1
+    if [ $rc -ne 0 ] && grep -q -- "train_color --make-data $tmp/nodata" "$tmp/err"; then
+        ok "train_color without data: --make-data"
+    else
+        bad "train_color without data: exit $rc, no way to get it"; show "$tmp/err"
+    fi
+fi
 # ---- messages: said once, in the command line's words, each with a reason ----
 env FERRY_SIM_GPUS=1 FERRY_SIM_GPU_MEM=-5 "$ferry" info > "$tmp/out" 2> "$tmp/err"
 grep -q "FERRY_SIM_GPU_MEM=-5: expected a size" "$tmp/err" && grep -q "0.50 GiB memory" "$tmp/out"
