@@ -125,8 +125,9 @@ typedef struct sample_ckpt {
     bool stopped;           /* it did */
     bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
     bool writer;            /* this process writes (rank 0) */
-    ferry_checkpoint parts;
+    ferry_checkpoint parts; /* its metrics: the training epoch's running sums */
     bool terminated;        /* stopped by SIGTERM, after saving */
+    bool replay;            /* the restored epoch had ended: its row is made again */
 } sample_ckpt;
 
 /* SIGTERM (a preemption's notice) with --save: the step under way ends, the
@@ -162,8 +163,17 @@ static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size
     CHECK(ferry_checkpoint_load(from, &ck->parts));
     ferry_loader_state ls;
     CHECK(ferry_loader_state_get(ck->parts.loader, &ls));
-    ck->resumed = !ls.done;
-    *first_epoch = (size_t)ls.epoch + (ls.done ? 1 : 0);
+    /* An epoch the checkpoint ended (saved at its last step, or at the end of
+     * the run) is taken up again too: its loader has no batch left and the
+     * metrics hold its sums, so its row (train figures, validation) is made
+     * again rather than lost when the run was killed before writing it.
+     * Without metrics in the file (an older checkpoint) it is passed over. */
+    int64_t seen = 0;
+    if (ls.done && ck->parts.metrics)
+        CHECK(ferry_metrics_get(ck->parts.metrics, NULL, NULL, &seen));
+    ck->replay = ls.done && seen > 0;
+    ck->resumed = !ls.done || ck->replay;
+    *first_epoch = (size_t)ls.epoch + (ls.done && !ck->replay ? 1 : 0);
     printf("resumed: %s, epoch %llu after batch %llu\n", from, (unsigned long long)ls.epoch + 1,
            (unsigned long long)ls.batches);
     return FERRY_OK;
@@ -171,11 +181,13 @@ static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size
 
 /* A resumed run that had finished all its epochs: said, rather than an empty
  * table. */
-static inline void sample_nothing_left(const char *from, size_t first_epoch, size_t epochs)
+static inline void sample_nothing_left(const sample_ckpt *ck, const char *from, size_t first_epoch,
+                                       size_t epochs)
 {
-    if (from && first_epoch >= epochs)
-        printf("resume: %s has finished all %zu epochs: nothing left to train (a larger --epochs "
-               "goes on from it)\n", from, epochs);
+    if (from && first_epoch + (ck->replay ? 1 : 0) >= epochs)
+        printf("resume: %s has finished all %zu epochs: nothing left to train%s (a larger --epochs "
+               "goes on from it)\n", from, epochs,
+               ck->replay ? "; the last epoch's row is made again from the checkpoint" : "");
 }
 
 static inline ferry_status sample_save(const sample_ckpt *ck)
@@ -192,12 +204,16 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
                                      ferry_optim *opt, ferry_amp *amp, ferry_metrics *met,
                                      ferry_stream *s, epoch_result *r, sample_ckpt *ck)
 {
-    if (ck && ck->resumed)
-        ck->resumed = false; /* the restored loader is mid-epoch `epoch` */
-    else
+    /* A restored loader is in epoch `epoch` (mid-way, or with no batch left),
+     * and the checkpoint restored the metrics' sums of what it had done: the
+     * row counts the whole epoch. */
+    if (ck && ck->resumed) {
+        ck->resumed = false;
+    } else {
         CHECK(ferry_loader_reset(l, epoch));
+        CHECK(ferry_metrics_reset(met, s));
+    }
     ferry_loader_stats_reset(l);
-    CHECK(ferry_metrics_reset(met, s));
     double t0 = sample_now();
     ferry_batch b;
     ferry_status st;

@@ -257,20 +257,23 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_ddp *ddp = NULL;
     if (dist)
         CHECK(ferry_ddp_create(dist, net, 0, &ddp));
-    ferry_metrics *met;
+    /* met: the training epoch's sums, which the checkpoint keeps; evaluation
+     * has its own, so every save holds the training figures. */
+    ferry_metrics *met, *met_eval;
     CHECK(ferry_metrics_create(dev, &met));
+    CHECK(ferry_metrics_create(dev, &met_eval));
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
-    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}, false};
+    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr, met}, false, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     curves_header();
     if (rank0)
         curves_resume(&c, o->out, first);
-    sample_nothing_left(o->resume, first, o->epochs);
+    sample_nothing_left(&ck, o->resume, first, o->epochs);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         /* The learning rate steps down for the last third (set every epoch, so
          * that a resumed run has it too). */
@@ -295,7 +298,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
-        CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
+        CHECK(run_epoch(lval, 0, net, NULL, NULL, met_eval, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
         if (rank0) /* each epoch, so that a killed run's rows are there to resume */
             curves_write(&c, o->out, "Fashion-MNIST, grayscale");
@@ -313,13 +316,14 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     epoch_result rtest;
     if (!ck.terminated) { /* a preempted run has seconds left: it saved, it goes */
-        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
+        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met_eval, s, &rtest, NULL));
         printf("test accuracy: %.4f\n", rtest.accuracy);
     }
 
     ferry_stream_destroy(s);
     ferry_ddp_destroy(ddp);
     ferry_metrics_destroy(met);
+    ferry_metrics_destroy(met_eval);
     ferry_amp_destroy(amp);
     ferry_optim_destroy(opt);
     ferry_module_destroy(net);

@@ -387,14 +387,27 @@ else
     skip "resume checks (train_gray or its data missing)"
 fi
 if [ -x "$tg" ] && [ -f "$tmp/ck.st" ]; then
-    # The finished run resumed into another --out: said so, and the rows it
-    # does not have are "-", never zeros that read as results.
+    # The epoch the run was stopped in (epoch 2, after 2 of its 4 steps) has
+    # the row of an uninterrupted run: its running sums were in the checkpoint.
+    run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur-ref"
+    want=$(awk -F, '$1 == 2 { print $2, $3, $4, $5 }' "$tmp/cur-ref/curves.csv" 2> /dev/null)
+    got=$(awk -F, '$1 == 2 { print $2, $3, $4, $5 }' "$tmp/cur/curves.csv" 2> /dev/null)
+    if [ $rc -eq 0 ] && [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "train_gray --resume mid-epoch: that epoch's row is the uninterrupted run's ($got)"
+    else
+        bad "train_gray --resume mid-epoch: epoch 2's row '$got', uninterrupted '$want'"
+    fi
+    # The finished run resumed into another --out: said so; the last epoch's
+    # row is made again from the checkpoint, the rows it does not have are
+    # "-", never zeros that read as results.
     run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur-new" \
         --resume "$tmp/ck.st"
+    last=$(awk -F, '$1 == 3 { print $2, $3, $4, $5 }' "$tmp/cur-ref/curves.csv" 2> /dev/null)
     if [ $rc -eq 0 ] && grep -q "has finished all 3 epochs: nothing left to train" "$tmp/out" &&
-       ! grep -Eq '^ +[0-9]+ +0\.0000 ' "$tmp/out" && [ "$(grep -Ec '^ +[123] +- +- ' "$tmp/out")" -eq 3 ] &&
-       grep -q '^2,,,,,,$' "$tmp/cur-new/curves.csv"; then
-        ok "train_gray --resume of a finished run into a new --out: nothing left to train, rows '-'"
+       ! grep -Eq '^ +[0-9]+ +0\.0000 ' "$tmp/out" && [ "$(grep -Ec '^ +[12] +- +- ' "$tmp/out")" -eq 2 ] &&
+       grep -q '^2,,,,,,$' "$tmp/cur-new/curves.csv" &&
+       [ "$(awk -F, '$1 == 3 { print $2, $3, $4, $5 }' "$tmp/cur-new/curves.csv")" = "$last" ]; then
+        ok "train_gray --resume of a finished run into a new --out: nothing left to train, rows '-', the last made again"
     else
         bad "train_gray --resume of a finished run into a new --out: exit $rc"; show "$tmp/out"
     fi
