@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cli_args.h"
+#include "common/error.h" /* ferry_format_cut: names escaped */
 #include "commands.h"
 #include "dataset/remote.h"
 #include "ferry.h"
@@ -155,8 +156,9 @@ static int out_is_free(const char *out)
     int rc = 0;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name)) { /* .tar.gz too */
-            fprintf(stderr, PACK ": %s already holds shards (%s); remove them or pick another "
-                    "folder\n", out, e->d_name);
+            char shown[FERRY_ERROR_MAX];
+            ferry_format_cut(shown, sizeof shown, "%s already holds shards (%s)", out, e->d_name);
+            fprintf(stderr, PACK ": %s; remove them or pick another folder\n", shown);
             rc = -1;
         }
     }
@@ -233,8 +235,11 @@ static int sample_png(packer *p, size_t i, size_t *n)
     }
     int r = tool_read_file(path, &p->buf, &p->cap, n, 0);
     if (r != 0) {
-        fprintf(stderr, PACK ": %s: %s\n", path, r == -3 ? "is not a regular file" :
-                ferry__open_error_reason(path, errno));
+        /* A source file's name is someone else's: escaped as messages are. */
+        char shown[FERRY_ERROR_MAX];
+        ferry_format_cut(shown, sizeof shown, "%s: %s", path, r == -3 ? "is not a regular file" :
+                         ferry__open_error_reason(path, errno));
+        fprintf(stderr, PACK ": %s\n", shown);
         return -1;
     }
     return 0;
