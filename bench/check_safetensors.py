@@ -165,7 +165,7 @@ def ferry_side(args):
         add("ferry_linear_create", 256, 128, True)
         add("ferry_relu_create")
         add("ferry_linear_create", 128, classes, True)
-    # ferry_checkpoint: module, optim, amp, loader; only the module here.
+    # ferry_checkpoint: module, optim, amp, loader, metrics; only the module here.
     ckpt = (vp * 4)(net.value, None, None, None)
     check(lib.ferry_checkpoint_load(args.ckpt.encode(), ctypes.byref(ckpt)), "ferry_checkpoint_load")
     dev = Device()

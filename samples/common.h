@@ -4,6 +4,7 @@
 #define FERRY_SAMPLES_COMMON_H
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -125,8 +126,9 @@ typedef struct sample_ckpt {
     bool stopped;           /* it did */
     bool resumed;           /* the loader was restored mid-epoch: go on, do not reset */
     bool writer;            /* this process writes (rank 0) */
-    ferry_checkpoint parts;
+    ferry_checkpoint parts; /* its metrics: the training epoch's running sums */
     bool terminated;        /* stopped by SIGTERM, after saving */
+    bool replay;            /* the restored epoch had ended: its row is made again */
 } sample_ckpt;
 
 /* SIGTERM (a preemption's notice) with --save: the step under way ends, the
@@ -162,11 +164,31 @@ static inline ferry_status sample_resume(sample_ckpt *ck, const char *from, size
     CHECK(ferry_checkpoint_load(from, &ck->parts));
     ferry_loader_state ls;
     CHECK(ferry_loader_state_get(ck->parts.loader, &ls));
-    ck->resumed = !ls.done;
-    *first_epoch = (size_t)ls.epoch + (ls.done ? 1 : 0);
+    /* An epoch the checkpoint ended (saved at its last step, or at the end of
+     * the run) is taken up again too: its loader has no batch left and the
+     * metrics hold its sums, so its row (train figures, validation) is made
+     * again rather than lost when the run was killed before writing it.
+     * Without metrics in the file (an older checkpoint) it is passed over. */
+    int64_t seen = 0;
+    if (ls.done && ck->parts.metrics)
+        CHECK(ferry_metrics_get(ck->parts.metrics, NULL, NULL, &seen));
+    ck->replay = ls.done && seen > 0;
+    ck->resumed = !ls.done || ck->replay;
+    *first_epoch = (size_t)ls.epoch + (ls.done && !ck->replay ? 1 : 0);
     printf("resumed: %s, epoch %llu after batch %llu\n", from, (unsigned long long)ls.epoch + 1,
            (unsigned long long)ls.batches);
     return FERRY_OK;
+}
+
+/* A resumed run that had finished all its epochs: said, rather than an empty
+ * table. */
+static inline void sample_nothing_left(const sample_ckpt *ck, const char *from, size_t first_epoch,
+                                       size_t epochs)
+{
+    if (from && first_epoch + (ck->replay ? 1 : 0) >= epochs)
+        printf("resume: %s has finished all %zu epochs: nothing left to train%s (a larger --epochs "
+               "goes on from it)\n", from, epochs,
+               ck->replay ? "; the last epoch's row is made again from the checkpoint" : "");
 }
 
 static inline ferry_status sample_save(const sample_ckpt *ck)
@@ -183,12 +205,16 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
                                      ferry_optim *opt, ferry_amp *amp, ferry_metrics *met,
                                      ferry_stream *s, epoch_result *r, sample_ckpt *ck)
 {
-    if (ck && ck->resumed)
-        ck->resumed = false; /* the restored loader is mid-epoch `epoch` */
-    else
+    /* A restored loader is in epoch `epoch` (mid-way, or with no batch left),
+     * and the checkpoint restored the metrics' sums of what it had done: the
+     * row counts the whole epoch. */
+    if (ck && ck->resumed) {
+        ck->resumed = false;
+    } else {
         CHECK(ferry_loader_reset(l, epoch));
+        CHECK(ferry_metrics_reset(met, s));
+    }
     ferry_loader_stats_reset(l);
-    CHECK(ferry_metrics_reset(met, s));
     double t0 = sample_now();
     ferry_batch b;
     ferry_status st;
@@ -221,6 +247,17 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
     r->images_per_s = (double)ls.samples / r->seconds;
     r->stall_pct = 100.0 * ls.wait_s / r->seconds;
     return FERRY_OK;
+}
+
+/* A data folder that is not there says how to get one (hint) instead of a
+ * bare "No such file or directory": FERRY_OK when dir exists (whatever it
+ * holds: the dataset says what is wrong with it), else FERRY_ERR_IO. */
+static inline ferry_status sample_need_data(const char *dir, const char *hint)
+{
+    struct stat sb;
+    if (stat(dir, &sb) == 0 || errno != ENOENT)
+        return FERRY_OK;
+    return ferry_set_error(FERRY_ERR_IO, "%s: no such folder; %s", dir, hint);
 }
 
 /* mkdir -p */
@@ -300,22 +337,32 @@ static inline void curves_header(void)
            "val acc", "stall", "images/s");
 }
 
+/* An epoch whose row is not known (trained before a resume whose --out did
+ * not have it): NAN, shown as "-" and written as empty fields. */
+static inline bool curves_missing(const curves *c, size_t e) { return isnan(c->train_loss[e]); }
+
 static inline void curves_print(const curves *c, size_t e)
 {
-    printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e], c->train_acc[e],
-           c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
+    if (curves_missing(c, e))
+        printf("%5zu %10s %9s %8s %7s %8s %10s\n", e + 1, "-", "-", "-", "-", "-", "-");
+    else
+        printf("%5zu %10.4f %9.4f %8.4f %7.4f %7.1f%% %10.0f\n", e + 1, c->train_loss[e],
+               c->train_acc[e], c->val_loss[e], c->val_acc[e], c->stall_pct[e], c->images_per_s[e]);
 }
 
 /* A resumed run's earlier epochs, from DIR/curves.csv (written after every
  * epoch): kept and printed, so the table and the file go on with the real
- * epoch numbers. Rows it lacks (a run killed before writing them) are zeros,
- * with a note. */
+ * epoch numbers. Rows it lacks (a run killed before writing them, or another
+ * --out) are not known: "-", with a note, never zeros that read as results. */
 static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
 {
     char path[4200], line[512];
     snprintf(path, sizeof path, "%.4096s/curves.csv", dir);
     FILE *f = first_epoch ? fopen(path, "r") : NULL;
     size_t found = 0;
+    for (size_t e = 0; e < first_epoch && e < MAX_EPOCHS; e++)
+        c->train_loss[e] = c->train_acc[e] = c->val_loss[e] = c->val_acc[e] = c->images_per_s[e] =
+            c->stall_pct[e] = NAN;
     while (f && fgets(line, sizeof line, f)) {
         size_t e;
         double v[6];
@@ -333,8 +380,8 @@ static inline void curves_resume(curves *c, const char *dir, size_t first_epoch)
     for (size_t e = 0; e < c->n; e++)
         curves_print(c, e);
     if (found < c->n)
-        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others are zeros\n", path,
-               found, c->n);
+        printf("note: %s holds %zu of the %zu earlier epochs' rows; the others (\"-\") are in the "
+               "--out of the run that trained them\n", path, found, c->n);
 }
 
 /* Prints one epoch's line and keeps it for the plot. */
@@ -366,8 +413,11 @@ static inline int curves_write(const curves *c, const char *dir, const char *tit
         return -1;
     fprintf(f, "epoch,train_loss,train_accuracy,val_loss,val_accuracy,images_per_s,stall_pct\n");
     for (size_t i = 0; i < c->n; i++)
-        fprintf(f, "%zu,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f\n", i + 1, c->train_loss[i], c->train_acc[i],
-                c->val_loss[i], c->val_acc[i], c->images_per_s[i], c->stall_pct[i]);
+        if (curves_missing(c, i))
+            fprintf(f, "%zu,,,,,,\n", i + 1);
+        else
+            fprintf(f, "%zu,%.6f,%.6f,%.6f,%.6f,%.1f,%.2f\n", i + 1, c->train_loss[i], c->train_acc[i],
+                    c->val_loss[i], c->val_acc[i], c->images_per_s[i], c->stall_pct[i]);
     if (fclose(f) != 0)
         return -1;
 

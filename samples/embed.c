@@ -32,8 +32,8 @@ int main(int argc, char **argv)
     /* --help: the usage on stdout; anything but one path: on stderr, status 2. */
     int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
     if (argc != 2 || help || argv[1][0] == '-') {
-        fprintf(help ? stdout : stderr, "usage: %s PATH   (DIR/<class>/<file>.png, a list "
-                "file, tar shards or IDX images)\n", argv[0]);
+        fprintf(help ? stdout : stderr, "usage: %s PATH   (DIR/<class>/<file>.png or "
+                ".jpg, a list file, tar shards or IDX images)\n", argv[0]);
         return help ? 0 : 2;
     }
     ferry_dataset *ds;

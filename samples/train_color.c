@@ -186,6 +186,10 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     char path[4096];
     ferry_dataset *all, *test, *tr, *val;
     snprintf(path, sizeof path, "%s/train", o->data);
+    char hint[4400];
+    snprintf(hint, sizeof hint, "make the synthetic colour shapes with `train_color --make-data %s`, "
+             "or pass --data DIR holding DIR/train and DIR/test (a folder per class)", o->data);
+    CHECK(sample_need_data(path, hint));
     CHECK(ferry_dataset_open(path, &img, &all));
     snprintf(path, sizeof path, "%s/test", o->data);
     CHECK(ferry_dataset_open(path, &img, &test));
@@ -211,12 +215,15 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     CHECK(ferry_module_to(net, dev));
     ferry_optim *opt;
     CHECK(ferry_sgd_create(net, o->lr, 0.9, 5e-4, &opt));
-    ferry_metrics *met;
+    /* met: the training epoch's sums, which the checkpoint keeps; evaluation
+     * has its own, so every save holds the training figures. */
+    ferry_metrics *met, *met_eval;
     CHECK(ferry_metrics_create(dev, &met));
+    CHECK(ferry_metrics_create(dev, &met_eval));
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
-    sample_ckpt ck = {o->save, o->save_every, 0, 0, false, false, true, {net, opt, NULL, l[0]}, false};
+    sample_ckpt ck = {o->save, o->save_every, 0, 0, false, false, true, {net, opt, NULL, l[0], met}, false, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
@@ -226,12 +233,13 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", o->out, channels == 3 ? "color" : "gray");
     curves_resume(&c, dir, first);
+    sample_nothing_left(&ck, o->resume, first, o->epochs);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
         CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt, &ck));
         if (ck.stopped)
             break; /* SIGTERM: saved */
-        CHECK(run_epoch(l[1], 0, net, NULL, NULL, met, s, &rv, NULL));
+        CHECK(run_epoch(l[1], 0, net, NULL, NULL, met_eval, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
         if (make_dirs(dir) == 0) /* each epoch, so that a killed run's rows are there to resume */
             curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray");
@@ -250,11 +258,12 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         printf("curves: %s/curves.csv, %s/curves.svg\n", dir, dir);
     epoch_result rtest = {0};
     if (!ck.terminated) /* a preempted run has seconds left: it saved, it goes */
-        CHECK(run_epoch(l[2], 0, net, NULL, NULL, met, s, &rtest, NULL));
+        CHECK(run_epoch(l[2], 0, net, NULL, NULL, met_eval, s, &rtest, NULL));
     *test_acc = rtest.accuracy;
 
     ferry_stream_destroy(s);
     ferry_metrics_destroy(met);
+    ferry_metrics_destroy(met_eval);
     ferry_optim_destroy(opt);
     ferry_module_destroy(net);
     for (int i = 0; i < 3; i++) {

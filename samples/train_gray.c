@@ -5,7 +5,7 @@
  * --data: a folder with train/ and test/ as `ferry export fashion-mnist` writes it
  * (default build/data/fashion-mnist); --idx: a folder with the four IDX files.
  * 10% of train (seeded) is held out for validation; --limit trains on the first N
- * of the rest. The last line printed is "test accuracy: 0.XXXX" on the 10,000
+ * of the rest (validation and test stay whole, and the data line says so). The last line printed is "test accuracy: 0.XXXX" on the 10,000
  * test images. --save FILE writes the whole run (model, optimiser, loss scaler,
  * the training loader's place) as a safetensors checkpoint at the end, and every
  * --save-every N steps; --resume FILE, with otherwise the same arguments, goes on
@@ -33,6 +33,8 @@ typedef struct opts {
 } opts;
 
 #define PROG "train_gray"
+/* Where Debian's dataset-fashion-mnist package puts the IDX files. */
+#define DEBIAN_FMNIST "/usr/share/datasets/fashion-mnist"
 
 static void usage(FILE *f)
 {
@@ -41,7 +43,8 @@ static void usage(FILE *f)
                "                  [--limit N] [--save FILE] [--save-every N] [--resume FILE]\n"
                "                  [--stop-after N] [--dist]\n"
                "  --epochs 1 to %d (default 10), --batch 1 to 65536 (128), --workers 0 to 256 (2),\n"
-               "  --lr > 0 and at most 100 (0.05), --limit 1 to 1000000000 (all), --seed any\n"
+               "  --lr > 0 and at most 100 (0.05), --limit 1 to 1000000000 (all): train on the first\n"
+               "  N training images (validation and test stay whole), --seed any\n"
                "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist;\n"
                "  --save-every 1 to 1000000000 steps (only at the end); --stop-after N: save and\n"
                "  stop after N steps in all, as a preempted run would (resume with --resume)\n",
@@ -132,11 +135,25 @@ static ferry_status check_folder(const char *dir, const ferry_dataset *train_ds)
     return st;
 }
 
+/* How to get Fashion-MNIST, for a --data or --idx folder that is not there. */
+static const char *fashion_mnist_hint(const char *data)
+{
+    static char hint[1024];
+    struct stat sb;
+    bool here = stat(DEBIAN_FMNIST "/train-images-idx3-ubyte.gz", &sb) == 0;
+    snprintf(hint, sizeof hint, "get Fashion-MNIST: --idx " DEBIAN_FMNIST " (Debian's "
+             "dataset-fashion-mnist%s), `ferry export fashion-mnist %s` (then --data %s), or "
+             "`make run` (exports it to build/data/fashion-mnist, the default --data, and trains)",
+             here ? ", installed here" : ": apt install dataset-fashion-mnist", data, data);
+    return hint;
+}
+
 static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_dataset **test)
 {
     if (o->idx) {
         char a[4096]; /* the labels file beside each is found by ferry_dataset_open */
         snprintf(a, sizeof a, "%s/train-images-idx3-ubyte.gz", o->idx);
+        CHECK(sample_need_data(o->idx, fashion_mnist_hint(o->data)));
         CHECK(ferry_dataset_open(a, NULL, train));
         snprintf(a, sizeof a, "%s/t10k-images-idx3-ubyte.gz", o->idx);
         return ferry_dataset_open(a, NULL, test);
@@ -146,7 +163,9 @@ static ferry_status open_datasets(const opts *o, ferry_dataset **train, ferry_da
     img.height = img.width = 28;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/train", o->data);
-    ferry_status st = check_folder(dir, NULL);
+    ferry_status st = sample_need_data(dir, fashion_mnist_hint(o->data));
+    if (st == FERRY_OK)
+        st = check_folder(dir, NULL);
     if (st == FERRY_OK)
         st = ferry_dataset_open(dir, &img, train);
     if (st != FERRY_OK)
@@ -200,15 +219,20 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     }
     CHECK(ferry_dataset_split(all, 0.1, o->seed, &tr, &val));
     ferry_dataset_release(all);
+    /* --limit shortens training only: validation and test stay whole, so
+     * their figures compare with a run without it. Said on the line. */
+    char limited[128] = "";
     if (o->limit && o->limit < ferry_dataset_len(tr)) {
         ferry_dataset *first;
+        snprintf(limited, sizeof limited, " (--limit %zu: the first of %zu; validation and test "
+                 "stay whole)", o->limit, ferry_dataset_len(tr));
         CHECK(ferry_dataset_subset(tr, 0, o->limit, &first));
         ferry_dataset_release(tr);
         tr = first;
     }
     size_t classes = ferry_dataset_class_count(test);
-    printf("data: %zu train, %zu validation, %zu test images, %zu classes\n", ferry_dataset_len(tr),
-           ferry_dataset_len(val), ferry_dataset_len(test), classes);
+    printf("data: %zu train%s, %zu validation, %zu test images, %zu classes\n",
+           ferry_dataset_len(tr), limited, ferry_dataset_len(val), ferry_dataset_len(test), classes);
 
     ferry_loader *ltr, *lval, *ltest;
     size_t batch = o->batch;
@@ -233,19 +257,23 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     ferry_ddp *ddp = NULL;
     if (dist)
         CHECK(ferry_ddp_create(dist, net, 0, &ddp));
-    ferry_metrics *met;
+    /* met: the training epoch's sums, which the checkpoint keeps; evaluation
+     * has its own, so every save holds the training figures. */
+    ferry_metrics *met, *met_eval;
     CHECK(ferry_metrics_create(dev, &met));
+    CHECK(ferry_metrics_create(dev, &met_eval));
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
-    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr}, false};
+    sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr, met}, false, false};
     size_t first = 0;
     CHECK(sample_resume(&ck, o->resume, &first));
     static curves c;
     curves_header();
     if (rank0)
         curves_resume(&c, o->out, first);
+    sample_nothing_left(&ck, o->resume, first, o->epochs);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         /* The learning rate steps down for the last third (set every epoch, so
          * that a resumed run has it too). */
@@ -270,7 +298,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
-        CHECK(run_epoch(lval, 0, net, NULL, NULL, met, s, &rv, NULL));
+        CHECK(run_epoch(lval, 0, net, NULL, NULL, met_eval, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
         if (rank0) /* each epoch, so that a killed run's rows are there to resume */
             curves_write(&c, o->out, "Fashion-MNIST, grayscale");
@@ -288,13 +316,14 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     epoch_result rtest;
     if (!ck.terminated) { /* a preempted run has seconds left: it saved, it goes */
-        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met, s, &rtest, NULL));
+        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met_eval, s, &rtest, NULL));
         printf("test accuracy: %.4f\n", rtest.accuracy);
     }
 
     ferry_stream_destroy(s);
     ferry_ddp_destroy(ddp);
     ferry_metrics_destroy(met);
+    ferry_metrics_destroy(met_eval);
     ferry_amp_destroy(amp);
     ferry_optim_destroy(opt);
     ferry_module_destroy(net);

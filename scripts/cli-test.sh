@@ -123,7 +123,7 @@ badval "$f: --seed 1.5: expected an integer from 0 to 18446744073709551615" "$fe
 badval "$f: --prefetch 0: expected an integer from 1 to 1024" "$ferry" bench --prefetch 0
 badval "$f: --size 16385: expected an integer from 1 to 16384" "$ferry" bench --size 16385
 badval "$f: --stream 0: expected an integer from 1 to 1000000000" "$ferry" bench --stream 0
-badval "$f: --pin maybe: expected one of on, off, both" "$ferry" bench --pin maybe
+badval "$f: --pin maybe: expected one of on, off, both, auto" "$ferry" bench --pin maybe
 mkdir -p "$tmp/sh" && : > "$tmp/sh/a.tar.gz"
 badval "$f: --baseline times libpng on image files; $tmp/sh is tar shards (run it on the image folder they were packed from)" \
     "$ferry" bench "$tmp/sh" --baseline
@@ -386,6 +386,56 @@ if [ -x "$tg" ] && [ -d "$tmp/gray/train" ]; then
 else
     skip "resume checks (train_gray or its data missing)"
 fi
+if [ -x "$tg" ] && [ -f "$tmp/ck.st" ]; then
+    # The epoch the run was stopped in (epoch 2, after 2 of its 4 steps) has
+    # the row of an uninterrupted run: its running sums were in the checkpoint.
+    run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur-ref"
+    want=$(awk -F, '$1 == 2 { print $2, $3, $4, $5 }' "$tmp/cur-ref/curves.csv" 2> /dev/null)
+    got=$(awk -F, '$1 == 2 { print $2, $3, $4, $5 }' "$tmp/cur/curves.csv" 2> /dev/null)
+    if [ $rc -eq 0 ] && [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "train_gray --resume mid-epoch: that epoch's row is the uninterrupted run's ($got)"
+    else
+        bad "train_gray --resume mid-epoch: epoch 2's row '$got', uninterrupted '$want'"
+    fi
+    # The finished run resumed into another --out: said so; the last epoch's
+    # row is made again from the checkpoint, the rows it does not have are
+    # "-", never zeros that read as results.
+    run "$tg" --data "$tmp/gray" --epochs 3 --batch 16 --workers 0 --out "$tmp/cur-new" \
+        --resume "$tmp/ck.st"
+    last=$(awk -F, '$1 == 3 { print $2, $3, $4, $5 }' "$tmp/cur-ref/curves.csv" 2> /dev/null)
+    if [ $rc -eq 0 ] && grep -q "has finished all 3 epochs: nothing left to train" "$tmp/out" &&
+       ! grep -Eq '^ +[0-9]+ +0\.0000 ' "$tmp/out" && [ "$(grep -Ec '^ +[12] +- +- ' "$tmp/out")" -eq 2 ] &&
+       grep -q '^2,,,,,,$' "$tmp/cur-new/curves.csv" &&
+       [ "$(awk -F, '$1 == 3 { print $2, $3, $4, $5 }' "$tmp/cur-new/curves.csv")" = "$last" ]; then
+        ok "train_gray --resume of a finished run into a new --out: nothing left to train, rows '-', the last made again"
+    else
+        bad "train_gray --resume of a finished run into a new --out: exit $rc"; show "$tmp/out"
+    fi
+    run "$tg" --data "$tmp/gray" --epochs 1 --batch 16 --workers 0 --limit 10 --out "$tmp/lim"
+    if [ $rc -eq 0 ] && grep -q "^data: 10 train (--limit 10: the first of [0-9]*; validation and test stay whole), [0-9]* validation" "$tmp/out"; then
+        ok "train_gray --limit 10: the data line says validation and test stay whole"
+    else
+        bad "train_gray --limit 10: exit $rc, $(grep '^data:' "$tmp/out")"
+    fi
+fi
+# ---- no data: how to get it, not a bare "No such file or directory" ----
+if [ -x "$tg" ]; then
+    run "$tg" --data "$tmp/nodata" --epochs 1
+    if [ $rc -ne 0 ] && grep -q -- "--idx /usr/share/datasets/fashion-mnist" "$tmp/err" &&
+       grep -q "ferry export fashion-mnist" "$tmp/err" && grep -q "make run" "$tmp/err"; then
+        ok "train_gray without data: --idx, ferry export or make run"
+    else
+        bad "train_gray without data: exit $rc, no way to get it"; show "$tmp/err"
+    fi
+fi
+if [ -x "$build/samples/train_color" ]; then
+    run "$build/samples/train_color" --data "$tmp/nodata" --epochs 1
+    if [ $rc -ne 0 ] && grep -q -- "train_color --make-data $tmp/nodata" "$tmp/err"; then
+        ok "train_color without data: --make-data"
+    else
+        bad "train_color without data: exit $rc, no way to get it"; show "$tmp/err"
+    fi
+fi
 # ---- messages: said once, in the command line's words, each with a reason ----
 env FERRY_SIM_GPUS=1 FERRY_SIM_GPU_MEM=-5 "$ferry" info > "$tmp/out" 2> "$tmp/err"
 grep -q "FERRY_SIM_GPU_MEM=-5: expected a size" "$tmp/err" && grep -q "0.50 GiB memory" "$tmp/out"
@@ -398,7 +448,7 @@ else
     bad "FERRY_SIM_GPU_MEM=-5 / FERRY_SIM_SEED=xyz taken without a word"; show "$tmp/err"
 fi
 run env FERRY_SIM_GPUS=0 "$ferry" info
-if [ "$("$ferry" info | grep -c '^  cuda:')" -gt 0 ] || grep -q "no CUDA device: this" "$tmp/out"; then
+if [ "$("$ferry" info | grep -c '^  cuda:')" -gt 0 ] || grep -q "no CUDA device: \(this\|no CUDA driver\)" "$tmp/out"; then
     ok "ferry info says why there is no GPU (or lists one)"
 else
     bad "ferry info: no reason for no GPU"; show "$tmp/out"
@@ -474,6 +524,104 @@ if [ -d "$tmp/gray/train" ] && [ -x "$tg" ]; then
     else
         bad "train_gray: a refused resume said $(grep -c 'does not fit' "$tmp/err") times"; show "$tmp/err"
     fi
+fi
+# ---- no shell: --compare-torch starts python3 with an argument vector ----
+# A folder named q';touch INJECTED;' was pasted into a popen command line, and
+# the shell ran the touch. A python3 of our own, first on PATH, writes down the
+# arguments it was given: the folder's name must arrive whole, as one argument,
+# and nothing must be run.
+qdir="$tmp/q';touch INJECTED;'"
+mkdir -p "$qdir/a" "$tmp/fakebin" "$tmp/qcwd" && cp "$imgs/a/$first" "$qdir/a/"
+printf '%s\n' '#!/bin/sh' 'for a in "$@"; do printf "%s\n" "$a"; done > "$FERRY_FAKE_ARGS"' \
+    'echo "{\"torch\": \"0.0-fake\", \"images_per_s\": 123.0}"' > "$tmp/fakebin/python3"
+chmod +x "$tmp/fakebin/python3"
+(cd "$tmp/qcwd" && PATH="$tmp/fakebin:$PATH" FERRY_FAKE_ARGS="$tmp/qargs" timeout 60 \
+    "$ferry_abs" bench "$qdir" --epochs 1 --workers 0 --compare-torch > "$tmp/out" 2> "$tmp/err")
+rc=$?
+if [ $rc -eq 0 ] && [ ! -e "$tmp/qcwd/INJECTED" ] && [ ! -e "$tmp/INJECTED" ] &&
+   [ "$(sed -n 2p "$tmp/qargs" 2> /dev/null)" = "$qdir" ] && grep -q "PyTorch 0.0-fake DataLoader" "$tmp/out"; then
+    ok "ferry bench --compare-torch: a folder named q';touch INJECTED;' is one argument, no shell"
+else
+    bad "ferry bench --compare-torch on q';touch INJECTED;' (exit $rc; INJECTED: $(ls "$tmp/qcwd"))"
+    show "$tmp/out"; show "$tmp/err"; [ -f "$tmp/qargs" ] && show "$tmp/qargs"
+fi
+# ---- names are printed safely: control characters as \xHH ----
+# A tar member named ESC [2K CR ... (a cut PNG) and a file of that name in an
+# image folder: ferry check's listing shows the escapes, never the raw bytes.
+esc=$(printf '\033[2K\r')
+if command -v python3 > /dev/null 2>&1; then
+    python3 - "$imgs/a/$first" "$tmp/esc.tar" <<'PY'
+import io, sys, tarfile
+png = open(sys.argv[1], "rb").read()
+with tarfile.open(sys.argv[2], "w", format=tarfile.GNU_FORMAT) as t:
+    for name, data in (("a.png", png), ("a.cls", b"0"),
+                       ("\x1b[2K\rhidden.png", png[:60]), ("\x1b[2K\rhidden.cls", b"0")):
+        m = tarfile.TarInfo(name); m.size = len(data); t.addfile(m, io.BytesIO(data))
+PY
+    run "$ferry" check "$tmp/esc.tar"
+    if [ $rc -eq 1 ] && grep -qF 'esc.tar:\x1b[2K\x0dhidden.png: ' "$tmp/out" &&
+       ! grep -q "$(printf '\033')" "$tmp/out" && ! grep -q "$(printf '\r')" "$tmp/out"; then
+        ok "ferry check on a tar member named ESC[2K CR...: listed as \\x1b[2K\\x0d, no raw escape"
+    else
+        bad "ferry check on a tar member named ESC[2K CR...: exit $rc"; show "$tmp/out"
+    fi
+else
+    skip "ferry check on an escape-laden tar member (no python3 to write the tar)"
+fi
+mkdir -p "$tmp/escf/a" && head -c 60 "$imgs/a/$first" > "$tmp/escf/a/${esc}x.png"
+run "$ferry" check "$tmp/escf/a/${esc}x.png" "$tmp/escf/a"
+if [ $rc -eq 1 ] && [ "$(grep -cF 'escf/a/\x1b[2K\x0dx.png: ' "$tmp/out")" -eq 2 ] &&
+   ! grep -q "$(printf '\033')" "$tmp/out"; then
+    ok "ferry check on a file named ESC[2K CR x.png: listed with \\x1b, no raw escape"
+else
+    bad "ferry check on a file named ESC[2K CR x.png: exit $rc"; show "$tmp/out"
+fi
+# ---- help texts name every format the commands take ----
+missing=
+"$ferry" --help > "$tmp/out" 2>&1
+grep -q '^  check .*\.jpg' "$tmp/out" || missing="$missing [ferry --help: check]"
+grep -q '^  pack .*JPEG' "$tmp/out" || missing="$missing [ferry --help: pack]"
+"$ferry" pack --help > "$tmp/out" 2>&1
+grep -q 'SRC/<class>/<file>.png or .jpg' "$tmp/out" || missing="$missing [pack --help]"
+"$ferry" check --help > "$tmp/out" 2>&1
+grep -q 'every image (.png, .jpg, .jpeg)' "$tmp/out" || missing="$missing [check --help]"
+"$ferry" bench --help > "$tmp/out" 2>&1
+grep -q 'bench decode .*PNG or JPEG' "$tmp/out" || missing="$missing [bench --help: decode]"
+if [ -x "$build/samples/embed" ]; then
+    "$build/samples/embed" --help > "$tmp/out" 2>&1
+    grep -q '<file>.png or .jpg' "$tmp/out" || missing="$missing [embed --help]"
+fi
+if [ -z "$missing" ]; then
+    ok "help texts name JPEG beside PNG (ferry, check, pack, bench, embed)"
+else
+    bad "help texts say PNG only:$missing"
+fi
+# ---- no GPU: nothing about pinning unless asked; the driver said as it is ----
+mkdir -p "$tmp/pin/a" && cp "$imgs/a/$first" "$tmp/pin/a/"
+run "$ferry" bench "$tmp/pin" --epochs 1 --batch 1 --workers 0 --device cpu
+if [ $rc -eq 0 ] && ! grep -q "pin_memory" "$tmp/err"; then
+    ok "ferry bench without --pin: no pin_memory warning"
+else
+    bad "ferry bench without --pin: exit $rc, a warning about what was not asked"; show "$tmp/err"
+fi
+run "$ferry" bench "$tmp/pin" --epochs 1 --batch 1 --workers 0 --device cpu --pin on
+if [ $rc -eq 0 ] && grep -q "pin_memory requested" "$tmp/err"; then
+    ok "ferry bench --pin on with a CPU device: the warning, once asked"
+else
+    bad "ferry bench --pin on with a CPU device: exit $rc, no warning"; show "$tmp/err"
+fi
+# No NVIDIA driver at all (no libcuda): a CUDA build says so, not "insufficient".
+if "$ferry" info | grep -q '^build: CUDA' && ! ldconfig -p 2> /dev/null | grep -q 'libcuda\.so\.1' &&
+   [ ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] && [ ! -e /usr/lib64/libcuda.so.1 ]; then
+    run env FERRY_SIM_GPUS=0 "$ferry" info
+    if grep -q "no CUDA device: no CUDA driver installed (no GPU)" "$tmp/out" &&
+       ! grep -qi "insufficient" "$tmp/out"; then
+        ok "ferry info without a driver: no CUDA driver installed (no GPU)"
+    else
+        bad "ferry info without a driver: $(grep 'no CUDA' "$tmp/out")"
+    fi
+else
+    skip "ferry info without a CUDA driver (a CPU-only build, or a driver is installed)"
 fi
 readme=$(dirname "$0")/../README.md
 if [ -f "$readme" ]; then

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
 # files given, and a check that no public header names a file under src/ or
-# tests/ (headers state contracts, docs/DESIGN.md the mechanism), and that every
+# tests/ (headers state contracts, docs/DESIGN.md the mechanism), that no
+# program is run through a shell (popen, system), and that every
 # FERRY_API prototype has a definition in src/ (make lint passes what the
 # build compiles, without the CUDA variants), with the project's flags. Prints
 # the findings, one line per tool, and a "N passed, N failed, N skipped"
@@ -75,6 +76,22 @@ if grep -n -E '(^|[^A-Za-z0-9_])(src|tests)/[A-Za-z0-9_./-]+' include/ferry.h in
     failed=$((failed + 1))
 else
     echo "ok    public headers name no file under src/ or tests/"
+    passed=$((passed + 1))
+fi
+# No shell: a command line built from a name (a folder with a quote in it)
+# runs whatever the name says. Programs are started with posix_spawn and an
+# argument vector; popen, system, the execl family and "sh -c" are refused in
+# src/, tools/ and samples/ (FERRY_LINT_SHELL_DIRS to point it elsewhere).
+shell_dirs=${FERRY_LINT_SHELL_DIRS:-src tools samples}
+# shellcheck disable=SC2086 # a list of folders
+if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' \
+        '(^|[^A-Za-z0-9_])(popen|system|execl|execlp|execle)[[:space:]]*\(|"(/bin/)?sh"|sh -c' \
+        $shell_dirs > "$out"; then
+    echo "FAIL  a shell or popen/system/execl in $shell_dirs (use posix_spawn with an argument vector):"
+    cat "$out"
+    failed=$((failed + 1))
+else
+    echo "ok    no shell, popen, system or execl in $shell_dirs"
     passed=$((passed + 1))
 fi
 # Every FERRY_API prototype has a definition in src/ (a line that starts with

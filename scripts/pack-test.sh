@@ -4,7 +4,8 @@
 # files' bytes and labels in sample order, `tar tf` lists them, Python's tarfile
 # reads them, `ferry bench` prints the same digest for the shards as for the
 # folder, `ferry check` passes them and names a corrupt sample, --shard-size
-# splits, an IDX pair packs, bad arguments exit 2, and the same shards
+# splits, an IDX pair packs, PACK.txt maps keys to source files, a truncated
+# JPEG stops the pack (--no-check packs it), bad arguments exit 2, and the same shards
 # gzip-compressed (by gzip, GNU tar and Python) give the same digest. Prints one line per check
 # and a "N passed, N failed, N skipped" summary.
 #   FERRY_BUILD=build/h5 sh scripts/pack-test.sh   (default: build)
@@ -285,6 +286,44 @@ for f in "$tmp/ix2"/*.tar; do [ -f "$f" ] && nsh2=$((nsh2 + 1)); done
 [ $rc -eq 1 ] && [ "$nsh2" -eq "$nsh" ] && [ -f "$tmp/ix2/PACK.txt" ] &&
     "$ferry" check "$tmp/ix2" > /dev/null 2>&1
 check "a failed --index keeps the $nsh2 whole shards (exit $rc)" $?
+# PACK.txt maps each key to its shard and source file: every key line of a
+# shuffled pack over several shards names the file whose bytes the member holds.
+"$ferry" pack "$tmp/folder" "$tmp/mapped" --seed 5 --shard-size 40K > "$tmp/out" 2>&1 &&
+    grep -q "every image decode-checked" "$tmp/out" &&
+    grep -q "^checked: every image decoded before it was packed" "$tmp/mapped/PACK.txt" &&
+    "$py" - "$tmp/mapped" <<'EOF'
+import os, sys, tarfile
+d = sys.argv[1]; seen = set(); shards = set()
+lines = open(d + "/PACK.txt").read().split("\n")
+keys = lines[lines.index("keys: KEY SHARD SOURCE, one a line") + 1:-1]
+for line in keys:
+    key, shard, src = line.split(" ", 2)
+    with tarfile.open(d + "/" + shard) as t:
+        assert t.extractfile(key + ".png").read() == open(src, "rb").read(), line
+    seen.add(src); shards.add(shard)
+assert len(keys) == 300 and len(seen) == 300 and len(shards) > 1, (len(keys), len(seen), shards)
+EOF
+check "PACK.txt maps each of 300 keys to its shard and source file (shuffled, several shards)" $?
+"$ferry" pack "$tmp/img.idx" "$tmp/idxmap" --labels "$tmp/lab.idx" --no-shuffle > /dev/null 2>&1 &&
+    grep -q "^000007 shard-000000.tar $tmp/img.idx#7\$" "$tmp/idxmap/PACK.txt"
+check "PACK.txt of an IDX pair names the image's index" $?
+# A truncated JPEG is found when packed, by its source file: the pack stops,
+# leaves no shard and says how to go on; --no-check packs it and says so.
+jpg=$(dirname "$0")/../tests/ref/jpeg/rgb420.jpg
+mkdir -p "$tmp/jsrc/a" "$tmp/jsrc/b" && cp "$jpg" "$tmp/jsrc/a/1.jpg" && cp "$jpg" "$tmp/jsrc/b/2.jpg" &&
+    head -c $(($(wc -c < "$jpg") * 2 / 3)) "$jpg" > "$tmp/jsrc/b/cut.jpg"
+"$ferry" pack "$tmp/jsrc" "$tmp/jout" > "$tmp/out" 2> "$tmp/err"
+rc=$?
+left=$(ls "$tmp/jout" 2> /dev/null | wc -l)
+[ $rc -eq 1 ] && grep -q "jsrc/b/cut.jpg: premature end of JPEG data" "$tmp/err" &&
+    grep -q "nothing was packed" "$tmp/err" && grep -q -- "--no-check" "$tmp/err" && [ "$left" -eq 0 ]
+check "pack stops at a truncated JPEG, naming its source file, no shard left ($(head -n 1 "$tmp/err"))" $?
+"$ferry" pack "$tmp/jsrc" "$tmp/jout2" --no-check > "$tmp/out" 2> "$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "NOT decode-checked" "$tmp/out" && grep -q "^checked: no (--no-check)" "$tmp/jout2/PACK.txt" &&
+    key=$(grep " $tmp/jsrc/b/cut.jpg\$" "$tmp/jout2/PACK.txt" | cut -d' ' -f1) && [ -n "$key" ] &&
+    "$ferry" check "$tmp/jout2" | grep -q "shard-000000.tar:$key.jpg"
+check "pack --no-check packs it and says so; PACK.txt leads from the bad key to cut.jpg" $?
 badarg() {
     want=$1; shift
     "$ferry" pack "$@" > "$tmp/out" 2> "$tmp/err"

@@ -2,7 +2,9 @@
 # Kill and resume: train_color runs with --save-every, is killed with SIGKILL at
 # seeded random instants, and is restarted with --resume (each time with another
 # --workers) until it finishes; its last checkpoint must equal the uninterrupted
-# run's bit for bit (ferry diff at tolerance 0, and cmp). On the CPU and on a
+# run's bit for bit (ferry diff at tolerance 0, and cmp), and its last epoch's
+# row (train and validation loss and accuracy) must be the uninterrupted run's:
+# the epoch's running sums are in the checkpoint. On the CPU and on a
 # simulated GPU. Prints one line per check and "N passed, N failed, N skipped".
 #   FERRY_BUILD  build folder (default build); FERRY_RESUME_SEED  kill times
 set -u
@@ -26,16 +28,18 @@ RANDOM=$seed
 args() {
     local dev=$1 ck=$2 w=$3; shift 3
     cmd=("$build/samples/train_color" --data "$tmp/data" --channels 3 --epochs 2 --batch 16
-         --device "$dev" --workers "$w" --out "$tmp/out" --save "$ck" --save-every 2 "$@")
+         --device "$dev" --workers "$w" --out "$tmp/out-$dev" --save "$ck" --save-every 2 "$@")
 }
 train() { args "$@"; "${cmd[@]}"; }
+# Epoch 2's train loss, train accuracy, validation loss and accuracy in a log.
+last_row() { awk '$1 == "2" && NF == 7 && $2 ~ /^[0-9.]+$/ { r = $2 " " $3 " " $4 " " $5 } END { print r }' "$1"; }
 
 check_device() { # label device env...
     local label=$1 dev=$2
     local ref=$tmp/ref-$label.st ck=$tmp/run-$label.st
     local t0 t1
     t0=$(date +%s.%N)
-    if ! train "$dev" "$ref" 2 >"$tmp/ref.log" 2>&1; then
+    if ! train "$dev" "$ref" 2 --out "$tmp/ref-out-$label" >"$tmp/ref.log" 2>&1; then
         bad "$label: the uninterrupted run failed"; sed 's/^/    /' "$tmp/ref.log" | tail -5; return
     fi
     t1=$(date +%s.%N)
@@ -81,6 +85,16 @@ check_device() { # label device env...
         ok "$label: no temporary checkpoint left beside $ck after $kills kills"
     else
         bad "$label: $left temporary checkpoint(s) left: $(ls "$ck".tmp* | head -3 | tr '\n' ' ')"
+    fi
+    # The last epoch's row, as the run that ended printed it (made again from
+    # the checkpoint when the epoch had ended before the last kill).
+    local want got
+    want=$(last_row "$tmp/ref.log") got=$(last_row "$tmp/run.log")
+    if [ -n "$want" ] && [ "$want" = "$got" ]; then
+        ok "$label: the resumed run's last row is the uninterrupted run's ($got)"
+    else
+        bad "$label: the last row: uninterrupted '$want', resumed '$got' (train loss, acc, val loss, acc)"
+        sed 's/^/    /' "$tmp/run.log" | tail -5
     fi
     if "$build/ferry" diff "$ref" "$ck" --tol 0 >"$tmp/diff.log" 2>&1 && cmp -s "$ref" "$ck"; then
         ok "$label: killed $kills times, resumed $resumes times with 0/1/2 workers: the final checkpoint is the uninterrupted run's"

@@ -1761,7 +1761,7 @@ TEST(nn_checkpoint_write_read_errors)
 {
     const char *p = ft_tmp("write_read.safetensors"); /* not ckpt_path(): others read that */
     ferry_checkpoint none = {0};
-    ferry_checkpoint c = {net(), NULL, NULL, NULL};
+    ferry_checkpoint c = {net(), NULL, NULL, NULL, NULL};
     CHK(ferry_checkpoint_save(NULL, &c), FERRY_ERR_INVALID_ARG);
     CHK(ferry_checkpoint_save(p, NULL), FERRY_ERR_INVALID_ARG);
     CHK(ferry_checkpoint_save(p, &none), FERRY_ERR_INVALID_ARG);
@@ -1775,7 +1775,7 @@ TEST(nn_checkpoint_write_read_errors)
     ferry_optim *o = NULL;
     ASSERT_OK(ferry_linear_create(3, 4, true, &other));
     ASSERT_OK(ferry_sgd_create(other, 0.1, 0.0, 0.0, &o));
-    ferry_checkpoint wrong = {net(), o, NULL, NULL};
+    ferry_checkpoint wrong = {net(), o, NULL, NULL, NULL};
     CHK(ferry_checkpoint_save(p, &wrong), FERRY_ERR_INVALID_ARG);
     ferry_optim_destroy(o);
     ferry_module_destroy(other);
@@ -1785,7 +1785,7 @@ TEST(nn_checkpoint_write_read_errors)
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&lc, &l));
     ASSERT_OK(ferry_checkpoint_save(p, &c));
-    ferry_checkpoint with_loader = {net(), NULL, NULL, l};
+    ferry_checkpoint with_loader = {net(), NULL, NULL, l, NULL};
     CHK(ferry_checkpoint_load(p, &with_loader), FERRY_ERR_FORMAT);
     CHK(ferry_loader_state_check(NULL, NULL), FERRY_ERR_INVALID_ARG);
     ferry_loader_destroy(l);

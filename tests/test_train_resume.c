@@ -99,7 +99,7 @@ static void run_close(run *r)
 
 static ferry_checkpoint parts(run *r, bool with_loader)
 {
-    return (ferry_checkpoint){r->net, r->opt, r->amp, with_loader ? r->loader : NULL};
+    return (ferry_checkpoint){r->net, r->opt, r->amp, with_loader ? r->loader : NULL, NULL};
 }
 
 /* Trains from where the loader is to the end of epoch EPOCHS - 1, or until

@@ -4,12 +4,16 @@
  * delivered batch that must not change with the worker count. A row measured on
  * the simulated GPU (FERRY_SIM_GPUS) is marked simulated: its digest is real, its
  * timings mean nothing. */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/private_dir.h" /* the user's cache folder */
@@ -27,12 +31,15 @@
 #define FERRY_SOURCE_DIR "."
 #endif
 #define MAX_LIST 16
+/* --pin: the loader's pin_memory. AUTO pins when the device is a GPU and says
+ * nothing on a CPU, so a bench without --pin warns of nothing it was not asked. */
+enum { PIN_OFF = 0, PIN_ON = 1, PIN_AUTO = 2 };
 
 typedef struct bench_opts {
     const char *dir;
     size_t workers[MAX_LIST], nworkers;
     size_t batch;
-    int pin[2], npin;         /* 1 on, 0 off */
+    int pin[2], npin;         /* PIN_ON, PIN_OFF or PIN_AUTO (the default) */
     int overlap[2], noverlap;
     ferry_dtype wire[2];
     size_t nwire;
@@ -153,7 +160,8 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
     ferry_loader_config c = {
         .dataset = ds, .batch_size = o->batch, .shuffle = true, .seed = o->seed, .device = dev,
         .num_workers = workers ? workers : FERRY_LOADER_NO_WORKERS, /* 0: the caller's thread */
-        .pin_memory = pin ? FERRY_PIN_MEMORY_ON : FERRY_PIN_MEMORY_OFF,
+        .pin_memory = pin == PIN_ON ? FERRY_PIN_MEMORY_ON
+                      : pin == PIN_OFF ? FERRY_PIN_MEMORY_OFF : FERRY_PIN_MEMORY_AUTO,
         .wire_dtype = wire == FERRY_DTYPE_F32 ? FERRY_WIRE_F32 : FERRY_WIRE_U8,
         /* Augmentation runs only in training: any of --rrc, --crop-pad, --flip
          * asks for it, so the bench measures the augmentation it was given. */
@@ -314,19 +322,9 @@ static int prepare_default(const char **dir)
     return 0;
 }
 
-/* PyTorch's DataLoader on the same folder, through bench/compare_torch.py. */
-static int torch_row(const bench_opts *o, size_t workers, double *images_per_s, char *version,
-                     size_t vsize)
+/* compare_torch.py's JSON line: its images/s and PyTorch's version. */
+static void read_torch_output(FILE *p, double *images_per_s, char *version, size_t vsize)
 {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "python3 '%s/bench/compare_torch.py' '%s' --torch-only --json --workers %zu --batch %zu "
-             "--epochs %zu --pin %s --device %s",
-             FERRY_SOURCE_DIR, o->dir, workers, o->batch, o->epochs, o->pin[0] ? "on" : "off",
-             o->device && !strncmp(o->device, "cuda", 4) ? "cuda" : "cpu");
-    FILE *p = popen(cmd, "r");
-    if (!p)
-        return -1;
     char line[4096] = "";
     while (fgets(line, sizeof line, p)) {
         const char *k = strstr(line, "\"images_per_s\":");
@@ -339,22 +337,78 @@ static int torch_row(const bench_opts *o, size_t workers, double *images_per_s, 
             snprintf(version, vsize, "%.*s", (int)(n < vsize ? n : vsize - 1), v);
         }
     }
-    return pclose(p) == 0 && *images_per_s > 0 ? 0 : -1;
+}
+
+/* PyTorch's DataLoader on the same folder, through bench/compare_torch.py.
+ * python3 (found on PATH) is started with an argument vector, never through
+ * a shell: the folder's name, whatever it holds (quotes, ;, $), arrives as
+ * one argument and is never run. Its stdout comes back through a pipe. */
+static int torch_row(const bench_opts *o, size_t workers, double *images_per_s, char *version,
+                     size_t vsize)
+{
+    char script[4200], w[32], b[32], e[32];
+    snprintf(script, sizeof script, "%s/bench/compare_torch.py", FERRY_SOURCE_DIR);
+    snprintf(w, sizeof w, "%zu", workers);
+    snprintf(b, sizeof b, "%zu", o->batch);
+    snprintf(e, sizeof e, "%zu", o->epochs);
+    /* auto pins on a GPU, as PyTorch's pin_memory=True does (its own rule
+     * leaves a CPU device pageable). */
+    char *args[] = {"python3", script, (char *)o->dir, "--torch-only", "--json",
+                    "--workers", w, "--batch", b, "--epochs", e,
+                    "--pin", o->pin[0] != PIN_OFF ? "on" : "off",
+                    "--device", o->device && !strncmp(o->device, "cuda", 4) ? "cuda" : "cpu", NULL};
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        fprintf(stderr, "ferry bench: --compare-torch: pipe: %s\n", strerror(errno));
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    int rc = posix_spawn_file_actions_init(&fa);
+    if (rc == 0) {
+        /* The child's stdout is the pipe; dup2 leaves the copy open across exec. */
+        rc = posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+        pid_t pid;
+        if (rc == 0)
+            rc = posix_spawnp(&pid, "python3", &fa, NULL, args, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        close(fds[1]);
+        if (rc == 0) {
+            FILE *p = fdopen(fds[0], "r");
+            if (p)
+                read_torch_output(p, images_per_s, version, vsize);
+            if (p)
+                fclose(p);
+            else
+                close(fds[0]);
+            int status = 0;
+            while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+                ;
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0 && *images_per_s > 0 ? 0 : -1;
+        }
+    } else {
+        close(fds[1]);
+    }
+    close(fds[0]);
+    fprintf(stderr, "ferry bench: --compare-torch: cannot run python3: %s\n", strerror(rc));
+    return -1;
 }
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ferry bench DIR [--workers 0,1,2] [--batch N] [--pin on|off|both]\n"
+            "usage: ferry bench DIR [--workers 0,1,2] [--batch N] [--pin auto|on|off|both]\n"
             "                       [--overlap on|off|both] [--wire u8|f32|both] [--device D]\n"
             "                       [--epochs N] [--seed S] [--compute-ms X] [--prefetch N]\n"
             "                       [--limit N] [--plot FILE.svg] [--baseline] [--no-digest]\n"
             "                       [--format table|json] [--size N] [--crop-pad N] [--flip]\n"
             "                       [--stream B] [--rrc N] [--jitter B[,C,S,H]]\n"
             "       ferry bench h2d [--help]       host-to-device copy bandwidth\n"
-            "       ferry bench decode [--help]    ferry's PNG decoder beside plain libpng\n"
+            "       ferry bench decode [--help]    ferry's PNG or JPEG decoder beside plain libpng or\n"
+            "                                      libjpeg-turbo\n"
             "  --workers: up to 16 counts from 0 to 256; --batch 1 to 65536; --epochs 1 to 1000000;\n"
             "  --prefetch 1 to 1024; --compute-ms 0 to 1000000; --limit 1 to 1000000000\n"
+            "  --pin: pinned host memory for the copies: auto (the default: pinned when the\n"
+            "         device is a GPU), on, off, or both (a row each)\n"
             "  --size N: center-crop every image to N x N (1 to 16384)\n"
             "  --rrc N: the ImageNet training recipe: RandomResizedCrop(N) (1 to 4096), RGB,\n"
             "           normalised with ImageNet's mean and std (add --flip for the flip)\n"
@@ -376,13 +430,21 @@ static void usage(FILE *f)
 
 #define BENCH "ferry bench"
 
-/* --pin/--overlap on|off|both into the list of settings to run. */
+/* --pin/--overlap on|off|both into the list of settings to run; --pin also
+ * takes auto. */
 static int parse_onoff(const char *opt, const char *v, int *out, int *n)
 {
     static const char *const words[] = {"on", "off", "both", NULL};
+    static const char *const pin_words[] = {"on", "off", "both", "auto", NULL};
+    bool pin = !strcmp(opt, "--pin");
     int k = 0;
-    if (cli_choice(BENCH, opt, v, words, &k) != 0)
+    if (cli_choice(BENCH, opt, v, pin ? pin_words : words, &k) != 0)
         return CLI_USAGE;
+    if (k == 3) {
+        out[0] = PIN_AUTO;
+        *n = 1;
+        return 0;
+    }
     out[0] = k != 1; /* on, or both: on first */
     out[1] = 0;
     *n = k == 2 ? 2 : 1;
@@ -470,15 +532,26 @@ static bool parse_flag(bench_opts *o, const char *a)
     return true;
 }
 
+/* Whether the row asked for pinned memory: on, or auto on a GPU. */
+static bool pin_used(const bench_row *r)
+{
+    return r->pin == PIN_ON || (r->pin == PIN_AUTO && r->pinned);
+}
+
+static const char *pin_mode(int pin)
+{
+    return pin == PIN_ON ? "on" : pin == PIN_OFF ? "off" : "auto";
+}
+
 static void print_row(const bench_opts *o, const bench_row *r)
 {
     if (o->json) {
-        printf("{\"workers\":%zu,\"batch\":%zu,\"pin\":%s,\"pinned\":%s,\"overlap\":%s,\"wire\":\"%s\","
+        printf("{\"workers\":%zu,\"batch\":%zu,\"pin\":%s,\"pin_mode\":\"%s\",\"pinned\":%s,\"overlap\":%s,\"wire\":\"%s\","
                "\"device\":\"%s\",\"images\":%llu,\"seconds\":%.4f,\"images_per_s\":%.1f,"
                "\"mb_per_s\":%.2f,\"stall_pct\":%.2f,\"h2d_gbps\":%.3f,\"digest\":\"%016llx\","
                "\"read_s\":%.4f,\"decode_s\":%.4f,\"transform_s\":%.4f,\"wait_s\":%.4f,"
                "\"allocs_after_warmup\":%llu,\"simulated\":%s",
-               r->workers, r->batch, r->pin ? "true" : "false", r->pinned ? "true" : "false",
+               r->workers, r->batch, pin_used(r) ? "true" : "false", pin_mode(r->pin), r->pinned ? "true" : "false",
                r->overlap ? "true" : "false", ferry_dtype_name(r->wire), r->device,
                (unsigned long long)r->images, r->seconds, r->images_per_s, r->mb_per_s,
                r->stall_pct, r->h2d_gbps, (unsigned long long)r->digest, r->stats.read_s,
@@ -496,7 +569,8 @@ static void print_row(const bench_opts *o, const bench_row *r)
         printf("}\n");
     } else {
         printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx%s\n", r->workers,
-               r->batch, r->pin ? (r->pinned ? "on" : "on*") : "off", r->overlap ? "on" : "off",
+               r->batch, r->pin == PIN_ON ? (r->pinned ? "on" : "on*") : r->pinned ? "on" : "off",
+               r->overlap ? "on" : "off",
                ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
                r->h2d_gbps, (unsigned long long)r->digest, r->simulated ? "  (simulated)" : "");
         /* Where a worker's time goes, PNG or JPEG alike (a crop's resize,
@@ -524,7 +598,7 @@ static int parse_args(int argc, char **argv, bench_opts *o)
     memset(o, 0, sizeof *o);
     o->workers[0] = 0; o->workers[1] = 1; o->workers[2] = 2; o->nworkers = 3;
     o->batch = 256;
-    o->pin[0] = 1; o->npin = 1;
+    o->pin[0] = PIN_AUTO; o->npin = 1;
     o->overlap[0] = 1; o->noverlap = 1;
     o->wire[0] = FERRY_DTYPE_U8; o->nwire = 1;
     o->epochs = 1;
@@ -665,7 +739,7 @@ static int run_grid(const bench_opts *o, ferry_dataset *ds, void *hostbuf, size_
                                row.images_per_s / (plain * (double)row.workers), row.workers);
                     char label[96];
                     snprintf(label, sizeof label, "workers %zu, pin %s, overlap %s, %s%s", row.workers,
-                             row.pin ? "on" : "off", row.overlap ? "on" : "off",
+                             pin_mode(row.pin), row.overlap ? "on" : "off",
                              ferry_dtype_name(row.wire), row.simulated ? " (simulated)" : "");
                     chart_add(ch, label, row.images_per_s);
                     if (o->digest && row.wire == FERRY_DTYPE_U8) {
@@ -695,7 +769,7 @@ static int compare_torch(const bench_opts *o, chart *ch)
                version, w, o->batch, ips);
     else
         printf("%7zu %6zu %4s %7s %4s %-7s %10.0f  (PyTorch %s DataLoader)\n", w, o->batch,
-               o->pin[0] ? "on" : "off", "-", "f32", o->device ? o->device : "cpu", ips, version);
+               pin_mode(o->pin[0]), "-", "f32", o->device ? o->device : "cpu", ips, version);
     char label[96];
     snprintf(label, sizeof label, "PyTorch DataLoader, workers %zu", w);
     chart_add(ch, label, ips);

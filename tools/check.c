@@ -1,4 +1,4 @@
-/* `ferry check PATH...`: decodes every .png under the paths with the library's
+/* `ferry check PATH...`: decodes every image (.png, .jpg, .jpeg) under the paths with the library's
  * limits and reports the bad ones, one line each, in path order. An entry that
  * cannot be read at all (a dangling link, no permission, a folder or FIFO named
  * x.png, a folder that cannot be opened, a path that does not exist) is a bad
@@ -31,9 +31,11 @@ static void *check_worker(void *arg)
     check_job *job = arg;
     ferry_scratch *s = NULL;
     ferry_scratch_create(&s);
-    ferry_image_config cfg = ferry_image_config_default();
+    size_t max_file_bytes = ferry_image_config_default().limits.max_file_bytes;
     uint8_t *file = NULL, *pix = NULL;
     size_t file_cap = 0, pix_cap = 0;
+    /* Every line goes through ferry_format_cut, which escapes control
+     * characters: a file or member name cannot rewrite the terminal. */
     char msg[1200];
     for (;;) {
         size_t i = atomic_fetch_add(&job->next, 1);
@@ -41,49 +43,23 @@ static void *check_worker(void *arg)
             break;
         const char *path = job->files->v[i];
         if (job->files->why[i]) { /* known while listing: nothing to read */
-            snprintf(msg, sizeof msg, "%s%s%s", path, path[0] ? ": " : "", job->files->why[i]);
+            ferry_format_cut(msg, sizeof msg, "%s%s%s", path, path[0] ? ": " : "", job->files->why[i]);
             job->reasons[i] = strdup(msg);
             continue;
         }
         size_t n = 0;
-        int r = tool_read_file(path, &file, &file_cap, &n, cfg.limits.max_file_bytes);
+        int r = tool_read_file(path, &file, &file_cap, &n, max_file_bytes);
         msg[0] = '\0';
         if (r == -2) {
-            snprintf(msg, sizeof msg, "%s: file is over the limit of %zu bytes", path,
-                     cfg.limits.max_file_bytes);
+            ferry_format_cut(msg, sizeof msg, "%s: file is over the limit of %zu bytes", path,
+                             max_file_bytes);
         } else if (r == -3) {
-            snprintf(msg, sizeof msg, "%s: is not a regular file", path);
+            ferry_format_cut(msg, sizeof msg, "%s: is not a regular file", path);
         } else if (r != 0) {
             int e = errno;
-            snprintf(msg, sizeof msg, "%s: %s", path, ferry__open_error_reason(path, e));
-        } else {
-            ferry_image_info info;
-            ferry_sample_format fmt;
-            ferry_status st = ferry_image_probe(file, n, &info);
-            if (st == FERRY_OK)
-                st = ferry_image_format(&cfg, &info, &fmt);
-            size_t need = st == FERRY_OK ? ferry_sample_format_bytes(&fmt) : 0;
-            /* The limits are checked before the output buffer is sized. */
-            size_t px = info.width * info.height;
-            if (st == FERRY_OK && (info.width > cfg.limits.max_width || info.height > cfg.limits.max_height ||
-                                   px / info.width != info.height || px > cfg.limits.max_pixels))
-                need = 1; /* too big: let the decoder report the limit */
-            if (st == FERRY_OK && need > pix_cap) {
-                uint8_t *p = realloc(pix, need);
-                if (p) {
-                    pix = p;
-                    pix_cap = need;
-                }
-            }
-            /* A bad header is reported by the decoder too, with the path in it. */
-            if (st == FERRY_OK || st == FERRY_ERR_FORMAT || st == FERRY_ERR_UNSUPPORTED)
-                st = ferry_image_decode(file, n, &cfg, s, path, pix ? pix : file, pix ? pix_cap : 0);
-            /* Named by the decoder when it got as far (its subject), here
-             * otherwise: the path appears once. */
-            if (st != FERRY_OK) {
-                ferry_fail_named(st, path);
-                snprintf(msg, sizeof msg, "%s", ferry_last_error());
-            }
+            ferry_format_cut(msg, sizeof msg, "%s: %s", path, ferry__open_error_reason(path, e));
+        } else if (tool_decode_check(file, n, path, s, &pix, &pix_cap) != FERRY_OK) {
+            snprintf(msg, sizeof msg, "%s", ferry_last_error());
         }
         if (msg[0])
             job->reasons[i] = strdup(msg);
@@ -97,9 +73,10 @@ static void *check_worker(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ferry check [--workers N] PATH...\n"
-               "decodes every .png under the paths (a file is checked whatever its name) with the\n"
-               "library's limits; prints 'path: reason' per bad file, including entries that cannot\n"
-               "be read (dangling links, no permission, folders named x.png), and exits 1 if any.\n"
+               "decodes every image (.png, .jpg, .jpeg) under the paths (a file given by name is\n"
+               "checked whatever its name) with the library's limits; prints 'path: reason' per bad\n"
+               "file, including entries that cannot be read (dangling links, no permission, folders\n"
+               "named x.png), and exits 1 if any.\n"
                "A .tar, .tar.gz or .tgz file, a folder of them or a list file naming them (one\n"
                "a line) is read as tar shards: every sample is decoded.\n"
                "  --workers N, -j N: threads, 1 to 256 (default 1)\n");
@@ -191,7 +168,9 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
              * not a usage error; only running out of memory fails here. */
             if ((has_class_folders(a) ? collect_image_folder(a, files)
                                       : tool_collect_png(a, 1, files)) != 0) {
-                fprintf(stderr, CHECK_CMD ": %s: %s\n", a, strerror(errno));
+                char shown[FERRY_ERROR_MAX];
+                ferry_format_cut(shown, sizeof shown, "%s", a);
+                fprintf(stderr, CHECK_CMD ": %s: %s\n", shown, strerror(errno));
                 return 1;
             }
             /* Nothing to check is not "all ok": an empty folder, one of other files. */

@@ -5,7 +5,7 @@
 
 int cmd_info(int argc, char **argv);   /* tools/info.c */
 int cmd_bench(int argc, char **argv);  /* tools/bench.c: h2d, decode, pipeline */
-int cmd_check(int argc, char **argv);  /* tools/check.c: decode every .png under paths */
+int cmd_check(int argc, char **argv);  /* tools/check.c: decode every image under paths */
 int cmd_export(int argc, char **argv); /* tools/export.c: IDX pairs to image folders */
 int cmd_diff(int argc, char **argv);   /* tools/diff.c: compare two safetensors files */
 int cmd_pack(int argc, char **argv);   /* tools/pack.c: image folder or IDX pair to tar shards */

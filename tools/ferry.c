@@ -13,10 +13,10 @@ static const struct {
 } commands[] = {
     {"info", cmd_info, "version, build features, devices, pinned memory"},
     {"bench", cmd_bench, "benchmarks: h2d, decode DIR, DIR (the pipeline)"},
-    {"check", cmd_check, "decode every .png under PATH...; report the bad ones"},
+    {"check", cmd_check, "decode every image (.png, .jpg, .jpeg) under PATH...; report the bad ones"},
     {"export", cmd_export, "write fashion-mnist (or an IDX pair) as a PNG image folder"},
     {"diff", cmd_diff, "compare two safetensors files (checkpoints) tensor by tensor"},
-    {"pack", cmd_pack, "write an image folder (or IDX pair) as tar shards"},
+    {"pack", cmd_pack, "write an image folder (PNG, JPEG) or IDX pair as tar shards"},
 };
 
 static void usage(FILE *f)

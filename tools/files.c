@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/error.h"
 #include "files.h"
 
 /* Appends s, with why (NULL: nothing known against it) when the list keeps reasons. */
@@ -195,6 +196,49 @@ int tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *n, size
     close(fd);
     *n = got;
     return 0;
+}
+
+ferry_status tool_decode_check(uint8_t *file, size_t n, const char *path, ferry_scratch *s,
+                               uint8_t **pix, size_t *pix_cap)
+{
+    ferry_image_config cfg = ferry_image_config_default();
+    ferry_image_info info;
+    ferry_sample_format fmt;
+    ferry_status st = ferry_image_probe(file, n, &info);
+    if (st == FERRY_OK)
+        st = ferry_image_format(&cfg, &info, &fmt);
+    size_t need = st == FERRY_OK ? ferry_sample_format_bytes(&fmt) : 0;
+    /* The limits are checked before the output buffer is sized. */
+    size_t px = info.width * info.height;
+    if (st == FERRY_OK && (info.width > cfg.limits.max_width || info.height > cfg.limits.max_height ||
+                           px / info.width != info.height || px > cfg.limits.max_pixels))
+        need = 1; /* too big: let the decoder report the limit */
+    if (st == FERRY_OK && need > *pix_cap) {
+        uint8_t *p = realloc(*pix, need);
+        if (p) {
+            *pix = p;
+            *pix_cap = need;
+        }
+    }
+    /* A bad header is reported by the decoder too, with the path in it. */
+    if (st == FERRY_OK || st == FERRY_ERR_FORMAT || st == FERRY_ERR_UNSUPPORTED)
+        st = ferry_image_decode(file, n, &cfg, s, path, *pix ? *pix : file, *pix ? *pix_cap : 0);
+    /* Named by the decoder when it got as far (its subject), here otherwise:
+     * the path appears once. */
+    if (st != FERRY_OK)
+        ferry_fail_named(st, path);
+    return st;
+}
+
+void tool_fputs_escaped(const char *s, FILE *f)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f)
+            fprintf(f, "\\x%02x", c);
+        else
+            fputc(c, f);
+    }
 }
 
 int tool_mkdirs(const char *path)

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 typedef struct tool_paths {
@@ -30,11 +31,23 @@ int tool_paths_push(tool_paths *p, const char *s, const char *why);
  * ferry__not_regular_reason(mode) and ferry__open_error_reason(path, err)
  * (src/dataset/internal.h; the tools link libferry.a). */
 #include "dataset/internal.h"
+#include "ferry.h"
 
 /* Reads a regular file into *buf (grown as needed), never blocking on a FIFO.
  * Returns 0, -1 with errno, -2 when the file is larger than max_bytes, or -3
  * when it is not a regular file. */
 int tool_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *n, size_t max_bytes);
+
+/* Decodes the image file[0..n) (PNG or JPEG, as `ferry check` does: the
+ * library's default limits, the file's own channels and size) into *pix,
+ * grown as needed. FERRY_OK, or the decoder's status with the message naming
+ * path once. file may be used as scratch output when *pix cannot grow. */
+ferry_status tool_decode_check(uint8_t *file, size_t n, const char *path, ferry_scratch *s,
+                               uint8_t **pix, size_t *pix_cap);
+
+/* fputs with control characters (below 0x20, and 0x7f) written as \xHH, as
+ * the library's messages show them: for a name that came from elsewhere. */
+void tool_fputs_escaped(const char *s, FILE *f);
 
 /* mkdir -p. Returns 0 or -1 with errno. */
 int tool_mkdirs(const char *path);

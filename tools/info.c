@@ -2,10 +2,11 @@
  * whether pinned host memory works. Exits 0 without a GPU. Devices served by the
  * simulated GPU (FERRY_SIM_GPUS) say so on their line. */
 #include <stdio.h>
+#include <string.h>
 
 #include "ferry/train.h"
 #ifdef FERRY_HAVE_CUDA
-#include <cuda_runtime_api.h>
+#include "device/cuda_check.h" /* ferry_cuda_error_text */
 #endif
 #include "cli_args.h"
 #include "commands.h"
@@ -98,9 +99,14 @@ static void print_no_gpu_reason(void)
 #ifdef FERRY_HAVE_CUDA
     int k = 0;
     cudaError_t e = cudaGetDeviceCount(&k);
-    said = e != cudaSuccess ? cudaGetErrorString(e) : "";
+    said = e != cudaSuccess ? ferry_cuda_error_text(e) : "";
     (void)cudaGetLastError();
 #endif
+    /* No driver at all is said as such (a too-old driver is a different fix). */
+    if (!strncmp(said, "no CUDA driver installed", 24)) {
+        printf("  no CUDA device: %s\n", said);
+        return;
+    }
     printf("  no CUDA device: this machine has 0 CUDA devices: no GPU or no driver%s%s%s\n",
            said[0] ? " (the CUDA runtime says: " : "", said, said[0] ? ")" : "");
 }

@@ -5,7 +5,9 @@
  * being k zero-padded, and each shard starts with __classes__.txt. Shuffled,
  * because a folder lists class after class and a streaming loader reads shards
  * in stored order: its shuffle buffer mixes only neighbours. OUT/PACK.txt
- * records the source, the count and the seed. With --no-shuffle,
+ * records the source, the count and the seed, and maps each key to its shard
+ * and source file. Every image is decoded before it is packed (a truncated
+ * JPEG stops the pack, named), unless --no-check. With --no-shuffle,
  * ferry_dataset_shards(OUT) has the source's samples in the source's order:
  * `ferry bench OUT` prints the source's digest. With --upload URL the finished
  * shards (and PACK.txt) are then PUT to URL/shard-000000.tar, ... (http(s)://,
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "cli_args.h"
+#include "common/error.h" /* ferry_format_cut: names escaped */
 #include "commands.h"
 #include "common/redact.h"
 #include "dataset/remote.h"
@@ -38,21 +41,27 @@ typedef struct pack_opts {
     uint64_t seed;
     bool shuffle;
     bool index;          /* --index: SHARD.ferry-index beside each shard */
+    bool check;          /* decode every image before packing it (--no-check: not) */
 } pack_opts;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: ferry pack SRC OUT [--shard-size SIZE] [--seed N | --no-shuffle]\n"
+            "usage: ferry pack SRC OUT [--shard-size SIZE] [--seed N | --no-shuffle] [--no-check]\n"
             "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE] [...]\n"
-            "writes the image folder SRC (SRC/<class>/<file>.png), or an IDX pair as PNGs, as\n"
-            "tar shards OUT/shard-000000.tar, ... in shuffled order: KEY.png and KEY.cls per\n"
-            "sample (KEY = the position written, zero-padded), __classes__.txt first in each\n"
-            "shard, and OUT/PACK.txt saying the source, the count and the seed.\n"
+            "writes the image folder SRC (SRC/<class>/<file>.png or .jpg/.jpeg, the bytes as\n"
+            "they are), or an IDX pair as PNGs, as tar shards OUT/shard-000000.tar, ... in\n"
+            "shuffled order: KEY.png (KEY.jpg for a JPEG) and KEY.cls per sample (KEY = the\n"
+            "position written, zero-padded), __classes__.txt first in each\n"
+            "shard, and OUT/PACK.txt saying the source, the count, the seed and each key's\n"
+            "shard and source file. Every image is decoded first: a bad one stops the pack.\n"
             "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
             "  --seed N:          the shuffle's seed (default 0); the same seed, the same order\n"
             "  --no-shuffle:      keep the source's order (a folder's is class after class,\n"
             "                     which a streaming loader cannot mix: see the README)\n"
+            "  --no-check:        pack the files' bytes without decoding them first (by\n"
+            "                     default every image is decoded, and a bad one stops the\n"
+            "                     pack, named); run `ferry check OUT` after\n"
             "  --shard-size SIZE: start a new shard before one passes SIZE bytes (a sample is\n"
             "                     never split); a number with K, M or G (KiB, MiB, GiB) or\n"
             "                     none (bytes), 10K to 1024G; default 256M\n"
@@ -94,7 +103,7 @@ static int parse_size(const char *opt, const char *v, uint64_t *out)
 /* 0, CLI_USAGE after saying why, or -1 after --help. */
 static int parse_args(int argc, char **argv, pack_opts *o)
 {
-    *o = (pack_opts){.shard_size = 256ull << 20, .shuffle = true};
+    *o = (pack_opts){.shard_size = 256ull << 20, .shuffle = true, .check = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (cli_is_help(a)) {
@@ -108,6 +117,8 @@ static int parse_args(int argc, char **argv, pack_opts *o)
             o->shuffle = false;
         } else if (!strcmp(a, "--index")) {
             o->index = true;
+        } else if (!strcmp(a, "--no-check")) {
+            o->check = false;
         } else if (!strcmp(a, "--seed")) {
             if (!(v = cli_value(PACK, argc, argv, &i)) || cli_u64(PACK, a, v, &o->seed) != 0)
                 return CLI_USAGE;
@@ -151,8 +162,9 @@ static int out_is_free(const char *out)
     int rc = 0;
     while (rc == 0 && (e = readdir(d)) != NULL) {
         if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name)) { /* .tar.gz too */
-            fprintf(stderr, PACK ": %s already holds shards (%s); remove them or pick another "
-                    "folder\n", out, e->d_name);
+            char shown[FERRY_ERROR_MAX];
+            ferry_format_cut(shown, sizeof shown, "%s already holds shards (%s)", out, e->d_name);
+            fprintf(stderr, PACK ": %s; remove them or pick another folder\n", shown);
             rc = -1;
         }
     }
@@ -175,6 +187,10 @@ typedef struct packer {
     size_t cap;
     uint8_t *pixels;     /* IDX: one decoded sample */
     char tmp_png[4096];  /* IDX: where the encoder writes */
+    ferry_scratch *scratch; /* the decode check's */
+    uint8_t *check_px;   /* the decode check's output */
+    size_t check_cap;
+    size_t *key_shard;   /* per key written: its shard's number (for PACK.txt) */
 } packer;
 
 static int close_shard(packer *p)
@@ -225,8 +241,11 @@ static int sample_png(packer *p, size_t i, size_t *n)
     }
     int r = tool_read_file(path, &p->buf, &p->cap, n, 0);
     if (r != 0) {
-        fprintf(stderr, PACK ": %s: %s\n", path, r == -3 ? "is not a regular file" :
-                ferry__open_error_reason(path, errno));
+        /* A source file's name is someone else's: escaped as messages are. */
+        char shown[FERRY_ERROR_MAX];
+        ferry_format_cut(shown, sizeof shown, "%s: %s", path, r == -3 ? "is not a regular file" :
+                         ferry__open_error_reason(path, errno));
+        fprintf(stderr, PACK ": %s\n", shown);
         return -1;
     }
     return 0;
@@ -243,6 +262,17 @@ static int add_sample(packer *p, size_t i, size_t k, int digits)
     }
     if (sample_png(p, i, &n) != 0)
         return -1;
+    /* What is packed decodes: a truncated JPEG found now is named by its
+     * source file, not later as shard-000000.tar:000012.jpg. (An IDX sample
+     * was just encoded from pixels: nothing to check.) */
+    if (p->o->check && !p->o->labels &&
+        tool_decode_check(p->buf, n, ferry_dataset_sample_name(p->ds, i), p->scratch, &p->check_px,
+                          &p->check_cap) != FERRY_OK) {
+        fprintf(stderr, PACK ": %s\n" PACK ": nothing was packed: every image is decoded before it "
+                "is packed; `ferry check %s` lists the bad ones (fix or remove them), or pack with "
+                "--no-check to take the bytes as they are\n", ferry_last_error(), p->o->src);
+        return -1;
+    }
     char key[64], name[80], text[32];
     snprintf(key, sizeof key, "%0*zu", digits & 31, k); /* digits <= 20: the mask only bounds it */
     int tn = snprintf(text, sizeof text, "%lld", (long long)label);
@@ -254,6 +284,7 @@ static int add_sample(packer *p, size_t i, size_t k, int digits)
         return -1;
     if (!p->open && open_shard(p) != 0)
         return -1;
+    p->key_shard[k] = p->shard - 1;
     /* A JPEG goes in as KEY.jpg (its bytes unchanged), anything else as KEY.png. */
     const char *src = p->o->labels ? NULL : ferry_dataset_sample_name(p->ds, i);
     const char *dot = src ? strrchr(src, '.') : NULL;
@@ -326,9 +357,11 @@ static size_t *pack_order(const pack_opts *o, size_t len)
     return order;
 }
 
-/* OUT/PACK.txt: where the shards came from and how to make the same again. */
-static int write_info(const pack_opts *o, size_t len)
+/* OUT/PACK.txt: where the shards came from and how to make the same again,
+ * and where each key came from (names escaped: one line each). */
+static int write_info(const packer *p, const size_t *order, size_t len, int digits)
 {
+    const pack_opts *o = p->o;
     char path[4200];
     snprintf(path, sizeof path, "%s/PACK.txt", o->out);
     FILE *f = fopen(path, "w");
@@ -342,6 +375,18 @@ static int write_info(const pack_opts *o, size_t len)
         fprintf(f, "order: shuffled, --seed %llu\n", (unsigned long long)o->seed);
     else
         fprintf(f, "order: the source's (--no-shuffle)\n");
+    fprintf(f, "checked: %s\n", o->labels ? "encoded from the IDX pixels"
+                               : o->check ? "every image decoded before it was packed"
+                                          : "no (--no-check): run `ferry check` on the shards");
+    fprintf(f, "keys: KEY SHARD SOURCE, one a line\n");
+    for (size_t k = 0; k < len; k++) {
+        fprintf(f, "%0*zu shard-%06zu.tar ", digits & 31, k, p->key_shard[k]);
+        if (o->labels)
+            fprintf(f, "%s#%zu", o->src, order[k]);
+        else
+            tool_fputs_escaped(ferry_dataset_sample_name(p->ds, order[k]), f);
+        fputc('\n', f);
+    }
     if (fclose(f) != 0) {
         fprintf(stderr, PACK ": %s: %s\n", path, strerror(errno));
         return -1;
@@ -363,14 +408,17 @@ static int pack_all(packer *p)
             return -1;
     }
     size_t *order = pack_order(p->o, len);
-    if (!order)
+    p->key_shard = malloc((len ? len : 1) * sizeof *p->key_shard);
+    if (!order || !p->key_shard || ferry_scratch_create(&p->scratch) != FERRY_OK) {
+        free(order);
         return -1;
+    }
     int rc = 0;
     for (size_t k = 0; k < len && rc == 0; k++)
         rc = add_sample(p, order[k], k, digits);
-    free(order);
     if (rc == 0)
-        rc = write_info(p->o, len);
+        rc = write_info(p, order, len, digits);
+    free(order);
     if (close_shard(p) != 0)
         rc = -1;
     if (p->o->labels)
@@ -484,15 +532,21 @@ int cmd_pack(int argc, char **argv)
     else if (o.index && write_indexes(&o) != 0)
         rc = 1; /* the shards are whole: they stay, with PACK.txt */
     if (rc == 0)
-        printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s\n", o.out,
+        printf("%s: %zu samples in %zu shard(s), %.1f MiB, in %.1f s, %s, %s\n", o.out,
                ferry_dataset_len(p.ds), p.shard, (double)p.total_bytes / (1 << 20),
-               tool_now() - t0, o.shuffle ? "shuffled (order in PACK.txt)" : "in source order");
+               tool_now() - t0, o.shuffle ? "shuffled (order in PACK.txt)" : "in source order",
+               o.labels ? "encoded from the IDX pixels"
+               : o.check ? "every image decode-checked"
+                         : "NOT decode-checked (--no-check: run `ferry check` on them)");
     /* A failed upload leaves the shards on disk, whole: upload them again. */
     if (rc == 0 && o.upload && upload_all(&p) != 0)
         rc = 1;
     free(p.classes);
     free(p.buf);
     free(p.pixels);
+    free(p.check_px);
+    free(p.key_shard);
+    ferry_scratch_destroy(p.scratch);
     ferry_dataset_release(p.ds);
     return rc;
 }

@@ -173,12 +173,16 @@ static inline void svg_line_panel(FILE *f, double x0, double y0, double w, doubl
         const char *color = svg_colors[s % 6];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
         for (size_t i = 0; i < n; i++) {
+            if (!isfinite(series[s].y[i]))
+                continue; /* a value not known (a NAN): no point */
             double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;
             double y = y0 + h - h * (series[s].y[i] - ymin) / (ymax - ymin);
             fprintf(f, "%.1f,%.1f ", x, y);
         }
         fprintf(f, "\"/>\n");
         for (size_t i = 0; i < n; i++) {
+            if (!isfinite(series[s].y[i]))
+                continue;
             double x = n > 1 ? x0 + w * i / (double)(n - 1) : x0 + w / 2;
             double y = y0 + h - h * (series[s].y[i] - ymin) / (ymax - ymin);
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", x, y, color);

@@ -240,6 +240,11 @@ FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_t
  *   amp     the loss scale and its growth tracker
  *   loader  its state (ferry_loader_state, in the metadata): loading restores it,
  *           so the next batch is the one the saved run would have had next
+ *   metrics the running sums of the epoch under way (loss, correct predictions,
+ *           samples; in the metadata, exactly): loading restores them, so the
+ *           figures of an epoch resumed mid-way count the whole epoch, as the
+ *           uninterrupted run's do. A checkpoint without them loads with a
+ *           warning and leaves the metrics as they are.
  * Augmentation needs nothing more: it is keyed by (seed, epoch, sample).
  * The file is written beside the target and renamed over it after an fsync, the
  * folder synced after: a crash at any instant leaves the previous checkpoint or
@@ -254,6 +259,7 @@ typedef struct ferry_checkpoint {
     ferry_optim *optim;
     ferry_amp *amp;
     ferry_loader *loader;
+    ferry_metrics *metrics; /* may be NULL; the last field, so code written before it compiles */
 } ferry_checkpoint;
 FERRY_API ferry_status ferry_checkpoint_save(const char *path, const ferry_checkpoint *c);
 FERRY_API ferry_status ferry_checkpoint_load(const char *path, const ferry_checkpoint *c);

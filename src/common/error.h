@@ -72,8 +72,17 @@ const char *ferry_error_reason(const char *name);
 ferry_status ferry_fail_prefix(ferry_status s, const char *fmt, ...) FERRY_PRINTF(2, 3);
 
 /* vsnprintf that shows a cut: when the text does not fit in size bytes it ends
- * in "..." (cut at a UTF-8 character boundary). size >= 4. */
+ * in "..." (cut at a UTF-8 character boundary). size >= 4. Control characters
+ * are escaped (ferry_escape_controls), as in every message: the library's
+ * messages (errors, log lines) all pass through here. */
 void ferry_format_cut(char *buf, size_t size, const char *fmt, ...) FERRY_PRINTF(3, 4);
+
+/* Control characters (bytes below 0x20, and 0x7f) in buf written as \xHH, in
+ * place: names in messages come from others (a tar member, a file name, a
+ * URL), and "ESC[2K\r" in one would erase the terminal line it is printed on,
+ * hiding the real error. Escaping twice changes nothing. A text that no
+ * longer fits in size bytes (size >= 4) is cut and ends in "...". */
+void ferry_escape_controls(char *buf, size_t size);
 
 void ferry_log(ferry_log_level level, const char *fmt, ...) FERRY_PRINTF(2, 3);
 

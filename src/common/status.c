@@ -1,5 +1,6 @@
 /* Status names, the thread-local error message and the log callback. */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <pthread.h>
@@ -77,8 +78,51 @@ static void mark_cut(char *buf, size_t size)
     memcpy(buf + end, "...", 4);
 }
 
+static bool is_control(unsigned char c) { return c < 0x20 || c == 0x7f; }
+
+void ferry_escape_controls(char *buf, size_t size)
+{
+    size_t len = strlen(buf), out = 0, k = 0;
+    bool any = false;
+    for (; k < len; k++) {
+        size_t w = is_control((unsigned char)buf[k]) ? 4 : 1;
+        if (out + w > size - 1)
+            break;
+        any |= w == 4;
+        out += w;
+    }
+    if (k == len && !any)
+        return;
+    bool cut = k < len;
+    if (cut) { /* room for "...", and not inside a UTF-8 character */
+        while (k > 0 && out > size - 4)
+            out -= is_control((unsigned char)buf[--k]) ? 4 : 1;
+        while (k > 0 && ((unsigned char)buf[k] & 0xC0) == 0x80)
+            out -= is_control((unsigned char)buf[--k]) ? 4 : 1;
+        memcpy(buf + out, "...", 4);
+    } else {
+        buf[out] = '\0';
+    }
+    /* Back to front: byte i lands at or after i, so what is still to be read
+     * (before i) is never overwritten. */
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = k, o = out; i-- > 0;) {
+        unsigned char c = (unsigned char)buf[i];
+        if (!is_control(c)) {
+            buf[--o] = (char)c;
+            continue;
+        }
+        o -= 4;
+        buf[o] = '\\';
+        buf[o + 1] = 'x';
+        buf[o + 2] = hex[c >> 4];
+        buf[o + 3] = hex[c & 15];
+    }
+}
+
 /* Every message and log line passes here: a URL's password is cut out of it
- * (common/redact.h), whichever argument carried it. */
+ * (common/redact.h), whichever argument carried it, and its control
+ * characters are escaped. */
 static void vformat_cut(char *buf, size_t size, const char *fmt, va_list ap)
 {
     char raw[FERRY_ERROR_MAX * 2];
@@ -88,6 +132,7 @@ static void vformat_cut(char *buf, size_t size, const char *fmt, va_list ap)
     size_t len = ferry_redact_urls(raw, buf, size);
     if ((n >= 0 && (size_t)n >= sizeof raw) || len >= size)
         mark_cut(buf, size);
+    ferry_escape_controls(buf, size);
 }
 
 void ferry_format_cut(char *buf, size_t size, const char *fmt, ...)
@@ -148,11 +193,14 @@ ferry_status ferry_fail_named(ferry_status s, const char *raw_name)
     ferry_redact_urls(raw_name, name, sizeof name); /* the subject is printed too */
     if (err.subject[0] && strcmp(err.subject, name) == 0)
         return s;
-    char tmp[FERRY_ERROR_MAX];
+    char tmp[FERRY_ERROR_MAX], shown[FERRY_ERROR_MAX];
     snprintf(tmp, sizeof tmp, "%s", err.msg[0] ? err.msg : ferry_status_str(s));
-    set_joined(name, strlen(name), ": ", tmp);
+    /* The subject is kept as given (callers compare it with their names);
+     * the message shows it escaped. */
+    ferry_format_cut(shown, sizeof shown, "%s", name);
+    set_joined(shown, strlen(shown), ": ", tmp);
     snprintf(err.subject, sizeof err.subject, "%s", name);
-    size_t lead = strlen(name) + 2, len = strlen(err.msg);
+    size_t lead = strlen(shown) + 2, len = strlen(err.msg);
     err.lead = lead < len ? lead : len;
     return s;
 }

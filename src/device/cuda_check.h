@@ -20,6 +20,13 @@ extern "C" {
  * (an OOM, a bad argument) is not reported again by the next unrelated call. */
 ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const char *call);
 
+/* cudaGetErrorString(e), except where the runtime's words mislead: with no
+ * driver installed at all (cudaDriverGetVersion gives 0: no libcuda, so no
+ * GPU either) the runtime says "CUDA driver version is insufficient for CUDA
+ * runtime version", which sends a user off to upgrade a driver that is not
+ * there; this says "no CUDA driver installed (no GPU)". */
+const char *ferry_cuda_error_text(cudaError_t e);
+
 /* The current device is per host thread, and kernel launches, allocations,
  * stream and event creation and the default (NULL) stream all use it. Every
  * call that issues work for device `index` brackets it with this pair: enter

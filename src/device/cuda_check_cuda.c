@@ -2,6 +2,19 @@
 #include "device/cuda_check.h"
 #include "common/error.h"
 
+const char *ferry_cuda_error_text(cudaError_t e)
+{
+    if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) {
+        int v = 0;
+        /* 0 with cudaSuccess is the documented "no driver installed". */
+        if (cudaDriverGetVersion(&v) != cudaSuccess)
+            (void)cudaGetLastError();
+        if (v == 0)
+            return "no CUDA driver installed (no GPU)";
+    }
+    return cudaGetErrorString(e);
+}
+
 ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const char *call)
 {
     ferry_status s;
@@ -28,7 +41,7 @@ ferry_status ferry_cuda_status(cudaError_t e, const char *file, int line, const 
     /* Non-sticky errors stay in the runtime's last-error slot until read; read it
      * so the next cudaGetLastError / kernel-launch check does not see it. */
     (void)cudaGetLastError();
-    return ferry_fail(s, "%s:%d: %s: %s (%s)", file, line, call, cudaGetErrorString(e),
+    return ferry_fail(s, "%s:%d: %s: %s (%s)", file, line, call, ferry_cuda_error_text(e),
                       cudaGetErrorName(e));
 }
 

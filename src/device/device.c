@@ -96,6 +96,11 @@ static ferry_status no_cuda_device(const char *what)
         return ferry_fail(FERRY_ERR_NO_DEVICE,
                           "%s: no CUDA device (this build of ferry has no CUDA support; "
                           "rebuild with nvcc and CUDA=1)", what);
+#if FERRY_HAVE_CUDA
+    if (ferry_cuda_driver_version() == 0)
+        return ferry_fail(FERRY_ERR_NO_DEVICE, "%s: no CUDA device (no CUDA driver installed: no GPU)",
+                          what);
+#endif
     return ferry_fail(FERRY_ERR_NO_DEVICE,
                       "%s: no CUDA device (this machine has 0 CUDA devices: no GPU or no driver)",
                       what);

@@ -1,6 +1,7 @@
 /* Checkpoints: a module's parameters and buffers (f32 masters under mixed
  * precision), an optimiser's state, the loss scaler, Dropout's draw counters and
- * the loader's state, as one safetensors file written atomically. Loading checks
+ * the loader's state and the metrics' running sums, as one safetensors file
+ * written atomically. Loading checks
  * everything before it changes anything. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -133,7 +134,8 @@ static ferry_status parse_counters(const char *path, ferry_module *m, const char
 
 typedef struct ck_meta {
     char hp[512], steps[32], rng[MAX_DROPOUTS * 21 + 1], loader[FERRY_LOADER_STATE_TEXT_MAX];
-    const char *kv[12]; /* up to 6 key, value pairs */
+    char metrics[FM_METRICS_TEXT_MAX];
+    const char *kv[14]; /* up to 7 key, value pairs */
     size_t n;
 } ck_meta;
 
@@ -166,6 +168,12 @@ static ferry_status build_meta(const ferry_checkpoint *c, ck_meta *meta)
             return st;
         meta->kv[meta->n * 2] = "loader.state";
         meta->kv[meta->n++ * 2 + 1] = meta->loader;
+    }
+    if (c->metrics) {
+        if ((st = fm_metrics_format(c->metrics, meta->metrics, sizeof meta->metrics)) != FERRY_OK)
+            return st;
+        meta->kv[meta->n * 2] = "metrics";
+        meta->kv[meta->n++ * 2 + 1] = meta->metrics;
     }
     return FERRY_OK;
 }
@@ -228,6 +236,7 @@ typedef struct ck_read {
     uint64_t *drop_at[MAX_DROPOUTS];
     size_t ndrop;
     ferry_loader_state ls;
+    const char *metrics; /* the metadata's text, checked; NULL: none to restore */
 } ck_read;
 
 static ferry_status check_meta(const char *path, ferry_safetensors *f, const ferry_checkpoint *c,
@@ -252,6 +261,18 @@ static ferry_status check_meta(const char *path, ferry_safetensors *f, const fer
     }
     ferry_status st = parse_counters(path, c->module, ferry_safetensors_metadata(f, "rng.dropout"),
                                      r->drop, r->drop_at, &r->ndrop);
+    if (st == FERRY_OK && c->metrics) {
+        /* A checkpoint saved without them (or by ferry 0.2) still loads: the
+         * metrics stay as they are, and the caller is told its figures for
+         * the epoch under way count only what follows. */
+        r->metrics = ferry_safetensors_metadata(f, "metrics");
+        if (!r->metrics)
+            ferry_log(FERRY_LOG_WARN, "%s: the checkpoint holds no metrics (saved without "
+                      "checkpoint.metrics): the resumed epoch's loss and accuracy count only the "
+                      "batches after the resume", path);
+        else if ((st = fm_metrics_parse(c->metrics, r->metrics, false)) != FERRY_OK)
+            ferry_fail_prefix(st, "%s: ", path);
+    }
     if (st != FERRY_OK || !c->loader)
         return st;
     const char *text = ferry_safetensors_metadata(f, "loader.state");
@@ -284,6 +305,8 @@ static ferry_status apply(ferry_safetensors *f, const ferry_checkpoint *c, const
         *r->drop_at[i] = r->drop[i];
     if (st == FERRY_OK && c->loader)
         st = ferry_loader_restore(c->loader, &r->ls);
+    if (st == FERRY_OK && c->metrics && r->metrics)
+        st = fm_metrics_parse(c->metrics, r->metrics, true);
     return st;
 }
 

@@ -120,6 +120,17 @@ ferry_status fm_amp_state(ferry_amp *a, ferry_module **m, ferry_tensor **scale, 
  * is not a Dropout; for checkpoints. */
 uint64_t *fm_dropout_calls(ferry_module *m);
 
+/* Metrics' running sums as one line of text, for a checkpoint's metadata
+ * ("ferry-metrics/1 loss=<f32 bits, hex> correct=N bad=N count=N classified=N
+ * bad_seen=N": exact, so a resumed epoch adds to the very sums it stopped at).
+ * Waits for the device. size >= FM_METRICS_TEXT_MAX. */
+#define FM_METRICS_TEXT_MAX 192
+ferry_status fm_metrics_format(ferry_metrics *m, char *buf, size_t size);
+/* Parses text (FERRY_ERR_FORMAT naming what is wrong) and, when apply, sets
+ * m's sums to it. Parsing first and applying after lets a checkpoint check
+ * every part before it changes any. */
+ferry_status fm_metrics_parse(ferry_metrics *m, const char *text, bool apply);
+
 /* Losses (loss.c): ferry_cross_entropy, with the gradient scale read on the
  * device from scale[0] (f32 [1] on the logits' device) when scale is not NULL.
  * check_now: read the bad-label count back and fail now (a host wait); false

@@ -1,6 +1,7 @@
 /* Losses (cross-entropy from logits, MSE) and the device-side metrics they add
  * to. The cross-entropy kernel is fused: softmax, loss, argmax and the gradient
  * in one pass over the logits. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +84,60 @@ ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy,
     if (count)
         *count = m->count;
     return FERRY_OK;
+}
+
+ferry_status fm_metrics_format(ferry_metrics *m, char *buf, size_t size)
+{
+    float l = 0;
+    int64_t ints[2] = {0, 0};
+    ferry_status st = ferry_device_synchronize(m->device);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy_to_host(m->loss, &l, sizeof l);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy_to_host(m->ints, ints, sizeof ints);
+    if (st != FERRY_OK)
+        return st;
+    uint32_t bits;
+    memcpy(&bits, &l, sizeof bits);
+    snprintf(buf, size, "ferry-metrics/1 loss=%08" PRIx32 " correct=%" PRId64 " bad=%" PRId64
+             " count=%" PRId64 " classified=%" PRId64 " bad_seen=%" PRId64, bits, ints[0], ints[1],
+             m->count, m->classified, m->bad_seen);
+    return FERRY_OK;
+}
+
+ferry_status fm_metrics_parse(ferry_metrics *m, const char *text, bool apply)
+{
+    uint32_t bits = 0;
+    int64_t ints[2], count, classified, bad_seen;
+    int end = 0;
+    if (sscanf(text, "ferry-metrics/1 loss=%8" SCNx32 " correct=%" SCNd64 " bad=%" SCNd64
+               " count=%" SCNd64 " classified=%" SCNd64 " bad_seen=%" SCNd64 "%n", &bits, &ints[0],
+               &ints[1], &count, &classified, &bad_seen, &end) != 6 || text[end] != '\0' ||
+        ints[0] < 0 || ints[1] < 0 || count < 0 || classified < 0 || classified > count ||
+        ints[0] > classified || bad_seen < 0)
+        return ferry_fail(FERRY_ERR_FORMAT, "metrics \"%.80s\" is not ferry-metrics/1 with counts "
+                          "that fit together", text);
+    if (!apply)
+        return FERRY_OK;
+    float l;
+    memcpy(&l, &bits, sizeof l);
+    int64_t one = 1, two = 2;
+    ferry_tensor *hl = NULL, *hi = NULL;
+    ferry_status st = ferry_tensor_from_host(&l, &one, 1, FERRY_DTYPE_F32, ferry_cpu(), &hl);
+    if (st == FERRY_OK)
+        st = ferry_tensor_from_host(ints, &two, 1, FERRY_DTYPE_I64, ferry_cpu(), &hi);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy(m->loss, hl, NULL);
+    if (st == FERRY_OK)
+        st = ferry_tensor_copy(m->ints, hi, NULL);
+    ferry_tensor_release(hl);
+    ferry_tensor_release(hi);
+    if (st == FERRY_OK) {
+        m->count = count;
+        m->classified = classified;
+        m->bad_seen = bad_seen;
+    }
+    return st;
 }
 
 static ferry_status check_metrics(ferry_metrics *mt, const ferry_tensor *t, const char *op)
