@@ -136,7 +136,8 @@ typedef struct bo_sgd {
 } bo_sgd;
 
 typedef struct bo_adam {
-    int64_t n; /* adam_multi: set per tensor by the reference */
+    int64_t n;    /* adam_multi: set per tensor by the reference */
+    int64_t step; /* adam, adam_multi: the step the consts buffer holds (prep_adam) */
     double lr, b1, b2, eps, wd;
     bool decoupled;
 } bo_adam;
@@ -190,7 +191,7 @@ typedef struct bo_case {
         bo_bn bn;
         bo_dropout dropout;
         bo_sgd sgd;   /* sgd, sgd_multi */
-        bo_adam adam; /* adam, adam_multi */
+        bo_adam adam; /* adam_consts, adam, adam_multi */
         bo_unscale unscale;
         bo_amp amp;
     };
@@ -1998,6 +1999,21 @@ static ferry_status run_adam_multi(const bo_case *t, const fk_ctx *c, void *cons
     return FK(c, adam_multi, &l, &h, p[4 * MT_TENSORS], p[4 * MT_TENSORS + 1]);
 }
 
+/* The consts buffer (the adam_consts kernel's output) for step t->adam.step: the
+ * f32 parameters widened to double, as PyTorch's Python floats. */
+static void adam_consts_ref(const bo_adam *h, int64_t step, float *consts)
+{
+    double lr = (float)h->lr, b1 = (float)h->b1, b2 = (float)h->b2;
+    consts[0] = (float)(lr / (1 - pow(b1, (double)step)));
+    consts[1] = (float)sqrt(1 - pow(b2, (double)step));
+}
+
+static void prep_adam_multi(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    adam_consts_ref(&t->adam, t->adam.step, p[4 * MT_TENSORS]);
+}
+
 static void naive_adam(const bo_case *t, void *const *p);
 static void naive_adam_multi(const bo_case *t, void *const *p)
 {
@@ -2035,18 +2051,45 @@ static void cases_optim_multi(void)
             bo_case *t = add_case("adam_multi", run_adam_multi, naive_adam_multi, "f32 3 tensors step 7%s%s",
                                   dec ? " decoupled (AdamW)" : "", skip_names[skip]);
             t->adam = adam_defaults(0, dec);
+            t->adam.step = 7;
+            t->prep = prep_adam_multi;
             for (int k = 0; k < MT_TENSORS; k++) {
                 add_buf(t, "p", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -2, 2, BC_CLOSE);
                 add_buf(t, "g", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -1, 1, BC_IN);
                 add_buf(t, "m", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
                 add_buf(t, "v", FERRY_DTYPE_F32, mt_sizes[k], BI_UNIFORM, 0, 0.01, BC_CLOSE);
             }
-            add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, 6, 0, BC_IN);
+            add_buf(t, "consts", FERRY_DTYPE_F32, 2, BI_CONST, 0, 0, BC_IN);
             add_skip_buf(t, skip);
         }
 }
 
-/* ---- adam: t->adam; bufs p, g, m, v, taken, skip ---- */
+/* ---- adam_consts: t->adam; bufs taken, consts ---- */
+static ferry_status run_adam_consts(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_adam h = adam_hyper(&t->adam);
+    return FK(c, adam_consts, &h, p[0], p[1]);
+}
+
+static void naive_adam_consts(const bo_case *t, void *const *p)
+{
+    adam_consts_ref(&t->adam, ((const int64_t *)p[0])[0] + 1, p[1]);
+}
+
+/* Step 1 (1 - b1^t cancels most), a later step, and random counts. */
+static void cases_adam_consts(void)
+{
+    for (int v = 0; v < 3; v++) {
+        bo_case *t = add_case("adam_consts", run_adam_consts, naive_adam_consts, "%s",
+                              v == 0 ? "step 1" : v == 1 ? "step 7" : "taken in [0, 1000]");
+        t->adam = adam_defaults(0, false);
+        add_buf(t, "taken", FERRY_DTYPE_I64, 1, v == 2 ? BI_UNIFORM : BI_CONST, v == 1 ? 6 : 0, v == 2 ? 1000 : 0,
+                BC_IN);
+        add_buf(t, "consts", FERRY_DTYPE_F32, 2, BI_UNIFORM, -1, 1, BC_CLOSE);
+    }
+}
+
+/* ---- adam: t->adam; bufs p, g, m, v, consts (for t->adam.step), skip ---- */
 static ferry_status run_adam(const bo_case *t, const fk_ctx *c, void *const *p)
 {
     fk_adam h = adam_hyper(&t->adam);
@@ -2059,7 +2102,7 @@ static void naive_adam(const bo_case *t, void *const *p)
         return;
     float *w = p[0], *m = p[2], *v = p[3];
     const float *g = p[1];
-    double step = (double)(((const int64_t *)p[4])[0] + 1);
+    double step = (double)t->adam.step;
     const bo_adam *h = &t->adam;
     double lr = (float)h->lr, b1 = (float)h->b1, b2 = (float)h->b2, eps = (float)h->eps, wd = (float)h->wd;
     double bc1 = 1 - pow(b1, step), bc2 = 1 - pow(b2, step);
@@ -2076,6 +2119,12 @@ static void naive_adam(const bo_case *t, void *const *p)
     }
 }
 
+static void prep_adam(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    (void)r;
+    adam_consts_ref(&t->adam, t->adam.step, p[4]);
+}
+
 static void cases_adam(void)
 {
     for (int dec = 0; dec < 2; dec++)
@@ -2087,11 +2136,13 @@ static void cases_adam(void)
                     bo_case *t = add_case("adam", run_adam, naive_adam, "f32 n %lld step %lld%s%s", (long long)n,
                                           (long long)step, dec ? " decoupled (AdamW)" : "", skip_names[skip]);
                     t->adam = adam_defaults(n, dec);
+                    t->adam.step = step;
+                    t->prep = prep_adam;
                     add_buf(t, "p", FERRY_DTYPE_F32, n, BI_UNIFORM, -2, 2, BC_CLOSE);
                     add_buf(t, "g", FERRY_DTYPE_F32, n, BI_UNIFORM, -1, 1, BC_IN);
                     add_buf(t, "m", FERRY_DTYPE_F32, n, BI_UNIFORM, -0.1, 0.1, BC_CLOSE);
                     add_buf(t, "v", FERRY_DTYPE_F32, n, BI_UNIFORM, 0, 0.01, BC_CLOSE);
-                    add_buf(t, "taken", FERRY_DTYPE_I64, 1, BI_CONST, (double)(step - 1), 0, BC_IN);
+                    add_buf(t, "consts", FERRY_DTYPE_F32, 2, BI_CONST, 0, 0, BC_IN);
                     add_skip_buf(t, skip);
                 }
 }
@@ -2348,6 +2399,7 @@ static void build_cases(void)
     cases_bn();
     cases_dropout();
     cases_sgd();
+    cases_adam_consts();
     cases_adam();
     cases_optim_multi();
     cases_step_count();

@@ -167,7 +167,8 @@ FERRY_HD float fk_sgd_momentum(float p, float g, float *buf, float lr, float mom
     return FK_SUB_RN(p, FK_MUL_RN(lr, nesterov ? FK_ADD_RN(d, FK_MUL_RN(momentum, b)) : b));
 }
 
-/* Adam's per-step constants from the step count: lr / (1 - b1^t), sqrt(1 - b2^t) (once per block on the GPU). */
+/* Adam's per-step constants from the step count: lr / (1 - b1^t), sqrt(1 - b2^t)
+ * (once per step: the adam_consts kernel, which the update kernels read). */
 /* In double, as PyTorch computes them (Python floats): 1 - b1^t cancels, and
  * CUDA's powf may be 4 ulp off, which at b1 = 0.9, t = 1 is 2.4e-6 of
  * step_size (the simulated GPU's device math found it). */

@@ -209,18 +209,22 @@ typedef struct fk_zlist {
       (uint64_t, seed), (uint64_t, stream))                                                        \
     /* f32 parameter updates (PyTorch's formulas). taken[0] (device memory) is the steps     \
      * taken before this one: SGD's first step (taken 0) sets the momentum buffer, Adam        \
-     * corrects its bias for step taken + 1. When skip (device memory, may be NULL) holds a     \
+     * corrects its bias for step taken + 1 (adam_consts). When skip (device memory, may be NULL) holds a     \
      * nonzero value the kernel writes nothing: mixed precision's inf/nan check, decided on     \
      * the device. */                                                                          \
     X(sgd, (float *, p), (const float *, g), (float *, buf), (int64_t, n), (const fk_sgd *, h),    \
       (const int64_t *, taken), (const float *, skip))                                             \
+    /* Adam's bias corrections for step taken[0] + 1, once per step (one thread; the update    \
+     * kernels read them and so do no pow): consts[0] = lr / (1 - b1^t), consts[1] =            \
+     * sqrt(1 - b2^t), in double as PyTorch's Python floats, rounded to f32 */                  \
+    X(adam_consts, (const fk_adam *, h), (const int64_t *, taken), (float *, consts))              \
     X(adam, (float *, p), (const float *, g), (float *, m), (float *, v), (int64_t, n),            \
-      (const fk_adam *, h), (const int64_t *, taken), (const float *, skip))                       \
+      (const fk_adam *, h), (const float *, consts), (const float *, skip))                        \
     /* the same over every tensor of l (one launch; the results of sgd / adam per tensor,   \
      * bit for bit) */                                                                         \
     X(sgd_multi, (const fk_plist *, l), (const fk_sgd *, h), (const int64_t *, taken),             \
       (const float *, skip))                                                                       \
-    X(adam_multi, (const fk_plist *, l), (const fk_adam *, h), (const int64_t *, taken),           \
+    X(adam_multi, (const fk_plist *, l), (const fk_adam *, h), (const float *, consts),            \
       (const float *, skip))                                                                       \
     /* taken[0] += 1 unless skip (may be NULL) holds a nonzero value; runs after a step's      \
      * updates, which read taken */                                                             \

@@ -22,6 +22,7 @@ struct ferry_optim {
     double lr, momentum, dampening, wd, b1, b2, eps;
     bool nesterov;
     ferry_tensor *taken;  /* i64 [1] on the module's device: steps taken */
+    ferry_tensor *consts; /* f32 [2] beside taken: Adam's bias corrections for this step */
     size_t nparams;       /* m->nflat when the state was made */
     ferry_tensor **state; /* nparams * 2, NULL where unused */
 };
@@ -125,6 +126,7 @@ void ferry_optim_destroy(ferry_optim *o)
         return;
     free_state(o);
     ferry_tensor_release(o->taken);
+    ferry_tensor_release(o->consts);
     ferry_host_free(o);
 }
 
@@ -169,6 +171,17 @@ ferry_status fm_optim_prepare(ferry_optim *o)
         if (st != FERRY_OK)
             return st;
     }
+    /* Adam's per-step constants: made at the first step, not per step (their
+     * values are rewritten each step, so a move need not carry them). */
+    if (o->kind != OPT_SGD && (!o->consts || !ferry_device_eq(o->consts->device, o->taken->device))) {
+        int64_t two = 2;
+        ferry_tensor *t = NULL;
+        ferry_status st = ferry_tensor_zeros(&two, 1, FERRY_DTYPE_F32, o->taken->device, &t);
+        if (st != FERRY_OK)
+            return st;
+        ferry_tensor_release(o->consts);
+        o->consts = t;
+    }
     size_t per = per_param(o);
     for (size_t i = 0; i < o->nparams; i++) {
         fm_param *p = m->flat[i].p;
@@ -203,7 +216,18 @@ ferry_status ferry_optim_step(ferry_optim *o, ferry_stream *s)
     return fm_optim_step_(o, s, NULL);
 }
 
-/* One launch for a list of parameter tensors (all on c's device). */
+static fk_adam adam_hyper(const ferry_optim *o)
+{
+    return (fk_adam){.lr = (float)o->lr,
+                     .b1 = (float)o->b1,
+                     .b2 = (float)o->b2,
+                     .eps = (float)o->eps,
+                     .wd = (float)o->wd,
+                     .decoupled = o->kind == OPT_ADAMW};
+}
+
+/* One launch for a list of parameter tensors (all on c's device). Adam reads
+ * the step's constants (o->consts), SGD the count. */
 static ferry_status step_list(const ferry_optim *o, const fk_ctx *c, const fk_plist *l, const int64_t *taken,
                               const float *sk)
 {
@@ -217,13 +241,8 @@ static ferry_status step_list(const ferry_optim *o, const fk_ctx *c, const fk_pl
                     .nesterov = o->nesterov};
         return FK(c, sgd_multi, l, &h, taken, sk);
     }
-    fk_adam h = {.lr = (float)o->lr,
-                 .b1 = (float)o->b1,
-                 .b2 = (float)o->b2,
-                 .eps = (float)o->eps,
-                 .wd = (float)o->wd,
-                 .decoupled = o->kind == OPT_ADAMW};
-    return FK(c, adam_multi, l, &h, taken, sk);
+    fk_adam h = adam_hyper(o);
+    return FK(c, adam_multi, l, &h, ferry_tensor_data(o->consts), sk);
 }
 
 /* Queues the update of every parameter (one launch per FK_PLIST_MAX tensors of
@@ -236,6 +255,15 @@ ferry_status fm_optim_step_(ferry_optim *o, ferry_stream *s, const ferry_tensor 
         return st;
     const int64_t *taken = ferry_tensor_data(o->taken);
     const float *sk = skip ? ferry_tensor_data(skip) : NULL;
+    if (o->kind != OPT_SGD) {
+        /* Adam's bias corrections once per step, on the device where the count is
+         * (a skipped step leaves the count, so the next one recomputes the same). */
+        fk_ctx c = fm_ctx(o->taken, s);
+        fk_adam h = adam_hyper(o);
+        st = FK(&c, adam_consts, &h, taken, ferry_tensor_data(o->consts));
+        if (st != FERRY_OK)
+            return st;
+    }
     fk_plist l;
     l.n = 0;
     fk_ctx lc = {0};

@@ -466,8 +466,15 @@ ferry_status fk_cpu_sgd(const fk_ctx *c, float *restrict p, const float *restric
     return FERRY_OK;
 }
 
+ferry_status fk_cpu_adam_consts(const fk_ctx *c, const fk_adam *h, const int64_t *taken, float *consts)
+{
+    (void)c;
+    fk_adam_consts(h->lr, h->b1, h->b2, taken[0] + 1, &consts[0], &consts[1]);
+    return FERRY_OK;
+}
+
 ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
-                         const fk_adam *h, const int64_t *taken, const float *skip)
+                         const fk_adam *h, const float *consts, const float *skip)
 {
     (void)c;
     if (skipped(skip))
@@ -476,8 +483,7 @@ ferry_status fk_cpu_adam(const fk_ctx *c, float *p, const float *g, float *m, fl
      * from vectorising. */
     float lr = h->lr, b1 = h->b1, b2 = h->b2, eps = h->eps, wd = h->wd;
     bool decoupled = h->decoupled;
-    float step_size, sbc2;
-    fk_adam_consts(lr, b1, b2, taken[0] + 1, &step_size, &sbc2);
+    float step_size = consts[0], sbc2 = consts[1];
     for (int64_t i = 0; i < n; i++)
         p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
     return FERRY_OK;
@@ -492,11 +498,11 @@ ferry_status fk_cpu_sgd_multi(const fk_ctx *c, const fk_plist *l, const fk_sgd *
     return FERRY_OK;
 }
 
-ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, const fk_adam *h, const int64_t *taken,
+ferry_status fk_cpu_adam_multi(const fk_ctx *c, const fk_plist *l, const fk_adam *h, const float *consts,
                                const float *skip)
 {
     for (int i = 0; i < l->n; i++)
-        (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], h, taken, skip); /* cannot fail */
+        (void)fk_cpu_adam(c, l->p[i], l->g[i], l->s0[i], l->s1[i], l->numel[i], h, consts, skip); /* cannot fail */
     return FERRY_OK;
 }
 

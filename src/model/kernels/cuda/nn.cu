@@ -524,34 +524,51 @@ template <typename T> __global__ void k_pool_fwd(bool max, fk_conv g, const T *x
 }
 
 // Per input pixel: the windows that cover it (no atomics, no zeroing pass).
+// As k_col2im: a 2-D grid, y over the n * c planes, x over a plane's pixels
+// (row and column by one 32-bit division); the covering windows' output rows
+// [oy0, oy1) and columns [ox0, ox1) are found once per pixel, so the window
+// loop divides nothing.
 template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *dy, const int32_t *idx, T *dx)
 {
-    int64_t total = g.n * g.c * g.h * g.w;
+    int64_t planes = g.n * g.c, hw = g.h * g.w;
+    int32_t w32 = (int32_t)g.w;
     float inv = 1.0f / (float)(g.kh * g.kw);
-    FK_GRID_STRIDE(t, total)
-    {
-        int64_t ix = t % g.w, iy = (t / g.w) % g.h, p = t / (g.w * g.h);
-        int32_t me = (int32_t)(iy * g.w + ix);
-        // Windows in the CPU's order (output rows, then columns, ascending: ki and
-        // kj descending), so the sum rounds as the CPU's scatter does, bit for bit.
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y)
+    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
+        int32_t q32 = (int32_t)q, iy32 = q32 / w32;
+        int64_t iy = iy32, ix = q32 - iy32 * w32;
+        int64_t py = iy + g.ph, px = ix + g.pw;
+        int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
+        int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
+        if (oy1 > g.oh)
+            oy1 = g.oh;
+        if (ox1 > g.ow)
+            ox1 = g.ow;
+        const T *dyp = dy + pl * g.oh * g.ow;
+        const int32_t *idxp = max ? idx + pl * g.oh * g.ow : nullptr;
+        // Windows in the CPU's order (output rows, then columns, ascending), so
+        // the sum rounds as the CPU's scatter does, bit for bit.
         float s = 0.0f;
-        for (int64_t ki = g.kh - 1; ki >= 0; ki--) {
-            int64_t ny = iy + g.ph - ki;
-            if (ny < 0 || ny % g.sh || ny / g.sh >= g.oh)
-                continue;
-            for (int64_t kj = g.kw - 1; kj >= 0; kj--) {
-                int64_t nx = ix + g.pw - kj;
-                if (nx < 0 || nx % g.sw || nx / g.sw >= g.ow)
-                    continue;
-                int64_t o = (p * g.oh + ny / g.sh) * g.ow + nx / g.sw;
+        for (int64_t oy = oy0; oy < oy1; oy++)
+            for (int64_t o = oy * g.ow + ox0; o < oy * g.ow + ox1; o++) {
                 if (!max)
-                    s += fk_f(dy[o]) * inv;
-                else if (idx[o] == me)
-                    s += fk_f(dy[o]);
+                    s += fk_f(dyp[o]) * inv;
+                else if (idxp[o] == q32)
+                    s += fk_f(dyp[o]);
             }
-        }
-        dx[t] = fk_to_f32<T>(s);
+        dx[pl * hw + q] = fk_to_f32<T>(s);
     }
+}
+
+// The 2-D grid of k_pool_bwd, or an error for a plane past 32-bit indexing.
+static ferry_status pool_bwd_grid(const fk_conv *g, const char *what, dim3 *grid)
+{
+    int64_t planes = g->n * g->c, hw = g->h * g->w;
+    if (hw > INT32_MAX)
+        return ferry_fail(FERRY_ERR_LIMIT, "%s: an image plane of %lld pixels exceeds 2^31", what, (long long)hw);
+    int64_t bx = (hw + FK_THREADS - 1) / FK_THREADS;
+    *grid = dim3((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(planes < 65535 ? planes : 65535));
+    return FERRY_OK;
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_maxpool_fwd)(const fk_ctx *c, ferry_dtype dt, const fk_conv *g, const void *x, void *y,
@@ -576,8 +593,11 @@ extern "C" ferry_status FK_CU(fk_cuda_maxpool_bwd)(const fk_ctx *c, ferry_dtype 
     int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
+    dim3 grid;
+    if ((st = pool_bwd_grid(g, "max pool backward", &grid)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "max pool backward", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_bwd<T>)(true, *g, (const T *)dy, idx, (T *)dx);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_bwd<T>)(true, *g, (const T *)dy, idx, (T *)dx);
     });
     return fk_launched("max pool backward kernel");
 }
@@ -602,8 +622,11 @@ extern "C" ferry_status FK_CU(fk_cuda_avgpool_bwd)(const fk_ctx *c, ferry_dtype 
     int64_t total = g->n * g->c * g->h * g->w;
     if (st != FERRY_OK || total == 0)
         return st;
+    dim3 grid;
+    if ((st = pool_bwd_grid(g, "average pool backward", &grid)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "average pool backward", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_bwd<T>)(false, *g, (const T *)dy, nullptr, (T *)dx);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_bwd<T>)(false, *g, (const T *)dy, nullptr, (T *)dx);
     });
     return fk_launched("average pool backward kernel");
 }
@@ -631,17 +654,40 @@ __global__ void k_bn_stats(fk_chan g, const double *q, const double *meand, floa
     }
 }
 
+// BatchNorm's elementwise passes as k_bias_add: a 2-D grid, y over rows and x
+// along a row, so no element divides: rows of [outer * ch, inner] are channel
+// row % ch (once per row), or, when inner is 1, rows of [outer, ch] hold
+// channel i at column i.
+struct bn_rows {
+    int64_t rows, len, ch;
+    bool per_col;
+};
+
+static bn_rows bn_rows_plan(const fk_chan &g, dim3 *grid)
+{
+    bn_rows r;
+    r.per_col = g.inner == 1;
+    r.rows = r.per_col ? g.outer : g.outer * g.ch;
+    r.len = r.per_col ? g.ch : g.inner;
+    r.ch = g.ch;
+    int64_t bx = (r.len + FK_THREADS - 1) / FK_THREADS;
+    *grid = dim3((unsigned)(bx < 4096 ? bx : 4096), (unsigned)(r.rows < 65535 ? r.rows : 65535));
+    return r;
+}
+
 // Training: the batch's mean and invstd (smean, sinvstd); else the running ones.
 template <typename T>
-__global__ void k_bn_apply(fk_chan g, const T *x, T *y, const float *gamma, const float *beta, const float *mean,
+__global__ void k_bn_apply(bn_rows rw, const T *x, T *y, const float *gamma, const float *beta, const float *mean,
                            const float *invstd, const float *rvar, float eps)
 {
-    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
-    {
-        int64_t k = (i / g.inner) % g.ch;
-        float is = rvar ? 1.0f / sqrtf(rvar[k] + eps) : invstd[k];
-        float a = gamma[k] * is, b = beta[k] - mean[k] * a;
-        y[i] = fk_to_f32<T>(fk_f(x[i]) * a + b);
+    for (int64_t r = blockIdx.y; r < rw.rows; r += gridDim.y) {
+        int64_t kr = rw.per_col ? 0 : r % rw.ch; // the row's channel
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rw.len; i += (int64_t)gridDim.x * blockDim.x) {
+            int64_t k = rw.per_col ? i : kr, e = r * rw.len + i;
+            float is = rvar ? 1.0f / sqrtf(rvar[k] + eps) : invstd[k];
+            float a = gamma[k] * is, b = beta[k] - mean[k] * a;
+            y[e] = fk_to_f32<T>(fk_f(x[e]) * a + b);
+        }
     }
 }
 
@@ -681,9 +727,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_fwd)(const fk_ctx *c, ferry_dtype dt, c
         }
     }
     if (st == FERRY_OK && total > 0) {
+        dim3 grid;
+        bn_rows rw = bn_rows_plan(g, &grid);
         FK_FLOAT_TYPES(dt, T, "batch norm", {
-            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_apply<T>)(
-                g, (const T *)x, (T *)y, gamma, beta, training ? smean : rmean, sinvstd, training ? nullptr : rvar,
+            FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_bn_apply<T>)(
+                rw, (const T *)x, (T *)y, gamma, beta, training ? smean : rmean, sinvstd, training ? nullptr : rvar,
                 eps);
         });
         st = fk_launched("batch norm kernel");
@@ -707,14 +755,16 @@ __global__ void k_bn_grads(fk_chan g, const double *pd, const double *pdx, float
 }
 
 template <typename T>
-__global__ void k_bn_dx(fk_chan g, const T *x, const T *dy, T *dx, const float *gamma, const float *smean,
+__global__ void k_bn_dx(bn_rows rw, const T *x, const T *dy, T *dx, const float *gamma, const float *smean,
                         const float *sinvstd, const float *mdy, const float *mdyx)
 {
-    FK_GRID_STRIDE(i, g.outer * g.ch * g.inner)
-    {
-        int64_t k = (i / g.inner) % g.ch;
-        float m = smean[k], is = sinvstd[k], a = gamma[k] * is;
-        dx[i] = fk_to_f32<T>(a * (fk_f(dy[i]) - mdy[k] - (fk_f(x[i]) - m) * is * mdyx[k]));
+    for (int64_t r = blockIdx.y; r < rw.rows; r += gridDim.y) {
+        int64_t kr = rw.per_col ? 0 : r % rw.ch; // the row's channel
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rw.len; i += (int64_t)gridDim.x * blockDim.x) {
+            int64_t k = rw.per_col ? i : kr, e = r * rw.len + i;
+            float m = smean[k], is = sinvstd[k], a = gamma[k] * is;
+            dx[e] = fk_to_f32<T>(a * (fk_f(dy[e]) - mdy[k] - (fk_f(x[e]) - m) * is * mdyx[k]));
+        }
     }
 }
 
@@ -743,9 +793,11 @@ extern "C" ferry_status FK_CU(fk_cuda_bn_bwd)(const fk_ctx *c, ferry_dtype dt, c
         st = fk_launched("batch norm backward kernel");
     }
     if (st == FERRY_OK && dx && total > 0) {
+        dim3 grid;
+        bn_rows rw = bn_rows_plan(g, &grid);
         FK_FLOAT_TYPES(dt, T, "batch norm backward", {
-            FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_bn_dx<T>)(
-                g, (const T *)x, (const T *)dy, (T *)dx, gamma, smean, sinvstd, mdy, mdyx);
+            FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_bn_dx<T>)(
+                rw, (const T *)x, (const T *)dy, (T *)dx, gamma, smean, sinvstd, mdy, mdyx);
         });
         st = fk_launched("batch norm backward kernel");
     }
@@ -812,39 +864,44 @@ extern "C" ferry_status FK_CU(fk_cuda_sgd)(const fk_ctx *c, float *p, const floa
 }
 
 // Adam's bias corrections: two double pow, a divide and a sqrt, FP64 work that
-// GPUs with 1/64-rate FP64 pay dearly for per thread. One thread of each block
-// computes them and the block shares them (they depend on the step alone).
-__device__ __forceinline__ void adam_block_consts(float lr, float b1, float b2, const int64_t *taken,
-                                                  float *step_size, float *sbc2)
+// GPUs with 1/64-rate FP64 pay dearly for. They depend on the step alone, and
+// the step count lives on the device (mixed precision skips steps there), so one
+// thread computes them once per step for the update kernels to read.
+__global__ void k_adam_consts(float lr, float b1, float b2, const int64_t *taken, float *consts)
 {
-    __shared__ float sh[2];
-    if (threadIdx.x == 0)
-        fk_adam_consts(lr, b1, b2, taken[0] + 1, &sh[0], &sh[1]);
-    __syncthreads();
-    *step_size = sh[0];
-    *sbc2 = sh[1];
+    fk_adam_consts(lr, b1, b2, taken[0] + 1, &consts[0], &consts[1]);
+}
+
+extern "C" ferry_status FK_CU(fk_cuda_adam_consts)(const fk_ctx *c, const fk_adam *h, const int64_t *taken,
+                                            float *consts)
+{
+    fk_guard guard;
+    ferry_status st = fk_enter(c, &guard);
+    if (st != FERRY_OK)
+        return st;
+    FK_LAUNCH(1, 1, fk_stream(c), k_adam_consts)(h->lr, h->b1, h->b2, taken, consts);
+    return fk_launched("Adam constants kernel");
 }
 
 __global__ void k_adam(float *p, const float *g, float *m, float *v, int64_t n, float lr, float b1, float b2,
-                       float eps, float wd, bool decoupled, const int64_t *taken, const float *skip)
+                       float eps, float wd, bool decoupled, const float *consts, const float *skip)
 {
     if (fk_skipped(skip))
         return;
-    float step_size, sbc2;
-    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
+    float step_size = consts[0], sbc2 = consts[1];
     FK_GRID_STRIDE(i, n)
     p[i] = fk_adam_elem(p[i], g[i], &m[i], &v[i], lr, b1, b2, eps, wd, decoupled, step_size, sbc2);
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_adam)(const fk_ctx *c, float *p, const float *g, float *m, float *v, int64_t n,
-                                     const fk_adam *h, const int64_t *taken, const float *skip)
+                                     const fk_adam *h, const float *consts, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || n == 0)
         return st;
-    FK_LAUNCH_COOP(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
-                                                         h->decoupled, taken, skip);
+    FK_LAUNCH(fk_blocks(n), FK_THREADS, fk_stream(c), k_adam)(p, g, m, v, n, h->lr, h->b1, h->b2, h->eps, h->wd,
+                                                         h->decoupled, consts, skip);
     return fk_launched("Adam kernel");
 }
 
@@ -909,12 +966,11 @@ extern "C" ferry_status FK_CU(fk_cuda_sgd_multi)(const fk_ctx *c, const fk_plist
 }
 
 __global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, float eps, float wd, bool decoupled,
-                             const int64_t *taken, const float *skip)
+                             const float *consts, const float *skip)
 {
     if (fk_skipped(skip))
         return;
-    float step_size, sbc2;
-    adam_block_consts(lr, b1, b2, taken, &step_size, &sbc2);
+    float step_size = consts[0], sbc2 = consts[1];
     int t = plist_find(g, blockIdx.x);
     float *p = g.l.p[t], *m = g.l.s0[t], *v = g.l.s1[t];
     const float *gr = g.l.g[t];
@@ -924,7 +980,7 @@ __global__ void k_adam_multi(fk_plist_grid g, float lr, float b1, float b2, floa
 }
 
 extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plist *l, const fk_adam *h,
-                                           const int64_t *taken, const float *skip)
+                                           const float *consts, const float *skip)
 {
     fk_guard guard;
     ferry_status st = fk_enter(c, &guard);
@@ -933,8 +989,8 @@ extern "C" ferry_status FK_CU(fk_cuda_adam_multi)(const fk_ctx *c, const fk_plis
     fk_plist_grid g;
     if ((st = plist_grid(l, &g, "Adam")) != FERRY_OK || g.first[l->n] == 0)
         return st;
-    FK_LAUNCH_COOP(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
-                                                                    h->decoupled, taken, skip);
+    FK_LAUNCH(g.first[l->n], FK_THREADS, fk_stream(c), k_adam_multi)(g, h->lr, h->b1, h->b2, h->eps, h->wd,
+                                                                    h->decoupled, consts, skip);
     return fk_launched("Adam kernel");
 }
 
