@@ -436,28 +436,30 @@ template <typename T> __global__ void k_col2im(fk_conv g, const T *col, T *x)
 {
     int64_t planes = g.n * g.c, hw = g.h * g.w, ohw = g.oh * g.ow, cols = g.n * ohw;
     int32_t w32 = (int32_t)g.w;
-    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y)
-    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
-        int64_t t = pl * hw + q, ch = pl % g.c, img = pl / g.c;
-        int32_t q32 = (int32_t)q, iy32 = q32 / w32;
-        int64_t iy = iy32, ix = q32 - iy32 * w32;
-        int64_t py = iy + g.ph, px = ix + g.pw;
-        int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
-        int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
-        if (oy1 > g.oh)
-            oy1 = g.oh;
-        if (ox1 > g.ow)
-            ox1 = g.ow;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
+        int64_t ch = pl % g.c, img = pl / g.c; // once per plane
         const T *base = col + ch * g.kh * g.kw * cols + img * ohw;
-        float s = 0.0f;
-        for (int64_t oy = oy0; oy < oy1; oy++) {
-            int64_t ki = py - oy * g.sh;
-            for (int64_t ox = ox0; ox < ox1; ox++) {
-                int64_t kj = px - ox * g.sw;
-                s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
+        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
+            int64_t t = pl * hw + q;
+            int32_t q32 = (int32_t)q, iy32 = q32 / w32;
+            int64_t iy = iy32, ix = q32 - iy32 * w32;
+            int64_t py = iy + g.ph, px = ix + g.pw;
+            int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
+            int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
+            if (oy1 > g.oh)
+                oy1 = g.oh;
+            if (ox1 > g.ow)
+                ox1 = g.ow;
+            float s = 0.0f;
+            for (int64_t oy = oy0; oy < oy1; oy++) {
+                int64_t ki = py - oy * g.sh;
+                for (int64_t ox = ox0; ox < ox1; ox++) {
+                    int64_t kj = px - ox * g.sw;
+                    s += fk_f(base[(ki * g.kw + kj) * cols + oy * g.ow + ox]);
+                }
             }
+            x[t] = fk_to_f32<T>(s); // stores: no fill of dx before it
         }
-        x[t] = fk_to_f32<T>(s); // stores: no fill of dx before it
     }
 }
 
@@ -533,30 +535,31 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
     int64_t planes = g.n * g.c, hw = g.h * g.w;
     int32_t w32 = (int32_t)g.w;
     float inv = 1.0f / (float)(g.kh * g.kw);
-    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y)
-    for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
-        int32_t q32 = (int32_t)q, iy32 = q32 / w32;
-        int64_t iy = iy32, ix = q32 - iy32 * w32;
-        int64_t py = iy + g.ph, px = ix + g.pw;
-        int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
-        int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
-        if (oy1 > g.oh)
-            oy1 = g.oh;
-        if (ox1 > g.ow)
-            ox1 = g.ow;
+    for (int64_t pl = blockIdx.y; pl < planes; pl += gridDim.y) {
         const T *dyp = dy + pl * g.oh * g.ow;
         const int32_t *idxp = max ? idx + pl * g.oh * g.ow : nullptr;
-        // Windows in the CPU's order (output rows, then columns, ascending), so
-        // the sum rounds as the CPU's scatter does, bit for bit.
-        float s = 0.0f;
-        for (int64_t oy = oy0; oy < oy1; oy++)
-            for (int64_t o = oy * g.ow + ox0; o < oy * g.ow + ox1; o++) {
-                if (!max)
-                    s += fk_f(dyp[o]) * inv;
-                else if (idxp[o] == q32)
-                    s += fk_f(dyp[o]);
-            }
-        dx[pl * hw + q] = fk_to_f32<T>(s);
+        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < hw; q += (int64_t)gridDim.x * blockDim.x) {
+            int32_t q32 = (int32_t)q, iy32 = q32 / w32;
+            int64_t iy = iy32, ix = q32 - iy32 * w32;
+            int64_t py = iy + g.ph, px = ix + g.pw;
+            int64_t oy0 = py < g.kh ? 0 : (py - g.kh) / g.sh + 1, oy1 = py / g.sh + 1;
+            int64_t ox0 = px < g.kw ? 0 : (px - g.kw) / g.sw + 1, ox1 = px / g.sw + 1;
+            if (oy1 > g.oh)
+                oy1 = g.oh;
+            if (ox1 > g.ow)
+                ox1 = g.ow;
+            // Windows in the CPU's order (output rows, then columns, ascending), so
+            // the sum rounds as the CPU's scatter does, bit for bit.
+            float s = 0.0f;
+            for (int64_t oy = oy0; oy < oy1; oy++)
+                for (int64_t o = oy * g.ow + ox0; o < oy * g.ow + ox1; o++) {
+                    if (!max)
+                        s += fk_f(dyp[o]) * inv;
+                    else if (idxp[o] == q32)
+                        s += fk_f(dyp[o]);
+                }
+            dx[pl * hw + q] = fk_to_f32<T>(s);
+        }
     }
 }
 
