@@ -5,8 +5,9 @@
  *
  * The step count lives on the device (`taken`): under mixed precision the device
  * alone decides whether a step counts (its inf/nan check), and the kernels read
- * the count from there (SGD's first step, Adam's bias correction), so no step
- * waits on the host. */
+ * the count from there (SGD's first step; Adam's bias corrections, which one
+ * small launch computes from it once per step for the update to read), so no
+ * step waits on the host. */
 #include <stdio.h>
 #include <string.h>
 
