@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/hash64.h"
@@ -196,6 +197,55 @@ TEST(cache_folder_of_another_user_is_refused)
     ASSERT_STATUS(open_url(url_of(srv), &c, &ds), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), dir);
     ASSERT_STR_CONTAINS(ferry_last_error(), "owned by uid 65534");
+    ft_http_stop(srv);
+}
+
+/* The issue's attack as it happens: another user makes the cache folder first,
+ * open to all (0777), in a folder everyone may write (a 1777 /tmp), and
+ * leaves a file in it. The victim's ferry refuses the folder and writes
+ * nothing into it. The other user is a forked child that drops to uid 65534
+ * with setresuid (the suite runs as root in CI). */
+TEST(cache_folder_made_first_by_another_user_is_refused)
+{
+    if (geteuid() != 0)
+        SKIP("not root: cannot become another user to make the folder first (run the suite as root)");
+    ft_http *srv = ft_http_start(www(), NULL);
+    const char *shared = ft_tmp("trust/shared-tmp");
+    ASSERT_EQ_INT(mkdir(shared, 0700), 0);
+    ASSERT_EQ_INT(chmod(shared, 01777), 0);
+    pid_t pid = fork();
+    ASSERT_MSG(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) { /* the other user: only relative names below the shared folder */
+        int ok = chdir(shared) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+                 setresuid(65534, 65534, 65534) == 0 && geteuid() == 65534 &&
+                 mkdir("ferry-cache", 0777) == 0 && chmod("ferry-cache", 0777) == 0;
+        int fd = ok ? open("ferry-cache/planted", O_CREAT | O_EXCL | O_WRONLY, 0666) : -1;
+        _exit(fd >= 0 ? 0 : 1);
+    }
+    int ws = 0;
+    ASSERT_EQ_INT(waitpid(pid, &ws, 0), pid);
+    ASSERT_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the other user could not make its folder");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/ferry-cache", shared);
+    struct stat sb;
+    ASSERT_EQ_INT(stat(dir, &sb), 0);
+    ASSERT_EQ_INT(sb.st_uid, 65534);
+    ferry_image_config c = cfg_at(dir);
+    ferry_dataset *ds = NULL;
+    ASSERT_STATUS(open_url(url_of(srv), &c, &ds), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), dir);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "owned by uid 65534");
+    /* Nothing of the victim's went into it: the planted file alone. */
+    DIR *d = opendir(dir);
+    ASSERT_MSG(d != NULL, "opendir %s", dir);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            ASSERT_STR_EQ(e->d_name, "planted");
+            n++;
+        }
+    closedir(d);
+    ASSERT_EQ_SIZE(n, 1);
     ft_http_stop(srv);
 }
 
