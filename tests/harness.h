@@ -166,6 +166,10 @@ size_t ft_tar_header(ft_tar *t, const char *name, char type, uint64_t size, cons
 size_t ft_tar_file_opts(ft_tar *t, const char *name, const void *data, size_t n, const ft_tar_opts *o);
 size_t ft_tar_file(ft_tar *t, const char *name, const void *data, size_t n);
 size_t ft_tar_text(ft_tar *t, const char *name, const char *text);
+/* One WebDataset sample: KEY.png, the gray w x h image px (written with
+ * ferry_png_save through ft_tmp(tmp_rel)), and KEY.cls holding label. */
+void ft_tar_png_sample(ft_tar *t, const char *key, const uint8_t *px, size_t w, size_t h,
+                       size_t label, const char *tmp_rel);
 size_t ft_tar_pax(ft_tar *t, char type, const char *const *kv, size_t nkv); /* "key=value" pairs */
 size_t ft_tar_longname(ft_tar *t, const char *name);                         /* GNU ././@LongLink */
 void ft_tar_end(ft_tar *t);                 /* the two zero blocks */

@@ -166,3 +166,20 @@ void ft_assert_shard_fails(const char *path, ferry_status want, const char *n1, 
     if (n2)
         ASSERT_STR_CONTAINS(ferry_last_error(), n2);
 }
+
+void ft_tar_png_sample(ft_tar *t, const char *key, const uint8_t *px, size_t w, size_t h,
+                       size_t label, const char *tmp_rel)
+{
+    const char *p = ft_tmp(tmp_rel);
+    ft_write_file(p, "", 0);
+    ASSERT_OK(ferry_png_save(p, px, w, h, 1));
+    size_t n;
+    uint8_t *bytes = ft_read_file(p, &n);
+    char name[256], lab[32];
+    snprintf(name, sizeof name, "%s.png", key);
+    ft_tar_file(t, name, bytes, n);
+    free(bytes);
+    snprintf(name, sizeof name, "%s.cls", key);
+    snprintf(lab, sizeof lab, "%zu", label);
+    ft_tar_file(t, name, lab, strlen(lab));
+}

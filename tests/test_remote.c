@@ -34,18 +34,9 @@ static void add_sample(ft_tar *t, size_t i)
     uint8_t px[IW * IH];
     for (size_t j = 0; j < sizeof px; j++)
         px[j] = (uint8_t)(i * 31 + j * 7 + (j * j) % 13);
-    const char *p = ft_tmp("remote/tmp.png");
-    ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
-    size_t n;
-    uint8_t *bytes = ft_read_file(p, &n);
-    char name[64], lab[16];
-    snprintf(name, sizeof name, "k%03zu.png", i);
-    ft_tar_file(t, name, bytes, n);
-    free(bytes);
-    snprintf(name, sizeof name, "k%03zu.cls", i);
-    snprintf(lab, sizeof lab, "%zu", i % 5);
-    ft_tar_file(t, name, lab, strlen(lab));
+    char key[32];
+    snprintf(key, sizeof key, "k%03zu", i);
+    ft_tar_png_sample(t, key, px, IW, IH, i % 5, "remote/tmp.png");
 }
 
 static void need_curl(void)

@@ -52,18 +52,9 @@ static void add_sample(ft_tar *t, size_t i)
     uint8_t px[IW * IH];
     for (size_t j = 0; j < sizeof px; j++)
         px[j] = (uint8_t)(i * 29 + j * 5 + (j * j) % 11);
-    const char *p = ft_tmp("dead/tmp.png");
-    ft_write_file(p, "", 0);
-    ASSERT_OK(ferry_png_save(p, px, IW, IH, 1));
-    size_t n;
-    uint8_t *bytes = ft_read_file(p, &n);
-    char name[64], lab[16];
-    snprintf(name, sizeof name, "k%04zu.png", i);
-    ft_tar_file(t, name, bytes, n);
-    free(bytes);
-    snprintf(name, sizeof name, "k%04zu.cls", i);
-    snprintf(lab, sizeof lab, "%zu", i % 7);
-    ft_tar_file(t, name, lab, strlen(lab));
+    char key[32];
+    snprintf(key, sizeof key, "k%04zu", i);
+    ft_tar_png_sample(t, key, px, IW, IH, i % 7, "dead/tmp.png");
 }
 
 static void need_curl(void)
