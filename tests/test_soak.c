@@ -80,6 +80,22 @@ static long status_field(const char *key)
     return v;
 }
 
+/* The thread count once every joined thread has left the kernel's list.
+ * pthread_join returns when the kernel clears the thread's id, which is
+ * before the kernel reaps it, so a thread joined a moment ago can still be
+ * counted in /proc/self/status.  Waits up to two seconds for the count to
+ * fall to `want`; a thread the library really left behind never does. */
+static long settled_threads(long want)
+{
+    long n = status_field("Threads:");
+    for (int i = 0; i < 200 && n > want; i++) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        n = status_field("Threads:");
+    }
+    return n;
+}
+
 static void quiet_log(ferry_log_level level, const char *msg, void *user)
 {
     (void)level; (void)msg; (void)user;
@@ -294,7 +310,7 @@ TEST(soak_epochs_early_stops_resets_destroys)
     run_batches(&s, l, &r, 0, (size_t)-1, seen_batch);
     ferry_loader_destroy(l);
     size_t fds0 = count_fds();
-    long threads0 = status_field("Threads:"), rss0 = status_field("VmRSS:");
+    long threads0 = settled_threads(1), rss0 = status_field("VmRSS:");
 
     double end = now_s() + secs;
     size_t rounds = 0, epochs = 0, stops = 0, batches = 0;
@@ -321,7 +337,7 @@ TEST(soak_epochs_early_stops_resets_destroys)
         rounds++;
     }
     size_t fds1 = count_fds();
-    long threads1 = status_field("Threads:"), rss1 = status_field("VmRSS:");
+    long threads1 = settled_threads(threads0), rss1 = status_field("VmRSS:");
     printf("  %zu loaders, %zu full epochs, %zu early stops, %zu batches in %.0f s; "
            "fds %zu -> %zu, threads %ld -> %ld, RSS %ld -> %ld KiB\n",
            rounds, epochs, stops, batches, secs, fds0, fds1, threads0, threads1, rss0, rss1);
