@@ -113,7 +113,7 @@ endif
 
 # Distributed training: MPI (DIST=1), NCCL (from the CUDA toolkit) on top when
 # CUDA is built and nccl.h is there; part of libferry-train (docs/DESIGN.md says
-# why). Without MPI, distributed/nompi.c answers every call with "built without
+# why). Without MPI, model/distributed/nompi.c answers every call with "built without
 # MPI". DIST=0 or 1 fixes libferry-train's dependencies; the default, auto,
 # takes MPI when mpicc is found and says which it picked.
 DIST_ASKED := $(DIST)
@@ -130,16 +130,16 @@ ifeq ($(DIST),1)
     FERRY_CFLAGS += -DFERRY_HAVE_NCCL=1
     TRAIN_LIBS += -L$(CUDA_HOME)/lib64 -lnccl
   else
-    SRC_C  := $(filter-out src/distributed/nccl_cuda.c,$(SRC_C))
+    SRC_C  := $(filter-out src/model/distributed/nccl_cuda.c,$(SRC_C))
   endif
   BUILD_NOTE += (MPI$(if $(filter 1,$(NCCL)), + NCCL))
 else
-  SRC_C  := $(filter-out src/distributed/%,$(SRC_C)) src/distributed/nompi.c
+  SRC_C  := $(filter-out src/model/distributed/%,$(SRC_C)) src/model/distributed/nompi.c
   BUILD_NOTE += (no MPI)
 endif
 
 # Remote shards: libcurl when its header is found; without it,
-# dataset/remote_nocurl.c refuses each URL by name.
+# dataset/remote/remote_nocurl.c refuses each URL by name.
 CURL_ASKED := $(CURL)
 ifeq ($(CURL),auto)
   CURL := $(if $(shell printf '\043include <curl/curl.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo y),1,0)
@@ -147,10 +147,10 @@ endif
 ifeq ($(CURL),1)
   FERRY_CFLAGS += -DFERRY_HAVE_CURL=1
   CORE_LIBS += -lcurl
-  SRC_C  := $(filter-out src/dataset/remote_nocurl.c,$(SRC_C))
+  SRC_C  := $(filter-out src/dataset/remote/remote_nocurl.c,$(SRC_C))
   BUILD_NOTE += (libcurl: shards by URL)
 else
-  SRC_C  := $(filter-out src/dataset/remote_fetch.c,$(SRC_C))
+  SRC_C  := $(filter-out src/dataset/remote/remote_fetch.c,$(SRC_C))
   BUILD_NOTE += (no libcurl: shards by URL refused$(if $(filter auto,$(CURL_ASKED)),; curl/curl.h not found))
 endif
 
@@ -200,10 +200,10 @@ ifneq ($(shell cat $(FLAGS_FILE) 2>/dev/null),$(strip $(FLAGS_NOW)))
 endif
 
 OBJ      := $(SRC_C:%.c=$(BUILD)/obj/%.o) $(SRC_CU:%.cu=$(BUILD)/obj/%.cu.o) $(SRC_SIMCU:%.cu=$(BUILD)/obj/%.sim.o)
-# libferry-train: what computes on tensors. libferry: everything else (common,
-# device, the simulated GPU's engine, the tensor core, datasets, the loader).
-TRAIN_DIRS := src/model/ops src/model/kernels src/model/nn src/model/io src/distributed
-TRAIN_OBJ  := $(foreach d,$(TRAIN_DIRS),$(filter $(BUILD)/obj/$(d)/%,$(OBJ)))
+# The folder says the library: src/model/ is libferry-train (what computes on
+# tensors); every other folder of src/ is libferry (common, device with the
+# simulated GPU's engine, tensor, dataset, loader).
+TRAIN_OBJ  := $(filter $(BUILD)/obj/src/model/%,$(OBJ))
 CORE_OBJ   := $(filter-out $(TRAIN_OBJ),$(OBJ))
 # ferry_cuda_archs() reports the GPU code the build carries. NVFLAGS, in FLAGS_NOW,
 # already changes with it, so the quoted define can stay out of CFLAGS.

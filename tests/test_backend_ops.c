@@ -39,7 +39,7 @@
 #include "ferry/rng.h"
 #include "loader/convert.h"
 #include "model/kernels/kernels.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 /* ---- the kernel list ---- */
 #define BO_NAME(name, ...) #name,

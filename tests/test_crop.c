@@ -11,7 +11,7 @@
 
 #include "harness.h"
 #include "common/error.h"
-#include "dataset/internal.h"
+#include "dataset/core/internal.h"
 #include "ferry/rng.h"
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/crop/"

@@ -1,4 +1,4 @@
-/* The JPEG crop path's DCT scale (src/dataset/jpeg_crop.c): the rule itself
+/* The JPEG crop path's DCT scale (src/dataset/image/jpeg_crop.c): the rule itself
  * (the smallest of 1/8, 2/8, 4/8, 5/8, 6/8 and 8/8 at which the crop box is at
  * least the output size, in libjpeg's own scaled dimensions), and the pixels
  * it gives against a full-scale decode of the same crop, on a fine texture,
@@ -10,8 +10,8 @@
 #include <jpeglib.h>
 
 #include "harness.h"
-#include "dataset/internal.h"
-#include "dataset/jpeg.h"
+#include "dataset/core/internal.h"
+#include "dataset/image/jpeg.h"
 #include "ferry/rng.h"
 
 #define IW 320

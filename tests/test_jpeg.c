@@ -13,7 +13,7 @@
 
 #include "harness.h"
 #include "common/error.h" /* the allocation counters and fault injection */
-#include "dataset/jpeg.h" /* the crop path's plan and region decode */
+#include "dataset/image/jpeg.h" /* the crop path's plan and region decode */
 #include "ferry/rng.h"
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/jpeg/"

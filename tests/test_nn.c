@@ -6,7 +6,7 @@
 #include "harness.h"
 #include "ferry/nn.h"
 #include "common/error.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 #define CPU ferry_cpu()
 

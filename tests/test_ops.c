@@ -6,7 +6,7 @@
 #include "harness.h"
 #include "ferry/ops.h"
 #include "ferry/rng.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 #define CPU ferry_cpu()
 

@@ -21,7 +21,7 @@
 
 #include "common/error.h" /* ferry_now */
 #include "common/thread.h"  /* ferry_debug_fail_thread_after */
-#include "dataset/remote.h"
+#include "dataset/remote/remote.h"
 #include "harness.h"
 #include "harness_http.h"
 

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "../tools/url_list.h"
-#include "dataset/internal.h"
-#include "dataset/remote.h"
-#include "dataset/shards.h"
+#include "dataset/core/internal.h"
+#include "dataset/remote/remote.h"
+#include "dataset/shards/shards.h"
 #include "harness.h"
 #include "harness_http.h"
 

@@ -16,8 +16,8 @@
 #include <zlib.h>
 
 #include "harness.h"
-#include "dataset/internal.h"
-#include "dataset/shards.h"
+#include "dataset/core/internal.h"
+#include "dataset/shards/shards.h"
 
 /* 5 shards; shard 1 is written in reverse key order (its stream passes the
  * samples backwards), shard 2 carries a 300 KiB member of no sample (skipped

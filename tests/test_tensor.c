@@ -6,7 +6,7 @@
 
 #include "harness.h"
 #include "common/error.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 static char *print_to_string(const ferry_tensor *t)
 {

@@ -22,7 +22,7 @@
 
 #include "common/hash64.h"
 #include "common/private_dir.h"
-#include "dataset/remote.h"
+#include "dataset/remote/remote.h"
 #include "harness.h"
 #include "harness_http.h"
 

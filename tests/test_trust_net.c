@@ -14,8 +14,8 @@
 
 #include "common/error.h" /* ferry_now */
 #include "common/redact.h"
-#include "dataset/remote.h"
-#include "dataset/shards.h"
+#include "dataset/remote/remote.h"
+#include "dataset/shards/shards.h"
 #include "harness.h"
 #include "harness_http.h"
 

@@ -23,8 +23,8 @@
 #include <jpeglib.h>
 
 #include "commands.h"
-#include "dataset/internal.h" /* the crop box and resize the recipe uses */
-#include "dataset/jpeg.h"     /* the crop path's plan: its DCT scale and rows */
+#include "dataset/core/internal.h" /* the crop box and resize the recipe uses */
+#include "dataset/image/jpeg.h"     /* the crop path's plan: its DCT scale and rows */
 #include "ferry.h"
 #include "ferry/rng.h"
 #include "files.h"

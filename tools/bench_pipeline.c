@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/private_dir.h" /* the user's cache folder */
-#include "dataset/remote.h" /* the network counters of shards read by URL */
+#include "dataset/remote/remote.h" /* the network counters of shards read by URL */
 #include "ferry.h"
 #include "ferry/ops.h"
 #include "cli_args.h"

@@ -26,7 +26,7 @@
 #include "common/error.h" /* ferry_format_cut: names escaped */
 #include "commands.h"
 #include "common/redact.h"
-#include "dataset/remote.h"
+#include "dataset/remote/remote.h"
 #include "ferry.h"
 #include "files.h"
 #include "tar_write.h"

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 /* Host and device in .cu files, static inline in C; the same text as
- * model/tensor/half.h's, so either header may come first. */
+ * tensor/half.h's, so either header may come first. */
 #ifndef FERRY_HD
 #ifdef __CUDACC__
 #define FERRY_HD __host__ __device__ __forceinline__

@@ -10,7 +10,7 @@
 extern "C" {
 #include "loader/convert.h"
 }
-#include "model/tensor/half.h"
+#include "tensor/half.h"
 
 FK_SOURCE_BEGIN
 

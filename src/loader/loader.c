@@ -9,7 +9,7 @@
 
 #include "device/device_internal.h"
 #include "common/error.h"
-#include "dataset/caps.h"
+#include "dataset/core/caps.h"
 #include "loader/internal.h"
 
 /* Streaming mode reads each shard this far ahead of the last member read:

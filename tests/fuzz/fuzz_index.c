@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <zlib.h>
 
-#include "dataset/shards.h"
+#include "dataset/shards/shards.h"
 #include "fuzz.h"
 
 enum { INDEX_HEAD = 112, INDEX_SHARD_SIZE_AT = 16 };

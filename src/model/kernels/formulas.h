@@ -24,7 +24,7 @@
 
 #include "common/philox.h"
 #include "model/kernels/kernels.h"
-#include "model/tensor/half.h"
+#include "tensor/half.h"
 
 #if defined(__CUDA_ARCH__) || defined(FERRY_SIM_DEVICE)
 #define FK_MUL_RN(a, b) fk_mul_rn_((a), (b))
@@ -89,7 +89,7 @@ FERRY_HD double fk_affine(double x, double mul, double add)
 }
 
 /* A double stored into an integer dtype: truncated toward zero, saturated, NaN
- * to 0 (model/tensor/half.h's rule, so ops and tensor conversions agree). */
+ * to 0 (tensor/half.h's rule, so ops and tensor conversions agree). */
 FERRY_HD int64_t fk_sat(double v, int64_t lo, int64_t hi)
 {
     ferry_scalar_ s;

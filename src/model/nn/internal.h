@@ -7,7 +7,7 @@
 
 #include "ferry/nn.h"
 #include "model/kernels/kernels.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 typedef struct fm_param {
     char name[32];        /* "weight", "bias", "running_mean" */

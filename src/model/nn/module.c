@@ -9,7 +9,7 @@
 #include "ferry/rng.h"
 #include "model/nn/internal.h"
 #include "model/ops/common.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 ferry_status fm_module_new(size_t size, const fm_ops *ops, const char *name, size_t nparams,
                            ferry_module **out)

@@ -6,7 +6,7 @@
 #include "device/device_internal.h"
 #include "common/error.h"
 #include "model/ops/common.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 fk_ctx fk_ctx_make(ferry_device d, ferry_stream *s)
 {

@@ -2,7 +2,7 @@
  * storage (ferry_tensor_view_); reshape of a non-contiguous tensor copies. */
 #include "common/error.h"
 #include "model/ops/common.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t ndim,
                                   ferry_tensor **out)

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "model/kernels/kernels.h"
-#include "model/tensor/internal.h"
+#include "tensor/internal.h"
 
 /* Up to 4 scratch buffers per call, freed together. */
 typedef struct scratch {

@@ -68,7 +68,7 @@ __device__ __forceinline__ double fk_d(int32_t x) { return x; }
 __device__ __forceinline__ double fk_d(int64_t x) { return (double)x; }
 
 /* Stores round as the CPU's fk_std does: double to f32, then f32 to f16/bf16 with
- * model/tensor/half.h's bit code (NaN payloads included), integers saturated. */
+ * tensor/half.h's bit code (NaN payloads included), integers saturated. */
 template <typename T> __device__ __forceinline__ T fk_to(double v);
 template <> __device__ __forceinline__ float fk_to<float>(double v) { return (float)v; }
 template <> __device__ __forceinline__ __half fk_to<__half>(double v)

@@ -20,7 +20,7 @@
 #include "device/sim/kernel_exec.h"
 #include "device/sim/sim.h"
 #include "device/sim/sim_internal.h"
-#include "model/tensor/half.h"
+#include "tensor/half.h"
 
 struct cublasContext {
     int dev;
