@@ -13,5 +13,6 @@
 #include "ferry/rng.h"
 #include "ferry/dataset.h"
 #include "ferry/loader.h"
+#include "ferry/tokens.h"
 
 #endif

@@ -97,6 +97,15 @@ ferry_status ferry__shard_index_load_at(int dfd, const char *name, const char *p
  * entries, sorted), or a list file (one shard path a line). *out holds *n
  * ferry_host_strdup'd paths. */
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout);
+/* The same for files of another kind (token shards): match says which names
+ * in a folder are such files and which a path names directly (any other
+ * regular file is a list file); none names them in "no NONE in the folder". */
+typedef struct ferry_path_kind {
+    bool (*match)(const char *path);
+    const char *none;
+} ferry_path_kind;
+ferry_status ferry__paths_of_kind(const char *const *paths, size_t n, const ferry_path_kind *kind,
+                                  char ***out, size_t *nout);
 
 /* ---- brace notation in shard paths and URLs (shards_braces.c) ---- */
 #define FERRY__BRACE_MAX 100000 /* names one pattern may give */

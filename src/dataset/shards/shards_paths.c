@@ -51,7 +51,7 @@ static int cmp_str(const void *a, const void *b)
 
 /* The folder's shards (*.tar, *.tar.gz, *.tgz; hidden ones left out), sorted
  * bytewise. */
-static ferry_status add_folder(const char *dir, ferry_str_list *l)
+static ferry_status add_folder(const char *dir, const ferry_path_kind *kind, ferry_str_list *l)
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -61,7 +61,7 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     struct dirent *e;
     int err = 0;
     while (st == FERRY_OK && (e = ferry_dir_next(d, &err)) != NULL)
-        if (e->d_name[0] != '.' && ferry_dataset_is_shard_path(e->d_name))
+        if (e->d_name[0] != '.' && kind->match(e->d_name))
             st = ferry__str_list_push(l, join(dir, strlen(dir), e->d_name, strlen(e->d_name)));
     closedir(d);
     if (st == FERRY_OK && err)
@@ -69,8 +69,7 @@ static ferry_status add_folder(const char *dir, ferry_str_list *l)
     if (st != FERRY_OK)
         return st;
     if (l->n == first)
-        return ferry_fail_at(FERRY_ERR_INVALID_ARG, dir,
-                             "no shards (.tar, .tar.gz or .tgz files) in the folder");
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, dir, "no %s in the folder", kind->none);
     qsort(l->v + first, l->n - first, sizeof *l->v, cmp_str);
     return FERRY_OK;
 }
@@ -157,24 +156,24 @@ ferry_status ferry__url_folder_error(const char *url)
                       "(ferry pack --upload writes OUT/urls.txt), or one by one", url, url);
 }
 
-static ferry_status add_one(const char *p, ferry_str_list *l);
+static ferry_status add_one(const char *p, const ferry_path_kind *kind, ferry_str_list *l);
 
 /* p, or the names its braces give (a local file whose name holds braces is
  * taken as it is). */
-static ferry_status add_path(const char *p, ferry_str_list *l)
+static ferry_status add_path(const char *p, const ferry_path_kind *kind, ferry_str_list *l)
 {
     struct stat sb;
     if (!ferry__has_braces(p, strlen(p)) || (!ferry__is_url(p) && stat(p, &sb) == 0))
-        return add_one(p, l);
+        return add_one(p, kind, l);
     ferry_str_list names = {0};
     ferry_status st = ferry__brace_expand(p, strlen(p), &names);
     for (size_t i = 0; st == FERRY_OK && i < names.n; i++)
-        st = add_one(names.v[i], l);
+        st = add_one(names.v[i], kind, l);
     ferry__str_list_free(&names);
     return st;
 }
 
-static ferry_status add_one(const char *p, ferry_str_list *l)
+static ferry_status add_one(const char *p, const ferry_path_kind *kind, ferry_str_list *l)
 {
     size_t pn = strlen(p);
     if (ferry__is_url(p) && pn && p[pn - 1] == '/')
@@ -186,8 +185,8 @@ static ferry_status add_one(const char *p, ferry_str_list *l)
         return ferry_fail_at(errno == ENOENT || errno == ENOTDIR ? FERRY_ERR_INVALID_ARG : FERRY_ERR_IO, p,
                              "%s", strerror(errno));
     if (S_ISDIR(sb.st_mode))
-        return add_folder(p, l);
-    if (ferry_dataset_is_shard_path(p))
+        return add_folder(p, kind, l);
+    if (kind->match(p))
         return ferry__str_list_push(l, ferry_host_strdup(p));
     if (S_ISREG(sb.st_mode))
         return add_list_file(p, l);
@@ -196,10 +195,18 @@ static ferry_status add_one(const char *p, ferry_str_list *l)
 
 ferry_status ferry__shard_paths(const char *const *paths, size_t n, char ***out, size_t *nout)
 {
+    static const ferry_path_kind tar = {ferry_dataset_is_shard_path,
+                                        "shards (.tar, .tar.gz or .tgz files)"};
+    return ferry__paths_of_kind(paths, n, &tar, out, nout);
+}
+
+ferry_status ferry__paths_of_kind(const char *const *paths, size_t n, const ferry_path_kind *kind,
+                                  char ***out, size_t *nout)
+{
     ferry_str_list l = {0};
     ferry_status st = FERRY_OK;
     for (size_t i = 0; i < n && st == FERRY_OK; i++)
-        st = paths[i] ? add_path(paths[i], &l)
+        st = paths[i] ? add_path(paths[i], kind, &l)
                       : ferry_fail(FERRY_ERR_INVALID_ARG, "paths[%zu] is NULL", i);
     if (st != FERRY_OK) {
         ferry__str_list_free(&l);

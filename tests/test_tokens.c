@@ -1,0 +1,539 @@
+/* Token datasets: llm.c shards (uint16 and uint32), headerless files and .npy
+ * arrays against tests/ref/tokens (written by make_tokens_ref.py with NumPy,
+ * independently); windows and packed documents (tokens, cu_seqlens offsets,
+ * position ids, cropped and padded counts) against the same reference; every
+ * corrupt header refused naming the file and what is wrong; folders and list
+ * files; ranks 1 to 8 disjoint with equal counts; the same batches for any
+ * worker count; resume on the same and another world size; shards by URL read
+ * by Range. */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "harness_http.h"
+#include "ferry/tokens.h"
+
+#define REF FERRY_SOURCE_DIR "/tests/ref/tokens/"
+
+static const char *const S1[] = {REF "s1_000.bin", REF "s1_001.npy", REF "s1_002.bin"};
+
+static FILE *open_ref(const char *name)
+{
+    char p[512];
+    snprintf(p, sizeof p, REF "%s", name);
+    FILE *f = fopen(p, "r");
+    ASSERT_MSG(f, "%s: missing (run tests/ref/make_tokens_ref.py)", p);
+    return f;
+}
+
+static uint64_t next_num(FILE *f)
+{
+    unsigned long long v = 0;
+    ASSERT_MSG(fscanf(f, "%llu", &v) == 1, "reference file ends early");
+    return v;
+}
+
+static uint32_t tok_at(const void *row, size_t j, size_t width)
+{
+    const uint8_t *p = (const uint8_t *)row + j * width;
+    return width == 2 ? (uint32_t)(p[0] | p[1] << 8)
+                      : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                            (uint32_t)p[3] << 24;
+}
+
+static ferry_tokens *open_tokens(const char *const *paths, size_t n, ferry_tokens_config c)
+{
+    ferry_tokens *t = NULL;
+    ASSERT_OK(ferry_tokens_open(paths, n, &c, &t));
+    return t;
+}
+
+/* Every window of t against the reference file: count, dropped tokens, tokens. */
+static void check_windows(ferry_tokens *t, const char *ref)
+{
+    FILE *f = open_ref(ref);
+    size_t n = (size_t)next_num(f), T = ferry_tokens_seq_len(t), w = ferry_tokens_token_bytes(t);
+    ferry_tokens_info info;
+    ferry_tokens_info_get(t, &info);
+    ASSERT_EQ_SIZE(ferry_tokens_len(t), n);
+    ASSERT_EQ_INT(info.tokens_dropped, next_num(f));
+    uint8_t *row = malloc((T + 1) * 4);
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_OK(ferry_tokens_read(t, i, row));
+        for (size_t j = 0; j <= T; j++)
+            ASSERT_MSG(tok_at(row, j, w) == next_num(f), "%s: window %zu token %zu", ref, i, j);
+    }
+    free(row);
+    fclose(f);
+}
+
+TEST(windows_llmc_and_npy_match_numpy)
+{
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7});
+    ASSERT_EQ_SIZE(ferry_tokens_token_bytes(t), 2);
+    check_windows(t, "s1_windows_T7.txt");
+    ferry_tokens_destroy(t);
+}
+
+TEST(windows_llmc_u32_match_numpy)
+{
+    const char *p = REF "s2_000.bin";
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 5});
+    ASSERT_EQ_SIZE(ferry_tokens_token_bytes(t), 4);
+    check_windows(t, "s2_windows_T5.txt");
+    ferry_tokens_destroy(t);
+}
+
+TEST(windows_headerless_match_numpy)
+{
+    const char *p = REF "raw_train.bin";
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 9,
+                                                               .format = FERRY_TOKENS_RAW});
+    check_windows(t, "raw_windows_T9.txt");
+    ferry_tokens_destroy(t);
+    /* As llm.c's format it is refused: its first int32 is no magic. */
+    ferry_tokens *bad = NULL;
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.seq_len = 9}, &bad),
+                  FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "raw_train.bin");
+    ASSERT_STR_CONTAINS(ferry_last_error(), "llm.c's 1024-byte header");
+}
+
+static void check_documents(size_t T, size_t B, uint64_t seed)
+{
+    char ref[64];
+    snprintf(ref, sizeof ref, "s1_docs_T%zu_B%zu_S%llu.txt", T, B, (unsigned long long)seed);
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){
+        .seq_len = T, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256, .pack_buffer = B,
+        .seed = seed});
+    FILE *f = open_ref(ref);
+    ferry_tokens_info info;
+    ferry_tokens_info_get(t, &info);
+    size_t n = (size_t)next_num(f);
+    ASSERT_EQ_SIZE(ferry_tokens_len(t), n);
+    ASSERT_EQ_SIZE(info.documents, next_num(f));
+    ASSERT_EQ_INT(info.tokens_cropped, next_num(f));
+    ASSERT_EQ_INT(info.tokens_padded, next_num(f));
+    uint16_t row[64];
+    int32_t off[64], pos[64];
+    for (size_t i = 0; i < n; i++) {
+        ASSERT_OK(ferry_tokens_read(t, i, row));
+        for (size_t j = 0; j <= T; j++)
+            ASSERT_MSG(row[j] == next_num(f), "%s: row %zu token %zu", ref, i, j);
+        size_t nd = 0;
+        ASSERT_OK(ferry_tokens_row_docs(t, i, off, T + 1, &nd, pos));
+        ASSERT_EQ_SIZE(nd, next_num(f));
+        for (size_t j = 0; j <= nd; j++)
+            ASSERT_MSG(off[j] == (int32_t)next_num(f), "%s: row %zu offset %zu", ref, i, j);
+        for (size_t j = 0; j < T; j++)
+            ASSERT_MSG(pos[j] == (int32_t)next_num(f), "%s: row %zu position %zu", ref, i, j);
+    }
+    fclose(f);
+    ferry_tokens_destroy(t);
+}
+
+TEST(documents_best_fit_matches_numpy)
+{
+    check_documents(15, 4, 5);
+    check_documents(31, 1000, 0);
+    check_documents(8, 1, 3);
+}
+
+TEST(documents_every_token_once_unless_cropped)
+{
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){
+        .seq_len = 15, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256, .pack_buffer = 4});
+    ferry_tokens_info in;
+    ferry_tokens_info_get(t, &in);
+    ASSERT_EQ_INT(in.tokens, 16 * in.samples + in.tokens_cropped - in.tokens_padded);
+    int32_t off[17];
+    size_t nd;
+    ASSERT_STATUS(ferry_tokens_row_docs(t, 0, off, 1, &nd, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_row_docs(t, in.samples, off, 17, &nd, NULL), FERRY_ERR_INVALID_ARG);
+    ferry_tokens_destroy(t);
+}
+
+/* ---- corrupt forms ---- */
+
+static void llmc_file(const char *path, int32_t magic, int32_t version, int32_t count,
+                      size_t tokens, size_t width)
+{
+    size_t n = 1024 + tokens * width;
+    uint8_t *d = calloc(1, n);
+    memcpy(d, &magic, 4);
+    memcpy(d + 4, &version, 4);
+    memcpy(d + 8, &count, 4);
+    ft_write_file(path, d, n);
+    free(d);
+}
+
+static void refused(const char *path, ferry_tokens_config c, ferry_status want, const char *a,
+                    const char *b)
+{
+    ferry_tokens *t = NULL;
+    ASSERT_STATUS(ferry_tokens_open(&path, 1, &c, &t), want);
+    ASSERT(t == NULL);
+    const char *base = strrchr(path, '/');
+    ASSERT_STR_CONTAINS(ferry_last_error(), base ? base + 1 : path);
+    if (a)
+        ASSERT_STR_CONTAINS(ferry_last_error(), a);
+    if (b)
+        ASSERT_STR_CONTAINS(ferry_last_error(), b);
+    uint64_t cnt;
+    size_t w;
+    if (want == FERRY_ERR_FORMAT) /* probe says the same */
+        ASSERT_STATUS(ferry_tokens_probe(path, c.format, c.raw_token_bytes, &cnt, &w), want);
+}
+
+TEST(corrupt_llmc_headers_are_named)
+{
+    ferry_tokens_config c = {.seq_len = 4};
+    llmc_file(ft_tmp("magic.bin"), 12345, 1, 10, 10, 2);
+    refused(ft_tmp("magic.bin"), c, FERRY_ERR_FORMAT, "magic 12345", "20240520");
+    llmc_file(ft_tmp("ver.bin"), 20240520, 7, 10, 10, 2);
+    refused(ft_tmp("ver.bin"), c, FERRY_ERR_FORMAT, "magic 20240520 with version 7", NULL);
+    llmc_file(ft_tmp("ver32.bin"), 20240801, 1, 10, 10, 4);
+    refused(ft_tmp("ver32.bin"), c, FERRY_ERR_FORMAT, "version 1", NULL);
+    llmc_file(ft_tmp("trunc.bin"), 20240520, 1, 100, 10, 2);
+    refused(ft_tmp("trunc.bin"), c, FERRY_ERR_FORMAT, "100 tokens", "truncated");
+    llmc_file(ft_tmp("trail.bin"), 20240520, 1, 5, 10, 2);
+    refused(ft_tmp("trail.bin"), c, FERRY_ERR_FORMAT, "5 tokens", "trailing");
+    llmc_file(ft_tmp("neg.bin"), 20240801, 7, -1, 10, 4);
+    refused(ft_tmp("neg.bin"), c, FERRY_ERR_FORMAT, "tokens", NULL);
+    ft_write_file(ft_tmp("short.bin"), "\x58\xf2\x34\x01", 4);
+    refused(ft_tmp("short.bin"), c, FERRY_ERR_FORMAT, "shorter than llm.c's", NULL);
+    ft_write_file(ft_tmp("odd.bin"), "abc", 3);
+    refused(ft_tmp("odd.bin"), (ferry_tokens_config){.format = FERRY_TOKENS_RAW},
+            FERRY_ERR_FORMAT, "2-byte tokens", NULL);
+    /* A good header with too few tokens for one sample. */
+    llmc_file(ft_tmp("few.bin"), 20240520, 1, 4, 4, 2);
+    refused(ft_tmp("few.bin"), c, FERRY_ERR_INVALID_ARG, "no sample", NULL);
+}
+
+static void npy_file(const char *path, const char *dict, size_t data_bytes)
+{
+    char h[256];
+    size_t dl = strlen(dict), hl = (10 + dl + 1 + 63) / 64 * 64 - 10;
+    memcpy(h, "\x93NUMPY\x01\x00", 8);
+    h[8] = (char)(hl & 0xff);
+    h[9] = (char)(hl >> 8);
+    memset(h + 10, ' ', hl);
+    memcpy(h + 10, dict, dl);
+    h[10 + hl - 1] = '\n';
+    size_t n = 10 + hl + data_bytes;
+    uint8_t *d = calloc(1, n);
+    memcpy(d, h, 10 + hl);
+    ft_write_file(path, d, n);
+    free(d);
+}
+
+TEST(corrupt_npy_headers_are_named)
+{
+    ferry_tokens_config c = {.seq_len = 4};
+    npy_file(ft_tmp("ok.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (20,), }", 40);
+    uint64_t cnt = 0;
+    size_t w = 0;
+    ASSERT_OK(ferry_tokens_probe(ft_tmp("ok.npy"), FERRY_TOKENS_AUTO, 0, &cnt, &w));
+    ASSERT_EQ_INT(cnt, 20);
+    ASSERT_EQ_SIZE(w, 2);
+    npy_file(ft_tmp("2d.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (4, 5), }", 40);
+    refused(ft_tmp("2d.npy"), c, FERRY_ERR_FORMAT, "2 dimensions", NULL);
+    npy_file(ft_tmp("f4.npy"), "{'descr': '<f4', 'fortran_order': False, 'shape': (10,), }", 40);
+    refused(ft_tmp("f4.npy"), c, FERRY_ERR_UNSUPPORTED, "f4", NULL);
+    npy_file(ft_tmp("be.npy"), "{'descr': '>u2', 'fortran_order': False, 'shape': (10,), }", 20);
+    refused(ft_tmp("be.npy"), c, FERRY_ERR_UNSUPPORTED, "big-endian", NULL);
+    npy_file(ft_tmp("tr.npy"), "{'descr': '<u2', 'fortran_order': False, 'shape': (30,), }", 40);
+    refused(ft_tmp("tr.npy"), c, FERRY_ERR_FORMAT, "truncated", NULL);
+    npy_file(ft_tmp("huge.npy"), "{'descr': '<u4', 'fortran_order': False, "
+             "'shape': (99999999999999999999999,), }", 40);
+    refused(ft_tmp("huge.npy"), c, FERRY_ERR_FORMAT, "overflows", NULL);
+    npy_file(ft_tmp("nokey.npy"), "{'descr': '<u2', 'shape': (10,), }", 20);
+    refused(ft_tmp("nokey.npy"), c, FERRY_ERR_FORMAT, "lacks", NULL);
+    uint8_t big[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0xff, 0xff, '{', '}'};
+    ft_write_file(ft_tmp("hlen.npy"), big, sizeof big);
+    refused(ft_tmp("hlen.npy"), c, FERRY_ERR_FORMAT, "header of 65535 bytes", NULL);
+    uint8_t v9[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 9, 0, 2, 0, '{', '}'};
+    ft_write_file(ft_tmp("v9.npy"), v9, sizeof v9);
+    refused(ft_tmp("v9.npy"), c, FERRY_ERR_UNSUPPORTED, "version 9.0", NULL);
+}
+
+TEST(mixed_widths_and_bad_config_refused)
+{
+    const char *p[] = {REF "s1_000.bin", REF "s2_000.bin"};
+    ferry_tokens *t = NULL;
+    ASSERT_STATUS(ferry_tokens_open(p, 2, &(ferry_tokens_config){.seq_len = 4}, &t),
+                  FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "s2_000.bin: 4-byte tokens");
+    ASSERT_STATUS(ferry_tokens_open(p, 1, &(ferry_tokens_config){.cut = FERRY_TOKENS_DOCUMENTS,
+                                                                  .delimiter = -1}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "delimiter");
+    ASSERT_STATUS(ferry_tokens_open(p, 1, &(ferry_tokens_config){.raw_token_bytes = 3}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(p, 0, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(p, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ferry_tokens_destroy(NULL);
+    ASSERT(ferry_tokens_dataset(NULL) == NULL);
+}
+
+/* ---- folders and list files ---- */
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n;
+    void *d = ft_read_file(from, &n);
+    ft_write_file(to, d, n);
+    free(d);
+}
+
+TEST(folder_and_list_file_name_the_shards)
+{
+    copy_file(S1[2], ft_tmp("dir/s1_002.bin")); /* written out of order: sorted by name */
+    copy_file(S1[0], ft_tmp("dir/s1_000.bin"));
+    copy_file(S1[1], ft_tmp("dir/s1_001.npy"));
+    ft_write_file(ft_tmp("dir/notes.txt"), "x", 1);
+    const char *dir = ft_tmp("dir");
+    ferry_tokens *t = open_tokens(&dir, 1, (ferry_tokens_config){.seq_len = 7});
+    check_windows(t, "s1_windows_T7.txt");
+    ferry_tokens_destroy(t);
+    const char *list = "# shards\n" REF "s1_000.bin\n" REF "s1_001.npy\n\n" REF "s1_002.bin\n";
+    ft_write_file(ft_tmp("list.txt"), list, strlen(list));
+    const char *lp = ft_tmp("list.txt");
+    t = open_tokens(&lp, 1, (ferry_tokens_config){.seq_len = 7});
+    check_windows(t, "s1_windows_T7.txt");
+    ferry_tokens_destroy(t);
+    const char *pat = REF "s1_{000,002}.bin"; /* braces */
+    t = open_tokens(&pat, 1, (ferry_tokens_config){.seq_len = 7});
+    ferry_tokens_info in;
+    ferry_tokens_info_get(t, &in);
+    ASSERT_EQ_SIZE(in.shards, 2);
+    ferry_tokens_destroy(t);
+    ft_write_file(ft_tmp("empty/x.txt"), "x", 1);
+    const char *empty = ft_tmp("empty");
+    ASSERT_STATUS(ferry_tokens_open(&empty, 1, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "no token files");
+}
+
+/* ---- through the loader ---- */
+
+/* A u32 file whose token j is j: a window names itself by its first token. */
+static const char *counting_file(const char *rel, size_t tokens)
+{
+    uint32_t *v = malloc(tokens * 4);
+    for (size_t j = 0; j < tokens; j++)
+        v[j] = (uint32_t)j;
+    const char *p = ft_tmp(rel);
+    uint8_t *d = calloc(1, 1024 + tokens * 4);
+    int32_t h[3] = {20240801, 7, (int32_t)tokens};
+    memcpy(d, h, sizeof h);
+    memcpy(d + 1024, v, tokens * 4);
+    ft_write_file(p, d, 1024 + tokens * 4);
+    free(d);
+    free(v);
+    return p;
+}
+
+static ferry_loader *token_loader(ferry_dataset *ds, size_t rank, size_t world, size_t workers,
+                                  uint64_t seed, size_t batch)
+{
+    ferry_loader_config c = {.dataset = ds, .batch_size = batch, .shuffle = true, .seed = seed,
+                             .num_workers = workers, .prefetch = 2, .device = ferry_cpu(),
+                             .pin_memory = FERRY_PIN_MEMORY_OFF, .out_dtype = FERRY_DTYPE_U8};
+    if (world) {
+        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+        c.rank = rank;
+        c.world_size = world;
+    }
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    return l;
+}
+
+/* The windows (first tokens / T) l delivers until the epoch's end, checked
+ * whole against the counting stream, appended to out. */
+static size_t drain(ferry_loader *l, size_t T, size_t *out, size_t max)
+{
+    size_t n = 0;
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK && n < max) {
+        const uint32_t *d = ferry_tensor_data(b.images);
+        for (size_t i = 0; i < b.size; i++) {
+            const uint32_t *row = d + i * (T + 1);
+            ASSERT_EQ_INT(row[0] % T, 0);
+            for (size_t j = 0; j <= T; j++)
+                ASSERT_EQ_INT(row[j], row[0] + j);
+            ASSERT_EQ_SIZE(row[0] / T, b.indices[i]);
+            out[n++] = row[0] / T;
+        }
+    }
+    ASSERT_STATUS(st, FERRY_END);
+    return n;
+}
+
+TEST(ranks_1_to_8_disjoint_equal_counts)
+{
+    enum { T = 4, WINDOWS = 841 }; /* one past 840: the multiple cuts one */
+    const char *p = counting_file("count.bin", WINDOWS * T + 1);
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = T, .len_multiple = 840});
+    ASSERT_EQ_SIZE(ferry_tokens_len(t), 840);
+    size_t *got = malloc(840 * sizeof *got);
+    for (uint64_t seed = 0; seed < 3; seed++) {
+        for (size_t w = 1; w <= 8; w++) {
+            uint8_t seen[840] = {0};
+            size_t each = 0;
+            for (size_t r = 0; r < w; r++) {
+                ferry_loader *l = token_loader(ferry_tokens_dataset(t), r, w, 2, seed, 16);
+                size_t n = drain(l, T, got, 840);
+                ferry_loader_destroy(l);
+                if (r == 0)
+                    each = n;
+                ASSERT_MSG(n == each, "world %zu: rank %zu got %zu, rank 0 %zu", w, r, n, each);
+                for (size_t i = 0; i < n; i++) {
+                    ASSERT_MSG(got[i] < 840 && !seen[got[i]], "world %zu seed %llu: window %zu "
+                               "twice", w, (unsigned long long)seed, got[i]);
+                    seen[got[i]] = 1;
+                }
+            }
+            ASSERT_EQ_SIZE(each * w, 840);
+        }
+    }
+    free(got);
+    ferry_tokens_destroy(t);
+}
+
+TEST(same_batches_any_worker_count)
+{
+    const char *p = counting_file("count2.bin", 300 * 8 + 5);
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 8});
+    ferry_dataset *ds = ferry_dataset_retain(ferry_tokens_dataset(t));
+    ferry_tokens_destroy(t); /* the dataset keeps what it needs */
+    uint64_t want = 0;
+    size_t workers[] = {FERRY_LOADER_NO_WORKERS, 1, 2, 5};
+    for (size_t k = 0; k < 4; k++) {
+        ferry_loader *l = token_loader(ds, 0, 0, workers[k], 9, 7);
+        ASSERT_OK(ferry_loader_reset(l, 3));
+        uint64_t d = ft_epoch_digest(l);
+        ferry_loader_destroy(l);
+        if (k == 0)
+            want = d;
+        ASSERT_MSG(d == want, "%zu workers: other batches", workers[k]);
+    }
+    ferry_dataset_release(ds);
+}
+
+TEST(resume_same_and_other_world_size)
+{
+    enum { T = 4, N = 120, B = 5 };
+    const char *p = counting_file("count3.bin", N * T + 1);
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = T, .len_multiple = 12});
+    ferry_dataset *ds = ferry_tokens_dataset(t);
+    /* Same world size (2): rank 0 stops after 3 batches; a new loader with other
+     * workers gives the rest bit for bit. */
+    ferry_loader *a = token_loader(ds, 0, 2, 2, 4, B);
+    ferry_batch b;
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(ferry_loader_next(a, NULL, &b));
+    ferry_loader_state s;
+    ASSERT_OK(ferry_loader_state_get(a, &s));
+    uint64_t rest_a = ft_epoch_digest(a);
+    ferry_loader *c = token_loader(ds, 0, 2, 3, 4, B);
+    ASSERT_OK(ferry_loader_restore(c, &s));
+    ASSERT_MSG(ft_epoch_digest(c) == rest_a, "resumed batches differ");
+    ferry_loader_destroy(a);
+    ferry_loader_destroy(c);
+    /* Another world size: 2 ranks take 3 batches each, then 3 ranks finish
+     * the epoch: every window at least once, repeats only the padding. */
+    size_t seen[N] = {0}, got[N];
+    ferry_loader_state st2;
+    for (size_t r = 0; r < 2; r++) {
+        ferry_loader *l = token_loader(ds, r, 2, 2, 4, B);
+        for (int i = 0; i < 3; i++) {
+            ASSERT_OK(ferry_loader_next(l, NULL, &b));
+            for (size_t j = 0; j < b.size; j++)
+                seen[b.indices[j]]++;
+        }
+        if (r == 0)
+            ASSERT_OK(ferry_loader_state_get(l, &st2));
+        ferry_loader_destroy(l);
+    }
+    size_t total = 0;
+    for (size_t r = 0; r < 3; r++) {
+        ferry_loader *l = token_loader(ds, r, 3, 2, 4, B);
+        ASSERT_OK(ferry_loader_restore(l, &st2));
+        size_t n = drain(l, T, got, N);
+        for (size_t i = 0; i < n; i++)
+            seen[got[i]]++;
+        total += n;
+        ferry_loader_destroy(l);
+    }
+    size_t rest = N - 30, pad = (rest + 2) / 3 * 3 - rest, twice = 0;
+    ASSERT_EQ_SIZE(total, rest + pad);
+    for (size_t i = 0; i < N; i++) {
+        ASSERT_MSG(seen[i] >= 1 && seen[i] <= 2, "window %zu seen %zu times", i, seen[i]);
+        twice += seen[i] == 2;
+    }
+    ASSERT_EQ_SIZE(twice, pad);
+    ferry_tokens_destroy(t);
+}
+
+TEST(corrupt_shard_mid_run_is_named_or_skipped)
+{
+    const char *p = counting_file("shrink.bin", 50 * 4 + 1);
+    ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 4});
+    ASSERT_EQ_INT(truncate(p, 1024 + 100 * 4), 0); /* the file shrinks after open */
+    uint32_t row[5];
+    ASSERT_STATUS(ferry_tokens_read(t, 40, row), FERRY_ERR_IO);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "shrink.bin");
+    ASSERT_OK(ferry_tokens_read(t, 10, row));
+    ASSERT_EQ_INT(row[0], 40);
+    ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 10,
+                             .num_workers = 2, .device = ferry_cpu(),
+                             .out_dtype = FERRY_DTYPE_U8, .on_error = FERRY_ON_ERROR_SKIP};
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    size_t n = 0;
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK)
+        n += b.size;
+    ASSERT_EQ_SIZE(n, 50);
+    ferry_loader_stats ls;
+    ASSERT_OK(ferry_loader_stats_get(l, &ls));
+    ASSERT(ls.skipped > 0);
+    ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+}
+
+/* ---- remote ---- */
+
+TEST(remote_shards_read_by_range)
+{
+    ft_http *srv = ft_http_start(FERRY_SOURCE_DIR "/tests/ref/tokens", NULL);
+    char urls[3][256];
+    const char *u[3];
+    const char *names[] = {"s1_000.bin", "s1_001.npy", "s1_002.bin"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(urls[i], sizeof urls[i], "%s/%s", ft_http_base(srv), names[i]);
+        u[i] = urls[i];
+    }
+    ferry_tokens *t = NULL;
+    ferry_status st = ferry_tokens_open(u, 3, &(ferry_tokens_config){.seq_len = 7}, &t);
+    if (st == FERRY_ERR_UNSUPPORTED) {
+        ft_http_stop(srv);
+        SKIP("built without libcurl");
+    }
+    ASSERT_OK(st);
+    unsigned before = ft_http_count(srv, "Range: bytes=");
+    check_windows(t, "s1_windows_T7.txt");
+    /* One Range request per window: only its bytes cross. */
+    ASSERT_EQ_INT(ft_http_count(srv, "Range: bytes=") - before, ferry_tokens_len(t));
+    ferry_tokens_destroy(t);
+    ASSERT_OK(ferry_tokens_open(u, 3, &(ferry_tokens_config){
+        .seq_len = 15, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256, .pack_buffer = 4,
+        .seed = 5}, &t));
+    ferry_tokens_info in;
+    ferry_tokens_info_get(t, &in);
+    ASSERT_EQ_SIZE(in.samples, 31);
+    ferry_tokens_destroy(t);
+    ft_http_stop(srv);
+}
