@@ -11,6 +11,7 @@ static const struct {
 } benches[] = {
     {"h2d", bench_h2d},
     {"decode", bench_decode},
+    {"tokens", bench_tokens},
     {"", NULL}, /* entries are added as benchmarks land */
 };
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "cli_args.h"
@@ -79,7 +80,8 @@ static void usage(FILE *f)
                "named x.png), and exits 1 if any.\n"
                "A .tar, .tar.gz or .tgz file, a folder of them or a list file naming them (one\n"
                "a line) is read as tar shards: every sample is decoded.\n"
-               "  --workers N, -j N: threads, 1 to 256 (default 1)\n");
+               "  --workers N, -j N: threads, 1 to 256 (default 1)\n"
+               "Token files (--tokens, or paths ending in .bin or .npy): ferry check --tokens -h.\n");
 }
 
 #define CHECK_CMD "ferry check"
@@ -187,8 +189,41 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
     return 0;
 }
 
+static bool is_token_name(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 4 && (!strcasecmp(s + n - 4, ".bin") || !strcasecmp(s + n - 4, ".npy"));
+}
+
+/* Whether dir holds a token file (not hidden). */
+static bool has_token_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool found = false;
+    while (!found && (e = readdir(d)) != NULL)
+        found = e->d_name[0] != '.' && is_token_name(e->d_name);
+    closedir(d);
+    return found;
+}
+
+/* Token files (tools/check_tokens.c): --tokens or --vocab, a path ending in
+ * .bin or .npy, or a folder holding such files. */
+static bool tokens_wanted(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--tokens") || !strcmp(argv[i], "--vocab") ||
+            is_token_name(argv[i]) || has_token_files(argv[i]))
+            return true;
+    return false;
+}
+
 int cmd_check(int argc, char **argv)
 {
+    if (tokens_wanted(argc, argv))
+        return check_tokens(argc, argv);
     size_t workers = 1;
     tool_paths files = {0};
     int rc = parse_args(argc, argv, &workers, &files);

@@ -6,14 +6,17 @@
 int cmd_info(int argc, char **argv);   /* tools/info.c */
 int cmd_bench(int argc, char **argv);  /* tools/bench.c: h2d, decode, pipeline */
 int cmd_check(int argc, char **argv);  /* tools/check.c: decode every image under paths */
+int check_tokens(int argc, char **argv); /* tools/check_tokens.c: cmd_check with --tokens */
 int cmd_export(int argc, char **argv); /* tools/export.c: IDX pairs to image folders */
 int cmd_diff(int argc, char **argv);   /* tools/diff.c: compare two safetensors files */
 int cmd_pack(int argc, char **argv);   /* tools/pack.c: image folder or IDX pair to tar shards */
+int pack_tokens(int argc, char **argv); /* tools/pack_tokens.c: cmd_pack with --tokens */
 
 /* Benchmarks, dispatched by cmd_bench. */
 int bench_pipeline(int argc, char **argv); /* tools/bench_pipeline.c */
 int bench_h2d(int argc, char **argv);      /* tools/bench_h2d.c */
 int bench_decode(int argc, char **argv);   /* tools/bench_decode.c */
+int bench_tokens(int argc, char **argv);   /* tools/bench_tokens.c */
 /* The JPEG files of `ferry bench decode` (tools/bench_jpeg.c); crop 0: no crop rows. */
 #include <stdbool.h>
 struct tool_paths;

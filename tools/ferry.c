@@ -12,7 +12,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"info", cmd_info, "version, build features, devices, pinned memory"},
-    {"bench", cmd_bench, "benchmarks: h2d, decode DIR, DIR (the pipeline)"},
+    {"bench", cmd_bench, "benchmarks: h2d, decode DIR, tokens PATH, DIR (the pipeline)"},
     {"check", cmd_check, "decode every image (.png, .jpg, .jpeg) under PATH...; report the bad ones"},
     {"export", cmd_export, "write fashion-mnist (or an IDX pair) as a PNG image folder"},
     {"diff", cmd_diff, "compare two safetensors files (checkpoints) tensor by tensor"},

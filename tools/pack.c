@@ -49,6 +49,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ferry pack SRC OUT [--shard-size SIZE] [--seed N | --no-shuffle] [--no-check]\n"
             "       ferry pack IMAGES.idx OUT --labels LABELS.idx [--shard-size SIZE] [...]\n"
+            "       ferry pack --tokens TEXT... OUT   (token shards: ferry pack --tokens -h)\n"
             "writes the image folder SRC (SRC/<class>/<file>.png or .jpg/.jpeg, the bytes as\n"
             "they are), or an IDX pair as PNGs, as tar shards OUT/shard-000000.tar, ... in\n"
             "shuffled order: KEY.png (KEY.jpg for a JPEG) and KEY.cls per sample (KEY = the\n"
@@ -511,6 +512,9 @@ static void remove_partial(packer *p)
 
 int cmd_pack(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--tokens"))
+            return pack_tokens(argc, argv); /* tools/pack_tokens.c */
     pack_opts o;
     int rc = parse_args(argc, argv, &o);
     if (rc != 0)

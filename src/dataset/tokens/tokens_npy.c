@@ -125,10 +125,11 @@ ferry_status ferry__npy_parse(const uint8_t *head, size_t n, uint64_t size, cons
             return ferry_fail_at(FERRY_ERR_FORMAT, name, ".npy: the shape's size overflows");
         items *= out->shape[i];
     }
-    if (items > (size - out->data_off) / out->item_bytes)
+    uint64_t room = size - out->data_off;
+    if (items > room / out->item_bytes || items * out->item_bytes != room)
         return ferry_fail_at(FERRY_ERR_FORMAT, name, ".npy: the shape says %llu items of %zu "
-                             "bytes, the file holds %llu bytes after its header (truncated?)",
-                             (unsigned long long)items, out->item_bytes,
-                             (unsigned long long)(size - out->data_off));
+                             "bytes, the file holds %llu bytes after its header (%s)",
+                             (unsigned long long)items, out->item_bytes, (unsigned long long)room,
+                             items > room / out->item_bytes ? "truncated" : "trailing bytes");
     return FERRY_OK;
 }
