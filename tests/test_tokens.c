@@ -537,3 +537,55 @@ TEST(remote_shards_read_by_range)
     ferry_tokens_destroy(t);
     ft_http_stop(srv);
 }
+
+/* docs/API_ERRORS.md, tokens.h: every public call's answer to bad input. */
+TEST(tokens_api_bad_input)
+{
+    ferry_tokens *t = NULL;
+    const char *p = REF "s1_000.bin";
+    ASSERT_STATUS(ferry_tokens_open(NULL, 1, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    const char *nul[] = {NULL};
+    ASSERT_STATUS(ferry_tokens_open(nul, 1, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.cut = 7}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.format = 9}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.seq_len = SIZE_MAX}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.pack_buffer = SIZE_MAX}, &t),
+                  FERRY_ERR_INVALID_ARG);
+    const char *missing = REF "no_such.bin";
+    ASSERT_STATUS(ferry_tokens_open(&missing, 1, NULL, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "no_such.bin");
+    ASSERT(t == NULL);
+    ferry_tokens_destroy(NULL);
+    ASSERT(ferry_tokens_dataset(NULL) == NULL);
+    ASSERT_EQ_SIZE(ferry_tokens_len(NULL), 0);
+    ASSERT_EQ_SIZE(ferry_tokens_seq_len(NULL), 0);
+    ASSERT_EQ_SIZE(ferry_tokens_token_bytes(NULL), 0);
+    ferry_tokens_info in = {.shards = 5};
+    ferry_tokens_info_get(NULL, &in);
+    ASSERT_EQ_SIZE(in.shards, 0);
+    ASSERT_STATUS(ferry_tokens_probe(NULL, FERRY_TOKENS_AUTO, 0, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_probe(p, FERRY_TOKENS_RAW, 3, NULL, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_OK(ferry_tokens_probe(p, FERRY_TOKENS_AUTO, 0, NULL, NULL));
+    t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 8});
+    ferry_tokens_info_get(t, NULL);
+    uint16_t row[9];
+    int32_t off[9];
+    size_t nd;
+    ASSERT_STATUS(ferry_tokens_read(NULL, 0, row), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_read(t, 0, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_read(t, ferry_tokens_len(t), row), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_row_docs(NULL, 0, off, 9, &nd, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_row_docs(t, 0, NULL, 9, &nd, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_row_docs(t, 0, off, 1, &nd, NULL), FERRY_ERR_INVALID_ARG);
+    int32_t pos[8];
+    ASSERT_OK(ferry_tokens_row_docs(t, 0, off, 9, &nd, pos)); /* a window: one document */
+    ASSERT_EQ_SIZE(nd, 1);
+    ASSERT_EQ_INT(off[0], 0);
+    ASSERT_EQ_INT(off[1], 8);
+    ASSERT_EQ_INT(pos[7], 7);
+    ferry_tokens_destroy(t);
+}
