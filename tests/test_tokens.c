@@ -589,3 +589,33 @@ TEST(tokens_api_bad_input)
     ASSERT_EQ_INT(pos[7], 7);
     ferry_tokens_destroy(t);
 }
+
+/* On a GPU (the simulated one too): the rows cross as stored, pinned, and
+ * arrive as the same bytes the dataset reads. */
+TEST(windows_cross_to_the_gpu_as_stored)
+{
+    ft_require_cuda();
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7});
+    ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 8, .shuffle = true,
+                             .seed = 1, .num_workers = 2, .device = ft_device("cuda:0"),
+                             .out_dtype = FERRY_DTYPE_U8};
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    size_t seen = 0;
+    uint16_t want[8];
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        ferry_tensor *h = NULL;
+        ASSERT_OK(ferry_tensor_to(b.images, ferry_cpu(), false, &h));
+        const uint16_t *rows = ferry_tensor_data(h);
+        for (size_t i = 0; i < b.size; i++) {
+            ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
+            ASSERT_MEM_EQ(rows + i * 8, want, sizeof want);
+        }
+        seen += b.size;
+        ferry_tensor_release(h);
+    }
+    ASSERT_EQ_SIZE(seen, ferry_tokens_len(t));
+    ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+}
