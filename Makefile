@@ -451,7 +451,7 @@ test: deps
 		scripts/memcheck.sh scripts/fuzz-run.sh scripts/lint.sh scripts/dist-test.sh \
 		scripts/sim-samples.sh scripts/cli-test.sh scripts/pack-test.sh scripts/resume-test.sh \
 		scripts/install-test.sh scripts/header-test.sh scripts/gpu-check-dry.sh scripts/deps-test.sh \
-		scripts/remote-test.sh
+		scripts/remote-test.sh scripts/tokens-test.sh
 
 # ---- the GPU check (scripts/gpu-check.sh; docs/BENCHMARKS.md, section GPU) ----
 # make gpu-check  here, without a GPU: builds GPU_CHECK_BUILD with STATIC=1, packs

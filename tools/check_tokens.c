@@ -10,6 +10,7 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "common/error.h" /* ferry_host_free: the paths are the library's */
 #include "dataset/shards/shards.h"
 #include "dataset/tokens/tokens.h"
 #include "ferry.h"
@@ -121,10 +122,10 @@ int check_tokens(int argc, char **argv)
         }
         for (size_t k = 0; k < n; k++) {
             bad += (size_t)check_one(files[k], fmt, raw, vocab);
-            free(files[k]);
+            ferry_host_free(files[k]);
         }
         nfiles += n;
-        free(files);
+        ferry_host_free(files);
     }
     free(paths);
     if (!np) {

@@ -15,6 +15,9 @@
 
 #include "cli_args.h"
 #include "commands.h"
+#include "common/error.h" /* ferry_host_free: the paths are the library's */
+#include "dataset/shards/shards.h"
+#include "dataset/tokens/tokens.h"
 #include "ferry.h"
 #include "files.h"
 
@@ -278,6 +281,26 @@ static int pack_token_file(writer *w, const char *path)
     return rc;
 }
 
+/* Each token file a source names (a file, a folder of .bin/.npy, a list file). */
+static int pack_token_path(writer *w, const char *path)
+{
+    static const ferry_path_kind kind = {ferry__tok_is_token_path, "token files (.bin, .npy)"};
+    char **files = NULL;
+    size_t n = 0;
+    if (ferry__paths_of_kind(&path, 1, &kind, &files, &n) != FERRY_OK) {
+        fprintf(stderr, PROG ": %s\n", ferry_last_error());
+        return 1;
+    }
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (rc == 0)
+            rc = pack_token_file(w, files[k]);
+        ferry_host_free(files[k]);
+    }
+    ferry_host_free(files);
+    return rc;
+}
+
 int pack_tokens(int argc, char **argv)
 {
     tok_opts o;
@@ -295,7 +318,7 @@ int pack_tokens(int argc, char **argv)
     uint16_t *buf = NULL;
     size_t cap = 0;
     for (size_t i = 0; i < o.nsrc && rc == 0; i++)
-        rc = o.from_tokens ? pack_token_file(&w, o.src[i]) : pack_text_path(&w, o.src[i], &buf, &cap);
+        rc = o.from_tokens ? pack_token_path(&w, o.src[i]) : pack_text_path(&w, o.src[i], &buf, &cap);
     if (finish_shard(&w))
         rc = 1;
     free(buf);
