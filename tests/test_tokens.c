@@ -619,3 +619,58 @@ TEST(windows_cross_to_the_gpu_as_stored)
     ferry_loader_destroy(l);
     ferry_tokens_destroy(t);
 }
+
+/* Streaming mode reads windows shard by shard (they come in shard runs):
+ * every window once per epoch, each shard's in a bounded neighbourhood. */
+TEST(streaming_reads_every_window_once)
+{
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7});
+    size_t n = ferry_tokens_len(t);
+    ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 5, .shuffle = true,
+                             .seed = 3, .num_workers = 2, .device = ferry_cpu(),
+                             .out_dtype = FERRY_DTYPE_U8, .stream_shuffle_buffer = 8};
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    uint8_t seen[512] = {0};
+    ASSERT(n < sizeof seen);
+    size_t got = 0;
+    ferry_batch b;
+    uint16_t want[8];
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        const uint16_t *rows = ferry_tensor_data(b.images);
+        for (size_t i = 0; i < b.size; i++, got++) {
+            ASSERT(!seen[b.indices[i]]);
+            seen[b.indices[i]] = 1;
+            ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
+            ASSERT_MEM_EQ(rows + i * 8, want, sizeof want);
+        }
+    }
+    ASSERT_EQ_SIZE(got, n);
+    ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+}
+
+/* A server that fails a few requests: the reads retry and give the same tokens. */
+TEST(remote_shards_survive_transient_errors)
+{
+    ft_http_faults f = {.fail_first = 2, .fail_status = 503};
+    ft_http *srv = ft_http_start(FERRY_SOURCE_DIR "/tests/ref/tokens", &f);
+    char url[256];
+    snprintf(url, sizeof url, "%s/s2_000.bin", ft_http_base(srv));
+    const char *u = url;
+    ferry_tokens *t = NULL;
+    ferry_status st = ferry_tokens_open(&u, 1, &(ferry_tokens_config){.seq_len = 5,
+                                                                       .remote_retries = 3}, &t);
+    if (st == FERRY_ERR_UNSUPPORTED) {
+        ft_http_stop(srv);
+        SKIP("built without libcurl");
+    }
+    ASSERT_OK(st);
+    check_windows(t, "s2_windows_T5.txt");
+    ferry_tokens_destroy(t);
+    /* A URL that is not there is named. */
+    snprintf(url, sizeof url, "%s/missing.bin", ft_http_base(srv));
+    ASSERT(ferry_tokens_open(&u, 1, NULL, &t) != FERRY_OK);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "missing.bin");
+    ft_http_stop(srv);
+}
