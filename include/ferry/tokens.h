@@ -38,7 +38,7 @@ typedef enum ferry_token_format {
     FERRY_TOKENS_AUTO = 0, /* .npy by its magic; otherwise an llm.c header, checked */
     FERRY_TOKENS_LLMC,     /* 256 int32: magic 20240520 v1 (u16) or 20240801 v7 (u32), count */
     FERRY_TOKENS_RAW,      /* no header: raw_token_bytes per token (nanoGPT's train.bin) */
-    FERRY_TOKENS_NPY       /* a one-dimensional .npy array of <u2, <u4 (or <i4 >= 0) */
+    FERRY_TOKENS_NPY       /* a one-dimensional .npy array of <u2, <u4 or <i4 (its bits) */
 } ferry_token_format;
 
 typedef enum ferry_token_cut {
