@@ -30,19 +30,20 @@ ferry_status ferry__tok_header_parse(const uint8_t *head, size_t n, uint64_t siz
                                      ferry_token_format fmt, size_t raw_bytes, const char *name,
                                      ferry_tok_header *out);
 
-/* ---- .npy (tokens_npy.c): a small parser of NumPy's format, versions 1-3 ---- */
-typedef struct ferry_npy_info {
+/* ---- .npy (tokens_npy.c): a small parser of NumPy's format, versions 1-3, for the
+ * header alone (a shard is not read whole) and the unsigned dtypes tokens use ---- */
+typedef struct ferry_tok_npy_info {
     char kind;           /* 'u', 'i' or 'f' */
     size_t item_bytes;
     bool fortran_order;
     size_t ndim;
     uint64_t shape[8];
     uint64_t data_off;   /* bytes */
-} ferry_npy_info;
+} ferry_tok_npy_info;
 /* Parses the header in head[0, n) of a file of `size` bytes; little-endian
  * (or byte-sized) dtypes only; the data's size checked against `size`. */
-ferry_status ferry__npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
-                              ferry_npy_info *out);
+ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
+                              ferry_tok_npy_info *out);
 
 /* ---- the shards (tokens_source.c) ---- */
 typedef struct ferry_tok_shard {

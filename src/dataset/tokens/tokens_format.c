@@ -45,8 +45,8 @@ static ferry_status llmc(const uint8_t *head, size_t n, uint64_t size, const cha
 static ferry_status npy(const uint8_t *head, size_t n, uint64_t size, const char *name,
                         ferry_tok_header *out)
 {
-    ferry_npy_info ni;
-    ferry_status st = ferry__npy_parse(head, n, size, name, &ni);
+    ferry_tok_npy_info ni;
+    ferry_status st = ferry__tok_npy_parse(head, n, size, name, &ni);
     if (st != FERRY_OK)
         return st;
     if (ni.ndim != 1)

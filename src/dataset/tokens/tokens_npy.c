@@ -26,7 +26,7 @@ static const char *find_key(const char *h, size_t n, const char *key)
 }
 
 static ferry_status parse_descr(const char *p, const char *end, const char *name,
-                                ferry_npy_info *out)
+                                ferry_tok_npy_info *out)
 {
     if (p + 5 > end || (p[0] != '\'' && p[0] != '"'))
         return ferry_fail_at(FERRY_ERR_FORMAT, name, ".npy: 'descr' is not a simple dtype string");
@@ -48,7 +48,7 @@ static ferry_status parse_descr(const char *p, const char *end, const char *name
 }
 
 static ferry_status parse_shape(const char *p, const char *end, const char *name,
-                                ferry_npy_info *out)
+                                ferry_tok_npy_info *out)
 {
     if (p >= end || *p != '(')
         return ferry_fail_at(FERRY_ERR_FORMAT, name, ".npy: 'shape' is not a tuple");
@@ -100,8 +100,8 @@ static ferry_status header_span(const uint8_t *head, size_t n, const char *name,
     return FERRY_OK;
 }
 
-ferry_status ferry__npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
-                              ferry_npy_info *out)
+ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
+                              ferry_tok_npy_info *out)
 {
     memset(out, 0, sizeof *out);
     size_t hoff = 0, hlen = 0;
