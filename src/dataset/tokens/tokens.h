@@ -42,8 +42,8 @@ typedef struct ferry_tok_npy_info {
 } ferry_tok_npy_info;
 /* Parses the header in head[0, n) of a file of `size` bytes; little-endian
  * (or byte-sized) dtypes only; the data's size checked against `size`. */
-ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
-                              ferry_tok_npy_info *out);
+ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size,
+                                  const char *name, ferry_tok_npy_info *out);
 
 /* ---- the shards (tokens_source.c) ---- */
 typedef struct ferry_tok_shard {

@@ -100,8 +100,8 @@ static ferry_status header_span(const uint8_t *head, size_t n, const char *name,
     return FERRY_OK;
 }
 
-ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size, const char *name,
-                              ferry_tok_npy_info *out)
+ferry_status ferry__tok_npy_parse(const uint8_t *head, size_t n, uint64_t size,
+                                  const char *name, ferry_tok_npy_info *out)
 {
     memset(out, 0, sizeof *out);
     size_t hoff = 0, hlen = 0;
