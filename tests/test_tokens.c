@@ -9,9 +9,15 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include "harness.h"
 #include "harness_http.h"
 #include "ferry/tokens.h"
+
+#define LLVMFuzzerTestOneInput ferry_fuzz_tokens
+#include "fuzz/fuzz_tokens.c"
+#undef LLVMFuzzerTestOneInput
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/tokens/"
 
@@ -673,4 +679,35 @@ TEST(remote_shards_survive_transient_errors)
     ASSERT(ferry_tokens_open(&u, 1, NULL, &t) != FERRY_OK);
     ASSERT_STR_CONTAINS(ferry_last_error(), "missing.bin");
     ft_http_stop(srv);
+}
+
+/* The fuzz target's seed corpus and crashers (tests/fuzz/corpus/tokens,
+ * tests/data/crashers/tokens), replayed with this build's compiler and
+ * sanitizers, and every reference file of tests/ref/tokens. */
+static size_t replay(const char *dir)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        size_t len = 0;
+        uint8_t *data = ft_read_file(p, &len);
+        ferry_fuzz_tokens(data, len);
+        free(data);
+        n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+TEST(fuzz_corpus_replays)
+{
+    ASSERT(replay(FERRY_SOURCE_DIR "/tests/fuzz/corpus/tokens") >= 5);
+    replay(FERRY_SOURCE_DIR "/tests/data/crashers/tokens");
+    ASSERT(replay(FERRY_SOURCE_DIR "/tests/ref/tokens") >= 5);
 }
