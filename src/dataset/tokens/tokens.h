@@ -103,6 +103,17 @@ ferry_status ferry__tok_find_docs(ferry_tok_source *s, uint32_t delim, ferry_tok
 #define FERRY_TOK_ORDER_SALT 0x746f6b656e73ull /* "tokens" */
 void ferry__tok_order(uint64_t seed, size_t *perm, size_t n);
 
+/* The candidates of the packing (tokens_bins.c): add up to `buffer`
+ * documents (len >= 1, seq rising); take the longest of at most `left`
+ * tokens, the earliest among equals, or when none fits the shortest (the
+ * earliest among equals). count > 0 to take. */
+typedef struct ferry_tok_bins ferry_tok_bins;
+ferry_status ferry__tok_bins_create(size_t cap, size_t buffer, ferry_tok_bins **out);
+void ferry__tok_bins_destroy(ferry_tok_bins *b);
+size_t ferry__tok_bins_count(const ferry_tok_bins *b);
+void ferry__tok_bins_add(ferry_tok_bins *b, uint64_t len, size_t seq);
+void ferry__tok_bins_take(ferry_tok_bins *b, uint64_t left, uint64_t *len, size_t *seq);
+
 /* Rows of cap tokens from docs taken in `order`, by best fit over a buffer of
  * up to `buffer` documents: the longest that fits what is left (the earliest
  * taken among equals), else the shortest cropped to fill the row; the last

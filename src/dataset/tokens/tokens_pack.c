@@ -3,9 +3,9 @@
  * fits what is left of it (the earliest taken among equal lengths); when none
  * fits, the shortest is cropped to fill the row (its start kept: every
  * document in a row starts at its own first token). So rows are full and
- * start at a document's start; only the last row can be padded. The buffer
- * is kept sorted by (length, order taken) so each pick is two binary
- * searches. tests/ref/make_tokens_ref.py does the same independently. */
+ * start at a document's start; only the last row can be padded. The
+ * candidates wait in bins by length (tokens_bins.c), so a pick costs a few
+ * word operations. tests/ref/make_tokens_ref.py does the same independently. */
 #include <string.h>
 
 #include "common/error.h"
@@ -32,60 +32,21 @@ void ferry__tok_order(uint64_t seed, size_t *perm, size_t n)
     }
 }
 
-typedef struct cand {
-    uint64_t len;
-    size_t seq; /* place in the order: ties go to the earliest */
-} cand;
-
-static bool before(cand a, cand b)
-{
-    return a.len < b.len || (a.len == b.len && a.seq < b.seq);
-}
-
-/* The first place whose entry is not before key. */
-static size_t lower(const cand *b, size_t n, cand key)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (before(b[mid], key))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 typedef struct packer {
     const ferry_tok_doc *docs;
     const size_t *order;
-    size_t n, next;
-    cand *buf;
-    size_t nbuf, cap_buf;
+    size_t n, next, buffer;
+    ferry_tok_bins *bins;
     ferry_tok_rows *out;
     size_t pieces_cap;
 } packer;
 
 static void refill(packer *p)
 {
-    while (p->nbuf < p->cap_buf && p->next < p->n) {
-        cand c = {p->docs[p->order[p->next]].len, p->next};
-        size_t at = lower(p->buf, p->nbuf, c);
-        memmove(p->buf + at + 1, p->buf + at, (p->nbuf - at) * sizeof *p->buf);
-        p->buf[at] = c;
-        p->nbuf++;
+    while (ferry__tok_bins_count(p->bins) < p->buffer && p->next < p->n) {
+        ferry__tok_bins_add(p->bins, p->docs[p->order[p->next]].len, p->next);
         p->next++;
     }
-}
-
-/* The candidate to place in `left` tokens: the longest that fits, earliest
- * among equals; else the shortest (index 0), to crop. */
-static size_t pick(const packer *p, uint64_t left)
-{
-    size_t end = lower(p->buf, p->nbuf, (cand){left, SIZE_MAX});
-    if (end == 0)
-        return 0;
-    return lower(p->buf, p->nbuf, (cand){p->buf[end - 1].len, 0});
 }
 
 static ferry_status push_piece(packer *p, ferry_tok_piece pc)
@@ -108,17 +69,16 @@ static ferry_status fill_row(packer *p, size_t cap)
     uint64_t left = cap;
     while (left) {
         refill(p);
-        if (!p->nbuf) {
+        if (!ferry__tok_bins_count(p->bins)) {
             p->out->padded += left;
             return FERRY_OK;
         }
-        size_t at = pick(p, left);
-        cand c = p->buf[at];
-        const ferry_tok_doc *d = &p->docs[p->order[c.seq]];
-        uint64_t take = c.len <= left ? c.len : left;
-        p->out->cropped += c.len - take;
-        memmove(p->buf + at, p->buf + at + 1, (p->nbuf - at - 1) * sizeof *p->buf);
-        p->nbuf--;
+        uint64_t len;
+        size_t seq;
+        ferry__tok_bins_take(p->bins, left, &len, &seq);
+        const ferry_tok_doc *d = &p->docs[p->order[seq]];
+        uint64_t take = len <= left ? len : left;
+        p->out->cropped += len - take;
         ferry_status st = push_piece(p, (ferry_tok_piece){d->off, (uint32_t)take, d->shard});
         if (st != FERRY_OK)
             return st;
@@ -132,7 +92,7 @@ static ferry_status pack_rows(packer *p, size_t cap)
     ferry_tok_rows *r = p->out;
     size_t rows_cap = 0;
     refill(p);
-    while (p->nbuf) {
+    while (ferry__tok_bins_count(p->bins)) {
         if (r->nrows + 1 >= rows_cap) {
             size_t c = rows_cap ? rows_cap * 2 : 1024;
             size_t *v = ferry_host_realloc(r->first, c * sizeof *v);
@@ -159,11 +119,12 @@ ferry_status ferry__tok_pack(const ferry_tok_doc *docs, const size_t *order, siz
     if (!cap || cap > UINT32_MAX || !buffer)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "rows of %zu tokens from a buffer of %zu", cap,
                           buffer);
-    packer p = {.docs = docs, .order = order, .n = n, .cap_buf = buffer, .out = out};
-    p.buf = ferry_host_malloc(buffer * sizeof *p.buf);
+    packer p = {.docs = docs, .order = order, .n = n, .buffer = buffer, .out = out};
+    ferry_status st = ferry__tok_bins_create(cap, buffer, &p.bins);
     out->first = ferry_host_calloc(1, sizeof *out->first);
-    ferry_status st = p.buf && out->first ? pack_rows(&p, cap) : FERRY_ERR_NO_MEMORY;
-    ferry_host_free(p.buf);
+    if (st == FERRY_OK)
+        st = out->first ? pack_rows(&p, cap) : FERRY_ERR_NO_MEMORY;
+    ferry__tok_bins_destroy(p.bins);
     if (st != FERRY_OK)
         ferry__tok_rows_free(out);
     return st;
