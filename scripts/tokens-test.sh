@@ -100,6 +100,10 @@ out=$("$ferry" bench tokens --make 300000 "$tmp/bench" --batches 20 --seq-len 64
 [ $? = 0 ] && echo "$out" | grep -q "ferry loader" && echo "$out" | grep -q "sync fread"
 check "bench tokens prints both rows" $?
 
+out=$("$ferry" bench "$tmp/bench" --batches 10 --seq-len 64 --batch 4)
+[ $? = 0 ] && echo "$out" | grep -q "sync fread"
+check "bench on a folder of token files is bench tokens" $?
+
 "$ferry" pack --tokens "$tmp/text" > /dev/null 2>&1
 check "pack --tokens without OUT exits 2" $(( $? == 2 ? 0 : 1 ))
 "$ferry" bench tokens --batch 0 "$tmp/bench" > /dev/null 2>&1
