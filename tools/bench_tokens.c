@@ -144,7 +144,7 @@ static int sync_loop(const ferry_tok_source *src, const bopts *o, double *t, res
     size_t B = o->batch, T = o->T, w = src->token_bytes, need = B * T + 1;
     uint8_t *raw = malloc(need * w);
     int32_t *in = malloc(B * T * sizeof *in), *tg = malloc(B * T * sizeof *tg);
-    FILE **f = calloc(src->n, sizeof *f);
+    FILE **f = calloc(src->n, sizeof(FILE *));
     for (size_t k = 0; f && k < src->n; k++)
         f[k] = fopen(src->shards[k].path, "rb");
     size_t k = 0;
@@ -265,7 +265,7 @@ int bench_tokens(int argc, char **argv)
     ferry_tokens_info_get(tk, &in);
     printf("%zu files, %.3g tokens, T=%zu, B=%zu, %zu workers, prefetch %zu, %zu batches\n",
            in.shards, (double)in.tokens, o.T, o.batch, o.workers, o.prefetch, o.batches);
-    double *t = malloc(o.batches * sizeof *t);
+    double *t = calloc(o.batches, sizeof *t);
     result rl = {0}, rs = {0};
     rc = !t || loader_loop(tk, &o, t, &rl) || sync_loop(src, &o, t, &rs);
     if (rc == 0) {

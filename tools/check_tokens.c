@@ -50,7 +50,7 @@ static int check_vocab(const char *path, ferry_token_format fmt, size_t raw, uin
             memcpy(&v, buf + j * w, w); /* little-endian host, as the tools assume */
             if (v >= vocab) {
                 printf("%s: token %llu is %u, not below the vocabulary's %llu\n", path,
-                       (unsigned long long)(at + j), v, (unsigned long long)vocab);
+                       (unsigned long long)at + j, v, (unsigned long long)vocab);
                 bad = 1;
             }
         }
@@ -96,7 +96,7 @@ int check_tokens(int argc, char **argv)
                 return CLI_USAGE;
             }
             if (!strcmp(a, "--vocab") ? cli_u64(PROG, a, v, &vocab) != 0
-                : strcmp(v, "raw16") && strcmp(v, "raw32")) {
+                : strcmp(v, "raw16") != 0 && strcmp(v, "raw32") != 0) {
                 free(paths);
                 return a[2] == 'v' ? CLI_USAGE : cli_bad_value(PROG, a, v, "raw16 or raw32");
             }

@@ -162,7 +162,7 @@ static int put(writer *w, const uint8_t *toks, size_t n, bool keep_whole)
 /* One document: EOT, then its bytes as tokens. */
 static int put_doc(writer *w, const uint8_t *d, size_t n, uint16_t **buf, size_t *cap)
 {
-    if (n + 1 > *cap) {
+    if (!*buf || n + 1 > *cap) {
         uint16_t *b = realloc(*buf, (n + 1) * sizeof *b);
         if (!b) {
             fprintf(stderr, PROG ": out of memory\n");
@@ -238,7 +238,8 @@ static int pack_text_path(writer *w, const char *path, uint16_t **buf, size_t *c
     }
     if (dir)
         closedir(dir);
-    qsort(files.v, files.n, sizeof *files.v, cmp_str);
+    if (files.n)
+        qsort(files.v, files.n, sizeof *files.v, cmp_str);
     int rc = 0;
     for (size_t i = 0; i < files.n && rc == 0; i++)
         rc = pack_text_file(w, files.v[i], buf, cap);

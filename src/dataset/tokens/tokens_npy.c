@@ -77,7 +77,7 @@ static ferry_status parse_shape(const char *p, const char *end, const char *name
 static ferry_status header_span(const uint8_t *head, size_t n, const char *name, size_t *hoff,
                                 size_t *hlen)
 {
-    if (n < 10 || memcmp(head, NPY_MAGIC, 6))
+    if (n < 10 || memcmp(head, NPY_MAGIC, 6) != 0)
         return ferry_fail_at(FERRY_ERR_FORMAT, name, "not a .npy file (no \\x93NUMPY magic)");
     unsigned major = head[6];
     if (major == 1) {

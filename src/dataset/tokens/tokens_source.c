@@ -158,7 +158,7 @@ ferry_status ferry__tok_read(ferry_tok_source *s, size_t k, uint64_t first, size
     ferry_tok_shard *sh = &s->shards[k];
     if (first > sh->h.count || count > sh->h.count - first)
         return ferry_fail_at(FERRY_ERR_IO, sh->path, "tokens %llu to %llu are past its %llu",
-                             (unsigned long long)first, (unsigned long long)(first + count),
+                             (unsigned long long)first, (unsigned long long)first + count,
                              (unsigned long long)sh->h.count);
     size_t b = s->token_bytes;
     return read_bytes(s, sh, sh->h.data_off + first * b, count * b, dst);
