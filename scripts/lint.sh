@@ -2,7 +2,8 @@
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
 # files given, and a check that no public header names a file under src/ or
 # tests/ (headers state contracts, docs/DESIGN.md the mechanism), that no
-# program is run through a shell (popen, system), and that every
+# program is run through a shell (popen, system), that libferry includes no
+# header of libferry-train (src/model/), and that every
 # FERRY_API prototype has a definition in src/ (make lint passes what the
 # build compiles, without the CUDA variants), with the project's flags. Prints
 # the findings, one line per tool, and a "N passed, N failed, N skipped"
@@ -92,6 +93,17 @@ if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' 
     failed=$((failed + 1))
 else
     echo "ok    no shell, popen, system or execl in $shell_dirs"
+    passed=$((passed + 1))
+fi
+# One direction: libferry (every folder of src/ but src/model/) includes no
+# header of libferry-train (src/model/); the folder says the library.
+if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' \
+        '^[[:space:]]*#[[:space:]]*include[[:space:]]+"model/' src | grep -v '^src/model/' > "$out"; then
+    echo "FAIL  libferry includes a libferry-train header (src/model/ depends on the rest, never the reverse):"
+    cat "$out"
+    failed=$((failed + 1))
+else
+    echo "ok    nothing outside src/model/ includes a header from it"
     passed=$((passed + 1))
 fi
 # Every FERRY_API prototype has a definition in src/ (a line that starts with

@@ -58,7 +58,7 @@ static void usage(FILE *f)
             "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
             "  --seed N:          the shuffle's seed (default 0); the same seed, the same order\n"
             "  --no-shuffle:      keep the source's order (a folder's is class after class,\n"
-            "                     which a streaming loader cannot mix: see the README)\n"
+            "                     which a streaming loader cannot mix: see docs/SHARDS.md)\n"
             "  --no-check:        pack the files' bytes without decoding them first (by\n"
             "                     default every image is decoded, and a bad one stops the\n"
             "                     pack, named); run `ferry check OUT` after\n"
