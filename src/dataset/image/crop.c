@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "ferry/rng.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 /* Uniform in [a, b), as torch's uniform_ (53 random bits). */
 static double uniform(ferry_rng *r, double a, double b)

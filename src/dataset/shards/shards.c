@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/thread.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/remote/remote.h"
 #include "dataset/shards/shards.h"
 #include "dataset/shards/tar.h"
