@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ferry/export.h"
+#include "ferry/fields.h"
 #include "ferry/status.h"
 #include "ferry/tensor.h"
 
@@ -413,7 +414,11 @@ FERRY_API size_t ferry_dataset_unreadable_count(const ferry_dataset *ds, const c
 FERRY_API const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
 
 /* Decodes sample index into dst (dst_bytes >= ferry_dataset_sample_bytes) and
- * applies the configured transforms in place. Thread-safe. On failure returns the
+ * applies the configured transforms in place. A dataset of other fields
+ * (ferry/fields.h) gives its IMAGE field here and its label field in *label,
+ * decoding the rest into a buffer allocated for the call and dropping them:
+ * ferry_dataset_get_fields reads every field; without an IMAGE field this is
+ * FERRY_ERR_INVALID_ARG. Thread-safe. On failure returns the
  * status with ferry_last_error() naming the file and the reason
  * ("train/3/17.png: IDAT: CRC error"), and dst holds no promise. */
 FERRY_API ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,

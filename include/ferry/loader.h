@@ -141,14 +141,32 @@ typedef struct ferry_loader ferry_loader;
  * and _device, all in libferry; the data is ready in the order of the stream
  * given to ferry_loader_next (ferry_stream_cuda_handle: its cudaStream_t, to
  * launch kernels after it). Users of the model layer pass the tensors on. */
+typedef struct ferry_batch_fields ferry_batch_fields;
 typedef struct ferry_batch {
-    ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device */
-    ferry_tensor *labels;   /* [B] i64 on the loader's device */
+    ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device;
+                             * the IMAGE field's (NULL when the dataset has none) */
+    ferry_tensor *labels;   /* [B] i64 on the loader's device: the label field's (the first
+                             * i64 scalar; NULL when the dataset has none) */
     size_t size;            /* B */
     const size_t *indices;  /* the B dataset indices, on the host */
     uint64_t epoch;
     size_t index;           /* batch number within the epoch */
+    const ferry_batch_fields *fields; /* every field: ferry_batch_field */
 } ferry_batch;
+
+/* Field `name` of the batch: [B, shape...] of the field's dtype on the
+ * loader's device (the image field's is `images`, the label's `labels`); a
+ * ragged field [B, max, ...] padded with zeros. NULL when there is no such
+ * field (or b is NULL). A view of the slot, as images and labels are. */
+FERRY_API ferry_tensor *ferry_batch_field(const ferry_batch *b, const char *name);
+/* A ragged field's lengths: [B] i64 on the loader's device, each sample's
+ * entries along the first dimension. NULL for a fixed field or none. */
+FERRY_API ferry_tensor *ferry_batch_lengths(const ferry_batch *b, const char *name);
+/* The batch's fields, in the dataset's order: the count, and field i's
+ * tensor with its description in *info (may be NULL). */
+FERRY_API size_t ferry_batch_field_count(const ferry_batch *b);
+FERRY_API ferry_tensor *ferry_batch_field_at(const ferry_batch *b, size_t i,
+                                             const ferry_field **info);
 
 FERRY_API ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out);
 FERRY_API void ferry_loader_destroy(ferry_loader *l);

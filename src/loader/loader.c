@@ -43,7 +43,11 @@ static bool is_float(ferry_dtype dt)
  * request: said now, naming batch_size, not as an allocation failure later. */
 static ferry_status check_batch_size(const ferry_loader_config *c)
 {
-    size_t one = ferry_dataset_sample_bytes(c->dataset), bytes;
+    const ferry_field *f;
+    size_t nf, one = 0, bytes;
+    (void)ferry_dataset_fields(c->dataset, &f, &nf);
+    for (size_t k = 0; k < nf; k++) /* every field, a ragged one's length too */
+        one += ferry_field_bytes(&f[k]) + (f[k].ragged ? sizeof(int64_t) : 0);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t mem = 0;
     if (pages <= 0 || page <= 0 || !ferry_mul_size((size_t)pages, (size_t)page, &mem))
@@ -114,6 +118,10 @@ static ferry_status plan_conversion(ferry_loader *l)
 {
     const ferry_sample_format *f = ferry_dataset_format(l->ds);
     const ferry_loader_config *c = &l->cfg;
+    if (l->image_field == SIZE_MAX) { /* no images: the fields cross as stored */
+        l->cfg.wire_dtype = FERRY_WIRE_U8;
+        return FERRY_OK;
+    }
     if (f->dtype != FERRY_DTYPE_U8 && f->dtype != FERRY_DTYPE_F32)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: datasets of %s samples are not supported",
                           ferry_dtype_name(f->dtype));
@@ -183,9 +191,13 @@ static ferry_status make_view(ferry_loader *l, ferry_slot *s, int v, size_t size
     ferry_tensor_release(s->images[v]);
     ferry_tensor_release(s->labels[v]);
     s->images[v] = s->labels[v] = NULL;
-    ferry_status st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
-    if (st == FERRY_OK)
+    ferry_status st = FERRY_OK;
+    if (l->image_field != SIZE_MAX)
+        st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
+    if (st == FERRY_OK && l->label_field != SIZE_MAX)
         st = ferry_tensor_from_blob(s->dev_labels, shape, 1, FERRY_DTYPE_I64, l->dev, &s->labels[v]);
+    if (st == FERRY_OK)
+        st = ferry_loader_field_views_(l, s, v, size);
     return st;
 }
 
@@ -214,17 +226,19 @@ static ferry_status make_views(ferry_loader *l, ferry_slot *s)
 
 static ferry_status alloc_slots(ferry_loader *l)
 {
-    /* Host: one pinned allocation for every slot (images, then labels). */
-    size_t images, out_images, host_total;
-    if (!ferry_mul_size(l->batch, l->wire_sample_bytes, &images) ||
-        !ferry_mul_size(l->batch, l->out_sample_bytes, &out_images) ||
-        images > SIZE_MAX / 4 || out_images > SIZE_MAX / 4 ||
-        !ferry_mul_size(align_up(align_up(images, 256) + l->batch * sizeof(int64_t), 4096),
-                        l->nslots, &host_total))
+    /* Host: one pinned allocation for every slot (images, labels, then the
+     * other fields: fields.c). */
+    size_t images, out_images, host_total, end = SIZE_MAX;
+    if (ferry_mul_size(l->batch, l->wire_sample_bytes, &images) &&
+        ferry_mul_size(l->batch, l->out_sample_bytes, &out_images) &&
+        images <= SIZE_MAX / 4 && out_images <= SIZE_MAX / 4) {
+        l->labels_offset = align_up(images, 256);
+        end = ferry_loader_layout_fields_(l, l->labels_offset + l->batch * sizeof(int64_t));
+    }
+    if (end > SIZE_MAX / 4 || !ferry_mul_size(align_up(end, 4096), l->nslots, &host_total))
         return ferry_fail(FERRY_ERR_LIMIT, "loader: %zu slots of %zu samples of %zu bytes do not fit in memory",
                           l->nslots, l->batch, l->wire_sample_bytes);
-    l->labels_offset = align_up(images, 256);
-    l->slot_bytes = l->labels_offset + l->batch * sizeof(int64_t);
+    l->slot_bytes = end;
     size_t host_stride = align_up(l->slot_bytes, 4096);
 
     bool want_pinned = l->cfg.pin_memory == FERRY_PIN_MEMORY_ON && l->gpu;
@@ -307,22 +321,23 @@ static ferry_status warm_scratch(ferry_loader *l)
 {
     if (ferry_dataset_len(l->ds) == 0 || !ferry__dataset_uses_scratch(l->ds))
         return FERRY_OK;
+    uint8_t *host = l->slots[0].host; /* free until the epoch starts */
     /* Streaming: remote shards read sample 0 as one member by Range (no plan
      * yet), instead of fetching its whole shard on every rank. */
     if (l->stream_perm)
         ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
-    void *buf = ferry_host_aligned(64, l->sample_bytes);
-    if (!buf)
-        return FERRY_ERR_NO_MEMORY;
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
         ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = !l->cfg.eval,
                                 .scratch = l->workers[i].scratch};
         int64_t label;
-        (void)ferry_dataset_get(l->ds, 0, buf, l->sample_bytes, &ctx, &label);
+        void *dst[FERRY_FIELD_MAX];
+        size_t lengths[FERRY_FIELD_MAX];
+        void *image = l->workers[i].sample_buf ? l->workers[i].sample_buf : host;
+        ferry_loader_field_dsts_(l, host, 0, image, &label, dst);
+        (void)ferry_dataset_get_fields(l->ds, 0, dst, lengths, &ctx);
     }
     ferry_clear_error();
-    ferry_host_free(buf);
     return FERRY_OK;
 }
 
@@ -560,6 +575,16 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
         st = FERRY_ERR_NO_MEMORY;
         goto fail;
     }
+    const ferry_field *fields;
+    size_t nfields;
+    (void)ferry_dataset_fields(l->ds, &fields, &nfields);
+    l->image_field = l->label_field = SIZE_MAX;
+    for (size_t k = 0; k < nfields; k++) {
+        if (fields[k].role == FERRY_FIELD_IMAGE && l->image_field == SIZE_MAX)
+            l->image_field = k;
+        if (fields[k].dtype == FERRY_DTYPE_I64 && fields[k].ndim == 0 && l->label_field == SIZE_MAX)
+            l->label_field = k;
+    }
     if ((st = plan_conversion(l)) != FERRY_OK)
         goto fail;
     if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK ||
@@ -601,6 +626,7 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->slots) {
         for (size_t k = 0; k < l->nslots; k++) {
             ferry_slot *s = &l->slots[k];
+            ferry_loader_field_views_release_(s);
             for (int v = 0; v < 3; v++) {
                 ferry_tensor_release(s->images[v]);
                 ferry_tensor_release(s->labels[v]);
@@ -822,6 +848,7 @@ static void fill_batch(const ferry_loader *l, const ferry_slot *s, ferry_batch *
     out->indices = s->indices;
     out->epoch = l->epoch;
     out->index = s->batch;
+    out->fields = &s->fields[v];
 }
 
 ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out)

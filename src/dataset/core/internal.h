@@ -79,8 +79,14 @@ const char *ferry__path_problem(const char *path);
 
 /* ---- datasets (dataset.c) ---- */
 typedef struct ferry_dataset_vtable {
+    /* An image dataset's: the image into dst, its label. NULL for a dataset of
+     * other fields, which has get_fields. */
     ferry_status (*get)(const ferry_dataset *ds, size_t index, void *dst,
                         const ferry_sample_ctx *ctx, int64_t *label);
+    /* Every field (ferry_dataset_get_fields, before the checks of lengths and
+     * the zero padding); NULL: the fields are {image, label} and get() fills them. */
+    ferry_status (*get_fields)(const ferry_dataset *ds, size_t index, void *const *dst,
+                               size_t *lengths, const ferry_sample_ctx *ctx);
     ferry_status (*label)(const ferry_dataset *ds, size_t index, int64_t *label);
     const char *(*name)(const ferry_dataset *ds, size_t index);
     void (*destroy)(ferry_dataset *ds);
@@ -110,7 +116,38 @@ struct ferry_dataset {
     /* Shards only, with channels also 0: the channels that image's kind gave
      * (1 gray, 3 colour), which every image loaded must then give too; 0: any. */
     size_t channels_from;
+    /* The fields (names in field_names); image_field and label_field index the
+     * IMAGE field and the label field (the first i64 scalar), SIZE_MAX: none. */
+    size_t num_fields;
+    ferry_field fields[FERRY_FIELD_MAX];
+    char field_names[FERRY_FIELD_MAX][FERRY_FIELD_NAME_MAX + 1];
+    size_t image_field, label_field;
 };
+
+/* Custom datasets' shard_ends: not decreasing, the last len (FERRY_ERR_INVALID_ARG). */
+ferry_status ferry__check_shard_ends(const size_t *ends, size_t num_shards, size_t len);
+
+/* ---- fields (dataset/fields/fields.c) ---- */
+/* Checks n fields a caller declared (what: "custom dataset" for messages). */
+ferry_status ferry__fields_check(const ferry_field *f, size_t n, const char *what);
+/* Copies n checked fields into ds (names included) and finds the image and
+ * label fields; the format is the IMAGE field's (zero without one). */
+void ferry__fields_set(ferry_dataset *ds, const ferry_field *f, size_t n);
+/* The fields of an image dataset of format ds->format: image and label. */
+void ferry__fields_set_image(ferry_dataset *ds);
+/* get_fields without the argument checks and the naming of the sample: the
+ * kind's own, or get() into the image and label fields. */
+ferry_status ferry__dataset_get_fields_raw(const ferry_dataset *ds, size_t index, void *const *dst,
+                                           size_t *lengths, const ferry_sample_ctx *ctx);
+/* get() without the argument checks: the kind's own, or every field decoded
+ * into a temporary buffer and the image and label taken from it. */
+ferry_status ferry__dataset_get_raw(const ferry_dataset *ds, size_t index, void *dst,
+                                    const ferry_sample_ctx *ctx, int64_t *label);
+/* A new dataset of fields with one reference; impl owned as for
+ * ferry__dataset_new. The fields must have passed ferry__fields_check. */
+ferry_status ferry__dataset_new_fields(const ferry_dataset_vtable *vt, void *impl, size_t len,
+                                       const ferry_field *fields, size_t num_fields,
+                                       size_t num_classes, ferry_dataset **out);
 
 /* Puts the sample's name (vt->name, or "sample N" without one) in front of
  * the current message unless it is already its subject (ferry_fail_named);
