@@ -266,7 +266,7 @@ static rstream *find(struct ferry_remote_streams *o, size_t k)
  * be (the read then goes by Range). */
 static bool slot_thread(struct ferry_remote_streams *o, rstream *r)
 {
-    if (r->thread)
+    if (r->thread) /* kept from the slot's first stream on */
         return true;
     r->job = r->quit = false;
     if (ferry_thread_create(&r->th, slot_main, r) != 0)
