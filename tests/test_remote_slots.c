@@ -4,10 +4,16 @@
  * shard's stream (a pthread_create under the streams' lock at each shard's
  * first read, up to a millisecond of every reader's time on a busy 2-core
  * machine). More shards than slots, over several epochs and worker counts:
- * the batches stay those of the same shards on disk, and the threads stay 8. */
+ * the batches stay those of the same shards on disk, and the threads stay 8.
+ * A shard's stream starts at the first read of the shard two before it in
+ * the plan, and the next epoch's head stream at the last but one shard's. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/error.h" /* ferry_now */
+#include "dataset/core/caps.h"
 #include "dataset/remote/remote.h"
 #include "harness.h"
 #include "harness_http.h"
@@ -180,5 +186,56 @@ TEST(stream_slots_same_batches_for_any_worker_count)
         ferry_dataset_release(remote);
     }
     ferry_dataset_release(local);
+    ft_http_stop(srv);
+}
+
+/* How many GETs of shard k's body (not its index) the server has had, once
+ * that is at least want or 5 s have passed: the streams fetch in threads. */
+static unsigned gets_of(ft_http *srv, size_t k, unsigned want)
+{
+    char needle[64];
+    snprintf(needle, sizeof needle, "GET /sh%02zu.tar HTTP", k);
+    double until = ferry_now() + 5;
+    unsigned n;
+    while ((n = ft_http_count(srv, needle)) < want && ferry_now() < until) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+    }
+    return n;
+}
+
+/* The plan reads the shards in order: the first read of shard k starts the
+ * streams of k + 1 and k + 2 (k + 1's already started, at k - 1's), and the
+ * first read of the last but one starts the next epoch's head stream. */
+TEST(stream_starts_two_shards_ahead_and_the_head_one_shard_early)
+{
+    ft_http *srv = ft_http_start(www(), NULL);
+    ferry_dataset *remote = open_urls(srv, "slots/cache-ahead");
+    size_t idx[NSH * PER], n = ferry_dataset_sample_bytes(remote);
+    for (size_t i = 0; i < NSH * PER; i++)
+        idx[i] = i;
+    uint8_t *buf = malloc(n);
+    ASSERT(buf != NULL);
+    enum { HEAD = 5 };
+    ferry__dataset_set_readahead(remote, (size_t)4 << 20);
+    ASSERT_OK(ferry__dataset_plan_reads(remote, idx, NSH * PER, HEAD * PER));
+    for (size_t k = 0; k + 1 < NSH; k++) {
+        int64_t label;
+        ASSERT_OK(ferry_dataset_get(remote, k * PER, buf, n, NULL, &label));
+        ASSERT_EQ_INT(label, (int64_t)((k * PER) % 4));
+        ASSERT_MSG(gets_of(srv, k + 1, 1) == 1, "shard %zu's first read: shard %zu requested "
+                   "%u times", k, k + 1, gets_of(srv, k + 1, 1));
+        if (k + 2 < NSH)
+            ASSERT_MSG(gets_of(srv, k + 2, 1) == 1, "shard %zu's first read did not start shard "
+                       "%zu's stream", k, k + 2);
+        /* Shard HEAD: its stream this epoch from shard HEAD - 2's first
+         * read on, the head stream from the last but one's. */
+        unsigned want = (k + 2 >= HEAD) + (k + 2 >= NSH), head = gets_of(srv, HEAD, want);
+        ASSERT_MSG(head == want, "shard %zu's first read: the head shard requested %u times, "
+                   "not %u", k, head, want);
+    }
+    ferry__dataset_set_readahead(remote, 0);
+    free(buf);
+    ferry_dataset_release(remote);
     ft_http_stop(srv);
 }

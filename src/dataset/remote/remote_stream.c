@@ -1,5 +1,5 @@
 /* Remote shards in the streaming order (remote.h): each shard is fetched front
- * to back by a thread of its own over one connection (resumed with Range after
+ * to back by a stream slot's thread over one connection (resumed with Range after
  * a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
  * AHEAD bytes past the furthest byte a reader has asked for, then waits: that
  * is the read-ahead, and it bounds the memory (RING bytes per stream, at most
@@ -10,10 +10,11 @@
  * new stream is opened for a shard this epoch only to read bytes no stream of
  * it has fetched yet, since a stream fetches on to the shard's end.
  *
- * Near an epoch's end (at the first read of the plan's last shard) the next
- * epoch's first shard gets a head stream: it fetches GRAIN bytes and waits,
- * passed over by readers, until the next epoch's reset makes it that
- * shard's stream; so the request's latency passes while this epoch ends
+ * A shard's stream starts at the first read of the shard two before it in
+ * the plan (start_next). Near an epoch's end (at the first read of the
+ * plan's last but one shard) the next epoch's first shard gets a head
+ * stream: it fetches GRAIN bytes and waits, passed over by readers, until
+ * the next epoch's reset makes it that shard's stream; so the request's latency passes while this epoch ends
  * instead of every worker waiting for it at the next one's start.
  *
  * A reader copies only bytes the fetch has checked and written, under the
@@ -26,9 +27,13 @@
  * backoff: an epoch of N samples took N times the retries, which looked like
  * a hang.
  *
+ * Each of the NSTREAMS slots has one fetch thread, started at its first
+ * stream and kept: a stream hands it a job (slot_main).
+ *
  * Locking: one mutex for every stream's state and the ring's bytes; a fetch
- * thread copies into the ring under it (a curl buffer at a time). Each stream
- * has its own conditions, signalled only when someone waits on them: `data`
+ * thread copies into the ring without it (a curl buffer at a time; wend
+ * keeps readers off the bytes being overwritten). Each stream has its own
+ * conditions, signalled only when someone waits on them: `data`
  * for readers waiting on bytes, `room` for its fetch waiting on readers, and
  * the fetch wakes only once GRAIN bytes of room are free. With one shared
  * condition every chunk woke every waiting thread, and the context switches
@@ -348,18 +353,38 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     return r;
 }
 
-/* At shard k's first read this epoch: the stream of the shard the plan reads
- * next, so that the request's latency passes while k is read; at the last
- * shard's, the next epoch's head stream. */
+/* Shard j's stream ahead of its first read, unless it has one. */
+static void start_ahead(struct ferry_remote_streams *o, size_t j)
+{
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
+        open_stream(o, j, 0, OPEN_AHEAD);
+}
+
+static bool has_head(const struct ferry_remote_streams *o)
+{
+    for (size_t i = 0; i < NSTREAMS; i++)
+        if (o->s[i].head && o->s[i].shard != NONE)
+            return true;
+    return false;
+}
+
+/* At shard k's first read this epoch: the streams of the two shards the plan
+ * reads next, so that their requests' latency passes while k and the next
+ * are read; at the last but one shard's (or the last's, with fewer), the next
+ * epoch's head stream. One shard ahead was not enough with small shards (4
+ * MiB of 28x28 images: a few dozen milliseconds) on a busy machine: a fetch
+ * thread woken at the previous shard's first read was not always run before
+ * its shard's first read, and both workers waited for it. */
 static void start_next(struct ferry_remote_streams *o, size_t k)
 {
     if (o->led[k])
         return;
     o->led[k] = 1;
     size_t j = o->next[k];
-    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
-        open_stream(o, j, 0, OPEN_AHEAD);
-    if (k == o->last && o->head != NONE)
+    start_ahead(o, j);
+    if (j != NONE)
+        start_ahead(o, o->next[j]);
+    if ((k == o->last || j == o->last) && o->head != NONE && !has_head(o))
         open_stream(o, o->head, 0, OPEN_HEAD);
 }
 
