@@ -20,49 +20,17 @@
 
 enum { NSH = 12, PER = 9, IW = 7, IH = 5, SLOTS = 8 };
 
-/* Sample i: a small gray PNG made from i, labelled i % 4. */
-static void add_sample(ft_tar *t, size_t i)
-{
-    uint8_t px[IW * IH];
-    for (size_t j = 0; j < sizeof px; j++)
-        px[j] = (uint8_t)(i * 29 + j * 5 + (j * j) % 11);
-    char key[32];
-    snprintf(key, sizeof key, "s%03zu", i);
-    ft_tar_png_sample(t, key, px, IW, IH, i % 4, "slots/tmp.png");
-}
-
 static char paths[NSH][600];
 
-static void need_curl(void)
-{
-#ifndef FERRY_HAVE_CURL
-    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
-#endif
-}
-
-/* NSH plain shards with their indexes beside them (URL.ferry-index), made once. */
+/* The shards in ft_tmp("slots/www"), made once. */
 static const char *www(void)
 {
     static bool made;
-    need_curl();
-    if (made)
-        return ft_tmp("slots/www");
-    const char *p[NSH];
-    for (size_t s = 0; s < NSH; s++) {
-        ft_tar t = {0};
-        for (size_t k = 0; k < PER; k++)
-            add_sample(&t, s * PER + k);
-        ft_tar_end(&t);
-        char rel[64];
-        snprintf(rel, sizeof rel, "slots/www/sh%02zu.tar", s);
-        snprintf(paths[s], sizeof paths[s], "%s", ft_tar_save(&t, rel));
-        p[s] = paths[s];
-    }
-    ferry_image_config c = ferry_image_config_default();
-    c.shard_index_cache = true; /* writes SHARD.ferry-index beside each */
-    ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_shards(p, NSH, &c, &ds));
-    ferry_dataset_release(ds);
+#ifndef FERRY_HAVE_CURL
+    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
+#endif
+    if (!made)
+        ft_indexed_png_shards("slots/www", NSH, PER, IW, IH, paths);
     made = true;
     return ft_tmp("slots/www");
 }
