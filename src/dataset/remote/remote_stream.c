@@ -1,6 +1,6 @@
 /* Remote shards in the streaming order (remote.h): each shard is fetched front
- * to back by a stream slot's thread over one connection (resumed with Range after
- * a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
+ * to back by a stream slot's thread over one connection (resumed with Range
+ * after a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
  * AHEAD bytes past the furthest byte a reader has asked for, then waits: that
  * is the read-ahead, and it bounds the memory (RING bytes per stream, at most
  * NSTREAMS streams, least recently used replaced). The ring keeps RING - AHEAD
@@ -14,8 +14,9 @@
  * the plan (start_next). Near an epoch's end (at the first read of the
  * plan's last but one shard) the next epoch's first shard gets a head
  * stream: it fetches GRAIN bytes and waits, passed over by readers, until
- * the next epoch's reset makes it that shard's stream; so the request's latency passes while this epoch ends
- * instead of every worker waiting for it at the next one's start.
+ * the next epoch's reset makes it that shard's stream; so the request's
+ * latency passes while this epoch ends instead of every worker waiting for
+ * it at the next one's start.
  *
  * A reader copies only bytes the fetch has checked and written, under the
  * lock, so a sample is whole or not delivered at all. A stream or a Range read
