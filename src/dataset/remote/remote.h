@@ -142,6 +142,7 @@ typedef struct ferry_remote_stats {
     uint64_t streams;    /* shard streams started (remote_stream.c) */
     uint64_t streams_ahead; /* of them, started before their shard's first read */
     uint64_t stream_reads, range_reads; /* reads served by a stream, by a Range request */
+    uint64_t stream_threads; /* fetch threads started for streams (one per slot, kept) */
     double wait_s;       /* time reads spent waiting for bytes or room */
     size_t held_bytes, held_peak;
 } ferry_remote_stats;
@@ -160,6 +161,7 @@ static inline void ferry__remote_stats_since(ferry_remote_stats *now, const ferr
     now->failures -= before->failures;
     now->streams -= before->streams;
     now->streams_ahead -= before->streams_ahead;
+    now->stream_threads -= before->stream_threads;
     now->stream_reads -= before->stream_reads;
     now->range_reads -= before->range_reads;
     now->wait_s -= before->wait_s;
