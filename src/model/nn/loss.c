@@ -59,6 +59,14 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
     return st;
 }
 
+void fm_metrics_add_rows(ferry_metrics *m, int64_t rows)
+{
+    if (m) {
+        m->count += rows;
+        m->classified += rows;
+    }
+}
+
 ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
 {
     if (!m)
