@@ -456,3 +456,37 @@ TEST(graph_step_on_cpu_is_eager)
     ferry_optim_destroy(opt);
     ferry_module_destroy(net);
 }
+
+/* Without metrics a step checks its labels on the host: one wait per step
+ * (the copy of the count into pageable memory returns once done), not a
+ * copy and then a stream synchronisation. */
+TEST(train_step_without_metrics_waits_once)
+{
+    require_sim();
+    ferry_device dev = ferry_cuda(0);
+    ferry_module *net = make_model(false);
+    ASSERT_OK(ferry_module_init(net, 2));
+    ASSERT_OK(ferry_module_to(net, dev));
+    ferry_optim *opt = NULL;
+    ASSERT_OK(ferry_sgd_create(net, 0.05, 0.9, 0.0, &opt));
+    ferry_stream *s = NULL;
+    ASSERT_OK(ferry_stream_create(dev, &s));
+    int64_t xs[4] = {4, 1, 28, 28}, b = 4, labels[4] = {1, 2, 3, 4};
+    ferry_tensor *x = NULL, *y = NULL;
+    ASSERT_OK(ferry_tensor_randn(xs, 4, FERRY_DTYPE_F32, dev, 3, &x));
+    ASSERT_OK(ferry_tensor_from_host(labels, &b, 1, FERRY_DTYPE_I64, dev, &y));
+    ASSERT_OK(ferry_train_step(net, opt, NULL, x, y, NULL, s));
+    ferry_sim_counts c0, c1;
+    ferry_sim_debug_counts(0, &c0);
+    for (int i = 0; i < 3; i++)
+        ASSERT_OK(ferry_train_step(net, opt, NULL, x, y, NULL, s));
+    ferry_sim_debug_counts(0, &c1);
+    ASSERT_EQ_INT(c1.host_syncs - c0.host_syncs, 3);
+    ASSERT_EQ_INT(c1.d2h_copies - c0.d2h_copies, 3);
+    ASSERT_OK(ferry_stream_synchronize(s));
+    ferry_tensor_release(x);
+    ferry_tensor_release(y);
+    ferry_stream_destroy(s);
+    ferry_optim_destroy(opt);
+    ferry_module_destroy(net);
+}
