@@ -427,6 +427,25 @@ TEST(graph_needs_metrics)
     ferry_module_destroy(net);
 }
 
+/* A Dropout's mask comes from a host counter a replay would not advance. */
+TEST(graph_refuses_dropout)
+{
+    ferry_module *net = make_model(false), *m = NULL;
+    ASSERT_OK(ferry_dropout_create(0.5, 1, &m));
+    ASSERT_OK(ferry_sequential_add(net, m));
+    ferry_optim *opt = NULL;
+    ASSERT_OK(ferry_sgd_create(net, 0.05, 0.0, 0.0, &opt));
+    ferry_metrics *met = NULL;
+    ASSERT_OK(ferry_metrics_create(ferry_cpu(), &met));
+    ferry_train_graph *g = NULL;
+    ASSERT_STATUS(ferry_train_graph_create(net, opt, NULL, met, &g), FERRY_ERR_UNSUPPORTED);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "mask");
+    ASSERT(g == NULL);
+    ferry_metrics_destroy(met);
+    ferry_optim_destroy(opt);
+    ferry_module_destroy(net);
+}
+
 /* On the CPU every step is eager: same results as ferry_train_step. */
 TEST(graph_step_on_cpu_is_eager)
 {

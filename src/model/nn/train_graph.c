@@ -36,6 +36,20 @@ struct ferry_train_graph {
     int64_t captures;
 };
 
+/* A Dropout draws its mask from a counter on the host: a replay would apply
+ * the captured mask again, every step. */
+static const ferry_module *host_state_layer(const ferry_module *m)
+{
+    if (fm_dropout_calls((ferry_module *)m))
+        return m;
+    for (size_t i = 0; i < m->nchildren; i++) {
+        const ferry_module *f = host_state_layer(m->children[i]);
+        if (f)
+            return f;
+    }
+    return NULL;
+}
+
 ferry_status ferry_train_graph_create(ferry_module *m, ferry_optim *o, ferry_amp *amp,
                                       ferry_metrics *metrics, ferry_train_graph **out)
 {
@@ -43,6 +57,11 @@ ferry_status ferry_train_graph_create(ferry_module *m, ferry_optim *o, ferry_amp
         return FERRY_ARG_ERROR("%s is NULL%s", !m ? "module" : !o ? "optimiser" : !metrics ? "metrics" : "out",
                                !metrics ? " (a captured step reports bad labels through metrics: "
                                           "it cannot wait on the host to check them)" : "");
+    const ferry_module *bad = host_state_layer(m);
+    if (bad)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "ferry_train_graph_create: %s draws a new mask "
+                          "each step from a counter on the host, which a captured step would "
+                          "replay unchanged; train this model with ferry_train_step", bad->name);
     ferry_train_graph *g = ferry_host_calloc(1, sizeof *g);
     if (!g)
         return FERRY_ERR_NO_MEMORY;
