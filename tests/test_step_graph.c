@@ -88,6 +88,42 @@ TEST(capture_records_and_replays)
     ferry_tensor_release(b);
 }
 
+/* A graph freed while its launches are still queued stays alive for them
+ * (cudaGraphExecDestroy does not wait); a fault in a replay is the device's
+ * sticky error, named as a graph launch. */
+TEST(graph_destroy_while_queued_and_fault)
+{
+    require_sim();
+    ferry_device dev = ferry_cuda(0);
+    int64_t n = 16;
+    ferry_tensor *a = NULL;
+    ASSERT_OK(ferry_tensor_empty(&n, 1, FERRY_DTYPE_F32, dev, &a));
+    ferry_stream *s = NULL;
+    ASSERT_OK(ferry_stream_create(dev, &s));
+    ASSERT_OK(ferry_stream_capture_begin_(s));
+    ASSERT_OK(ferry_tensor_fill(a, 5.0, s));
+    ferry_graph_ *g = NULL;
+    ASSERT_OK(ferry_stream_capture_end_(s, &g));
+    fill_host(a, 0, s);
+    for (int i = 0; i < 4; i++)
+        ASSERT_OK(ferry_graph_launch_(g, s));
+    ferry_graph_destroy_(g);
+    ASSERT_OK(ferry_stream_synchronize(s));
+    ASSERT_MSG(read_at(a, 2) == 5.0f, "after the replays: %g", read_at(a, 2));
+
+    ASSERT_OK(ferry_stream_capture_begin_(s));
+    ASSERT_OK(ferry_tensor_fill(a, 6.0, s));
+    ASSERT_OK(ferry_stream_capture_end_(s, &g));
+    ferry_sim_debug_fault_after(0, 1);
+    ASSERT_OK(ferry_graph_launch_(g, s)); /* the fault shows when it runs */
+    ASSERT_STATUS(ferry_stream_synchronize(s), FERRY_ERR_CUDA);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "graph launch");
+    ferry_graph_destroy_(g);
+    ferry_stream_destroy(s);
+    ferry_tensor_release(a);
+    ferry_sim_debug_reset(0);
+}
+
 /* Each forbidden call fails naming CUDA's error, and the capture's end then
  * fails saying the capture was invalidated by it; the stream works after. */
 typedef enum { BAD_SYNC, BAD_QUERY, BAD_DEVICE_SYNC, BAD_LEGACY, BAD_CUDA_MALLOC, BAD_ALLOC,
