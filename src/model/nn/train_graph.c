@@ -92,11 +92,20 @@ void ferry_train_graph_destroy(ferry_train_graph *g)
 
 int64_t ferry_train_graph_captures(const ferry_train_graph *g) { return g ? g->captures : 0; }
 
+static bool key_eq(const graph_key *a, const graph_key *b)
+{
+    return a->xdims == b->xdims && a->ydims == b->ydims &&
+           memcmp(a->xshape, b->xshape, a->xdims * sizeof(int64_t)) == 0 &&
+           memcmp(a->yshape, b->yshape, a->ydims * sizeof(int64_t)) == 0 && a->xdt == b->xdt &&
+           a->ydt == b->ydt && a->stream == b->stream && a->lr == b->lr &&
+           a->module_calls == b->module_calls && a->optim_version == b->optim_version;
+}
+
 static graph_key key_of(const ferry_train_graph *g, const ferry_tensor *x, const ferry_tensor *y,
                         const ferry_stream *s)
 {
     graph_key k;
-    memset(&k, 0, sizeof k); /* compared with memcmp: padding included */
+    memset(&k, 0, sizeof k);
     k.xdims = ferry_tensor_ndim(x);
     k.ydims = ferry_tensor_ndim(y);
     memcpy(k.xshape, ferry_tensor_shape(x), k.xdims * sizeof(int64_t));
@@ -171,7 +180,7 @@ ferry_status ferry_train_graph_step(ferry_train_graph *g, ferry_tensor *x, ferry
         return ferry_train_step(g->m, g->o, g->amp, x, labels, g->metrics, s);
     }
     graph_key k = key_of(g, x, labels, s);
-    if ((g->graph || g->warm) && memcmp(&k, &g->key, sizeof k) != 0)
+    if ((g->graph || g->warm) && !key_eq(&k, &g->key))
         drop_graph(g);
     ferry_status st;
     if (!g->graph && !g->warm) {
