@@ -223,6 +223,29 @@ FERRY_API ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream
 FERRY_API ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp,
                                         ferry_tensor *x, ferry_tensor *labels,
                                         ferry_metrics *metrics, ferry_stream *s);
+/* ---- one CUDA graph per training step ----
+ * ferry_train_step captured once (CUDA stream capture) and replayed for every
+ * batch of the same shape: one graph launch instead of ~40 kernel launches.
+ * Each step copies x and labels into the graph's own device buffers (x and
+ * labels may be any tensors on the module's device, such as the loader's
+ * batch) and launches the graph on s. The first step of a shape, and the first
+ * after anything that may have moved the module's buffers or the optimiser's
+ * state (another forward or backward on the module, such as ferry_eval_step;
+ * ferry_module_to; a learning-rate change; a checkpoint load), runs eagerly;
+ * the next captures. Results are those of ferry_train_step, bit for bit.
+ * metrics is required (the graph cannot wait on the host to check labels).
+ * On the CPU, or when x is not on the module's device, every step is eager.
+ * A capture that fails (a step that would wait on the host or allocate) is an
+ * error naming what it tried; the graph is dropped and the next step eager. */
+typedef struct ferry_train_graph ferry_train_graph;
+FERRY_API ferry_status ferry_train_graph_create(ferry_module *m, ferry_optim *o, ferry_amp *amp,
+                                                ferry_metrics *metrics, ferry_train_graph **out);
+FERRY_API void ferry_train_graph_destroy(ferry_train_graph *g);
+FERRY_API ferry_status ferry_train_graph_step(ferry_train_graph *g, ferry_tensor *x,
+                                              ferry_tensor *labels, ferry_stream *s);
+/* How many captures g has made (for logs and tests). */
+FERRY_API int64_t ferry_train_graph_captures(const ferry_train_graph *g);
+
 /* Forward in evaluation mode plus loss and accuracy into metrics; restores the
  * module's mode afterwards. */
 FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,

@@ -59,6 +59,14 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
     return st;
 }
 
+void fm_metrics_add_rows(ferry_metrics *m, int64_t rows)
+{
+    if (m) {
+        m->count += rows;
+        m->classified += rows;
+    }
+}
+
 ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
 {
     if (!m)
@@ -230,10 +238,12 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
                 d ? ferry_tensor_data(d) : NULL, &r);
     }
     bool read_back = check_now || !metrics;
+    /* One wait: a copy into pageable memory (bad_now, on the stack) returns
+     * once it has completed, the async form included (CUDA's "API
+     * synchronization behavior"), with the stream's earlier errors; a stream
+     * synchronisation after it would be a second wait for nothing. */
     if (st == FERRY_OK && read_back)
         st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);
-    if (st == FERRY_OK && read_back && s)
-        st = ferry_stream_synchronize(s);
     if (st == FERRY_OK && metrics && read_back)
         metrics->bad_seen = bad_now;
     if (!read_back)

@@ -169,6 +169,7 @@ void fm_drop_saved_all(ferry_module *m)
 
 static void drop_buffers_all(ferry_module *m)
 {
+    m->calls++;
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
     ferry_tensor_release(m->lossbuf);
@@ -262,6 +263,7 @@ ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream
 {
     if (!m || !x || !y)
         return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !x ? "x" : "y");
+    m->calls++;
     ferry_status st = m->ops->forward(m, x, s, y);
     if (st != FERRY_OK || !m->training)
         fm_drop_saved_all(m);
@@ -274,6 +276,7 @@ ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stre
         return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : "dy");
     if (dx)
         *dx = NULL;
+    m->calls++;
     ferry_status st = m->ops->backward(m, dy, s, dx);
     /* A Sequential reports child by child (seq_backward); a single layer here. */
     if (st == FERRY_OK && m->grad_ready && m->nchildren == 0 && m->nflat > 0)

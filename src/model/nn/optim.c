@@ -26,7 +26,10 @@ struct ferry_optim {
     ferry_tensor *consts; /* f32 [2] beside taken: Adam's bias corrections for this step */
     size_t nparams;       /* m->nflat when the state was made */
     ferry_tensor **state; /* nparams * 2, NULL where unused */
+    uint64_t version;     /* fm_optim_version: bumped when taken is replaced */
 };
+
+uint64_t fm_optim_version(const ferry_optim *o) { return o ? o->version : 0; }
 
 static ferry_status create(ferry_module *m, opt_kind kind, ferry_optim **out)
 {
@@ -337,5 +340,6 @@ ferry_status fm_optim_set_steps(ferry_optim *o, int64_t steps)
         return st;
     ferry_tensor_release(o->taken);
     o->taken = n;
+    o->version++;
     return FERRY_OK;
 }

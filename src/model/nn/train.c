@@ -8,6 +8,7 @@
 void fm_set_dtype_all(ferry_module *m, ferry_dtype dt)
 {
     m->dtype = dt;
+    m->calls++;
     for (size_t i = 0; i < m->nchildren; i++)
         fm_set_dtype_all(m->children[i], dt);
 }
