@@ -3,7 +3,8 @@
  * the CPU and on cuda:0 when there is one (real or FERRY_SIM_GPUS); the GPU's
  * gradient against the CPU's bit for bit with many repeated indices (its sort
  * keeps position order) and the same bits on a second run; out-of-range indices
- * as an error naming the index; and the makemore MLP's loss and gradients. */
+ * as an error naming the index; the makemore MLP's loss and gradients; and
+ * mixed-precision training steps. */
 #include <stdlib.h>
 
 #include "harness.h"
@@ -411,4 +412,47 @@ TEST(makemore_mlp_loss_and_gradients_match_pytorch)
         ferry_module_destroy(net);
     }
     ferry_safetensors_destroy(f);
+}
+
+/* Mixed precision: the table goes to f16 with an f32 master, indices pass
+ * through ferry_train_step unconverted, and a few steps on one batch lower
+ * its loss, on every device. */
+TEST(mixed_precision_steps_train_the_table)
+{
+    int64_t shape[2] = {32, 3}, n = 32;
+    int64_t x[96], y[32];
+    for (int i = 0; i < 96; i++)
+        x[i] = (i * 7 + i / 3) % 27;
+    for (int i = 0; i < 32; i++)
+        y[i] = (x[3 * i] + x[3 * i + 2]) % 27;
+    for (int d = 0; d < device_count(); d++) {
+        ferry_device dev = device_at(d);
+        ferry_module *net = make_mlp();
+        ASSERT_OK(ferry_module_to(net, dev));
+        ferry_amp_config cfg = ferry_amp_config_default(FERRY_DTYPE_F16);
+        cfg.init_scale = 256;
+        ferry_amp *amp = NULL;
+        ASSERT_OK(ferry_amp_create(net, &cfg, &amp));
+        ASSERT_EQ_INT(ferry_module_dtype(net), FERRY_DTYPE_F16);
+        ferry_optim *o = NULL;
+        ASSERT_OK(ferry_adam_create(net, 1e-2, 0.9, 0.999, 1e-8, 0.0, &o));
+        ferry_tensor *xt = NULL, *yt = NULL;
+        ASSERT_OK(ferry_tensor_from_host(x, shape, 2, FERRY_DTYPE_I64, dev, &xt));
+        ASSERT_OK(ferry_tensor_from_host(y, &n, 1, FERRY_DTYPE_I64, dev, &yt));
+        ferry_metrics *met = NULL;
+        ASSERT_OK(ferry_metrics_create(dev, &met));
+        double first = 0, last = 0;
+        for (int step = 0; step < 30; step++) {
+            ASSERT_OK(ferry_metrics_reset(met, NULL));
+            ASSERT_OK(ferry_train_step(net, o, amp, xt, yt, met, NULL));
+            ASSERT_OK(ferry_metrics_get(met, step ? &last : &first, NULL, NULL));
+        }
+        ASSERT_MSG(last < first * 0.5, "loss %.4f after 30 steps, %.4f at the first", last, first);
+        ferry_metrics_destroy(met);
+        ferry_tensor_release(xt);
+        ferry_tensor_release(yt);
+        ferry_optim_destroy(o);
+        ferry_amp_destroy(amp);
+        ferry_module_destroy(net);
+    }
 }
