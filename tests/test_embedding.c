@@ -317,6 +317,9 @@ TEST(float_input_and_bad_sizes_are_rejected)
     ferry_module *m = NULL;
     ASSERT_STATUS(ferry_embedding_create(0, 4, &m), FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_embedding_create(4, -1, &m), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_embedding_create(4, 2, NULL), FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_embedding_create(INT64_MAX, INT64_MAX, &m), FERRY_ERR_LIMIT);
+    ASSERT(m == NULL);
     ASSERT_OK(ferry_embedding_create(4, 2, &m));
     ASSERT_STR_EQ(ferry_module_name(m), "Embedding(4, 2)");
     int64_t shape[1] = {3};
@@ -325,6 +328,12 @@ TEST(float_input_and_bad_sizes_are_rejected)
     ASSERT_STATUS(ferry_module_forward(m, x, NULL, &y), FERRY_ERR_DTYPE);
     ASSERT_STR_CONTAINS(ferry_last_error(), "indices must be i32 or i64");
     ferry_tensor_release(x);
+    if (ferry_cuda_device_count() > 0) { /* indices on another device than the table */
+        ASSERT_OK(ferry_tensor_zeros(shape, 1, FERRY_DTYPE_I64, ferry_cuda(0), &x));
+        ASSERT_STATUS(ferry_module_forward(m, x, NULL, &y), FERRY_ERR_DEVICE_MISMATCH);
+        ASSERT_STR_CONTAINS(ferry_last_error(), "indices on cuda:0 but the table on cpu");
+        ferry_tensor_release(x);
+    }
     /* backward before forward */
     ASSERT_OK(ferry_tensor_zeros((int64_t[]){3, 2}, 2, FERRY_DTYPE_F32, ferry_cpu(), &x));
     ASSERT_STATUS(ferry_module_backward(m, x, NULL, NULL), FERRY_ERR_BAD_STATE);
