@@ -465,3 +465,48 @@ TEST(mixed_precision_steps_train_the_table)
         ferry_module_destroy(net);
     }
 }
+
+/* With the check off an out-of-range index is a zero row and adds no gradient
+ * (no error, no crash); on again, the error is back. */
+TEST(unchecked_indices_give_zero_rows)
+{
+    int64_t v[6] = {2, 11, 0, -3, 2, 10}, n = 6;
+    for (int d = 0; d < device_count(); d++) {
+        ferry_device dev = device_at(d);
+        ferry_module *m = NULL, *relu = NULL;
+        ASSERT_OK(ferry_embedding_create(11, 3, &m));
+        ASSERT_OK(ferry_relu_create(&relu));
+        ASSERT_STATUS(ferry_embedding_check_indices(relu, false), FERRY_ERR_INVALID_ARG);
+        ASSERT_STATUS(ferry_embedding_check_indices(NULL, false), FERRY_ERR_INVALID_ARG);
+        ferry_module_destroy(relu);
+        ASSERT_OK(ferry_module_to(m, dev));
+        ASSERT_OK(ferry_embedding_check_indices(m, false));
+        ferry_tensor *x = NULL, *y = NULL, *dy = NULL;
+        ASSERT_OK(ferry_tensor_from_host(v, &n, 1, FERRY_DTYPE_I64, dev, &x));
+        ASSERT_OK(ferry_module_zero_grad(m, NULL));
+        ASSERT_OK(ferry_module_forward(m, x, NULL, &y));
+        ASSERT_OK(ferry_tensor_ones((int64_t[]){6, 3}, 2, FERRY_DTYPE_F32, dev, &dy));
+        ASSERT_OK(ferry_module_backward(m, dy, NULL, NULL));
+        ferry_param p;
+        ASSERT_OK(ferry_module_param(m, 0, &p));
+        float *yh = host_f32(y), *w = host_f32(p.value), *g = host_f32(p.grad);
+        for (int64_t i = 0; i < n; i++)
+            for (int k = 0; k < 3; k++) {
+                bool in = v[i] >= 0 && v[i] < 11;
+                ASSERT_MSG(yh[i * 3 + k] == (in ? w[v[i] * 3 + k] : 0.0f), "y[%lld, %d]", (long long)i, k);
+            }
+        for (int64_t r = 0; r < 11; r++)
+            for (int k = 0; k < 3; k++)
+                ASSERT_NEAR(g[r * 3 + k], r == 2 ? 2.0 : r == 0 || r == 10 ? 1.0 : 0.0, 0);
+        free(yh);
+        free(w);
+        free(g);
+        ferry_tensor_release(y);
+        ASSERT_OK(ferry_embedding_check_indices(m, true));
+        ASSERT_STATUS(ferry_module_forward(m, x, NULL, &y), FERRY_ERR_INVALID_ARG);
+        ASSERT_STR_CONTAINS(ferry_last_error(), "index 11 at position 1");
+        ferry_tensor_release(x);
+        ferry_tensor_release(dy);
+        ferry_module_destroy(m);
+    }
+}

@@ -61,6 +61,12 @@ FERRY_API ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_chan
  * input gradient (*dx NULL): an Embedding is a model's first layer. */
 FERRY_API ferry_status ferry_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
                                               ferry_module **out);
+/* check false: the forward no longer reads the indices' check back, so it never
+ * waits for its stream (a training step that must not, such as a captured
+ * one); an index outside the table then gives a zero row and adds no gradient,
+ * silently. true (the default) restores the error. INVALID_ARG when m is not
+ * an Embedding. */
+FERRY_API ferry_status ferry_embedding_check_indices(ferry_module *m, bool check);
 /* stride 0 means stride = kernel (PyTorch's default). */
 FERRY_API ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
                                               ferry_module **out);

@@ -14,6 +14,7 @@ typedef struct fm_embedding {
     int64_t num, dim;
     ferry_tensor *idx; /* saved indices (contiguous) */
     ferry_tensor *bad; /* i64 [1] on the module's device: the first bad position */
+    bool unchecked;    /* ferry_embedding_check_indices(m, false) */
 } fm_embedding;
 
 static void embedding_drop(ferry_module *m)
@@ -103,16 +104,16 @@ static ferry_status embedding_forward(ferry_module *m, ferry_tensor *x, ferry_st
         shape[i] = xi->shape[i];
     shape[xi->ndim] = e->dim;
     st = fm_buffer(&m->out, shape, xi->ndim + 1, m->dtype, m->device, s, &yt);
-    if (st == FERRY_OK)
+    if (st == FERRY_OK && !e->unchecked)
         st = bad_reset(e, xi->numel, s);
     if (st == FERRY_OK) {
         fk_ctx c = fm_ctx(xi, s);
         fk_embed k = {.n = xi->numel, .vocab = e->num, .dim = e->dim, .idt = xi->dtype,
-                      .bad = ferry_tensor_data(e->bad)};
+                      .bad = e->unchecked ? NULL : ferry_tensor_data(e->bad)};
         st = FK(&c, embed_fwd, m->dtype, ferry_tensor_data(yt), ferry_tensor_data(m->params[0].value),
                 ferry_tensor_data(xi), &k);
     }
-    if (st == FERRY_OK)
+    if (st == FERRY_OK && !e->unchecked)
         st = report_bad(m, xi, s, where);
     if (st != FERRY_OK) {
         ferry_tensor_release(xi);
@@ -155,6 +156,15 @@ static ferry_status embedding_backward(ferry_module *m, ferry_tensor *dy, ferry_
 }
 
 static const fm_ops embedding_ops = {embedding_forward, embedding_backward, embedding_drop, embedding_destroy};
+
+ferry_status ferry_embedding_check_indices(ferry_module *m, bool check)
+{
+    if (!m || m->ops != &embedding_ops)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "ferry_embedding_check_indices: %s is not an Embedding",
+                          m ? m->name : "NULL");
+    ((fm_embedding *)m)->unchecked = !check;
+    return FERRY_OK;
+}
 
 ferry_status ferry_embedding_create(int64_t num_embeddings, int64_t embedding_dim, ferry_module **out)
 {
