@@ -84,7 +84,7 @@ for sub in info bench "bench h2d" "bench decode" check export diff; do
     unknown "ferry $sub" "$ferry" $sub
 done
 nsamples=0
-for p in embed train_gray train_color bench_mlp; do
+for p in embed train_gray train_color bench_mlp train_chars; do
     if [ ! -x "$build/samples/$p" ]; then
         bad "$build/samples/$p not built"
         continue
@@ -97,7 +97,7 @@ done
 for f in "$build"/samples/*; do
     if [ ! -x "$f" ] || [ ! -f "$f" ]; then continue; fi
     case ${f##*/} in
-        embed|train_gray|train_color|bench_mlp) ;;
+        embed|train_gray|train_color|bench_mlp|train_chars) ;;
         *) bad "samples/${f##*/} has no --help checks in scripts/cli-test.sh" ;;
     esac
 done
@@ -152,6 +152,12 @@ if [ -x "$s/train_gray" ]; then
     badval "train_gray: --limit 1e3: expected an integer from 1 to 1000000000" "$s/train_gray" --limit 1e3
     badval "train_gray: --seed -3: expected an integer from 0 to 18446744073709551615" "$s/train_gray" --seed -3
     badval "train_gray: --model rnn: expected one of mlp, cnn" "$s/train_gray" --model rnn
+fi
+if [ -x "$s/train_chars" ]; then
+    badval "train_chars: --context 0: expected an integer from 1 to 64" "$s/train_chars" --context 0
+    badval "train_chars: --lr 0: expected a number greater than 0 and at most 1" "$s/train_chars" --lr 0
+    badval "train_chars: --seconds -1: expected a finite number >= 0" "$s/train_chars" --seconds -1
+    badval "train_chars: --batch needs a value" "$s/train_chars" --batch
 fi
 if [ -x "$s/train_color" ]; then
     badval "train_color: --train 0: expected an integer from 1 to 1000000" \

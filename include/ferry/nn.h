@@ -52,6 +52,21 @@ FERRY_API ferry_status ferry_linear_create(int64_t in_features, int64_t out_feat
 FERRY_API ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels,
                                            int64_t kernel, int64_t stride, int64_t padding,
                                            bool bias, ferry_module **out);
+/* A table of num_embeddings rows of embedding_dim values, drawn N(0, 1) as
+ * PyTorch's: input i32 or i64 indices of any shape [...], output [..., dim].
+ * An index outside [0, num_embeddings) fails the forward (FERRY_ERR_INVALID_ARG
+ * naming the index and its position); the check reads one value back, so the
+ * forward waits for its stream. Backward sums the gradients of repeated indices
+ * in position order on every device (the same bits run after run) and gives no
+ * input gradient (*dx NULL): an Embedding is a model's first layer. */
+FERRY_API ferry_status ferry_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
+                                              ferry_module **out);
+/* check false: the forward no longer reads the indices' check back, so it never
+ * waits for its stream (a training step that must not, such as a captured
+ * one); an index outside the table then gives a zero row and adds no gradient,
+ * silently. true (the default) restores the error. INVALID_ARG when m is not
+ * an Embedding. */
+FERRY_API ferry_status ferry_embedding_check_indices(ferry_module *m, bool check);
 /* stride 0 means stride = kernel (PyTorch's default). */
 FERRY_API ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
                                               ferry_module **out);

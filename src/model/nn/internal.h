@@ -18,6 +18,7 @@ typedef struct fm_param {
     bool buffer;
     bool keep_f32;        /* stays f32 when the module goes to half (BatchNorm) */
     double init_lo, init_hi; /* uniform init range; lo == hi: constant */
+    bool init_normal;        /* instead: normal, mean init_lo, std init_hi - init_lo (Embedding) */
 } fm_param;
 
 typedef struct fm_ref {
@@ -52,6 +53,9 @@ struct ferry_module {
      * one forward): bias_relu says the layer can (Linear, Conv2d with a bias),
      * act_relu asks it to, input_relu tells the ReLU its input is rectified. */
     bool bias_relu, act_relu, input_relu;
+    /* Takes integer indices, not values (an Embedding, or a Sequential that
+     * starts with one): ferry_train_step passes its input through unconverted. */
+    bool index_input;
     ferry_grad_ready_fn grad_ready; /* ferry_module_set_grad_hook; NULL when none */
     void *grad_ready_ctx;
     /* Host calls on this module that may move its buffers (forward, backward,

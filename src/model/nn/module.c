@@ -241,7 +241,7 @@ ferry_status ferry_module_init(ferry_module *m, uint64_t seed)
         if (p->init_lo == p->init_hi) {
             st = ferry_tensor_fill(t, p->init_lo, NULL);
         } else {
-            st = FK(&c, rand, t->dtype, ferry_tensor_data(t), t->numel, seed, FERRY_RNG_INIT | i, false);
+            st = FK(&c, rand, t->dtype, ferry_tensor_data(t), t->numel, seed, FERRY_RNG_INIT | i, p->init_normal);
             if (st == FERRY_OK) {
                 fk_nd nd;
                 fm_nd_make(&nd, t, t, NULL);
