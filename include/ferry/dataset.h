@@ -146,7 +146,8 @@ typedef struct ferry_image_config {
      * libcurl). Create takes each shard's index from URL.ferry-index beside it
      * (the file shard_index_cache writes beside a local shard) when there is
      * one, else fetches the shard whole to index it (and keeps the index in
-     * the cache folder for the next create); an index file larger than a
+     * the cache folder for the next create, counted in remote_cache_bytes and
+     * deleted when its shard is evicted); an index file larger than a
      * shard of that size can need (a record and a 256-byte name per 512
      * bytes of shard, and the class names) or than 64 MiB is not fetched
      * (a warning; the shard is read instead). In the streaming order
