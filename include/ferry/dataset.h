@@ -39,7 +39,9 @@ typedef struct ferry_scratch ferry_scratch;
 FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
 FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
-/* Seconds spent per stage, added to by get() when ctx->timing is set. */
+/* CPU seconds per stage (the calling thread's CPU clock,
+ * CLOCK_THREAD_CPUTIME_ID: time waiting on a disk, the network or a busy
+ * core is not counted), added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
     double decode_s;    /* PNG/JPEG/IDX decoding into the output format */

@@ -175,7 +175,8 @@ FERRY_API ferry_device ferry_loader_device(const ferry_loader *l);
 
 typedef struct ferry_loader_stats {
     uint64_t batches, samples, skipped;
-    double read_s, decode_s, transform_s; /* summed over workers */
+    double read_s, decode_s, transform_s; /* CPU seconds (each worker thread's
+                                           * CPU clock), summed over workers */
     double wait_s;                        /* caller's time blocked in next(): starvation */
     double next_s;                        /* caller's time in next() in all */
     double h2d_s;                         /* copy time, from events (0 on the CPU) */

@@ -140,9 +140,9 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, v
     if (w->sample_buf) {
         st = ferry_dataset_get(l->ds, index, w->sample_buf, l->sample_bytes, &ctx, label);
         if (st == FERRY_OK) {
-            double t0 = ferry_now();
+            double t0 = ferry_thread_cpu_now();
             ferry_convert_sample_cpu(&l->wire_spec, w->sample_buf, dst);
-            t.transform_s += ferry_now() - t0;
+            t.transform_s += ferry_thread_cpu_now() - t0;
         }
     } else {
         st = ferry_dataset_get(l->ds, index, dst, l->sample_bytes, &ctx, label);
