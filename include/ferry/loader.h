@@ -94,7 +94,7 @@ typedef struct ferry_loader_config {
     size_t prefetch;            /* slots: batches in flight; 0: 4. 1: no read-ahead */
     ferry_pin_memory pin_memory; /* default AUTO: pinned for a GPU device */
     ferry_device device;        /* zero: the default device (cuda:0 when there is a GPU, else
-                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N" */
+                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N", "default" */
     ferry_wire_dtype wire_dtype; /* default: the dataset's dtype (u8 images stay u8) */
     ferry_dtype out_dtype;      /* F32 (0, the default), F16, BF16, or U8 (raw, no normalisation) */
     float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1);

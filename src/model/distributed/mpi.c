@@ -13,13 +13,14 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "device/device_internal.h" /* ferry_device_check */
 #include "model/distributed/internal.h"
 
 enum { TAG_ABORT = 1, TAG_ACK = 2 };
 
 ferry_dist_config ferry_dist_config_default(void)
 {
-    ferry_dist_config c = {.device = NULL, .timeout_s = 0};
+    ferry_dist_config c = {.device = {FERRY_DEVICE_DEFAULT, 0}, .timeout_s = 0};
     return c;
 }
 
@@ -208,12 +209,11 @@ static double timeout_from(const ferry_dist_config *cfg)
     return t > 0 ? t : 300;
 }
 
-static ferry_status pick_device(ferry_dist *d, const char *want)
+static ferry_status pick_device(ferry_dist *d, ferry_device want)
 {
-    if (!want)
-        want = ferry_cuda_is_available() ? "cuda" : "cpu";
-    ferry_status st;
-    if (!strcmp(want, "cuda")) {
+    if (want.type == FERRY_DEVICE_DEFAULT)
+        want = ferry_cuda_is_available() ? ferry_dist_local_cuda() : ferry_cpu();
+    if (want.type == FERRY_DEVICE_CUDA && want.index == -1) {
         /* One process per GPU: the local rank picks it. */
         int n = ferry_cuda_device_count();
         if (n <= 0)
@@ -226,8 +226,10 @@ static ferry_status pick_device(ferry_dist *d, const char *want)
         d->device = ferry_cuda(d->local_rank);
         return FERRY_OK;
     }
-    if ((st = ferry_device_parse(want, &d->device)) != FERRY_OK)
+    ferry_status st = ferry_device_check(want);
+    if (st != FERRY_OK)
         return ferry_fail_prefix(st, "rank %d: ", d->rank);
+    d->device = want;
     return FERRY_OK;
 }
 
