@@ -150,6 +150,20 @@ static ferry_loader_config shuffled_cfg(ferry_dataset *ds, uint64_t seed, size_t
     return c;
 }
 
+/* shuffled_cfg as rank `rank` of `world` (the distributed sampler; world
+ * 1: the plain one). */
+static ferry_loader_config rank_cfg(ferry_dataset *ds, uint64_t seed, size_t buffer, size_t world,
+                                    size_t rank)
+{
+    ferry_loader_config c = shuffled_cfg(ds, seed, buffer);
+    if (world > 1) {
+        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+        c.rank = rank;
+        c.world_size = world;
+    }
+    return c;
+}
+
 /* Epoch e of loader l, run to its end: the digest of its batches. */
 static uint64_t run_epoch(ferry_loader *l, uint64_t e)
 {
@@ -731,32 +745,65 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ft_http_stop(srv);
 }
 
+/* The head-stream tests' rig: the plain shards from the server and from disk
+ * (cache: the cache folder's name) and a streaming loader on each (seed 11,
+ * buffer 4). *before (may be NULL): the remote counters before the loaders,
+ * whose workers start reading at create. */
+typedef struct head_rig {
+    ft_http *srv;
+    ferry_dataset *local, *remote;
+    ferry_loader *l[2]; /* on local, on remote */
+} head_rig;
+
+static head_rig head_rig_open(const char *cache, ferry_remote_stats *before)
+{
+    head_rig r;
+    r.srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg(cache, 0);
+    r.local = open_plain_local();
+    ASSERT_OK(open_plain_urls(ft_http_base(r.srv), &ic, &r.remote));
+    if (before)
+        *before = stats_of(r.remote);
+    ferry_dataset *ds[2] = {r.local, r.remote};
+    for (int k = 0; k < 2; k++) {
+        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
+        ASSERT_OK(ferry_loader_create(&c, &r.l[k]));
+    }
+    return r;
+}
+
+static void head_rig_close(head_rig *r)
+{
+    for (int k = 0; k < 2; k++)
+        ferry_loader_destroy(r->l[k]);
+    ferry_dataset_release(r->remote);
+    ferry_dataset_release(r->local);
+    ft_http_stop(r->srv);
+}
+
+/* Epoch e's digests from disk (h[0]) and the URLs (h[1]) are one. */
+static void same_epoch(uint64_t e, const uint64_t h[2])
+{
+    ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk", (unsigned long long)e,
+               (unsigned long long)h[1], (unsigned long long)h[0]);
+}
+
 /* One loader, three epochs: each epoch's first shard is streamed from near
  * the previous epoch's end (its head stream, opened at the last shard's
  * first read and kept through the reset), so no epoch after the first starts
  * with every worker waiting for a request; the digests are those of disk. */
 TEST(next_epoch_head_stream_opens_before_the_epoch)
 {
-    ft_http *srv = ft_http_start(www_ix(), NULL);
-    ferry_image_config ic = remote_cfg("remote/cache-head", 0);
-    ferry_dataset *local = open_plain_local(), *remote;
-    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
-    ferry_remote_stats s0 = stats_of(remote); /* workers start reading at create */
-    ferry_loader *l[2];
-    ferry_dataset *ds[2] = {local, remote};
-    for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
-        ASSERT_OK(ferry_loader_create(&c, &l[k]));
-    }
+    ferry_remote_stats s0;
+    head_rig r = head_rig_open("remote/cache-head", &s0);
     enum { EPOCHS = 3 };
     for (uint64_t e = 0; e < EPOCHS; e++) {
         uint64_t h[2];
         for (int k = 0; k < 2; k++)
-            h[k] = run_epoch(l[k], e);
-        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
-                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+            h[k] = run_epoch(r.l[k], e);
+        same_epoch(e, h);
     }
-    ferry_remote_stats s = stats_of(remote);
+    ferry_remote_stats s = stats_of(r.remote);
     /* Per epoch NPLAIN - 1 streams opened at the previous shard's first
      * read and one head stream at the last's; every epoch but the first
      * begins on the head stream the one before opened, so it opens no
@@ -773,11 +820,7 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
      * Range read and no download. */
     ASSERT_EQ_INT(s.range_reads - s0.range_reads, 0);
     ASSERT_EQ_INT(s.downloads - s0.downloads, 0);
-    for (int k = 0; k < 2; k++)
-        ferry_loader_destroy(l[k]);
-    ferry_dataset_release(remote);
-    ferry_dataset_release(local);
-    ft_http_stop(srv);
+    head_rig_close(&r);
 }
 
 /* The head stream's thread cannot be started (the process is out of
@@ -787,41 +830,27 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
  * the slot (it wrote a byte before the shard table then, which ASan reports). */
 TEST(head_stream_without_a_thread_leaves_no_trace)
 {
-    ft_http *srv = ft_http_start(www_ix(), NULL);
-    ferry_image_config ic = remote_cfg("remote/cache-head-nothread", 0);
-    ferry_dataset *local = open_plain_local(), *remote;
-    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
-    ferry_loader *l[2];
-    ferry_dataset *ds[2] = {local, remote};
-    for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
-        ASSERT_OK(ferry_loader_create(&c, &l[k]));
-    }
+    head_rig r = head_rig_open("remote/cache-head-nothread", NULL);
     for (uint64_t e = 0; e < 3; e++) {
         uint64_t h[2];
-        ferry_remote_stats s0 = stats_of(remote);
+        ferry_remote_stats s0 = stats_of(r.remote);
         for (int k = 0; k < 2; k++) {
             if (k == 1 && e == 1)
                 ferry_debug_fail_thread_after(3);
-            h[k] = run_epoch(l[k], e);
+            h[k] = run_epoch(r.l[k], e);
         }
-        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
-                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+        same_epoch(e, h);
         if (e != 1)
             continue;
         ASSERT_MSG(ferry_debug_fail_thread_after(0) == 0, "the 3rd thread never started");
-        ferry_remote_stats s = stats_of(remote);
+        ferry_remote_stats s = stats_of(r.remote);
         ASSERT_MSG(s.streams - s0.streams == NPLAIN - 1 &&
                        s.streams_ahead - s0.streams_ahead == NPLAIN - 1,
                    "epoch 1: %llu streams, %llu ahead: the failed thread was not the head's",
                    (unsigned long long)(s.streams - s0.streams),
                    (unsigned long long)(s.streams_ahead - s0.streams_ahead));
     }
-    for (int k = 0; k < 2; k++)
-        ferry_loader_destroy(l[k]);
-    ferry_dataset_release(remote);
-    ferry_dataset_release(local);
-    ft_http_stop(srv);
+    head_rig_close(&r);
 }
 
 /* The k-th thread the dataset and its loader start cannot be started (a
@@ -979,43 +1008,29 @@ TEST(failed_head_stream_is_tried_afresh)
  * chance before the hook). */
 TEST(head_stream_failing_inside_the_reset_is_not_carried)
 {
-    ft_http *srv = ft_http_start(www_ix(), NULL);
-    ferry_image_config ic = remote_cfg("remote/cache-head-join", 0);
-    ferry_dataset *local = open_plain_local(), *remote;
-    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
-    ferry_loader *l[2];
-    ferry_dataset *ds[2] = {local, remote};
-    for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
-        ASSERT_OK(ferry_loader_create(&c, &l[k]));
-    }
+    head_rig r = head_rig_open("remote/cache-head-join", NULL);
     for (uint64_t e = 0; e < 3; e++) {
         uint64_t h[2];
-        ferry_remote_stats s0 = stats_of(remote);
+        ferry_remote_stats s0 = stats_of(r.remote);
         for (int k = 0; k < 2; k++) {
             if (k == 1 && e > 0)
                 ferry_debug_fail_head_stream_after(1);
-            h[k] = run_epoch(l[k], e);
+            h[k] = run_epoch(r.l[k], e);
             if (k == 1 && e > 0)
                 ASSERT_MSG(ferry_debug_fail_head_stream_after(0) == 0,
                            "epoch %llu: its reset kept no head stream", (unsigned long long)e);
         }
-        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
-                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+        same_epoch(e, h);
         if (e == 0)
             continue;
         /* The failed head replaced by a stream of its own: NPLAIN streams,
          * NPLAIN - 1 of them started ahead, and the next epoch's head. */
-        ferry_remote_stats s = stats_of(remote);
+        ferry_remote_stats s = stats_of(r.remote);
         ASSERT_MSG(s.streams - s0.streams == NPLAIN + 1,
                    "epoch %llu: %llu streams: the failed head was carried",
                    (unsigned long long)e, (unsigned long long)(s.streams - s0.streams));
     }
-    for (int k = 0; k < 2; k++)
-        ferry_loader_destroy(l[k]);
-    ferry_dataset_release(remote);
-    ferry_dataset_release(local);
-    ft_http_stop(srv);
+    head_rig_close(&r);
 }
 
 /* More shards than a dataset keeps streams (remote_stream.c's NSTREAMS, 8),
@@ -1381,19 +1396,8 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
     for (int stream = 0; stream < 2; stream++) {
         size_t want = 0;
         for (size_t rank = 0; rank < 6; rank++) {
-            ferry_loader_config c = ferry_loader_config_default();
-            c.dataset = ds;
+            ferry_loader_config c = rank_cfg(ds, 3, stream ? 4 : 0, 6, rank);
             c.batch_size = 3;
-            c.shuffle = true;
-            c.seed = 3;
-            c.num_workers = 2;
-            c.device = ferry_cpu();
-            c.pin_memory = FERRY_PIN_MEMORY_OFF;
-            c.out_dtype = FERRY_DTYPE_U8;
-            c.stream_shuffle_buffer = stream ? 4 : 0;
-            c.sampler = FERRY_SAMPLER_DISTRIBUTED;
-            c.rank = rank;
-            c.world_size = 6;
             ferry_loader *l;
             ASSERT_OK(ferry_loader_create(&c, &l));
             size_t batches = 0;
@@ -1415,22 +1419,7 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
 
 static ferry_loader_config resume_cfg(ferry_dataset *ds, bool stream, size_t world, size_t rank)
 {
-    ferry_loader_config c = ferry_loader_config_default();
-    c.dataset = ds;
-    c.batch_size = 5;
-    c.shuffle = true;
-    c.seed = 9;
-    c.num_workers = 2;
-    c.device = ferry_cpu();
-    c.pin_memory = FERRY_PIN_MEMORY_OFF;
-    c.out_dtype = FERRY_DTYPE_U8;
-    c.stream_shuffle_buffer = stream ? 6 : 0;
-    if (world > 1) {
-        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
-        c.rank = rank;
-        c.world_size = world;
-    }
-    return c;
+    return rank_cfg(ds, 9, stream ? 6 : 0, world, rank);
 }
 
 /* A batch's digest: its indices, image bytes and labels. */
