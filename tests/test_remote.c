@@ -1517,9 +1517,7 @@ static ferry_remote_stats settled_stats(const ferry_dataset *ds)
 TEST(streaming_ranks_fetch_only_their_own_shards)
 {
     ft_http *srv = ft_http_start(www(), NULL);
-    size_t biggest = 0;
-    for (size_t s = 0; s < NSHARDS; s++)
-        biggest = shard_bytes(s) > biggest ? shard_bytes(s) : biggest;
+    size_t biggest = largest_shard();
     bool mine[2][NSHARDS] = {{0}};
     for (size_t rank = 0; rank < 2; rank++) {
         ferry_image_config ic = remote_cfg("remote/cache-ranks-bytes", 2 * biggest);
