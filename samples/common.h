@@ -445,8 +445,7 @@ static inline ferry_status pick_device(const char *name, ferry_device *d)
 {
     if (name)
         CHECK(ferry_device_parse(name, d));
-    else
-        *d = ferry_device_default();
+    *d = ferry_device_resolve(name ? *d : ferry_device_default());
     char buf[FERRY_DEVICE_NAME_MAX];
     ferry_device_props p;
     if (ferry_device_properties(*d, &p) != FERRY_OK)

@@ -368,7 +368,13 @@ int main(int argc, char **argv)
 
     ferry_dist *dist;
     ferry_dist_config dc = ferry_dist_config_default();
-    dc.device = o.device;
+    /* "cuda" (or no --device, with GPUs): each rank its own GPU. */
+    if (o.device && !strcmp(o.device, "cuda"))
+        dc.device = ferry_dist_local_cuda();
+    else if (o.device && ferry_device_parse(o.device, &dc.device) != FERRY_OK) {
+        fprintf(stderr, "train_gray: %s\n", ferry_last_error());
+        return CLI_USAGE;
+    }
     ferry_status st = ferry_dist_create(&dc, &dist);
     if (st != FERRY_OK) {
         fprintf(stderr, "train_gray: %s\n", ferry_last_error());

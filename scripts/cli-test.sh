@@ -194,8 +194,8 @@ else
     bad "ferry bench --flip/--crop-pad: digests plain $d0, flip $df1/$df2, crop-pad $dc1/$dc2"
 fi
 run "$ferry" bench "$imgs" --epochs 1 --batch 1 --pin off --workers 1 --flip
-if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms' "$tmp/out"; then
-    ok "ferry bench's table: read, decode, transform time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
+if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms \(worker CPU time, thread CPU clock\)' "$tmp/out"; then
+    ok "ferry bench's table: read, decode, transform CPU time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
 else
     bad "ferry bench's table: no per-image read/decode/transform line (exit $rc)"; show "$tmp/out"; show "$tmp/err"
 fi
@@ -593,6 +593,8 @@ grep -q 'SRC/<class>/<file>.png or .jpg' "$tmp/out" || missing="$missing [pack -
 grep -q 'every image (.png, .jpg, .jpeg)' "$tmp/out" || missing="$missing [check --help]"
 "$ferry" bench --help > "$tmp/out" 2>&1
 grep -q 'bench decode .*PNG or JPEG' "$tmp/out" || missing="$missing [bench --help: decode]"
+grep -q 'CPU time of the worker threads (CLOCK_THREAD_CPUTIME_ID)' "$tmp/out" ||
+    missing="$missing [bench --help: stage times are CPU time]"
 if [ -x "$build/samples/embed" ]; then
     "$build/samples/embed" --help > "$tmp/out" 2>&1
     grep -q '<file>.png or .jpg' "$tmp/out" || missing="$missing [embed --help]"

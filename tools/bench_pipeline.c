@@ -422,6 +422,8 @@ static void usage(FILE *f)
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
             "  --format json: JSON Lines, one object a line for each row\n"
+            "  per image read, decode and transform (read_s, decode_s, transform_s in JSON) are\n"
+            "  CPU time of the worker threads (CLOCK_THREAD_CPUTIME_ID), summed over workers\n"
             "  DIR defaults to Fashion-MNIST's train split, exported once to a cache folder\n"
             "  ($FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else ~/.cache/ferry);\n"
             "  it may also be tar shards: a .tar, .tar.gz or .tgz file, a folder of them\n"
@@ -573,10 +575,12 @@ static void print_row(const bench_opts *o, const bench_row *r)
                r->overlap ? "on" : "off",
                ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
                r->h2d_gbps, (unsigned long long)r->digest, r->simulated ? "  (simulated)" : "");
-        /* Where a worker's time goes, PNG or JPEG alike (a crop's resize,
-         * flip and normalise count as transform); summed over the workers. */
+        /* Where a worker's CPU goes, PNG or JPEG alike (a crop's resize,
+         * flip and normalise count as transform); summed over the workers.
+         * CPU time, so a loaded machine does not inflate it as wall time. */
         double per = r->images ? 1e3 / (double)r->images : 0;
-        printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker time)\n",
+        printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker CPU "
+               "time, thread CPU clock)\n",
                r->stats.read_s * per, r->stats.decode_s * per, r->stats.transform_s * per);
         const ferry_remote_stats *n = &r->net;
         if (r->has_net) /* waited: reads' time waiting on the network, summed over workers */

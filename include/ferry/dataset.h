@@ -40,7 +40,9 @@ typedef struct ferry_scratch ferry_scratch;
 FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
 FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
-/* Seconds spent per stage, added to by get() when ctx->timing is set. */
+/* CPU seconds per stage (the calling thread's CPU clock,
+ * CLOCK_THREAD_CPUTIME_ID: time waiting on a disk, the network or a busy
+ * core is not counted), added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
     double decode_s;    /* PNG/JPEG/IDX decoding into the output format */
@@ -147,7 +149,8 @@ typedef struct ferry_image_config {
      * libcurl). Create takes each shard's index from URL.ferry-index beside it
      * (the file shard_index_cache writes beside a local shard) when there is
      * one, else fetches the shard whole to index it (and keeps the index in
-     * the cache folder for the next create); an index file larger than a
+     * the cache folder for the next create, counted in remote_cache_bytes and
+     * deleted when its shard is evicted); an index file larger than a
      * shard of that size can need (a record and a 256-byte name per 512
      * bytes of shard, and the class names) or than 64 MiB is not fetched
      * (a warning; the shard is read instead). In the streaming order

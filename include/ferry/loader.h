@@ -94,7 +94,7 @@ typedef struct ferry_loader_config {
     size_t prefetch;            /* slots: batches in flight; 0: 4. 1: no read-ahead */
     ferry_pin_memory pin_memory; /* default AUTO: pinned for a GPU device */
     ferry_device device;        /* zero: the default device (cuda:0 when there is a GPU, else
-                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N" */
+                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N", "default" */
     ferry_wire_dtype wire_dtype; /* default: the dataset's dtype (u8 images stay u8) */
     ferry_dtype out_dtype;      /* F32 (0, the default), F16, BF16, or U8 (raw, no normalisation) */
     float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1);
@@ -193,7 +193,8 @@ FERRY_API ferry_device ferry_loader_device(const ferry_loader *l);
 
 typedef struct ferry_loader_stats {
     uint64_t batches, samples, skipped;
-    double read_s, decode_s, transform_s; /* summed over workers */
+    double read_s, decode_s, transform_s; /* CPU seconds (each worker thread's
+                                           * CPU clock), summed over workers */
     double wait_s;                        /* caller's time blocked in next(): starvation */
     double next_s;                        /* caller's time in next() in all */
     double h2d_s;                         /* copy time, from events (0 on the CPU) */

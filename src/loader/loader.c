@@ -312,20 +312,28 @@ static ferry_status alloc_workers(ferry_loader *l)
     return FERRY_OK;
 }
 
-/* Decodes sample 0 through each worker's scratch, so that its buffers and the
- * arena libpng allocates from are sized before the first batch: with images of
- * one size nothing is allocated after it (a larger file or image than any seen
- * grows that worker's buffers once). A failure is left to the epoch, which
- * reports it by name. */
-static ferry_status warm_scratch(ferry_loader *l)
+/* Decodes the epoch's first sample through each worker's scratch, so that its
+ * buffers and the arena libpng allocates from are sized before the first
+ * batch: with images of one size nothing is allocated after it (a larger file
+ * or image than any seen grows that worker's buffers once). That sample is one
+ * this loader reads anyway (a rank's own, in its own shard), and the epoch's
+ * plan counts these reads (plan_reads): a remote shard's bytes are fetched
+ * once, for the epoch, and a gzip shard is not decompressed again for them.
+ * A failure is left to the epoch, which reports it by name. */
+static ferry_status warm_scratch(ferry_loader *l, size_t index)
 {
-    if (ferry_dataset_len(l->ds) == 0 || !ferry__dataset_uses_scratch(l->ds))
+    if (!ferry__dataset_uses_scratch(l->ds))
         return FERRY_OK;
-    uint8_t *host = l->slots[0].host; /* free until the epoch starts */
-    /* Streaming: remote shards read sample 0 as one member by Range (no plan
-     * yet), instead of fetching its whole shard on every rank. */
-    if (l->stream_perm)
-        ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
+    /* One sample's fields in a buffer of their own (the slots may already be
+     * filling): the image first, then each other field, 64-byte aligned. */
+    size_t off[FERRY_FIELD_MAX], total = (l->sample_bytes + 63) & ~(size_t)63;
+    for (size_t j = 0; j < l->nxf; j++) {
+        off[j] = total;
+        total += (l->xf[j].bytes + 63) & ~(size_t)63; /* each fits a slot: no overflow */
+    }
+    uint8_t *buf = ferry_host_aligned(64, total ? total : 64);
+    if (!buf)
+        return FERRY_ERR_NO_MEMORY;
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
         ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = !l->cfg.eval,
@@ -333,19 +341,47 @@ static ferry_status warm_scratch(ferry_loader *l)
         int64_t label;
         void *dst[FERRY_FIELD_MAX];
         size_t lengths[FERRY_FIELD_MAX];
-        void *image = l->workers[i].sample_buf ? l->workers[i].sample_buf : host;
-        ferry_loader_field_dsts_(l, host, 0, image, &label, dst);
-        (void)ferry_dataset_get_fields(l->ds, 0, dst, lengths, &ctx);
+        if (l->image_field != SIZE_MAX)
+            dst[l->image_field] = buf;
+        if (l->label_field != SIZE_MAX)
+            dst[l->label_field] = &label;
+        for (size_t j = 0; j < l->nxf; j++)
+            dst[l->xf[j].index] = buf + off[j];
+        (void)ferry_dataset_get_fields(l->ds, index, dst, lengths, &ctx);
     }
     ferry_clear_error();
+    ferry_host_free(buf);
     return FERRY_OK;
+}
+
+/* The sample the warm-up decodes: epoch 0's first (order[0]). Gzip shards
+ * take the first sample of its shard instead, so that the warm-up
+ * decompresses one member, not the shard up to that sample. */
+static size_t warm_index(const ferry_loader *l)
+{
+    size_t first = l->epoch_len ? l->order[0] : 0;
+    const size_t *ends, *seq;
+    size_t k = l->gzip_shards ? ferry__dataset_shard_ends(l->ds, &ends, &seq) : 0;
+    if (k == 0)
+        return first;
+    size_t pos = first;
+    for (size_t p = 0; seq && p < ends[k - 1]; p++)
+        if (seq[p] == first) {
+            pos = p;
+            break;
+        }
+    size_t start = 0;
+    for (size_t j = 0; j < k && ends[j] <= pos; j++)
+        start = ends[j];
+    return seq ? seq[start] : start;
 }
 
 /* Gzip shards, and the streaming order: which samples this epoch reads from
  * first_batch on, so that a gzip shard's stream keeps exactly the images
- * still to come and a remote shard's stream starts before its first read. A
- * hint: a failure (no memory) costs speed, never data. */
-static void plan_reads(ferry_loader *l, size_t first_batch)
+ * still to come and a remote shard's stream starts before its first read.
+ * nwarm reads of sample warm come first (the warm-up's, at create). A hint: a
+ * failure (no memory) costs speed, never data. */
+static void plan_reads(ferry_loader *l, size_t first_batch, size_t warm, size_t nwarm)
 {
     if (!l->gzip_shards && !l->stream_perm)
         return;
@@ -356,8 +392,20 @@ static void plan_reads(ferry_loader *l, size_t first_batch)
         a = b;
     size_t head = l->stream_perm ? ferry_sampler_stream_head(&l->plan, l->epoch + 1, l->stream_head_perm)
                                  : SIZE_MAX;
-    if (ferry__dataset_plan_reads(l->ds, l->order + a, b - a, head) != FERRY_OK)
+    const size_t *idx = l->order + a;
+    size_t n = b - a;
+    size_t *with_warm = NULL;
+    if (nwarm && n <= SIZE_MAX / sizeof *with_warm - nwarm &&
+        (with_warm = ferry_host_malloc((n + nwarm) * sizeof *with_warm))) {
+        for (size_t i = 0; i < nwarm; i++)
+            with_warm[i] = warm;
+        memcpy(with_warm + nwarm, idx, n * sizeof *idx);
+        idx = with_warm;
+        n += nwarm;
+    }
+    if (ferry__dataset_plan_reads(l->ds, idx, n, head) != FERRY_OK)
         ferry_clear_error();
+    ferry_host_free(with_warm);
 }
 
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
@@ -378,7 +426,7 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
     }
     if (l->stream_perm) /* the shards are read from their start again */
         ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
-    plan_reads(l, first_batch);
+    plan_reads(l, first_batch, 0, 0);
     FERRY_ASSERT(first_batch <= l->num_batches);
     l->next_assign = first_batch;
     l->next_deliver = first_batch;
@@ -587,14 +635,21 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     }
     if ((st = plan_conversion(l)) != FERRY_OK)
         goto fail;
-    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK ||
-        (st = warm_scratch(l)) != FERRY_OK)
+    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
         goto fail;
     ferry_trace_open(l);
 
     ferry_mutex_lock(&l->lock);
     start_epoch(l, 0, 0, 0, false);
+    /* The warm-up's reads in front of epoch 0's plan. No worker runs yet:
+     * the warm-up has the dataset to itself. */
+    size_t warm = warm_index(l);
+    size_t nwarm = !ferry__dataset_uses_scratch(l->ds) ? 0 : l->nworkers ? l->nworkers : 1;
+    if (nwarm)
+        plan_reads(l, 0, warm, nwarm);
     ferry_mutex_unlock(&l->lock);
+    if ((st = warm_scratch(l, warm)) != FERRY_OK)
+        goto fail;
     if ((st = ferry_workers_start(l)) != FERRY_OK)
         goto fail;
     *out = l;

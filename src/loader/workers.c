@@ -146,9 +146,9 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, u
     if (st == FERRY_OK)
         ferry_loader_store_lengths_(l, host, pos, lengths);
     if (st == FERRY_OK && w->sample_buf) {
-        double t0 = ferry_now();
+        double t0 = ferry_thread_cpu_now();
         ferry_convert_sample_cpu(&l->wire_spec, w->sample_buf, image);
-        t.transform_s += ferry_now() - t0;
+        t.transform_s += ferry_thread_cpu_now() - t0;
     }
     add_seconds(&w->read_s, t.read_s);
     add_seconds(&w->decode_s, t.decode_s);

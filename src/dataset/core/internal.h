@@ -13,14 +13,16 @@
 #include <sys/types.h>
 #include <time.h>
 
-#include "common/error.h" /* ferry_now */
+#include "common/error.h" /* ferry_thread_cpu_now */
 #include "dataset/core/caps.h"
 #include "ferry/dataset.h"
 
-/* Seconds on a monotonic clock, for ctx->timing; 0 when timing is off. */
+/* The calling thread's CPU seconds, for ctx->timing (its stages are CPU
+ * time: a read waiting on the disk or network adds little); 0 when timing
+ * is off. */
 static inline double ferry__clock(const ferry_sample_ctx *ctx)
 {
-    return ctx && ctx->timing ? ferry_now() : 0;
+    return ctx && ctx->timing ? ferry_thread_cpu_now() : 0;
 }
 
 /* ---- scratch: per-thread buffers that grow and are reused ---- */

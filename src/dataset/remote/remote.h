@@ -194,10 +194,15 @@ int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
  * naming it, its size and the budget. */
 ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k);
 /* The name in the cache folder (relative to its descriptor) under which
- * shard k's index is kept once it has been built
- * from a download (ferry-HEX.ferry-index: named by URL, ETag and size, like
- * the shard's file, and never evicted); false for a local shard. */
+ * shard k's index is kept once it has been built from a download
+ * (ferry-HEX.ferry-index: named by URL, ETag and size, like the shard's
+ * file); false for a local shard. */
 bool ferry__remote_cache_index_name(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
+/* Shard k's index file, written or found under that name, is kept: its bytes
+ * count against the budget (held_bytes) and it is deleted when its shard is
+ * evicted (alone, least recently used, when its shard is not held). False,
+ * and the file deleted, when no room can be made for it. Thread-safe. */
+bool ferry__remote_cache_keep_index(ferry_remote_cache *c, size_t k);
 /* The cache folder's descriptor (files are made relative to it) and name. */
 int ferry__remote_cache_dirfd(const ferry_remote_cache *c);
 const char *ferry__remote_cache_dir(const ferry_remote_cache *c);

@@ -149,8 +149,8 @@ ferry_status fm_grad_input(ferry_module *m, ferry_tensor *dy, const int64_t *sha
         return device_mismatch(dy->device, m->device, "gradient and parameters", where);
     if (dy->ndim != ndim || memcmp(dy->shape, shape, ndim * sizeof(int64_t)) != 0) {
         char a[128], b[128];
-        return ferry_fail(FERRY_ERR_SHAPE, "gradient has shape %s but the output had shape %s (in %s)",
-                          fm_shape_str(dy, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b), where);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: gradient has shape %s but the output had shape %s", where,
+                          fm_shape_str(dy, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b));
     }
     if (dy->dtype != m->dtype)
         return ferry_affine(dy, 1.0, 0.0, m->dtype, s, out);
