@@ -349,6 +349,25 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
  * on_error = SKIP skips it); create logs one warning counting the incomplete keys. */
 FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
                                             const ferry_image_config *cfg, ferry_dataset **out);
+/* The same shards read as fields (ferry/fields.h): members names the
+ * members to load, in order, as extensions after the key (as WebDataset's
+ * to_tuple("jpg", "cls", "boxes.npy")); "png;jpg" takes either. Each is a field
+ * named as given, decoded by its last extension: png, jpg, jpeg the IMAGE
+ * field (at most one; decoded, resized and augmented per cfg as
+ * ferry_dataset_shards does); cls, index, id an i64 (decimal text); npy an
+ * array (NPY 1.0 to 3.0, little-endian f32, f16, u8, bool, i32, i64, C
+ * order): every sample's header is read at create, and the field is fixed
+ * when all shapes agree, ragged (padded to the largest first dimension) when
+ * they differ only there, else FERRY_ERR_FORMAT naming two samples; any other
+ * extension its raw bytes, a ragged u8 field up to the largest member. A
+ * sample is a key with any member asked for, named "SHARD:KEY"; one missing a
+ * member fails by name when loaded (the loader's on_error decides), as does a
+ * member that does not decode. Local uncompressed shards only, for now: a
+ * URL or a gzip shard is FERRY_ERR_UNSUPPORTED. num_classes is 0. */
+FERRY_API ferry_status ferry_dataset_shards_fields(const char *const *paths, size_t n,
+                                                   const ferry_image_config *cfg,
+                                                   const char *const *members, size_t num_members,
+                                                   ferry_dataset **out);
 /* Whether a path is named as a shard: it ends in .tar, .tar.gz or .tgz (any
  * case). The rule ferry_dataset_shards lists folders and tells a shard from a
  * list file by. false for NULL. */
