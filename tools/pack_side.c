@@ -93,11 +93,11 @@ int pack_side_init(pack_side *s, const ferry_dataset *ds)
     }
     qsort(dirs, nd, sizeof *dirs, cmp_str);
     int rc = 0;
-    for (size_t k = 0; k < nd; k++) {
-        if (rc == 0 && (k == 0 || strcmp(dirs[k], dirs[k - 1])))
+    for (size_t k = 0; k < nd && rc == 0; k++)
+        if (k == 0 || strcmp(dirs[k], dirs[k - 1]) != 0)
             rc = list_dir(s, &cap, dirs[k], strlen(dirs[k]));
+    for (size_t k = 0; k < nd; k++)
         free(dirs[k]);
-    }
     free(dirs);
     if (s->n)
         qsort(s->paths, s->n, sizeof *s->paths, cmp_str);

@@ -191,6 +191,8 @@ static ferry_status take(const wds *h, const char *shard, const ferry_tar_member
     w->pool = pool;
     if (st != FERRY_OK)
         return st;
+    if (!w->v || !w->pool) /* grow gives room for one more at least */
+        return FERRY_ERR_NO_MEMORY;
     memcpy(w->pool + w->pool_len, name, key_len);
     w->pool[w->pool_len + key_len] = '\0';
     w->v[w->n++] = (entry){.key = w->pool_len, .key_len = key_len, .member = member,
@@ -336,6 +338,7 @@ static const char *sample_name(const wds *h, size_t i) { return h->names + h->na
 static ferry_status read_loc(const wds *h, size_t i, size_t k, ferry_scratch *s, size_t *n)
 {
     const loc *l = &h->locs[i * h->nm + k];
+    *n = 0;
     if (l->size == UINT64_MAX)
         return ferry_fail(FERRY_ERR_FORMAT, "the key has no .%s member", h->m[k].spec);
     size_t max = h->cfg.limits.max_file_bytes;
@@ -382,7 +385,7 @@ static ferry_status get_int(const wds *h, size_t i, size_t k, ferry_scratch *s, 
         return ferry_fail(FERRY_ERR_FORMAT, "its .%s member at byte %llu is %llu bytes, not an "
                           "integer", h->m[k].spec, (unsigned long long)l->hdr,
                           (unsigned long long)l->size);
-    size_t n;
+    size_t n = 0;
     ferry_status st = read_loc(h, i, k, s, &n);
     int64_t v = 0;
     if (st == FERRY_OK && parse_int(s->file, n, &v) != FERRY_OK)
@@ -398,7 +401,7 @@ static ferry_status get_int(const wds *h, size_t i, size_t k, ferry_scratch *s, 
 static ferry_status get_npy(const wds *h, const ferry_field *f, size_t i, size_t k,
                             ferry_scratch *s, void *dst, size_t *length)
 {
-    size_t n;
+    size_t n = 0;
     ferry_status st = read_loc(h, i, k, s, &n);
     if (st != FERRY_OK)
         return st;
@@ -429,7 +432,7 @@ static ferry_status get_npy(const wds *h, const ferry_field *f, size_t i, size_t
 static ferry_status get_raw(const wds *h, const ferry_field *f, size_t i, size_t k,
                             ferry_scratch *s, void *dst, size_t *length)
 {
-    size_t n;
+    size_t n = 0;
     ferry_status st = read_loc(h, i, k, s, &n);
     if (st == FERRY_OK && n > f->shape[0])
         st = ferry_fail(FERRY_ERR_FORMAT, "member .%s is %zu bytes, more than the %zu found at "
@@ -536,7 +539,7 @@ static ferry_status image_format(const wds *h, ferry_sample_format *fmt, size_t 
         return ferry_fail(FERRY_ERR_INVALID_ARG, "no key in the shards has a .%s member",
                           h->m[h->image_m].spec);
     ferry_scratch *s;
-    size_t n;
+    size_t n = 0;
     ferry_status st = ferry_scratch_create(&s);
     if (st == FERRY_OK)
         st = read_loc(h, i, h->image_m, s, &n);
@@ -558,6 +561,7 @@ static ferry_status image_format(const wds *h, ferry_sample_format *fmt, size_t 
  * dimension (ragged, up to the largest). */
 static ferry_status npy_field(const wds *h, size_t k, ferry_field *f)
 {
+    *f = (ferry_field){.name = h->m[k].spec};
     ferry_scratch *s;
     ferry_status st = ferry_scratch_create(&s);
     bool any = false;
