@@ -695,3 +695,33 @@ TEST(field_dtypes_convert_on_the_device)
     ASSERT_STR_CONTAINS(ferry_last_error(), "field_dtypes[0]: no field 'nope'");
     ferry_dataset_release(ds);
 }
+
+/* An elastic restore (another world size) makes the short batch's views again,
+ * fields included, as often as it is restored: every place still holds its
+ * sample, and nothing is released twice (ASan). */
+TEST(elastic_restore_remakes_the_field_views)
+{
+    gen g = {.image = true};
+    ferry_dataset *ds = gen_dataset(&g, 29, NULL, 0);
+    ferry_loader_config c = fields_config(ds, 3, 2);
+    c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+    c.world_size = 2;
+    c.shuffle = true;
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    ASSERT_OK(ferry_loader_next(l, NULL, &b));
+    ferry_loader_state st;
+    ASSERT_OK(ferry_loader_state_get(l, &st));
+    ferry_loader_destroy(l);
+    /* 29 - 2 x 3 = 23 left over 3 ranks: 8 each, a short batch of 2 (a fresh
+     * epoch's is 1): views made at restore */
+    c.world_size = 3;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    for (int round = 0; round < 3; round++) {
+        ASSERT_OK(ferry_loader_restore(l, &st));
+        ASSERT_EQ_SIZE(run_epoch(l, true, NULL, 0), 3);
+    }
+    ferry_loader_destroy(l);
+    ferry_dataset_release(ds);
+}

@@ -100,17 +100,23 @@ ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slo
     return FERRY_OK;
 }
 
+/* Drops view v's own tensors (the image's and label's belong to images[v],
+ * labels[v], which make_view may already have replaced). */
+static void release_table(struct ferry_batch_fields *b)
+{
+    for (size_t k = 0; k < b->n; k++) {
+        if (b->owned[k])
+            ferry_tensor_release(b->tensors[k]);
+        ferry_tensor_release(b->lengths[k]);
+        b->tensors[k] = b->lengths[k] = NULL;
+        b->owned[k] = false;
+    }
+}
+
 void ferry_loader_field_views_release_(ferry_slot *s)
 {
-    for (int v = 0; v < 3; v++) {
-        struct ferry_batch_fields *b = &s->fields[v];
-        for (size_t k = 0; k < b->n; k++) {
-            if (b->tensors[k] != s->images[v] && b->tensors[k] != s->labels[v])
-                ferry_tensor_release(b->tensors[k]);
-            ferry_tensor_release(b->lengths[k]);
-            b->tensors[k] = b->lengths[k] = NULL;
-        }
-    }
+    for (int v = 0; v < 3; v++)
+        release_table(&s->fields[v]);
 }
 
 static ferry_status view_field(ferry_loader *l, ferry_slot *s, const ferry_field *f,
@@ -138,12 +144,7 @@ ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, si
     size_t n;
     (void)ferry_dataset_fields(l->ds, &f, &n);
     struct ferry_batch_fields *b = &s->fields[v];
-    for (size_t k = 0; k < b->n; k++) {
-        if (b->tensors[k] != s->images[v] && b->tensors[k] != s->labels[v])
-            ferry_tensor_release(b->tensors[k]);
-        ferry_tensor_release(b->lengths[k]);
-        b->tensors[k] = b->lengths[k] = NULL;
-    }
+    release_table(b);
     b->n = n;
     b->fields = f;
     if (l->image_field != SIZE_MAX)
@@ -152,6 +153,7 @@ ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, si
         b->tensors[l->label_field] = s->labels[v];
     for (size_t j = 0; j < l->nxf; j++) {
         ferry_status st = view_field(l, s, &f[l->xf[j].index], &l->xf[j], size, b);
+        b->owned[l->xf[j].index] = b->tensors[l->xf[j].index] != NULL;
         if (st != FERRY_OK)
             return st;
     }

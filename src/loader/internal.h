@@ -46,6 +46,7 @@ struct ferry_batch_fields {
     const ferry_field *fields;               /* the dataset's */
     ferry_tensor *tensors[FERRY_FIELD_MAX];  /* the image's and label's are images[v], labels[v] */
     ferry_tensor *lengths[FERRY_FIELD_MAX];  /* ragged fields only */
+    bool owned[FERRY_FIELD_MAX];             /* tensors[k] is this table's to release */
 };
 
 /* One batch in flight: a page-locked host buffer, its device twin and the
