@@ -2,9 +2,10 @@
  * order (as wds.to_tuple("jpg", "cls", "boxes.npy") does), and each is a
  * field decoded by its extension: png/jpg/jpeg an image (decoded and
  * augmented as ferry_dataset_shards does), cls/index/id an i64, npy an array
- * (npy.c), anything else its raw bytes (a ragged u8 field). Local,
- * uncompressed shards: each is walked once at create, every chosen member's
- * place kept per key; get() is one pread per member. */
+ * (npy.c), anything else its raw bytes (a ragged u8 field). Local shards:
+ * each is walked once at create, every chosen member's place kept per key;
+ * get() is one pread per member (a gzip shard's tar is held decompressed,
+ * within cfg.shard_cache_bytes, and read from memory). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "common/error.h"
 #include "dataset/core/internal.h"
 #include "dataset/fields/npy.h"
+#include "dataset/shards/gz.h"
 #include "common/redact.h"
 #include "dataset/remote/remote.h"
 #include "dataset/shards/shards.h"
@@ -56,6 +58,11 @@ typedef struct wds {
     size_t image_m;      /* the image member, SIZE_MAX: none */
     loc *locs;           /* n * nm */
     ferry_image_config cfg;
+    /* gzip shards: each one's tar decompressed whole at create (NULL for a
+     * plain shard), in all at most cfg.shard_cache_bytes */
+    uint8_t **mem;
+    uint64_t *mem_size;
+    size_t mem_total;
 } wds;
 
 /* ---- the members asked for ---- */
@@ -292,6 +299,53 @@ static ferry_status add_samples(wds *h, uint32_t k, walk *w)
     return st;
 }
 
+/* A gzip shard's whole tar into h->mem[k], within what is left of the
+ * budget (cfg.shard_cache_bytes over all gzip shards). */
+static ferry_status inflate_shard(wds *h, uint32_t k, int fd, const char *path)
+{
+    if (!h->mem && (!(h->mem = ferry_host_calloc(h->nshards, sizeof *h->mem)) ||
+                    !(h->mem_size = ferry_host_calloc(h->nshards, sizeof *h->mem_size))))
+        return FERRY_ERR_NO_MEMORY;
+    ferry_gz g = {.fd = -1};
+    ferry_status st = ferry__gz_open(&g, fd, path);
+    size_t cap = 0, len = 0, left = h->cfg.shard_cache_bytes - h->mem_total;
+    uint8_t *buf = NULL;
+    while (st == FERRY_OK) {
+        if (len == cap) {
+            size_t c = cap ? cap * 2 : (size_t)1 << 20;
+            if (cap >= left) {
+                st = ferry_fail_at(FERRY_ERR_LIMIT, path, "gzip shard: its tar is more than the "
+                                   "%zu bytes left of image_config.shard_cache_bytes (%zu): "
+                                   "fields from gzip shards are held decompressed", left,
+                                   h->cfg.shard_cache_bytes);
+                break;
+            }
+            c = c > left ? left : c;
+            uint8_t *q = ferry_host_realloc(buf, c);
+            if (!q) {
+                st = FERRY_ERR_NO_MEMORY;
+                break;
+            }
+            buf = q;
+            cap = c;
+        }
+        size_t got = 0;
+        st = ferry__gz_read(&g, buf + len, cap - len, &got);
+        len += got;
+        if (st == FERRY_OK && got == 0)
+            break;
+    }
+    ferry__gz_close(&g);
+    if (st != FERRY_OK) {
+        ferry_host_free(buf);
+        return st;
+    }
+    h->mem[k] = buf;
+    h->mem_size[k] = len;
+    h->mem_total += len;
+    return FERRY_OK;
+}
+
 static ferry_status walk_shard(wds *h, uint32_t k)
 {
     const char *path = h->paths[k];
@@ -309,13 +363,13 @@ static ferry_status walk_shard(wds *h, uint32_t k)
     h->fds[k] = fd;
     bool gz;
     ferry_status st = ferry__shard_is_gzip(fd, path, &gz);
-    if (st == FERRY_OK && gz)
-        st = ferry_fail_at(FERRY_ERR_UNSUPPORTED, path, "is gzip-compressed: fields are read from "
-                           "uncompressed tar shards for now (gunzip it, or ferry_dataset_shards "
-                           "for image and class)");
     ferry_tar_walk tw = {0};
     walk w = {0};
-    if (st == FERRY_OK)
+    ferry_gz g = {.fd = -1};
+    size_t first = h->n;
+    if (st == FERRY_OK && gz && (st = ferry__gz_open(&g, fd, path)) == FERRY_OK)
+        st = ferry__tar_walk_init_gz(&tw, &g, path); /* offsets in the decompressed tar */
+    else if (st == FERRY_OK && !gz)
         st = ferry__tar_walk_init(&tw, fd, path, (uint64_t)sb.st_size);
     for (bool end = false; st == FERRY_OK && !end;) {
         ferry_tar_member m;
@@ -326,6 +380,15 @@ static ferry_status walk_shard(wds *h, uint32_t k)
     if (st == FERRY_OK)
         st = add_samples(h, k, &w);
     ferry__tar_walk_free(&tw);
+    ferry__gz_close(&g);
+    if (st == FERRY_OK && gz) /* a second pass: the bytes the members are read from */
+        st = inflate_shard(h, k, fd, path);
+    for (size_t i = first; st == FERRY_OK && gz && i < h->n; i++) /* the same bytes both times */
+        for (size_t m = 0; m < h->nm; m++) {
+            const loc *l = &h->locs[i * h->nm + m];
+            if (l->size != UINT64_MAX && (l->off > h->mem_size[k] || l->size > h->mem_size[k] - l->off))
+                st = ferry_fail_at(FERRY_ERR_FORMAT, path, "gzip shard changed while it was read");
+        }
     ferry_host_free(w.v);
     ferry_host_free(w.pool);
     return st;
@@ -347,8 +410,15 @@ static ferry_status read_loc(const wds *h, size_t i, size_t k, ferry_scratch *s,
                           "of %zu", h->m[k].alts[l->alt], (unsigned long long)l->hdr,
                           (unsigned long long)l->size, max);
     *n = (size_t)l->size;
-    return ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, (size_t)l->size,
-                                sample_name(h, i));
+    const uint8_t *mem = h->mem ? h->mem[h->shard[i]] : NULL;
+    if (!mem)
+        return ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, (size_t)l->size,
+                                    sample_name(h, i));
+    /* the walk checked every member inside the tar */
+    ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)l->size + 1);
+    if (st == FERRY_OK)
+        memcpy(s->file, mem + l->off, (size_t)l->size);
+    return st;
 }
 
 static ferry_status read_image(const void *src, size_t i, ferry_scratch *s, size_t *n)
@@ -501,6 +571,10 @@ static void wds_free(wds *h)
     ferry_host_free(h->names);
     ferry_host_free(h->ends);
     ferry_host_free(h->locs);
+    for (size_t k = 0; h->mem && k < h->nshards; k++)
+        ferry_host_free(h->mem[k]);
+    ferry_host_free(h->mem);
+    ferry_host_free(h->mem_size);
     ferry_host_free(h);
 }
 
@@ -574,7 +648,11 @@ static ferry_status npy_field(const wds *h, size_t k, ferry_field *f)
         size_t head = l->size < 12 + FERRY_NPY_MAX_HEADER ? (size_t)l->size : 12 + FERRY_NPY_MAX_HEADER;
         ferry_npy a;
         snprintf(what, sizeof what, "%s: member .%s", sample_name(h, i), h->m[k].spec);
-        st = ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, head, sample_name(h, i));
+        const uint8_t *mem = h->mem ? h->mem[h->shard[i]] : NULL;
+        if (mem && (st = ferry__scratch_grow(&s->file, &s->file_cap, head + 1)) == FERRY_OK)
+            memcpy(s->file, mem + l->off, head);
+        else if (!mem)
+            st = ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, head, sample_name(h, i));
         if (st == FERRY_OK)
             st = ferry__npy_parse_head(s->file, head, l->size > SIZE_MAX ? SIZE_MAX : (size_t)l->size,
                                        what, &a);
