@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "harness_http.h"
 
 enum { W = 5, H = 3 };
 
@@ -347,4 +348,41 @@ TEST(resume_with_every_field_is_bit_exact)
     ASSERT_EQ_INT(again, rest);
     ferry_loader_destroy(l);
     ferry_dataset_release(ds);
+}
+
+/* Shards named by URL: fetched into the remote cache, read from there. */
+TEST(shards_by_url_give_the_same_fields)
+{
+#ifndef FERRY_HAVE_CURL
+    SKIP("built without libcurl (CURL=0)");
+#else
+    make_shard("wds_http/s0.tar", 0, 4, false);
+    make_shard("wds_http/s1.tar", 4, 3, false);
+    ft_http *srv = ft_http_start(ft_tmp("wds_http"), NULL);
+    char urls[2][512];
+    snprintf(urls[0], sizeof urls[0], "%s/s0.tar", ft_http_base(srv));
+    snprintf(urls[1], sizeof urls[1], "%s/s1.tar", ft_http_base(srv));
+    const char *p[2] = {urls[0], urls[1]};
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.remote_cache_dir = ft_tmp("wds_http_cache");
+    cfg.remote_timeout_s = 2;
+    cfg.remote_retries = 1;
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards_fields(p, 2, &cfg, MEMBERS, 4, &ds));
+    ASSERT_EQ_SIZE(ferry_dataset_len(ds), 7);
+    ferry_loader_config c = {.dataset = ds, .batch_size = 4, .num_workers = 2, .shuffle = true,
+                             .out_dtype = FERRY_DTYPE_U8};
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    size_t seen = 0;
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        check_batch(&b);
+        seen += b.size;
+    }
+    ASSERT_EQ_SIZE(seen, 7);
+    ferry_loader_destroy(l);
+    ferry_dataset_release(ds);
+    ft_http_stop(srv);
+#endif
 }

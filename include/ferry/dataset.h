@@ -362,10 +362,10 @@ FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
  * extension its raw bytes, a ragged u8 field up to the largest member. A
  * sample is a key with any member asked for, named "SHARD:KEY"; one missing a
  * member fails by name when loaded (the loader's on_error decides), as does a
- * member that does not decode. Local shards only, for now (a URL is
- * FERRY_ERR_UNSUPPORTED); a gzip shard is decompressed whole at create and
- * held, all of them within cfg->shard_cache_bytes (FERRY_ERR_LIMIT past it).
- * num_classes is 0. */
+ * member that does not decode. A shard by URL is fetched whole into the
+ * remote cache (cfg's remote_* settings) to be walked, and read from there; a
+ * gzip shard is decompressed whole at create and held, all of them within
+ * cfg->shard_cache_bytes (FERRY_ERR_LIMIT past it). num_classes is 0. */
 FERRY_API ferry_status ferry_dataset_shards_fields(const char *const *paths, size_t n,
                                                    const ferry_image_config *cfg,
                                                    const char *const *members, size_t num_members,

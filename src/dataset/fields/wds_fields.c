@@ -2,10 +2,11 @@
  * order (as wds.to_tuple("jpg", "cls", "boxes.npy") does), and each is a
  * field decoded by its extension: png/jpg/jpeg an image (decoded and
  * augmented as ferry_dataset_shards does), cls/index/id an i64, npy an array
- * (npy.c), anything else its raw bytes (a ragged u8 field). Local shards:
- * each is walked once at create, every chosen member's place kept per key;
- * get() is one pread per member (a gzip shard's tar is held decompressed,
- * within cfg.shard_cache_bytes, and read from memory). */
+ * (npy.c), anything else its raw bytes (a ragged u8 field). Each shard is
+ * walked once at create, every chosen member's place kept per key; get() is
+ * one pread per member (a URL's shard from the remote cache's copy; a gzip
+ * shard's tar is held decompressed, within cfg.shard_cache_bytes, and read
+ * from memory). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -63,7 +64,22 @@ typedef struct wds {
     uint8_t **mem;
     uint64_t *mem_size;
     size_t mem_total;
+    /* shards named by URL: fetched into this cache (dataset/remote), which
+     * owns their descriptors; NULL without one */
+    ferry_remote_cache *remote;
 } wds;
+
+/* n bytes at off of plain shard k into s->file: from the remote cache's copy
+ * of a URL's shard (fetched again if it was evicted), else the file. */
+static ferry_status pread_shard(const wds *h, size_t k, uint64_t off, size_t n, ferry_scratch *s,
+                                const char *name)
+{
+    ferry_status st = ferry__remote_cache_acquire(h->remote, k, off + n);
+    if (st == FERRY_OK)
+        st = ferry__scratch_pread(s, h->fds[k], off, n, name);
+    ferry__remote_cache_release(h->remote, k);
+    return st;
+}
 
 /* ---- the members asked for ---- */
 static member_kind kind_of(const char *ext)
@@ -349,16 +365,28 @@ static ferry_status inflate_shard(wds *h, uint32_t k, int fd, const char *path)
 static ferry_status walk_shard(wds *h, uint32_t k)
 {
     const char *path = h->paths[k];
-    if (ferry__is_url(path))
-        return ferry_fail_at(FERRY_ERR_UNSUPPORTED, path, "shards by URL are read as image and "
-                             "class only for now (ferry_dataset_shards); fields need local shards");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0) {
-        int e = errno;
-        if (fd >= 0)
-            close(fd);
-        return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(e));
+    int fd;
+    uint64_t size;
+    if (h->remote && ferry__is_url(path)) {
+        /* A URL's shard is fetched whole into the cache to be walked; its
+         * members are then read from there (fetched again if evicted). */
+        ferry_status st = ferry__remote_cache_acquire(h->remote, k, UINT64_MAX);
+        const ferry_remote_obj *obj = ferry__remote_cache_obj(h->remote, k);
+        ferry__remote_cache_release(h->remote, k);
+        if (st != FERRY_OK)
+            return st;
+        fd = ferry__remote_cache_fd(h->remote, k);
+        size = obj ? obj->size : 0;
+    } else {
+        struct stat sb;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || fstat(fd, &sb) != 0) {
+            int e = errno;
+            if (fd >= 0)
+                close(fd);
+            return ferry_fail_at(FERRY_ERR_IO, path, "%s", strerror(e));
+        }
+        size = (uint64_t)sb.st_size;
     }
     h->fds[k] = fd;
     bool gz;
@@ -370,7 +398,10 @@ static ferry_status walk_shard(wds *h, uint32_t k)
     if (st == FERRY_OK && gz && (st = ferry__gz_open(&g, fd, path)) == FERRY_OK)
         st = ferry__tar_walk_init_gz(&tw, &g, path); /* offsets in the decompressed tar */
     else if (st == FERRY_OK && !gz)
-        st = ferry__tar_walk_init(&tw, fd, path, (uint64_t)sb.st_size);
+        st = ferry__tar_walk_init(&tw, fd, path, size);
+    /* the walk reads a URL's shard from the cache: held until it is done */
+    bool held = st == FERRY_OK && h->remote && ferry__is_url(path) &&
+                ferry__remote_cache_acquire(h->remote, k, UINT64_MAX) == FERRY_OK;
     for (bool end = false; st == FERRY_OK && !end;) {
         ferry_tar_member m;
         st = ferry__tar_next(&tw, &m, &end);
@@ -381,6 +412,8 @@ static ferry_status walk_shard(wds *h, uint32_t k)
         st = add_samples(h, k, &w);
     ferry__tar_walk_free(&tw);
     ferry__gz_close(&g);
+    if (held)
+        ferry__remote_cache_release(h->remote, k);
     if (st == FERRY_OK && gz) /* a second pass: the bytes the members are read from */
         st = inflate_shard(h, k, fd, path);
     for (size_t i = first; st == FERRY_OK && gz && i < h->n; i++) /* the same bytes both times */
@@ -412,8 +445,7 @@ static ferry_status read_loc(const wds *h, size_t i, size_t k, ferry_scratch *s,
     *n = (size_t)l->size;
     const uint8_t *mem = h->mem ? h->mem[h->shard[i]] : NULL;
     if (!mem)
-        return ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, (size_t)l->size,
-                                    sample_name(h, i));
+        return pread_shard(h, h->shard[i], l->off, (size_t)l->size, s, sample_name(h, i));
     /* the walk checked every member inside the tar */
     ferry_status st = ferry__scratch_grow(&s->file, &s->file_cap, (size_t)l->size + 1);
     if (st == FERRY_OK)
@@ -559,11 +591,12 @@ static const char *wds_name(const ferry_dataset *ds, size_t index)
 
 static void wds_free(wds *h)
 {
-    for (size_t k = 0; k < h->nshards; k++) {
-        if (h->fds && h->fds[k] >= 0)
-            close(h->fds[k]);
+    for (size_t k = 0; k < h->nshards; k++)
+        if (h->fds && h->fds[k] >= 0 && ferry__remote_cache_fd(h->remote, k) < 0)
+            close(h->fds[k]); /* a URL's descriptor is the cache's */
+    ferry__remote_cache_destroy(h->remote); /* before the paths: its threads name them */
+    for (size_t k = 0; k < h->nshards; k++)
         ferry_host_free(h->paths[k]);
-    }
     ferry_host_free(h->paths);
     ferry_host_free(h->fds);
     ferry_host_free(h->shard);
@@ -652,7 +685,7 @@ static ferry_status npy_field(const wds *h, size_t k, ferry_field *f)
         if (mem && (st = ferry__scratch_grow(&s->file, &s->file_cap, head + 1)) == FERRY_OK)
             memcpy(s->file, mem + l->off, head);
         else if (!mem)
-            st = ferry__scratch_pread(s, h->fds[h->shard[i]], l->off, head, sample_name(h, i));
+            st = pread_shard(h, h->shard[i], l->off, head, s, sample_name(h, i));
         if (st == FERRY_OK)
             st = ferry__npy_parse_head(s->file, head, l->size > SIZE_MAX ? SIZE_MAX : (size_t)l->size,
                                        what, &a);
@@ -747,6 +780,15 @@ static ferry_status open_all(wds *h, const char *const *paths, size_t n)
         return FERRY_ERR_NO_MEMORY;
     for (size_t k = 0; k < h->nshards; k++)
         h->fds[k] = -1;
+    const ferry_image_config *c = &h->cfg;
+    ferry_remote_setup rs = {
+        .paths = h->paths, .n = h->nshards, .dir = c->remote_cache_dir,
+        .budget = c->remote_cache_bytes ? c->remote_cache_bytes : (size_t)4 << 30,
+        .opts = {.timeout_s = c->remote_timeout_s > 0 ? c->remote_timeout_s : 10.0,
+                 .retries = c->remote_retries ? (unsigned)c->remote_retries : 5,
+                 .backoff_s = 0.1}};
+    if ((st = ferry__remote_cache_create(&rs, &h->remote)) != FERRY_OK)
+        return st;
     for (size_t k = 0; k < h->nshards && st == FERRY_OK; k++) {
         st = walk_shard(h, (uint32_t)k);
         h->ends[k] = h->n;
