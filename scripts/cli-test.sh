@@ -631,6 +631,36 @@ if "$ferry" info | grep -q '^build: CUDA' && ! ldconfig -p 2> /dev/null | grep -
 else
     skip "ferry info without a CUDA driver (a CPU-only build, or a driver is installed)"
 fi
+# ---- ferry pack carries side files; check and bench show each field ----
+npy=$(dirname "$0")/../tests/data/npy
+mkdir -p "$tmp/side/c"
+cp "$imgs/a/"*.png "$tmp/side/c/" 2>/dev/null
+first=$(ls "$tmp/side/c" | head -n 1)
+if [ -n "$first" ] && [ -f "$npy/f32_3x4.npy" ]; then
+    cp "$npy/f32_3x4.npy" "$tmp/side/c/${first%%.*}.boxes.npy"
+    run "$ferry" pack "$tmp/side" "$tmp/sideout"
+    if [ $rc -eq 0 ] && grep -q '1 side files carried' "$tmp/out"; then
+        ok "pack carries a same-stem side file (x.png + x.boxes.npy)"
+    else
+        bad "pack with a side file (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+    fi
+    run "$ferry" check --fields png,cls,boxes.npy "$tmp/sideout"
+    # one image has no .boxes.npy: it fails by name, the field is still shown
+    if [ $rc -eq 1 ] && grep -q 'no .boxes.npy member' "$tmp/out" &&
+        grep -q 'field boxes.npy    f32  \[3, 4\]' "$tmp/out"; then
+        ok "check --fields shows each field and names a sample missing one"
+    else
+        bad "check --fields (exit $rc)"; show "$tmp/out"
+    fi
+    run "$ferry" bench "$tmp/sideout" --fields png,cls --workers 0 --batch 1
+    if [ $rc -eq 0 ] && grep -q 'field cls          i64' "$tmp/out"; then
+        ok "bench --fields shows each field"
+    else
+        bad "bench --fields (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+    fi
+else
+    skip "pack side files: no images or NPY fixtures"
+fi
 readme=$(dirname "$0")/../README.md
 if [ -f "$readme" ]; then
     awk '/`samples\/embed.c`, whole/ { f = 1 } f && /^```c$/ { p = 1; next } p && /^```$/ { exit } p' "$readme" > "$tmp/listing"

@@ -352,6 +352,27 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
  * on_error = SKIP skips it); create logs one warning counting the incomplete keys. */
 FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
                                             const ferry_image_config *cfg, ferry_dataset **out);
+/* The same shards read as fields (ferry/fields.h): members names the
+ * members to load, in order, as extensions after the key (as WebDataset's
+ * to_tuple("jpg", "cls", "boxes.npy")); "png;jpg" takes either. Each is a field
+ * named as given, decoded by its last extension: png, jpg, jpeg the IMAGE
+ * field (at most one; decoded, resized and augmented per cfg as
+ * ferry_dataset_shards does); cls, index, id an i64 (decimal text); npy an
+ * array (NPY 1.0 to 3.0, little-endian f32, f16, u8, bool, i32, i64, C
+ * order): every sample's header is read at create, and the field is fixed
+ * when all shapes agree, ragged (padded to the largest first dimension) when
+ * they differ only there, else FERRY_ERR_FORMAT naming two samples; any other
+ * extension its raw bytes, a ragged u8 field up to the largest member. A
+ * sample is a key with any member asked for, named "SHARD:KEY"; one missing a
+ * member fails by name when loaded (the loader's on_error decides), as does a
+ * member that does not decode. A shard by URL is fetched whole into the
+ * remote cache (cfg's remote_* settings) to be walked, and read from there; a
+ * gzip shard is decompressed whole at create and held, all of them within
+ * cfg->shard_cache_bytes (FERRY_ERR_LIMIT past it). num_classes is 0. */
+FERRY_API ferry_status ferry_dataset_shards_fields(const char *const *paths, size_t n,
+                                                   const ferry_image_config *cfg,
+                                                   const char *const *members, size_t num_members,
+                                                   ferry_dataset **out);
 /* Whether a path is named as a shard: it ends in .tar, .tar.gz or .tgz (any
  * case). The rule ferry_dataset_shards lists folders and tells a shard from a
  * list file by. false for NULL. */

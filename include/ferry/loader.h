@@ -67,6 +67,13 @@ typedef enum ferry_wire_dtype {
     FERRY_WIRE_F32          /* normalised on the host */
 } ferry_wire_dtype;
 
+/* A field delivered in another dtype than it is stored in
+ * (ferry_loader_config.field_dtypes). */
+typedef struct ferry_field_dtype {
+    const char *name;       /* a field of the dataset, not its image or label field */
+    ferry_dtype dtype;
+} ferry_field_dtype;
+
 /* num_workers: no threads; next() decodes in the caller's thread. */
 #define FERRY_LOADER_NO_WORKERS ((size_t)-1)
 
@@ -126,6 +133,14 @@ typedef struct ferry_loader_config {
      * resumes on the same world size only. Default 0 (off). docs/DESIGN.md
      * says how (read-ahead, memory), docs/DISTRIBUTED.md what ranks read. */
     size_t stream_shuffle_buffer;
+    /* Fields (ferry/fields.h) other than the image and the label cross as
+     * stored; these named ones are then converted on the device, after the
+     * copy, on the stream given to next() (as ferry_tensor_to_dtype converts:
+     * float to integer truncates and saturates), into buffers sized at
+     * create. Copied at create; a name the dataset lacks, or its image or
+     * label field, is FERRY_ERR_INVALID_ARG. */
+    const ferry_field_dtype *field_dtypes;
+    size_t num_field_dtypes;
 } ferry_loader_config;
 
 /* A zeroed config: every field its default (kept for code written before zero

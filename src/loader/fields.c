@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "loader/internal.h"
+#include "tensor/internal.h"
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
@@ -30,7 +31,8 @@ size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start)
             continue;
         ferry_loader_field *x = &l->xf[l->nxf++];
         *x = (ferry_loader_field){.index = k, .bytes = ferry_field_bytes(&f[k]),
-                                  .ragged = f[k].ragged};
+                                  .ragged = f[k].ragged, .dtype = f[k].dtype,
+                                  .out_dtype = f[k].dtype};
         if ((x->offset = region(&at, l->batch, x->bytes)) == SIZE_MAX)
             return SIZE_MAX;
         if (x->ragged && (x->lengths_offset = region(&at, l->batch, sizeof(int64_t))) == SIZE_MAX)
@@ -39,17 +41,82 @@ size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start)
     return at;
 }
 
+ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_config *cfg)
+{
+    const ferry_field *f;
+    size_t n;
+    (void)ferry_dataset_fields(l->ds, &f, &n);
+    l->field_out_bytes = 0;
+    if (cfg->num_field_dtypes && !cfg->field_dtypes)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "num_field_dtypes is %zu but field_dtypes is NULL",
+                          cfg->num_field_dtypes);
+    for (size_t c = 0; c < cfg->num_field_dtypes; c++) {
+        const ferry_field_dtype *fd = &cfg->field_dtypes[c];
+        size_t k;
+        if (!fd->name || ferry_dataset_field_index(l->ds, fd->name, &k) != FERRY_OK)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "field_dtypes[%zu]: %s", c,
+                              fd->name ? ferry_last_error() : "the name is NULL");
+        if (!ferry_dtype_size(fd->dtype))
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "field_dtypes[%zu] ('%s'): dtype %d", c,
+                              fd->name, (int)fd->dtype);
+        ferry_loader_field *x = NULL;
+        for (size_t j = 0; j < l->nxf; j++)
+            if (l->xf[j].index == k)
+                x = &l->xf[j];
+        if (!x)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "field_dtypes[%zu]: '%s' is the dataset's %s "
+                              "field (%s)", c, fd->name, k == l->image_field ? "image" : "label",
+                              k == l->image_field ? "its dtype is out_dtype" : "labels are i64");
+        if (fd->dtype == x->dtype || x->cast)
+            continue;
+        size_t elems = x->bytes / ferry_dtype_size(x->dtype), bytes;
+        if (!ferry_mul_size(elems * ferry_dtype_size(fd->dtype), l->batch, &bytes) ||
+            bytes > SIZE_MAX / 4)
+            return ferry_fail(FERRY_ERR_LIMIT, "field '%s' as %s: too large", fd->name,
+                              ferry_dtype_name(fd->dtype));
+        x->cast = true;
+        x->out_dtype = fd->dtype;
+        x->out_offset = l->field_out_bytes;
+        l->field_out_bytes += align_up(bytes, 256);
+    }
+    (void)f;
+    (void)n;
+    return FERRY_OK;
+}
+
+ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slot *s, size_t count,
+                                          ferry_stream *stream)
+{
+    for (size_t j = 0; j < l->nxf; j++) {
+        const ferry_loader_field *x = &l->xf[j];
+        if (!x->cast)
+            continue;
+        int64_t n = (int64_t)(count * (x->bytes / ferry_dtype_size(x->dtype)));
+        ferry_status st = ferry_tensor_cast_(l->dev, stream, x->dtype, (uint8_t *)s->dev + x->offset,
+                                             x->out_dtype, s->field_out + x->out_offset, n);
+        if (st != FERRY_OK)
+            return st;
+    }
+    return FERRY_OK;
+}
+
+/* Drops view v's own tensors (the image's and label's belong to images[v],
+ * labels[v], which make_view may already have replaced). */
+static void release_table(struct ferry_batch_fields *b)
+{
+    for (size_t k = 0; k < b->n; k++) {
+        if (b->owned[k])
+            ferry_tensor_release(b->tensors[k]);
+        ferry_tensor_release(b->lengths[k]);
+        b->tensors[k] = b->lengths[k] = NULL;
+        b->owned[k] = false;
+    }
+}
+
 void ferry_loader_field_views_release_(ferry_slot *s)
 {
-    for (int v = 0; v < 3; v++) {
-        struct ferry_batch_fields *b = &s->fields[v];
-        for (size_t k = 0; k < b->n; k++) {
-            if (b->tensors[k] != s->images[v] && b->tensors[k] != s->labels[v])
-                ferry_tensor_release(b->tensors[k]);
-            ferry_tensor_release(b->lengths[k]);
-            b->tensors[k] = b->lengths[k] = NULL;
-        }
-    }
+    for (int v = 0; v < 3; v++)
+        release_table(&s->fields[v]);
 }
 
 static ferry_status view_field(ferry_loader *l, ferry_slot *s, const ferry_field *f,
@@ -60,8 +127,11 @@ static ferry_status view_field(ferry_loader *l, ferry_slot *s, const ferry_field
     for (size_t d = 0; d < f->ndim; d++)
         shape[d + 1] = (int64_t)f->shape[d];
     uint8_t *dev = s->dev;
-    ferry_status st = ferry_tensor_from_blob(dev + x->offset, shape, f->ndim + 1, f->dtype, l->dev,
-                                             &b->tensors[x->index]);
+    ferry_status st = x->cast ? ferry_tensor_from_blob(s->field_out + x->out_offset, shape,
+                                                       f->ndim + 1, x->out_dtype, l->dev,
+                                                       &b->tensors[x->index])
+                              : ferry_tensor_from_blob(dev + x->offset, shape, f->ndim + 1,
+                                                       f->dtype, l->dev, &b->tensors[x->index]);
     if (st == FERRY_OK && x->ragged)
         st = ferry_tensor_from_blob(dev + x->lengths_offset, shape, 1, FERRY_DTYPE_I64, l->dev,
                                     &b->lengths[x->index]);
@@ -74,12 +144,7 @@ ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, si
     size_t n;
     (void)ferry_dataset_fields(l->ds, &f, &n);
     struct ferry_batch_fields *b = &s->fields[v];
-    for (size_t k = 0; k < b->n; k++) {
-        if (b->tensors[k] != s->images[v] && b->tensors[k] != s->labels[v])
-            ferry_tensor_release(b->tensors[k]);
-        ferry_tensor_release(b->lengths[k]);
-        b->tensors[k] = b->lengths[k] = NULL;
-    }
+    release_table(b);
     b->n = n;
     b->fields = f;
     if (l->image_field != SIZE_MAX)
@@ -88,6 +153,7 @@ ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, si
         b->tensors[l->label_field] = s->labels[v];
     for (size_t j = 0; j < l->nxf; j++) {
         ferry_status st = view_field(l, s, &f[l->xf[j].index], &l->xf[j], size, b);
+        b->owned[l->xf[j].index] = b->tensors[l->xf[j].index] != NULL;
         if (st != FERRY_OK)
             return st;
     }

@@ -34,6 +34,9 @@ typedef struct ferry_loader_field {
     size_t offset;          /* in a slot: batch * bytes */
     size_t lengths_offset;  /* ragged: batch i64 lengths; 0 otherwise */
     bool ragged;
+    bool cast;              /* delivered as out_dtype, converted after the copy */
+    ferry_dtype dtype, out_dtype;
+    size_t out_offset;      /* cast: in the slot's field_out region */
 } ferry_loader_field;
 
 /* What ferry_batch.fields points at: every field's tensor of one view of a
@@ -43,6 +46,7 @@ struct ferry_batch_fields {
     const ferry_field *fields;               /* the dataset's */
     ferry_tensor *tensors[FERRY_FIELD_MAX];  /* the image's and label's are images[v], labels[v] */
     ferry_tensor *lengths[FERRY_FIELD_MAX];  /* ragged fields only */
+    bool owned[FERRY_FIELD_MAX];             /* tensors[k] is this table's to release */
 };
 
 /* One batch in flight: a page-locked host buffer, its device twin and the
@@ -54,6 +58,7 @@ typedef struct ferry_slot {
     void *dev;                /* device copy of host (== host on the CPU) */
     int64_t *dev_labels;
     void *out;                /* converted images (== dev when no conversion is needed) */
+    uint8_t *field_out;       /* fields converted to another dtype (field_dtypes), or NULL */
     size_t *indices;          /* batch dataset indices, on the host */
     ferry_stream *copy_stream; /* the slot's own: its H2D copy waits only for its release */
     ferry_event *copy_start, *copy_done; /* around the H2D copy, on copy_stream */
@@ -121,6 +126,7 @@ struct ferry_loader {
     size_t image_field, label_field; /* the dataset's (SIZE_MAX: none) */
     size_t nxf;                /* the other fields, laid out after the labels */
     ferry_loader_field xf[FERRY_FIELD_MAX];
+    size_t field_out_bytes;    /* per slot: the converted fields' region */
     size_t slot_bytes;         /* bytes copied H2D per slot */
     bool convert_on_device;    /* a conversion runs after the copy */
     ferry_convert_spec wire_spec;  /* host: u8 sample -> f32 wire (wire f32 only) */
@@ -185,6 +191,12 @@ ferry_status ferry_loader_views_for_rest_(ferry_loader *l, size_t short_size);
  * destinations of sample pos of host (a slot's host buffer) for get_fields,
  * and the lengths it gave, stored. */
 size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start);
+/* cfg.field_dtypes checked and applied to the laid-out fields (sets
+ * field_out_bytes); after ferry_loader_layout_fields_. */
+ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_config *cfg);
+/* Queues the conversions of slot s's fields (count samples) on stream. */
+ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slot *s, size_t count,
+                                          ferry_stream *stream);
 ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, size_t size);
 void ferry_loader_field_views_release_(ferry_slot *s);
 void ferry_loader_field_dsts_(const ferry_loader *l, uint8_t *host, size_t pos, void *image,

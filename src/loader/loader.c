@@ -235,6 +235,9 @@ static ferry_status alloc_slots(ferry_loader *l)
         l->labels_offset = align_up(images, 256);
         end = ferry_loader_layout_fields_(l, l->labels_offset + l->batch * sizeof(int64_t));
     }
+    ferry_status st0 = end == SIZE_MAX ? FERRY_OK : ferry_loader_field_casts_(l, &l->cfg);
+    if (st0 != FERRY_OK)
+        return st0;
     if (end > SIZE_MAX / 4 || !ferry_mul_size(align_up(end, 4096), l->nslots, &host_total))
         return ferry_fail(FERRY_ERR_LIMIT, "loader: %zu slots of %zu samples of %zu bytes do not fit in memory",
                           l->nslots, l->batch, l->wire_sample_bytes);
@@ -256,7 +259,7 @@ static ferry_status alloc_slots(ferry_loader *l)
      * place) and the converted output, in one allocation. */
     size_t dev_stride = l->gpu ? align_up(l->slot_bytes, 256) : 0;
     size_t out_stride = l->convert_on_device ? align_up(out_images, 256) : 0;
-    size_t dev_total = (dev_stride + out_stride) * l->nslots;
+    size_t dev_total = (dev_stride + out_stride + l->field_out_bytes) * l->nslots;
     /* A copy stream per slot: a copy that waits for its slot's release holds up
      * no other slot's copy (one shared stream would queue them all behind it). */
     for (size_t k = 0; l->gpu && k < l->nslots; k++)
@@ -276,7 +279,8 @@ static ferry_status alloc_slots(ferry_loader *l)
         ferry_slot *s = &l->slots[k];
         s->host = (uint8_t *)l->host_block + k * host_stride;
         s->host_labels = (int64_t *)(s->host + l->labels_offset);
-        uint8_t *d = (uint8_t *)l->dev_block + k * (dev_stride + out_stride);
+        uint8_t *d = (uint8_t *)l->dev_block + k * (dev_stride + out_stride + l->field_out_bytes);
+        s->field_out = l->field_out_bytes ? d + dev_stride + out_stride : NULL;
         s->dev = l->gpu ? (void *)d : (void *)s->host;
         s->dev_labels = (int64_t *)((uint8_t *)s->dev + l->labels_offset);
         s->out = l->convert_on_device ? (void *)(d + dev_stride) : s->dev;
@@ -638,6 +642,8 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
     if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
         goto fail;
     ferry_trace_open(l);
+    l->cfg.field_dtypes = NULL; /* applied to the slots: the caller's array need not outlive create */
+    l->cfg.num_field_dtypes = 0;
 
     ferry_mutex_lock(&l->lock);
     start_epoch(l, 0, 0, 0, false);
@@ -800,6 +806,8 @@ static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream
         sp.count = s->count;
         st = ferry_convert_batch(l->dev, stream, &sp, s->dev, s->out);
     }
+    if (st == FERRY_OK && l->field_out_bytes)
+        st = ferry_loader_convert_fields_(l, s, s->count, stream);
     return st;
 }
 

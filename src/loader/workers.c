@@ -123,7 +123,8 @@ static void add_seconds(_Atomic double *a, double v)
         ;
 }
 
-/* Decodes dataset sample `index` into dst in the wire format. Lock not held. */
+/* Decodes dataset sample `index`, every field, into place pos of the slot
+ * whose host buffer is host (the image in the wire format). Lock not held. */
 static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, uint8_t *host,
                                size_t pos, int64_t *label)
 {

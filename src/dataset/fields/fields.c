@@ -190,6 +190,8 @@ ferry_status ferry__dataset_get_fields_raw(const ferry_dataset *ds, size_t index
 {
     if (ds->vt->get_fields)
         return ds->vt->get_fields(ds, index, dst, lengths, ctx);
+    if (!ds->vt->get)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "the dataset's kind reads no samples");
     int64_t label = -1;
     ferry_status st = ds->vt->get(ds, index, dst[ds->image_field], ctx, &label);
     if (st == FERRY_OK)

@@ -187,6 +187,14 @@ static ferry_status parse_dict(cursor *c, ferry_npy *out)
 
 ferry_status ferry__npy_parse(const uint8_t *d, size_t n, const char *name, ferry_npy *out)
 {
+    return ferry__npy_parse_head(d, n, n, name, out);
+}
+
+ferry_status ferry__npy_parse_head(const uint8_t *d, size_t n, size_t file_bytes, const char *name,
+                                   ferry_npy *out)
+{
+    if (n > file_bytes)
+        n = file_bytes;
     memset(out, 0, sizeof *out);
     name = name ? name : "NPY";
     if (n < 10 || memcmp(d, "\x93NUMPY", 6) != 0)
@@ -203,9 +211,12 @@ ferry_status ferry__npy_parse(const uint8_t *d, size_t n, const char *name, ferr
     if (hlen > FERRY_NPY_MAX_HEADER)
         return ferry_fail_at(FERRY_ERR_LIMIT, name, "NPY header of %zu bytes, over the limit of %d",
                              hlen, FERRY_NPY_MAX_HEADER);
-    if (hlen > n - pre)
+    if (hlen > file_bytes - pre)
         return ferry_fail_at(FERRY_ERR_FORMAT, name, "NPY header of %zu bytes, but the file ends "
-                             "after %zu", hlen, n - pre);
+                             "after %zu", hlen, file_bytes - pre);
+    if (hlen > n - pre)
+        return ferry_fail_at(FERRY_ERR_FORMAT, name, "NPY header of %zu bytes: only %zu were read",
+                             hlen, n - pre);
     cursor c = {(const char *)d + pre, (const char *)d + pre + hlen, name};
     ferry_status st = parse_dict(&c, out);
     if (st != FERRY_OK)
@@ -216,8 +227,8 @@ ferry_status ferry__npy_parse(const uint8_t *d, size_t n, const char *name, ferr
             return ferry_fail_at(FERRY_ERR_FORMAT, name, "NPY shape overflows");
     out->data_off = pre + hlen;
     out->data_bytes = bytes;
-    if (bytes != n - out->data_off)
+    if (bytes != file_bytes - out->data_off)
         return ferry_fail_at(FERRY_ERR_FORMAT, name, "NPY shape says %zu bytes of data, the file "
-                             "holds %zu", bytes, n - out->data_off);
+                             "holds %zu", bytes, file_bytes - out->data_off);
     return FERRY_OK;
 }

@@ -26,5 +26,9 @@ typedef struct ferry_npy {
  * else is FERRY_ERR_FORMAT (FERRY_ERR_UNSUPPORTED for a well-formed array
  * ferry has no dtype or order for) naming `name` and what is wrong. */
 ferry_status ferry__npy_parse(const uint8_t *d, size_t n, const char *name, ferry_npy *out);
+/* The same from the file's first n bytes (at least the header's; a file
+ * of file_bytes in all): for reading shapes without the data. */
+ferry_status ferry__npy_parse_head(const uint8_t *d, size_t n, size_t file_bytes, const char *name,
+                                   ferry_npy *out);
 
 #endif
