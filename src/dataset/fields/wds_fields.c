@@ -18,6 +18,7 @@
 
 #include "common/error.h"
 #include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/fields/npy.h"
 #include "dataset/shards/gz.h"
 #include "common/redact.h"
