@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 static const uint8_t png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 
