@@ -322,6 +322,30 @@ TEST(folder_and_list_file_name_the_shards)
 
 /* ---- through the loader ---- */
 
+/* FNV-1a over every field of the rest of l's epoch (and ragged lengths). */
+static uint64_t fields_digest(ferry_loader *l)
+{
+    uint64_t h = FT_DIGEST_SEED;
+    ferry_batch b;
+    ferry_status st;
+    while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK) {
+        for (size_t k = 0; k < ferry_batch_field_count(&b); k++) {
+            const ferry_field *f = NULL;
+            ferry_tensor *x = ferry_batch_field_at(&b, k, &f);
+            const uint8_t *d = ferry_tensor_data(x);
+            for (size_t i = 0, n = ferry_tensor_nbytes(x); i < n; i++)
+                h = (h ^ d[i]) * 1099511628211ull;
+            const int64_t *len = ferry_tensor_data(ferry_batch_lengths(&b, f->name));
+            for (size_t i = 0; len && i < b.size; i++)
+                h = (h ^ (uint64_t)len[i]) * 1099511628211ull;
+        }
+        for (size_t i = 0; i < b.size; i++)
+            h = (h ^ b.indices[i]) * 1099511628211ull;
+    }
+    ASSERT_STATUS(st, FERRY_END);
+    return h;
+}
+
 /* A u32 file whose token j is j: a window names itself by its first token. */
 static const char *counting_file(const char *rel, size_t tokens)
 {
@@ -344,7 +368,7 @@ static ferry_loader *token_loader(ferry_dataset *ds, size_t rank, size_t world, 
 {
     ferry_loader_config c = {.dataset = ds, .batch_size = batch, .shuffle = true, .seed = seed,
                              .num_workers = workers, .prefetch = 2, .device = ferry_cpu(),
-                             .pin_memory = FERRY_PIN_MEMORY_OFF, .out_dtype = FERRY_DTYPE_U8};
+                             .pin_memory = FERRY_PIN_MEMORY_OFF};
     if (world) {
         c.sampler = FERRY_SAMPLER_DISTRIBUTED;
         c.rank = rank;
@@ -363,14 +387,18 @@ static size_t drain(ferry_loader *l, size_t T, size_t *out, size_t max)
     ferry_batch b;
     ferry_status st;
     while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK && n < max) {
-        const uint32_t *d = ferry_tensor_data(b.images);
+        const int32_t *in = ferry_tensor_data(ferry_batch_field(&b, "inputs"));
+        const int32_t *tg = ferry_tensor_data(ferry_batch_field(&b, "targets"));
+        ASSERT(in && tg);
         for (size_t i = 0; i < b.size; i++) {
-            const uint32_t *row = d + i * (T + 1);
-            ASSERT_EQ_INT(row[0] % T, 0);
-            for (size_t j = 0; j <= T; j++)
-                ASSERT_EQ_INT(row[j], row[0] + j);
-            ASSERT_EQ_SIZE(row[0] / T, b.indices[i]);
-            out[n++] = row[0] / T;
+            const int32_t *x = in + i * T, *y = tg + i * T;
+            ASSERT_EQ_INT(x[0] % (int32_t)T, 0);
+            for (size_t j = 0; j < T; j++) {
+                ASSERT_EQ_INT(x[j], x[0] + (int32_t)j);
+                ASSERT_EQ_INT(y[j], x[0] + (int32_t)j + 1);
+            }
+            ASSERT_EQ_SIZE((size_t)x[0] / T, b.indices[i]);
+            out[n++] = (size_t)x[0] / T;
         }
     }
     ASSERT_STATUS(st, FERRY_END);
@@ -419,7 +447,7 @@ TEST(same_batches_any_worker_count)
     for (size_t k = 0; k < 4; k++) {
         ferry_loader *l = token_loader(ds, 0, 0, workers[k], 9, 7);
         ASSERT_OK(ferry_loader_reset(l, 3));
-        uint64_t d = ft_epoch_digest(l);
+        uint64_t d = fields_digest(l);
         ferry_loader_destroy(l);
         if (k == 0)
             want = d;
@@ -442,10 +470,10 @@ TEST(resume_same_and_other_world_size)
         ASSERT_OK(ferry_loader_next(a, NULL, &b));
     ferry_loader_state s;
     ASSERT_OK(ferry_loader_state_get(a, &s));
-    uint64_t rest_a = ft_epoch_digest(a);
+    uint64_t rest_a = fields_digest(a);
     ferry_loader *c = token_loader(ds, 0, 2, 3, 4, B);
     ASSERT_OK(ferry_loader_restore(c, &s));
-    ASSERT_MSG(ft_epoch_digest(c) == rest_a, "resumed batches differ");
+    ASSERT_MSG(fields_digest(c) == rest_a, "resumed batches differ");
     ferry_loader_destroy(a);
     ferry_loader_destroy(c);
     /* Another world size: 2 ranks take 3 batches each, then 3 ranks finish
@@ -495,7 +523,7 @@ TEST(corrupt_shard_mid_run_is_named_or_skipped)
     ASSERT_EQ_INT(row[0], 40);
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 10,
                              .num_workers = 2, .device = ferry_cpu(),
-                             .out_dtype = FERRY_DTYPE_U8, .on_error = FERRY_ON_ERROR_SKIP};
+                             .on_error = FERRY_ON_ERROR_SKIP};
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&c, &l));
     ferry_batch b;
@@ -561,6 +589,9 @@ TEST(tokens_api_bad_input)
                   FERRY_ERR_INVALID_ARG);
     ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.pack_buffer = SIZE_MAX}, &t),
                   FERRY_ERR_INVALID_ARG);
+    ASSERT_STATUS(ferry_tokens_open(&p, 1, &(ferry_tokens_config){.token_dtype = FERRY_DTYPE_F16},
+                                    &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "token_dtype f16");
     const char *missing = REF "no_such.bin";
     ASSERT_STATUS(ferry_tokens_open(&missing, 1, NULL, &t), FERRY_ERR_INVALID_ARG);
     ASSERT_STR_CONTAINS(ferry_last_error(), "no_such.bin");
@@ -596,33 +627,125 @@ TEST(tokens_api_bad_input)
     ferry_tokens_destroy(t);
 }
 
-/* On a GPU (the simulated one too): the rows cross as stored, pinned, and
- * arrive as the same bytes the dataset reads. */
-TEST(windows_cross_to_the_gpu_as_stored)
+/* On a GPU (the simulated one too): inputs and targets arrive as the rows'
+ * tokens, widened; with token_dtype U8 the rows cross as stored. */
+static void gpu_rows(ferry_dtype dt)
 {
-    ft_require_cuda();
-    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7});
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7, .token_dtype = dt});
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 8, .shuffle = true,
-                             .seed = 1, .num_workers = 2, .device = ft_device("cuda:0"),
-                             .out_dtype = FERRY_DTYPE_U8};
+                             .seed = 1, .num_workers = 2, .device = ft_device("cuda:0")};
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&c, &l));
     ferry_batch b;
     size_t seen = 0;
     uint16_t want[8];
     while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
-        ferry_tensor *h = NULL;
-        ASSERT_OK(ferry_tensor_to(b.images, ferry_cpu(), false, &h));
-        const uint16_t *rows = ferry_tensor_data(h);
+        ferry_tensor *in = NULL, *tg = NULL;
+        ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, dt == FERRY_DTYPE_U8 ? "tokens" : "inputs"),
+                                  ferry_cpu(), false, &in));
+        if (dt != FERRY_DTYPE_U8)
+            ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "targets"), ferry_cpu(), false, &tg));
         for (size_t i = 0; i < b.size; i++) {
             ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
-            ASSERT_MEM_EQ(rows + i * 8, want, sizeof want);
+            if (dt == FERRY_DTYPE_U8) {
+                ASSERT_MEM_EQ((const uint16_t *)ferry_tensor_data(in) + i * 8, want, sizeof want);
+                continue;
+            }
+            for (size_t j = 0; j < 7; j++) {
+                int64_t x = dt == FERRY_DTYPE_I64 ? ((const int64_t *)ferry_tensor_data(in))[i * 7 + j]
+                                                  : ((const int32_t *)ferry_tensor_data(in))[i * 7 + j];
+                int64_t y = dt == FERRY_DTYPE_I64 ? ((const int64_t *)ferry_tensor_data(tg))[i * 7 + j]
+                                                  : ((const int32_t *)ferry_tensor_data(tg))[i * 7 + j];
+                ASSERT_EQ_INT(x, want[j]);
+                ASSERT_EQ_INT(y, want[j + 1]);
+            }
         }
         seen += b.size;
-        ferry_tensor_release(h);
+        ferry_tensor_release(in);
+        ferry_tensor_release(tg);
     }
     ASSERT_EQ_SIZE(seen, ferry_tokens_len(t));
     ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+}
+
+TEST(windows_reach_the_gpu_as_fields)
+{
+    ft_require_cuda();
+    gpu_rows(FERRY_DTYPE_I32);
+    gpu_rows(FERRY_DTYPE_I64);
+    gpu_rows(FERRY_DTYPE_U8);
+}
+
+/* Documents through the loader: every row's inputs, targets, offsets (with
+ * their lengths) and positions as ferry_tokens_read and _row_docs give them. */
+TEST(documents_through_the_loader_as_fields)
+{
+    enum { T = 15 };
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){
+        .seq_len = T, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256, .pack_buffer = 4,
+        .seed = 5});
+    const ferry_field *f = NULL;
+    size_t nf = 0;
+    ASSERT_OK(ferry_dataset_fields(ferry_tokens_dataset(t), &f, &nf));
+    ASSERT_EQ_SIZE(nf, 4);
+    ASSERT_STR_EQ(f[2].name, "offsets");
+    ASSERT(f[2].ragged);
+    ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 6, .shuffle = true,
+                             .seed = 2, .num_workers = 3, .device = ferry_cpu()};
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    size_t seen = 0;
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        const int32_t *in = ferry_tensor_data(ferry_batch_field(&b, "inputs"));
+        const int32_t *tg = ferry_tensor_data(ferry_batch_field(&b, "targets"));
+        const int32_t *off = ferry_tensor_data(ferry_batch_field(&b, "offsets"));
+        const int32_t *pos = ferry_tensor_data(ferry_batch_field(&b, "positions"));
+        const int64_t *len = ferry_tensor_data(ferry_batch_lengths(&b, "offsets"));
+        ASSERT(in && tg && off && pos && len);
+        for (size_t i = 0; i < b.size; i++) {
+            uint16_t row[T + 1];
+            int32_t o[T + 1], p[T];
+            size_t nd = 0;
+            ASSERT_OK(ferry_tokens_read(t, b.indices[i], row));
+            ASSERT_OK(ferry_tokens_row_docs(t, b.indices[i], o, T + 1, &nd, p));
+            ASSERT_EQ_INT(len[i], nd + 1);
+            for (size_t j = 0; j < T; j++) {
+                ASSERT_EQ_INT(in[i * T + j], row[j]);
+                ASSERT_EQ_INT(tg[i * T + j], row[j + 1]);
+                ASSERT_EQ_INT(pos[i * T + j], p[j]);
+            }
+            for (size_t j = 0; j <= nd; j++)
+                ASSERT_EQ_INT(off[i * (T + 1) + j], o[j]);
+        }
+        seen += b.size;
+    }
+    ASSERT_EQ_SIZE(seen, ferry_tokens_len(t));
+    ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+    /* As stored: "tokens" in place of inputs and targets, the boundaries kept. */
+    t = open_tokens(S1, 3, (ferry_tokens_config){
+        .seq_len = T, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256,
+        .token_dtype = FERRY_DTYPE_U8});
+    ASSERT_OK(ferry_dataset_fields(ferry_tokens_dataset(t), &f, &nf));
+    ASSERT_EQ_SIZE(nf, 3);
+    ASSERT_STR_EQ(f[0].name, "tokens");
+    ASSERT_EQ_SIZE(f[0].shape[0], 2 * (T + 1));
+    ASSERT_STR_EQ(f[1].name, "offsets");
+    void *dst[3];
+    uint16_t row[T + 1], want[T + 1];
+    int32_t o[T + 1], p[T], o2[T + 1];
+    size_t lens[3] = {0}, nd = 0;
+    dst[0] = row;
+    dst[1] = o;
+    dst[2] = p;
+    ASSERT_OK(ferry_dataset_get_fields(ferry_tokens_dataset(t), 2, dst, lens, NULL));
+    ASSERT_OK(ferry_tokens_read(t, 2, want));
+    ASSERT_MEM_EQ(row, want, sizeof row);
+    ASSERT_OK(ferry_tokens_row_docs(t, 2, o2, T + 1, &nd, NULL));
+    ASSERT_EQ_SIZE(lens[1], nd + 1);
+    ASSERT_MEM_EQ(o, o2, (nd + 1) * sizeof *o);
     ferry_tokens_destroy(t);
 }
 
@@ -630,11 +753,12 @@ TEST(windows_cross_to_the_gpu_as_stored)
  * every window once per epoch, each shard's in a bounded neighbourhood. */
 TEST(streaming_reads_every_window_once)
 {
-    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7});
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7,
+                                                               .token_dtype = FERRY_DTYPE_U8});
     size_t n = ferry_tokens_len(t);
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 5, .shuffle = true,
                              .seed = 3, .num_workers = 2, .device = ferry_cpu(),
-                             .out_dtype = FERRY_DTYPE_U8, .stream_shuffle_buffer = 8};
+                             .stream_shuffle_buffer = 8};
     ferry_loader *l = NULL;
     ASSERT_OK(ferry_loader_create(&c, &l));
     uint8_t seen[512] = {0};
@@ -643,7 +767,7 @@ TEST(streaming_reads_every_window_once)
     ferry_batch b;
     uint16_t want[8];
     while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
-        const uint16_t *rows = ferry_tensor_data(b.images);
+        const uint16_t *rows = ferry_tensor_data(ferry_batch_field(&b, "tokens"));
         for (size_t i = 0; i < b.size; i++, got++) {
             ASSERT(!seen[b.indices[i]]);
             seen[b.indices[i]] = 1;

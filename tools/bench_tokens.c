@@ -26,6 +26,7 @@ typedef struct bopts {
     size_t npaths, batch, T, workers, batches, prefetch;
     uint64_t make;
     const char *device;
+    ferry_dtype dtype;
 } bopts;
 
 static void usage(FILE *f)
@@ -36,6 +37,8 @@ static void usage(FILE *f)
                "shuffled) against a synchronous fread loop as llm.c's loader does, in one run.\n"
                "  --batch B (16), --seq-len T (1024), --workers N (2), --batches K (2000),\n"
                "  --prefetch P (4), --device cpu|cuda:N (the default device)\n"
+               "  --dtype i32|i64|u8: inputs and targets as i32 (default) or i64, widened by\n"
+               "                the workers, or u8: the rows as stored (one field, \"tokens\")\n"
                "  --make TOKENS: first write that many random uint16 tokens as llm.c shards of\n"
                "                100M tokens into PATH (a folder that must not exist)\n");
 }
@@ -43,8 +46,9 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, bopts *o)
 {
     static const char *const valued[] = {"--batch", "--seq-len", "--workers", "--batches",
-                                         "--device", "--make", "--prefetch", NULL};
-    *o = (bopts){.batch = 16, .T = 1024, .workers = 2, .batches = 2000, .prefetch = 4};
+                                         "--device", "--make", "--prefetch", "--dtype", NULL};
+    *o = (bopts){.batch = 16, .T = 1024, .workers = 2, .batches = 2000, .prefetch = 4,
+                 .dtype = FERRY_DTYPE_I32};
     o->paths = calloc((size_t)argc, sizeof *o->paths);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
@@ -68,6 +72,12 @@ static int parse(int argc, char **argv, bopts *o)
                 : !strcmp(a, "--make") ? cli_u64(PROG, a, v, &o->make) : 0;
         if (!strcmp(a, "--device"))
             o->device = v;
+        if (!strcmp(a, "--dtype")) {
+            o->dtype = !strcmp(v, "i32") ? FERRY_DTYPE_I32 : !strcmp(v, "i64") ? FERRY_DTYPE_I64
+                     : !strcmp(v, "u8") ? FERRY_DTYPE_U8 : FERRY_DTYPE_COUNT;
+            if (o->dtype == FERRY_DTYPE_COUNT)
+                return cli_bad_value(PROG, a, v, "i32, i64 or u8");
+        }
         if (bad)
             return CLI_USAGE;
     }
@@ -195,7 +205,7 @@ static int loader_loop(ferry_tokens *tk, const bopts *o, double *t, result *out)
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(tk), .batch_size = o->batch,
                              .shuffle = true, .num_workers = o->workers ? o->workers :
                              FERRY_LOADER_NO_WORKERS, .prefetch = o->prefetch,
-                             .out_dtype = FERRY_DTYPE_U8, .drop_last = true};
+                             .drop_last = true};
     if (o->device && ferry_device_parse(o->device, &c.device) != FERRY_OK) {
         fprintf(stderr, PROG ": %s\n", ferry_last_error());
         return 1;
@@ -253,7 +263,7 @@ int bench_tokens(int argc, char **argv)
         return rc < 0 ? 0 : rc ? rc : 1;
     }
     ferry_tokens *tk = NULL;
-    ferry_tokens_config tc = {.seq_len = o.T};
+    ferry_tokens_config tc = {.seq_len = o.T, .token_dtype = o.dtype};
     if (ferry_tokens_open(o.paths, o.npaths, &tc, &tk) != FERRY_OK) {
         fprintf(stderr, PROG ": %s\n", ferry_last_error());
         free(o.paths);
@@ -263,8 +273,10 @@ int bench_tokens(int argc, char **argv)
     warm(src);
     ferry_tokens_info in;
     ferry_tokens_info_get(tk, &in);
-    printf("%zu files, %.3g tokens, T=%zu, B=%zu, %zu workers, prefetch %zu, %zu batches\n",
-           in.shards, (double)in.tokens, o.T, o.batch, o.workers, o.prefetch, o.batches);
+    printf("%zu files, %.3g tokens, T=%zu, B=%zu, %zu workers, prefetch %zu, %zu batches, "
+           "inputs and targets %s\n", in.shards, (double)in.tokens, o.T, o.batch, o.workers,
+           o.prefetch, o.batches, o.dtype == FERRY_DTYPE_U8 ? "as stored (u8 rows)"
+                                  : ferry_dtype_name(o.dtype));
     double *t = calloc(o.batches, sizeof *t);
     result rl = {0}, rs = {0};
     rc = !t || loader_loop(tk, &o, t, &rl) || sync_loop(src, &o, t, &rs);
@@ -272,8 +284,9 @@ int bench_tokens(int argc, char **argv)
         printf("%-22s %12s %12s %12s %12s\n", "", "tokens/s", "next() us", "p50 us", "p99 us");
         print_row("ferry loader", &rl, &o);
         print_row("sync fread (llm.c)", &rs, &o);
-        printf("next() time, loader / fread loop: %.3f (goal <= 0.1); loader tokens/s %.3g "
-               "(goal >= 1e8)\n", rl.mean / rs.mean, (double)o.batches * o.batch * o.T / rl.wall);
+        printf("next() time, loader / fread loop: mean %.3f, p50 %.3f (goal <= 0.1); loader "
+               "tokens/s %.3g (goal >= 1e8)\n", rl.mean / rs.mean, rl.p50 / rs.p50,
+               (double)o.batches * o.batch * o.T / rl.wall);
     }
     free(t);
     ferry_tokens_destroy(tk);

@@ -14,11 +14,17 @@
  *              document's start. ferry_tokens_row_docs gives each row's
  *              boundaries (cu_seqlens) and position ids.
  *
- * The samples form a ferry_dataset (ferry_tokens_dataset) that the loader
- * shuffles, splits across ranks and resumes as any other: each sample is the
- * row's T + 1 tokens as stored (u16 or u32, little-endian), as u8 bytes of
- * shape [1, 1, (T + 1) * token_bytes]; use out_dtype U8 to get them raw.
- * docs/TOKENS.md says more. */
+ * The samples form a ferry_dataset (ferry_tokens_dataset) of fields that the
+ * loader shuffles, splits across ranks and resumes as any other:
+ *
+ *   "inputs"    [T] i32 (or i64): the row's first T tokens
+ *   "targets"   [T] i32 (or i64): its last T (inputs shifted by one)
+ *   "offsets"   documents: ragged [T + 1] i32, cu_seqlens (ndocs + 1 of them)
+ *   "positions" documents: [T] i32, each input's place in its document
+ *
+ * With token_dtype U8, one field "tokens" replaces inputs and targets: the
+ * row's T + 1 tokens as stored (u16 or u32, little-endian) as bytes.
+ * Get them with ferry_batch_field(&batch, "inputs"). docs/TOKENS.md says more. */
 #ifndef FERRY_TOKENS_H
 #define FERRY_TOKENS_H
 
@@ -63,7 +69,10 @@ typedef struct ferry_tokens_config {
      * disjoint shares from the distributed sampler with no padding. 0: 1.
      * 840 suits any world size from 1 to 8. */
     size_t len_multiple;
-    const char *cache_dir;     /* remote shards: as ferry_image_config.cache_dir */
+    /* The dtype of "inputs" and "targets": FERRY_DTYPE_I32 (the default, 0
+     * also meaning it) or FERRY_DTYPE_I64; FERRY_DTYPE_U8 gives the field
+     * "tokens" in their place, the row as stored. */
+    ferry_dtype token_dtype;
     double remote_timeout_s;   /* 0: 10 */
     size_t remote_retries;     /* 0: 5 */
 } ferry_tokens_config;

@@ -1,7 +1,8 @@
-/* The token dataset (opened in tokens_open.c): the shards (tokens_source.c) cut into windows or packed
- * document rows (tokens_pack.c), served as a ferry_dataset whose sample is
- * one row of T + 1 tokens as stored. The handle and its dataset share the
- * state: it is freed when both are gone. */
+/* The token dataset's samples: the shards (tokens_source.c) cut into windows
+ * or packed document rows (tokens_pack.c) when opened (tokens_open.c), each
+ * row's T + 1 tokens and its document boundaries; tokens_fields.c serves
+ * them as fields. The handle and its dataset share the state: it is freed
+ * when both are gone. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -39,6 +40,13 @@ static void fill_pad(void *dst, size_t from, size_t to, size_t width, uint32_t p
         for (size_t b = 0; b < width; b++)
             p[b] = (uint8_t)(pad >> (8 * b));
     }
+}
+
+const char *ferry__tokens_sample_name(const ferry_tokens *t, size_t i)
+{
+    if (t->cut != FERRY_TOKENS_WINDOWS || i >= t->len)
+        return NULL;
+    return t->src.shards[shard_of_window(t, i)].path;
 }
 
 ferry_status ferry_tokens_read(const ferry_tokens *t, size_t i, void *dst)

@@ -129,6 +129,7 @@ struct ferry_tokens {
     ferry_token_cut cut;
     size_t T, len;
     uint32_t pad;
+    ferry_dtype dtype;           /* inputs and targets: I32 or I64; U8: the row as stored */
     size_t *win_ends;            /* windows: shard k's are [win_ends[k-1], win_ends[k]) */
     ferry_tok_rows rows;         /* documents */
     ferry_tokens_info info;
@@ -136,5 +137,9 @@ struct ferry_tokens {
 };
 /* Drops one of its two references (the handle's, its dataset's). */
 void ferry__tokens_unref(ferry_tokens *t);
+/* Sample i's shard (windows), for messages; NULL for a row of documents. */
+const char *ferry__tokens_sample_name(const ferry_tokens *t, size_t i);
+/* The fields dataset over t, in t->ds, holding a reference to t (tokens_fields.c). */
+ferry_status ferry__tokens_make_dataset(ferry_tokens *t);
 
 #endif

@@ -1,6 +1,7 @@
 /* Opening a token dataset: the config checked, the shards opened, the
  * samples cut (windows counted per shard, or documents found and packed),
- * the count cut to a multiple of len_multiple, and the ferry_dataset made. */
+ * the count cut to a multiple of len_multiple, and the dataset of fields
+ * made (tokens_fields.c). */
 #include <string.h>
 #include <sys/stat.h>
 
@@ -30,6 +31,11 @@ static ferry_status check_config(const ferry_tokens_config *c)
     if (c->cut == FERRY_TOKENS_DOCUMENTS && (c->delimiter < 0 || c->delimiter > UINT32_MAX))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "documents need a delimiter token from 0 to "
                           "2^32 - 1 (it is %lld)", (long long)c->delimiter);
+    if (c->token_dtype != FERRY_DTYPE_F32 && c->token_dtype != FERRY_DTYPE_I32 &&
+        c->token_dtype != FERRY_DTYPE_I64 && c->token_dtype != FERRY_DTYPE_U8)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "token_dtype %s: inputs and targets are i32 "
+                          "(the default) or i64, or u8 for the rows as stored",
+                          ferry_dtype_name(c->token_dtype));
     if (c->pad_token > UINT32_MAX)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "pad_token %lld is over 2^32 - 1",
                           (long long)c->pad_token);
@@ -96,57 +102,6 @@ static void trim(ferry_tokens *t, size_t m)
             t->win_ends[k] = keep;
 }
 
-static ferry_status get_cb(void *user, size_t index, void *dst, size_t dst_bytes,
-                           const ferry_sample_ctx *ctx, int64_t *label)
-{
-    (void)ctx;
-    ferry_tokens *t = user;
-    if (dst_bytes < (t->T + 1) * t->src.token_bytes)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "%zu bytes for a row of %zu", dst_bytes,
-                          (t->T + 1) * t->src.token_bytes);
-    if (label)
-        *label = 0;
-    return ferry_tokens_read(t, index, dst);
-}
-
-static const char *name_cb(void *user, size_t index)
-{
-    ferry_tokens *t = user;
-    if (t->cut != FERRY_TOKENS_WINDOWS || index >= t->len)
-        return NULL;
-    size_t lo = 0, hi = t->src.n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->win_ends[mid] > index)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo < t->src.n ? t->src.shards[lo].path : NULL;
-}
-
-static void destroy_cb(void *user)
-{
-    ferry__tokens_unref(user);
-}
-
-static ferry_status make_dataset(ferry_tokens *t)
-{
-    ferry_dataset_callbacks cb = {
-        .len = t->len,
-        .format = {.channels = 1, .height = 1, .width = (t->T + 1) * t->src.token_bytes,
-                   .dtype = FERRY_DTYPE_U8},
-        .get = get_cb, .name = name_cb, .destroy = destroy_cb};
-    if (t->cut == FERRY_TOKENS_WINDOWS && t->src.n > 0) {
-        cb.shard_ends = t->win_ends; /* windows come in shard runs: streaming reads them so */
-        cb.num_shards = t->src.n;
-    }
-    ferry_status st = ferry_dataset_custom(&cb, t, &t->ds);
-    if (st == FERRY_OK)
-        atomic_fetch_add(&t->refs, 1);
-    return st;
-}
-
 static ferry_status cut(ferry_tokens *t, const ferry_tokens_config *c)
 {
     ferry_status st = c->cut == FERRY_TOKENS_WINDOWS ? cut_windows(t) : cut_documents(t, c);
@@ -158,7 +113,7 @@ static ferry_status cut(ferry_tokens *t, const ferry_tokens_config *c)
                           "%zu files give no sample of %zu + 1 tokens%s", t->src.n > 1 ?
                           "(and the rest) " : "", (unsigned long long)t->info.tokens, t->src.n, t->T,
                           c->len_multiple > 1 ? " (after the cut to len_multiple)" : "");
-    return make_dataset(t);
+    return ferry__tokens_make_dataset(t);
 }
 
 ferry_status ferry_tokens_open(const char *const *paths, size_t n, const ferry_tokens_config *cfg,
@@ -179,6 +134,7 @@ ferry_status ferry_tokens_open(const char *const *paths, size_t n, const ferry_t
     atomic_init(&t->refs, 1);
     t->cut = c.cut;
     t->T = c.seq_len ? c.seq_len : DEFAULT_T;
+    t->dtype = c.token_dtype == FERRY_DTYPE_F32 ? FERRY_DTYPE_I32 : c.token_dtype;
     t->pad = (uint32_t)(c.pad_token > 0 ? c.pad_token : c.delimiter > 0 ? c.delimiter : 0);
     st = ferry__tok_source_open(paths, n, &c, &t->src);
     if (st != FERRY_OK) {
