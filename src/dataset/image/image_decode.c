@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "ferry/rng.h"
 #include "dataset/core/internal.h"
+#include "dataset/image/geom.h"
 
 bool ferry__is_jpeg(const uint8_t *p, size_t n)
 {
@@ -149,9 +150,28 @@ static ferry_status check_picked_size(const ferry_dataset *ds, const ferry_image
     return FERRY_OK;
 }
 
-ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
-                                 ferry_image_read_fn read, const void *src, const char *name,
-                                 void *dst, const ferry_sample_ctx *ctx)
+/* The decode of one sample, its geometry recorded in g (may be NULL). */
+static ferry_status sample_decode(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                                  ferry_scratch *s, size_t n, const char *name, void *dst,
+                                  ferry_rng *r, ferry_image_geom *g, double *resize_s)
+{
+    if (cfg->crop != FERRY_CROP_NONE)
+        return ferry__image_decode_crop_geom(s->file, n, cfg, fmt, s, name, dst, r, g, resize_s);
+    ferry_status st = ferry__image_decode(s->file, n, cfg, fmt, s, name, dst);
+    ferry_image_info info = {0};
+    if (st != FERRY_OK || !g || (st = ferry__image_header(s->file, n, name, &info)) != FERRY_OK)
+        return st;
+    size_t w, h;
+    ferry__image_oriented_size(cfg, &info, &w, &h);
+    ferry__geom_start(g, info.width, info.height, cfg->exif_orientation ? info.orientation : 1);
+    ferry__image_place_geom(cfg, w, h, fmt, g);
+    return FERRY_OK;
+}
+
+ferry_status ferry__image_sample_geom(const ferry_dataset *ds, const ferry_image_config *cfg,
+                                      size_t index, ferry_image_read_fn read, const void *src,
+                                      const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                      ferry_image_geom *g)
 {
     ferry_scratch *s, *own;
     ferry_status st = ferry__sample_scratch(ctx, &s, &own);
@@ -169,14 +189,12 @@ ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_conf
     ferry_rng r;
     if (aug)
         ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
-    if (st == FERRY_OK && cfg->crop != FERRY_CROP_NONE)
-        st = ferry__image_decode_crop(s->file, n, cfg, &ds->format, s, name, dst, aug ? &r : NULL,
-                                      ctx && ctx->timing ? &resize_s : NULL);
-    else if (st == FERRY_OK)
-        st = ferry__image_decode(s->file, n, cfg, &ds->format, s, name, dst);
+    if (st == FERRY_OK)
+        st = sample_decode(cfg, &ds->format, s, n, name, dst, aug ? &r : NULL, g,
+                           ctx && ctx->timing ? &resize_s : NULL);
     double t2 = ferry__clock(ctx);
     if (st == FERRY_OK && aug)
-        ferry__augment_rng(cfg, &ds->format, dst, &r);
+        ferry__augment_geom(cfg, &ds->format, dst, &r, g);
     if (ctx && ctx->timing) {
         /* Channel conversion happens inside the decode, row by row; the crop's
          * resize is timed apart and counted as transform. */
@@ -186,4 +204,11 @@ ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_conf
     }
     ferry_scratch_destroy(own);
     return st;
+}
+
+ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
+                                 ferry_image_read_fn read, const void *src, const char *name,
+                                 void *dst, const ferry_sample_ctx *ctx)
+{
+    return ferry__image_sample_geom(ds, cfg, index, read, src, name, dst, ctx, NULL);
 }
