@@ -443,3 +443,110 @@ TEST(geometry_identity_without_transforms)
     ASSERT_EQ_SIZE(ferry__boxes_apply(&g, &bad[0][0], 3, 0, NULL, 0), (size_t)0);
 }
 
+
+/* ---- the public entry for datasets of one's own ---- */
+
+TEST(public_decode_boxes_matches_the_sample_path)
+{
+    ferry_image_config c = base(40, 36);
+    c.crop = FERRY_CROP_RANDOM_RESIZED;
+    c.random_hflip = true;
+    c.box_min_area_frac = 0.3;
+    ferry_image_config checked;
+    ASSERT_OK(ferry__image_config_check(&c, &checked));
+    ferry_scratch *s;
+    ASSERT_OK(ferry_scratch_create(&s));
+    size_t kept = 0, dropped = 0;
+    for (int seed = 0; seed < 40; seed++) {
+        ferry_rng r;
+        ferry_rng_init(&r, 5, 2, (uint64_t)seed);
+        size_t w = 60 + ferry_rng_below(&r, 60), h = 60 + ferry_rng_below(&r, 60);
+        uint8_t *px = malloc(w * h * 3);
+        ASSERT(px);
+        float painted[3][4];
+        paint(&r, w, h, px, painted);
+        size_t n;
+        uint8_t *file = seed % 2 ? encode_jpeg(px, w, h, 1, &n) : encode_png(px, w, h, &n);
+        ferry_sample_ctx ctx = {.seed = 11, .epoch = (uint64_t)seed % 3, .train = true,
+                                .scratch = s};
+        size_t index = (size_t)seed * 13;
+
+        /* What the sample path gives, and the boxes through its geometry. */
+        uint8_t want[40 * 36 * 3], got[40 * 36 * 3];
+        static ferry_dataset ds;
+        memset(&ds, 0, sizeof ds);
+        ds.format = (ferry_sample_format){.channels = 3, .height = 36, .width = 40,
+                                          .layout = FERRY_LAYOUT_HWC};
+        mem_src m = {file, n};
+        ferry_image_geom g;
+        ASSERT_OK(ferry__image_sample_geom(&ds, &checked, index, read_mem, &m, "p", want, &ctx, &g));
+        float wb[3][4];
+        memcpy(wb, painted, sizeof wb);
+        int64_t wl[3] = {10, 11, 12};
+        ferry_box_follower wf = {wl, sizeof wl[0]};
+        size_t wk = ferry__boxes_apply(&g, &wb[0][0], 3, 0.3, &wf, 1);
+
+        float gb[3][4];
+        memcpy(gb, painted, sizeof gb);
+        int64_t gl[3] = {10, 11, 12};
+        double score[3] = {0.1, 0.2, 0.3};
+        void *const follow[2] = {gl, score};
+        const size_t rows[2] = {sizeof gl[0], sizeof score[0]};
+        ferry_boxes b = {.xyxy = &gb[0][0], .count = 3, .follow = follow,
+                         .follow_row_bytes = rows, .num_follow = 2};
+        ASSERT_OK(ferry_image_decode_boxes(file, n, &c, s, &ctx, index, "p", got, sizeof got, &b));
+        ASSERT_MEM_EQ(got, want, sizeof got);
+        ASSERT_EQ_SIZE(b.count, wk);
+        ASSERT_MEM_EQ(gb, wb, wk * sizeof gb[0]);
+        for (size_t i = 0; i < wk; i++) {
+            ASSERT_EQ_INT(gl[i], wl[i]);
+            static const double score0[3] = {0.1, 0.2, 0.3};
+            ASSERT(score[i] == score0[wl[i] - 10]);
+        }
+        kept += wk;
+        dropped += 3 - wk;
+        free(file);
+        free(px);
+    }
+    ferry_scratch_destroy(s);
+    ASSERT(kept > 0 && dropped > 0);
+}
+
+TEST(public_decode_boxes_without_augmentation_and_errors)
+{
+    /* Evaluation (ctx NULL): Resize + CenterCrop, the boxes scaled and cut. */
+    uint8_t px[100 * 50 * 3] = {0};
+    const char *path = ft_tmp("evalbox.png");
+    ASSERT_OK(ferry_png_save(path, px, 100, 50, 3));
+    size_t n;
+    uint8_t *file = ft_read_file(path, &n);
+    ferry_image_config c = base(40, 40);
+    c.crop = FERRY_CROP_CENTER;
+    c.resize_shorter = 40; /* 100 x 50 -> 80 x 40, then x from 20 to 60 */
+    uint8_t out[40 * 40 * 3];
+    float xyxy[2][4] = {{50, 10, 60, 20}, {0, 0, 10, 50}};
+    ferry_boxes b = {.xyxy = &xyxy[0][0], .count = 2};
+    ASSERT_OK(ferry_image_decode_boxes(file, n, &c, NULL, NULL, 0, NULL, out, sizeof out, &b));
+    ASSERT_EQ_SIZE(b.count, (size_t)1);
+    ASSERT(xyxy[0][0] == 20 && xyxy[0][1] == 8 && xyxy[0][2] == 28 && xyxy[0][3] == 16);
+
+    c.box_min_area_frac = 1.5;
+    ASSERT_STATUS(ferry_image_decode_boxes(file, n, &c, NULL, NULL, 0, NULL, out, sizeof out, &b),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "box_min_area_frac");
+    c.box_min_area_frac = 0;
+    ferry_boxes nul = {.xyxy = NULL, .count = 3};
+    ASSERT_STATUS(ferry_image_decode_boxes(file, n, &c, NULL, NULL, 0, NULL, out, sizeof out, &nul),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "xyxy NULL");
+    size_t zero = 0;
+    void *const follow[1] = {xyxy};
+    ferry_boxes z = {.xyxy = &xyxy[0][0], .count = 1, .follow = follow, .follow_row_bytes = &zero,
+                     .num_follow = 1};
+    ASSERT_STATUS(ferry_image_decode_boxes(file, n, &c, NULL, NULL, 0, NULL, out, sizeof out, &z),
+                  FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "rows of 0 bytes");
+    ASSERT_STATUS(ferry_image_decode_boxes(file, n, &c, NULL, NULL, 0, NULL, out, 10, NULL),
+                  FERRY_ERR_INVALID_ARG);
+    free(file);
+}

@@ -207,6 +207,14 @@ typedef ferry_status (*ferry_image_read_fn)(const void *src, size_t index, ferry
 ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
                                  ferry_image_read_fn read, const void *src, const char *name,
                                  void *dst, const ferry_sample_ctx *ctx);
+/* The decode and augmentation of ferry__image_sample, of the n bytes at data,
+ * into dst (format fmt), timed into ctx->timing; the geometry in *g (may be
+ * NULL). s is the scratch (not NULL). */
+ferry_status ferry__image_sample_bytes(const ferry_image_config *cfg,
+                                       const ferry_sample_format *fmt, ferry_scratch *s,
+                                       const uint8_t *data, size_t n, size_t index,
+                                       const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                       struct ferry_image_geom *g);
 /* The same, recording in *g (may be NULL) the geometry the pixels went through. */
 ferry_status ferry__image_sample_geom(const ferry_dataset *ds, const ferry_image_config *cfg,
                                       size_t index, ferry_image_read_fn read, const void *src,

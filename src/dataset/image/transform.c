@@ -95,6 +95,10 @@ ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_imag
                               "image config: color_jitter[%d] (%s) %g must be from 0 to %g", i,
                               jname[i], v, top);
     }
+    if (!(cfg->box_min_area_frac >= 0 && cfg->box_min_area_frac <= 1))
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: box_min_area_frac %g must be from 0 to 1",
+                          cfg->box_min_area_frac);
     if (cfg->crop != FERRY_CROP_NONE) {
         ferry_status st = crop_config_check(cfg, out);
         if (st != FERRY_OK)
