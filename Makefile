@@ -468,7 +468,7 @@ gpu-check: deps
 # make memcheck  valgrind on the CPU loader tests
 # make lint      clang-tidy (.clang-tidy) and cppcheck over src/ and tools/
 FUZZ_CC      ?= clang
-FUZZ_TARGETS := png idx list device tar jpeg index
+FUZZ_TARGETS := png idx list device tar jpeg index npy
 FUZZ_BINS     = $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SECONDS ?= 10
 fuzz:

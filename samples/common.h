@@ -200,10 +200,13 @@ static inline ferry_status sample_save(const sample_ckpt *ck)
 }
 
 /* One epoch of training (opt given) or evaluation. ck (training only, may be
- * NULL): go on from a restored loader, and save every ck->every steps. */
+ * NULL): go on from a restored loader, and save every ck->every steps. graph
+ * (training only, may be NULL; made for net, opt, amp and met): each step
+ * replays one captured CUDA graph (--graph) instead of launching its kernels. */
 static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_module *net,
-                                     ferry_optim *opt, ferry_amp *amp, ferry_metrics *met,
-                                     ferry_stream *s, epoch_result *r, sample_ckpt *ck)
+                                     ferry_optim *opt, ferry_amp *amp, ferry_train_graph *graph,
+                                     ferry_metrics *met, ferry_stream *s, epoch_result *r,
+                                     sample_ckpt *ck)
 {
     /* A restored loader is in epoch `epoch` (mid-way, or with no batch left),
      * and the checkpoint restored the metrics' sums of what it had done: the
@@ -219,8 +222,9 @@ static inline ferry_status run_epoch(ferry_loader *l, uint64_t epoch, ferry_modu
     ferry_batch b;
     ferry_status st;
     while ((st = ferry_loader_next(l, s, &b)) == FERRY_OK) {
-        st = opt ? ferry_train_step(net, opt, amp, b.images, b.labels, met, s)
-                 : ferry_eval_step(net, b.images, b.labels, met, s);
+        st = opt && graph ? ferry_train_graph_step(graph, b.images, b.labels, s)
+             : opt        ? ferry_train_step(net, opt, amp, b.images, b.labels, met, s)
+                          : ferry_eval_step(net, b.images, b.labels, met, s);
         if (st == FERRY_OK && ck) {
             ck->steps++;
             if (ck->every && ck->steps % ck->every == 0)
@@ -441,8 +445,7 @@ static inline ferry_status pick_device(const char *name, ferry_device *d)
 {
     if (name)
         CHECK(ferry_device_parse(name, d));
-    else
-        *d = ferry_device_default();
+    *d = ferry_device_resolve(name ? *d : ferry_device_default());
     char buf[FERRY_DEVICE_NAME_MAX];
     ferry_device_props p;
     if (ferry_device_properties(*d, &p) != FERRY_OK)

@@ -236,10 +236,10 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
     sample_nothing_left(&ck, o->resume, first, o->epochs);
     for (size_t e = first; e < o->epochs && e < MAX_EPOCHS; e++) {
         epoch_result rt, rv;
-        CHECK(run_epoch(l[0], e, net, opt, NULL, met, s, &rt, &ck));
+        CHECK(run_epoch(l[0], e, net, opt, NULL, NULL, met, s, &rt, &ck));
         if (ck.stopped)
             break; /* SIGTERM: saved */
-        CHECK(run_epoch(l[1], 0, net, NULL, NULL, met_eval, s, &rv, NULL));
+        CHECK(run_epoch(l[1], 0, net, NULL, NULL, NULL, met_eval, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
         if (make_dirs(dir) == 0) /* each epoch, so that a killed run's rows are there to resume */
             curves_write(&c, dir, channels == 3 ? "color shapes, 3 channels" : "color shapes, gray");
@@ -258,7 +258,7 @@ static ferry_status run(const opts *o, size_t channels, ferry_device dev, double
         printf("curves: %s/curves.csv, %s/curves.svg\n", dir, dir);
     epoch_result rtest = {0};
     if (!ck.terminated) /* a preempted run has seconds left: it saved, it goes */
-        CHECK(run_epoch(l[2], 0, net, NULL, NULL, met_eval, s, &rtest, NULL));
+        CHECK(run_epoch(l[2], 0, net, NULL, NULL, NULL, met_eval, s, &rtest, NULL));
     *test_acc = rtest.accuracy;
 
     ferry_stream_destroy(s);

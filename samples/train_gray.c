@@ -1,6 +1,6 @@
 /* Fashion-MNIST, 1 x 28 x 28 grayscale, through the loader, trained in C.
  *   build/samples/train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N]
- *       [--batch N] [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]
+ *       [--batch N] [--lr X] [--device D] [--amp] [--graph] [--workers N] [--seed S] [--out DIR]
  *       [--limit N] [--save FILE] [--save-every N] [--resume FILE] [--dist]
  * --data: a folder with train/ and test/ as `ferry export fashion-mnist` writes it
  * (default build/data/fashion-mnist); --idx: a folder with the four IDX files.
@@ -28,7 +28,7 @@ typedef struct opts {
     const char *data, *idx, *model, *device, *out, *save, *resume;
     size_t epochs, batch, workers, limit, save_every, stop_after;
     double lr;
-    bool amp, dist;
+    bool amp, dist, graph;
     uint64_t seed;
 } opts;
 
@@ -39,7 +39,8 @@ typedef struct opts {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: train_gray [--data DIR | --idx DIR] [--model mlp|cnn] [--epochs N] [--batch N]\n"
-               "                  [--lr X] [--device D] [--amp] [--workers N] [--seed S] [--out DIR]\n"
+               "                  [--lr X] [--device D] [--amp] [--graph] [--workers N] [--seed S]\n"
+               "                  [--out DIR]\n"
                "                  [--limit N] [--save FILE] [--save-every N] [--resume FILE]\n"
                "                  [--stop-after N] [--dist]\n"
                "  --epochs 1 to %d (default 10), --batch 1 to 65536 (128), --workers 0 to 256 (2),\n"
@@ -47,7 +48,8 @@ static void usage(FILE *f)
                "  N training images (validation and test stay whole), --seed any\n"
                "  unsigned 64-bit integer (0); --data default build/data/fashion-mnist;\n"
                "  --save-every 1 to 1000000000 steps (only at the end); --stop-after N: save and\n"
-               "  stop after N steps in all, as a preempted run would (resume with --resume)\n",
+               "  stop after N steps in all, as a preempted run would (resume with --resume);\n"
+               "  --graph: each training step replays one captured CUDA graph (not with --dist)\n",
             MAX_EPOCHS);
 }
 
@@ -94,6 +96,8 @@ static int parse_args(int argc, char **argv, opts *o)
         }
         if (!strcmp(a, "--amp")) {
             o->amp = true;
+        } else if (!strcmp(a, "--graph")) {
+            o->graph = true;
         } else if (!strcmp(a, "--dist")) {
             o->dist = true;
         } else if (cli_in(a, value_opts)) {
@@ -103,6 +107,12 @@ static int parse_args(int argc, char **argv, opts *o)
         } else {
             return cli_unknown(PROG, a, usage);
         }
+    }
+    /* The data-parallel step talks to NCCL from a gradient hook, which the
+     * captured step does not hold. */
+    if (o->graph && o->dist) {
+        fprintf(stderr, PROG ": --graph does not combine with --dist\n");
+        return CLI_USAGE;
     }
     return 0;
 }
@@ -264,6 +274,9 @@ static ferry_status train(const opts *o, ferry_dist *dist)
     CHECK(ferry_metrics_create(dev, &met_eval));
     ferry_stream *s;
     CHECK(ferry_stream_create(dev, &s));
+    ferry_train_graph *graph = NULL;
+    if (o->graph)
+        CHECK(ferry_train_graph_create(net, opt, amp, met, &graph));
 
     bool rank0 = ferry_dist_rank(dist) == 0;
     sample_ckpt ck = {o->save, o->save_every, 0, o->stop_after, false, false, rank0, {net, opt, amp, ltr, met}, false, false};
@@ -282,7 +295,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         ferry_status st;
         /* A step that does not fit leaves the model usable: halve the batch and
          * run the epoch again. */
-        while ((st = run_epoch(ltr, e, net, opt, amp, met, s, &rt, &ck)) == FERRY_ERR_DEVICE_OOM &&
+        while ((st = run_epoch(ltr, e, net, opt, amp, graph, met, s, &rt, &ck)) == FERRY_ERR_DEVICE_OOM &&
                batch > 1 && !dist) {
             batch /= 2;
             printf("out of device memory: running epoch %zu again with batch %zu\n", e + 1, batch);
@@ -298,7 +311,7 @@ static ferry_status train(const opts *o, ferry_dist *dist)
         }
         if (ddp)
             CHECK(ferry_ddp_sync_buffers(ddp, s));
-        CHECK(run_epoch(lval, 0, net, NULL, NULL, met_eval, s, &rv, NULL));
+        CHECK(run_epoch(lval, 0, net, NULL, NULL, NULL, met_eval, s, &rv, NULL));
         curves_add(&c, &rt, &rv);
         if (rank0) /* each epoch, so that a killed run's rows are there to resume */
             curves_write(&c, o->out, "Fashion-MNIST, grayscale");
@@ -316,10 +329,11 @@ static ferry_status train(const opts *o, ferry_dist *dist)
 
     epoch_result rtest;
     if (!ck.terminated) { /* a preempted run has seconds left: it saved, it goes */
-        CHECK(run_epoch(ltest, 0, net, NULL, NULL, met_eval, s, &rtest, NULL));
+        CHECK(run_epoch(ltest, 0, net, NULL, NULL, NULL, met_eval, s, &rtest, NULL));
         printf("test accuracy: %.4f\n", rtest.accuracy);
     }
 
+    ferry_train_graph_destroy(graph);
     ferry_stream_destroy(s);
     ferry_ddp_destroy(ddp);
     ferry_metrics_destroy(met);
@@ -354,7 +368,13 @@ int main(int argc, char **argv)
 
     ferry_dist *dist;
     ferry_dist_config dc = ferry_dist_config_default();
-    dc.device = o.device;
+    /* "cuda" (or no --device, with GPUs): each rank its own GPU. */
+    if (o.device && !strcmp(o.device, "cuda"))
+        dc.device = ferry_dist_local_cuda();
+    else if (o.device && ferry_device_parse(o.device, &dc.device) != FERRY_OK) {
+        fprintf(stderr, "train_gray: %s\n", ferry_last_error());
+        return CLI_USAGE;
+    }
     ferry_status st = ferry_dist_create(&dc, &dist);
     if (st != FERRY_OK) {
         fprintf(stderr, "train_gray: %s\n", ferry_last_error());

@@ -84,7 +84,7 @@ for sub in info bench "bench h2d" "bench decode" check export diff; do
     unknown "ferry $sub" "$ferry" $sub
 done
 nsamples=0
-for p in embed train_gray train_color bench_mlp; do
+for p in embed train_gray train_color bench_mlp train_chars; do
     if [ ! -x "$build/samples/$p" ]; then
         bad "$build/samples/$p not built"
         continue
@@ -97,7 +97,7 @@ done
 for f in "$build"/samples/*; do
     if [ ! -x "$f" ] || [ ! -f "$f" ]; then continue; fi
     case ${f##*/} in
-        embed|train_gray|train_color|bench_mlp) ;;
+        embed|train_gray|train_color|bench_mlp|train_chars) ;;
         *) bad "samples/${f##*/} has no --help checks in scripts/cli-test.sh" ;;
     esac
 done
@@ -153,6 +153,12 @@ if [ -x "$s/train_gray" ]; then
     badval "train_gray: --seed -3: expected an integer from 0 to 18446744073709551615" "$s/train_gray" --seed -3
     badval "train_gray: --model rnn: expected one of mlp, cnn" "$s/train_gray" --model rnn
 fi
+if [ -x "$s/train_chars" ]; then
+    badval "train_chars: --context 0: expected an integer from 1 to 64" "$s/train_chars" --context 0
+    badval "train_chars: --lr 0: expected a number greater than 0 and at most 1" "$s/train_chars" --lr 0
+    badval "train_chars: --seconds -1: expected a finite number >= 0" "$s/train_chars" --seconds -1
+    badval "train_chars: --batch needs a value" "$s/train_chars" --batch
+fi
 if [ -x "$s/train_color" ]; then
     badval "train_color: --train 0: expected an integer from 1 to 1000000" \
         "$s/train_color" --make-data "$tmp/never" --train 0
@@ -188,8 +194,8 @@ else
     bad "ferry bench --flip/--crop-pad: digests plain $d0, flip $df1/$df2, crop-pad $dc1/$dc2"
 fi
 run "$ferry" bench "$imgs" --epochs 1 --batch 1 --pin off --workers 1 --flip
-if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms' "$tmp/out"; then
-    ok "ferry bench's table: read, decode, transform time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
+if [ $rc -eq 0 ] && grep -Eq '^ +per image: read [0-9.]+ ms, decode [0-9.]*[1-9][0-9.]* ms, transform [0-9.]+ ms \(worker CPU time, thread CPU clock\)' "$tmp/out"; then
+    ok "ferry bench's table: read, decode, transform CPU time per image ($(grep 'per image' "$tmp/out" | sed 's/^ *//'))"
 else
     bad "ferry bench's table: no per-image read/decode/transform line (exit $rc)"; show "$tmp/out"; show "$tmp/err"
 fi
@@ -587,6 +593,8 @@ grep -q 'SRC/<class>/<file>.png or .jpg' "$tmp/out" || missing="$missing [pack -
 grep -q 'every image (.png, .jpg, .jpeg)' "$tmp/out" || missing="$missing [check --help]"
 "$ferry" bench --help > "$tmp/out" 2>&1
 grep -q 'bench decode .*PNG or JPEG' "$tmp/out" || missing="$missing [bench --help: decode]"
+grep -q 'CPU time of the worker threads (CLOCK_THREAD_CPUTIME_ID)' "$tmp/out" ||
+    missing="$missing [bench --help: stage times are CPU time]"
 if [ -x "$build/samples/embed" ]; then
     "$build/samples/embed" --help > "$tmp/out" 2>&1
     grep -q '<file>.png or .jpg' "$tmp/out" || missing="$missing [embed --help]"
@@ -622,6 +630,36 @@ if "$ferry" info | grep -q '^build: CUDA' && ! ldconfig -p 2> /dev/null | grep -
     fi
 else
     skip "ferry info without a CUDA driver (a CPU-only build, or a driver is installed)"
+fi
+# ---- ferry pack carries side files; check and bench show each field ----
+npy=$(dirname "$0")/../tests/data/npy
+mkdir -p "$tmp/side/c"
+cp "$imgs/a/"*.png "$tmp/side/c/" 2>/dev/null
+first=$(ls "$tmp/side/c" | head -n 1)
+if [ -n "$first" ] && [ -f "$npy/f32_3x4.npy" ]; then
+    cp "$npy/f32_3x4.npy" "$tmp/side/c/${first%%.*}.boxes.npy"
+    run "$ferry" pack "$tmp/side" "$tmp/sideout"
+    if [ $rc -eq 0 ] && grep -q '1 side files carried' "$tmp/out"; then
+        ok "pack carries a same-stem side file (x.png + x.boxes.npy)"
+    else
+        bad "pack with a side file (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+    fi
+    run "$ferry" check --fields png,cls,boxes.npy "$tmp/sideout"
+    # one image has no .boxes.npy: it fails by name, the field is still shown
+    if [ $rc -eq 1 ] && grep -q 'no .boxes.npy member' "$tmp/out" &&
+        grep -q 'field boxes.npy    f32  \[3, 4\]' "$tmp/out"; then
+        ok "check --fields shows each field and names a sample missing one"
+    else
+        bad "check --fields (exit $rc)"; show "$tmp/out"
+    fi
+    run "$ferry" bench "$tmp/sideout" --fields png,cls --workers 0 --batch 1
+    if [ $rc -eq 0 ] && grep -q 'field cls          i64' "$tmp/out"; then
+        ok "bench --fields shows each field"
+    else
+        bad "bench --fields (exit $rc)"; show "$tmp/out"; show "$tmp/err"
+    fi
+else
+    skip "pack side files: no images or NPY fixtures"
 fi
 readme=$(dirname "$0")/../README.md
 if [ -f "$readme" ]; then

@@ -9,7 +9,7 @@
 # leaves its input in $FERRY_FUZZ_DIR/artifacts/ (copy it to
 # tests/data/crashers/<target>/ once the bug is fixed).
 cc=${FUZZ_CC:-clang}
-targets=${FUZZ_TARGETS:-"png idx list device tar jpeg index"}
+targets=${FUZZ_TARGETS:-"png idx list device tar jpeg index npy"}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$1" = "--check" ]; then

@@ -34,6 +34,9 @@
 #   color        ferry bench on a generated RGB set, 224x224 with random crop and flip
 #   overlap      ferry bench --overlap both --compute-ms X
 #   torch        bench/compare_torch.py --device cuda: loader, MLP and CNN epochs
+#   step         samples/bench_step (the CNN step alone, eager and --graph, batch 128
+#                and 256) and bench/step_torch.py (the same step in PyTorch, eager and
+#                torch.compile) when torch has CUDA: ms per step, graph against eager
 #   train        train_gray --model cnn --device cuda: test accuracy >= 0.915
 #   train-amp    the same with --amp
 #   nccl         test_dist under mpirun and bench/dist_overhead.sh --device cuda
@@ -629,6 +632,40 @@ step_torch() {
     end
 }
 
+# The training step alone, ferry eager and --graph against PyTorch eager and
+# torch.compile on the same GPU (issue 41's goal: --graph at least 1x eager
+# PyTorch at batch 128 and 256). Each run prints one JSON line.
+step_step() {
+    begin step 90 "bench_step: the CNN step, eager and --graph, against PyTorch eager and torch.compile" || return 0
+    local steps=200 warmup=5 batches="128 256" b mode py v
+    # The dry run proves the programs and the report (a simulated step of
+    # the CNN at batch 8 takes about a second on the shared machine).
+    if [ -n "$simulated" ]; then steps=2 warmup=2 batches=8; fi
+    fact step_steps "$steps"
+    for b in $batches; do
+        for mode in eager graph; do
+            local extra=()
+            [ "$mode" = graph ] && extra=(--graph)
+            run_cmd "step-ferry-$mode-$b.log" "$(share 6)" "$root/samples/bench_step" --model cnn \
+                --device cuda --batch "$b" --steps "$steps" --warmup "$warmup" ${extra[@]+"${extra[@]}"}
+        done
+    done
+    if [ -n "$simulated" ]; then fact torch_step "skipped: simulated"; end; return; fi
+    if ! py=$(find_python torch); then fact torch_step "skipped: torch not importable"; end; return; fi
+    v=$("$py" -c 'import torch; print(torch.__version__, torch.cuda.is_available())' 2>/dev/null)
+    if [ "${v##* }" != True ]; then fact torch_step "skipped: PyTorch ($py) sees no CUDA device"; end; return; fi
+    fact torch_step "torch ${v% *}"
+    for b in $batches; do
+        for mode in eager compile; do
+            local extra=()
+            [ "$mode" = compile ] && extra=(--compile)
+            run_cmd "step-torch-$mode-$b.log" "$(share 4)" PYTHONUNBUFFERED=1 "$py" bench/step_torch.py \
+                --model cnn --device cuda --batch "$b" --steps "$steps" ${extra[@]+"${extra[@]}"}
+        done
+    done
+    end
+}
+
 # step_train NAME AMP CAP
 step_train() {
     local name=$1 amp=$2
@@ -768,6 +805,7 @@ run_main() {
     step_color
     step_overlap
     step_torch
+    step_step
     step_train train "" 60
     step_train train-amp 1 40
     step_nccl

@@ -434,6 +434,42 @@ def j_torch(s, run):
         return "fail", "; ".join(bad)
 
 
+def j_step(s, run):
+    """bench_step (ferry eager and --graph) and step_torch.py (eager, compile): ms per step."""
+    if s.status:
+        return
+    ms, bad = {}, []
+    for log, rc in s.rcs.items():
+        m = re.fullmatch(r"step-(ferry|torch)-(eager|graph|compile)-([0-9]+)\.log", log)
+        if not m:
+            continue
+        line = ([l for l in lines_of(s.text(log)) if l.startswith("{")] or [""])[-1]
+        if rc != "0" or not line:
+            # PyTorch's side is a comparison: its failure (torch.compile where
+            # it does not work) is reported, ferry's fails the step.
+            (bad if m.group(1) == "ferry" else []).append("%s: exit %s" % (log, rc))
+            s.fig("%s_%s_b%s" % m.groups(), "exit %s: %s" % (rc, last_line(s.text(log))))
+            continue
+        ms[m.groups()] = num(obj(line).get("ms_per_step"))
+        s.fig("%s_%s_b%s_ms" % m.groups(), "%.4f" % ms[m.groups()])
+    for b in sorted({k[2] for k in ms}, key=int):
+        e, g = ms.get(("ferry", "eager", b)), ms.get(("ferry", "graph", b))
+        te, tc = ms.get(("torch", "eager", b)), ms.get(("torch", "compile", b))
+        if e and g:
+            s.fig("graph_speedup_b%s" % b, "%.2f" % (e / g))
+        if g and te:
+            s.fig("graph_vs_torch_eager_b%s" % b, "%.2f (goal >= 1)" % (te / g))
+        if g and tc:
+            s.fig("graph_vs_torch_compile_b%s" % b, "%.2f" % (tc / g))
+    if "torch_step" in s.facts:
+        s.fig("torch", s.facts["torch_step"])
+    if bad:
+        return "fail", "; ".join(bad)
+    if run.simulated:
+        return "ok", "ran on the simulated GPU (times not meaningful)"
+    return "ok", ""
+
+
 def j_train(s, run):
     if s.status:
         return
@@ -504,7 +540,7 @@ def j_safetensors(s, run):
 
 JUDGES = {"info": j_info, "gpu": j_gpu, "tests": j_tests, "sanitizer": j_sanitizer, "kernels": j_kernels,
           "h2d": j_h2d,
-          "pipeline": j_pipeline, "color": j_color, "overlap": j_overlap, "torch": j_torch,
+          "pipeline": j_pipeline, "color": j_color, "overlap": j_overlap, "torch": j_torch, "step": j_step,
           "train": j_train, "train-amp": j_train, "nccl": j_nccl, "safetensors": j_safetensors}
 
 

@@ -2,7 +2,9 @@
 # Static analysis: clang-tidy (checks in .clang-tidy) and cppcheck over the C
 # files given, and a check that no public header names a file under src/ or
 # tests/ (headers state contracts, docs/DESIGN.md the mechanism), that no
-# program is run through a shell (popen, system), and that every
+# program is run through a shell (popen, system), that libferry includes no
+# header of libferry-train (src/model/), that messages keep one pattern (the
+# function in front; distributed: the rank first), and that every
 # FERRY_API prototype has a definition in src/ (make lint passes what the
 # build compiles, without the CUDA variants), with the project's flags. Prints
 # the findings, one line per tool, and a "N passed, N failed, N skipped"
@@ -92,6 +94,33 @@ if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' 
     failed=$((failed + 1))
 else
     echo "ok    no shell, popen, system or execl in $shell_dirs"
+    passed=$((passed + 1))
+fi
+# One direction: libferry (every folder of src/ but src/model/) includes no
+# header of libferry-train (src/model/); the folder says the library.
+if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' \
+        '^[[:space:]]*#[[:space:]]*include[[:space:]]+"model/' src | grep -v '^src/model/' > "$out"; then
+    echo "FAIL  libferry includes a libferry-train header (src/model/ depends on the rest, never the reverse):"
+    cat "$out"
+    failed=$((failed + 1))
+else
+    echo "ok    nothing outside src/model/ includes a header from it"
+    passed=$((passed + 1))
+fi
+# One message pattern (docs/API_ERRORS.md, "Messages"): the function names
+# itself in front ("ferry_add: shapes ..."), never in an "(in ferry_add)"
+# suffix; distributed messages put the rank first ("rank 1: ferry_dist_...:
+# reason"), never after the function (FERRY_ARG_ERROR/ferry_arg_error_ with a
+# "rank" reason, or "%s: rank %d").
+if grep -rnE --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' \
+        '\(in [^)"]*\)"' src tools > "$out" ||
+   grep -rnE --include='*.c' --include='*.h' --include='*.cu' \
+        '"%s: rank %d|ARG_ERROR\("rank|arg_error_\([A-Za-z_]+, *"rank' src/model/distributed >> "$out"; then
+    echo "FAIL  messages off the pattern (\"func: reason\"; distributed: \"rank N: func: reason\"):"
+    cat "$out"
+    failed=$((failed + 1))
+else
+    echo "ok    messages name the function in front; distributed ones the rank first"
     passed=$((passed + 1))
 fi
 # Every FERRY_API prototype has a definition in src/ (a line that starts with

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
     const char *env = getenv("OMPI_COMM_WORLD_RANK"), *size = getenv("OMPI_COMM_WORLD_SIZE");
     bool last = env && size && atoi(env) == atoi(size) - 1;
     ferry_dist_config c = ferry_dist_config_default();
-    c.device = !strcmp(mode, "init") && last ? "cuda:99" : "cpu";
+    c.device = !strcmp(mode, "init") && last ? ferry_cuda(99) : ferry_cpu();
     c.timeout_s = !strcmp(mode, "timeout") ? 2 : 60;
     ferry_dist *d;
     ferry_status st = ferry_dist_create(&c, &d);

@@ -170,6 +170,13 @@ size_t ft_tar_text(ft_tar *t, const char *name, const char *text);
  * ferry_png_save through ft_tmp(tmp_rel)), and KEY.cls holding label. */
 void ft_tar_png_sample(ft_tar *t, const char *key, const uint8_t *px, size_t w, size_t h,
                        size_t label, const char *tmp_rel);
+/* nsh plain shards rel/sh00.tar, sh01.tar, ... in ft_tmp, made with per
+ * samples each: sample i is a gray w x h PNG made from i, labelled i % 4,
+ * and each shard has its index beside it (SHARD.ferry-index, as
+ * shard_index_cache writes it), so that a dataset over their URLs reads only
+ * the indexes at create. paths[s] gets shard s's path. */
+void ft_indexed_png_shards(const char *rel, size_t nsh, size_t per, size_t w, size_t h,
+                           char (*paths)[600]);
 size_t ft_tar_pax(ft_tar *t, char type, const char *const *kv, size_t nkv); /* "key=value" pairs */
 size_t ft_tar_longname(ft_tar *t, const char *name);                         /* GNU ././@LongLink */
 void ft_tar_end(ft_tar *t);                 /* the two zero blocks */

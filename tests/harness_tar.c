@@ -183,3 +183,36 @@ void ft_tar_png_sample(ft_tar *t, const char *key, const uint8_t *px, size_t w, 
     snprintf(lab, sizeof lab, "%zu", label);
     ft_tar_file(t, name, lab, strlen(lab));
 }
+
+void ft_indexed_png_shards(const char *rel, size_t nsh, size_t per, size_t w, size_t h,
+                           char (*paths)[600])
+{
+    const char **p = calloc(nsh, sizeof *p);
+    uint8_t *px = malloc(w * h);
+    ASSERT(p && px);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/tmp.png", rel);
+    for (size_t s = 0; s < nsh; s++) {
+        ft_tar t = {0};
+        for (size_t k = 0; k < per; k++) {
+            size_t i = s * per + k;
+            for (size_t j = 0; j < w * h; j++)
+                px[j] = (uint8_t)(i * 29 + j * 5 + (j * j) % 11);
+            char key[32];
+            snprintf(key, sizeof key, "s%05zu", i);
+            ft_tar_png_sample(&t, key, px, w, h, i % 4, tmp);
+        }
+        ft_tar_end(&t);
+        char name[640];
+        snprintf(name, sizeof name, "%s/sh%02zu.tar", rel, s);
+        snprintf(paths[s], 600, "%s", ft_tar_save(&t, name));
+        p[s] = paths[s];
+    }
+    ferry_image_config c = ferry_image_config_default();
+    c.shard_index_cache = true; /* writes SHARD.ferry-index beside each */
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards(p, nsh, &c, &ds));
+    ferry_dataset_release(ds);
+    free(px);
+    free(p);
+}

@@ -13,6 +13,7 @@
 #include "ferry/ops.h"
 #include "ferry/tensor.h"
 #include "harness.h"
+#include "harness_step.h"
 
 enum { K_SGD, K_ADAM, K_ADAMW };
 
@@ -60,45 +61,20 @@ static per_step measure(int kind, bool amp_on, int steps)
         ASSERT_OK(ferry_adam_create(net, 1e-3, 0.9, 0.999, 1e-8, 5e-4, &opt));
     else
         ASSERT_OK(ferry_adamw_create(net, 1e-3, 0.9, 0.999, 1e-8, 5e-4, &opt));
-    ferry_amp *amp = NULL;
-    if (amp_on) {
-        ferry_amp_config ac = ferry_amp_config_default(FERRY_DTYPE_BF16);
-        ASSERT_OK(ferry_amp_create(net, &ac, &amp));
-    }
-    ferry_stream *s = NULL;
-    ASSERT_OK(ferry_stream_create(dev, &s));
-    /* With metrics, where the bad-label count goes (without, the step reports
-     * it at once, which waits for the device). */
-    ferry_metrics *met = NULL;
-    ASSERT_OK(ferry_metrics_create(dev, &met));
-    ASSERT_OK(ferry_metrics_reset(met, s));
-    int64_t batch = 16, xs[4] = {batch, 1, 28, 28}, labels[16];
-    for (int64_t i = 0; i < batch; i++)
-        labels[i] = (i * 7 + 3) % 10;
-    ferry_tensor *x = NULL, *y = NULL;
-    ASSERT_OK(ferry_tensor_randn(xs, 4, FERRY_DTYPE_F32, dev, 11, &x));
-    ASSERT_OK(ferry_tensor_from_host(labels, &batch, 1, FERRY_DTYPE_I64, dev, &y));
-    for (int i = 0; i < 2; i++)
-        ASSERT_OK(ferry_train_step(net, opt, amp, x, y, met, s));
-    ASSERT_OK(ferry_stream_synchronize(s));
+    ft_step_rig r = ft_step_rig_open(dev, net, opt, amp_on, 16);
+    ft_step_rig_steps(&r, 2);
+    ASSERT_OK(ferry_stream_synchronize(r.s));
     per_step a = snapshot(dev);
-    for (int i = 0; i < steps; i++)
-        ASSERT_OK(ferry_train_step(net, opt, amp, x, y, met, s));
+    ft_step_rig_steps(&r, steps);
     per_step b = snapshot(dev);
-    ASSERT_OK(ferry_stream_synchronize(s));
+    ASSERT_OK(ferry_stream_synchronize(r.s));
     ASSERT_EQ_INT(ferry_optim_step_count(opt), 2 + steps); /* no step skipped: each counted */
     per_step d = {.launches = (b.launches - a.launches) / steps,
                   .host_syncs = b.host_syncs - a.host_syncs,
                   .d2h_copies = b.d2h_copies - a.d2h_copies,
                   .alloc_calls = b.alloc_calls - a.alloc_calls};
     ASSERT_EQ_INT((b.launches - a.launches) % steps, 0);
-    ferry_tensor_release(x);
-    ferry_tensor_release(y);
-    ferry_stream_destroy(s);
-    ferry_metrics_destroy(met);
-    ferry_amp_destroy(amp);
-    ferry_optim_destroy(opt);
-    ferry_module_destroy(net);
+    ft_step_rig_close(&r);
     return d;
 }
 

@@ -117,6 +117,11 @@ typedef struct bo_mse {
     double lscale, gscale;
 } bo_mse;
 
+typedef struct bo_embed {
+    int64_t n, vocab, dim;
+    bool bad; /* positions 3 and 5 outside the table */
+} bo_embed;
+
 typedef struct bo_bn {
     int64_t n, ch, hw;
     bool training;
@@ -194,6 +199,7 @@ typedef struct bo_case {
         bo_adam adam; /* adam_consts, adam, adam_multi */
         bo_unscale unscale;
         bo_amp amp;
+        bo_embed embed; /* embed_fwd, embed_bwd (indices dt2) */
     };
     bo_run_fn run;
     bo_naive_fn naive;
@@ -1217,6 +1223,107 @@ static void cases_relu_bwd(void)
         add_buf(t, "dx", dt, sizes[s], BI_UNIFORM, -1, 1, BC_CLOSE);
         add_buf(t, "y", dt, sizes[s], BI_UNIFORM, -1, 1, BC_IN);
         add_buf(t, "dy", dt, sizes[s], BI_UNIFORM, -1, 1, BC_IN);
+    }
+}
+
+/* ---- embed_fwd: bufs y, w, idx, bad; embed_bwd: dw, dy, idx. A gather, and
+ * sums in position order (the documented order: f32 adds from the stored
+ * value, one rounding to dt), so every backend matches bit for bit. ---- */
+static fk_embed bo_embed_args(const bo_case *t, void *bad)
+{
+    return (fk_embed){.n = t->embed.n, .vocab = t->embed.vocab, .dim = t->embed.dim, .idt = t->dt2, .bad = bad};
+}
+
+static ferry_status run_embed_fwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_embed e = bo_embed_args(t, p[3]);
+    return FK(c, embed_fwd, t->dt, p[0], p[1], p[2], &e);
+}
+
+static ferry_status run_embed_bwd(const bo_case *t, const fk_ctx *c, void *const *p)
+{
+    fk_embed e = bo_embed_args(t, NULL);
+    return FK(c, embed_bwd, t->dt, p[0], p[1], p[2], &e);
+}
+
+static void naive_embed_fwd(const bo_case *t, void *const *p)
+{
+    int64_t dim = t->embed.dim;
+    for (int64_t i = 0; i < t->embed.n; i++) {
+        int64_t v = (int64_t)ld(t->dt2, p[2], i);
+        bool in = v >= 0 && v < t->embed.vocab;
+        for (int64_t d = 0; d < dim; d++)
+            st(t->dt, p[0], i * dim + d, in ? ld(t->dt, p[1], v * dim + d) : 0.0);
+        if (!in && p[3] && i < ((int64_t *)p[3])[0])
+            ((int64_t *)p[3])[0] = i;
+    }
+}
+
+static void naive_embed_bwd(const bo_case *t, void *const *p)
+{
+    int64_t dim = t->embed.dim;
+    for (int64_t v = 0; v < t->embed.vocab; v++)
+        for (int64_t d = 0; d < dim; d++) {
+            float acc = (float)ld(t->dt, p[0], v * dim + d);
+            for (int64_t i = 0; i < t->embed.n; i++)
+                if ((int64_t)ld(t->dt2, p[2], i) == v)
+                    acc = (float)((double)acc + ld(t->dt, p[1], i * dim + d)); /* one f32 add */
+            st(t->dt, p[0], v * dim + d, acc);
+        }
+}
+
+/* Indices with repeats (a third of them index 1), and the bad ones. */
+static void prep_embed(const bo_case *t, void *const *p, ferry_rng *r)
+{
+    for (int64_t i = 0; i < t->embed.n; i++) {
+        int64_t v = (int64_t)ferry_rng_below(r, (uint64_t)t->embed.vocab);
+        if (ferry_rng_below(r, 3) == 0)
+            v = t->embed.vocab > 1 ? 1 : 0;
+        if (t->embed.bad && i == 3)
+            v = t->embed.vocab;
+        if (t->embed.bad && i == 5)
+            v = -1;
+        st(t->dt2, p[2], i, (double)v);
+    }
+}
+
+static void add_embed(ferry_dtype dt, ferry_dtype idt, int64_t n, int64_t vocab, int64_t dim, bool bad)
+{
+    for (int k = 0; k < 2; k++) {
+        bool fwd = k == 0;
+        bo_case *t = add_case(fwd ? "embed_fwd" : "embed_bwd", fwd ? run_embed_fwd : run_embed_bwd,
+                              fwd ? naive_embed_fwd : naive_embed_bwd, "%s indices %s n %lld vocab %lld dim %lld%s",
+                              dtn(dt), dtn(idt), (long long)n, (long long)vocab, (long long)dim,
+                              bad ? " with bad indices" : "");
+        t->dt = dt;
+        t->dt2 = idt;
+        t->embed = (bo_embed){n, vocab, dim, bad};
+        t->prep = prep_embed;
+        if (fwd) {
+            add_buf(t, "y", dt, n * dim, BI_UNIFORM, -1, 1, BC_CLOSE)->tol = BO_BITWISE;
+            add_buf(t, "w", dt, vocab * dim, BI_UNIFORM, -2, 2, BC_IN);
+            add_buf(t, "idx", idt, n, BI_CONST, 0, 0, BC_IN);
+            add_buf(t, "bad", FERRY_DTYPE_I64, 1, BI_CONST, (double)n, 0, BC_EXACT);
+        } else {
+            add_buf(t, "dw", dt, vocab * dim, BI_UNIFORM, -1, 1, BC_CLOSE)->tol = BO_BITWISE;
+            add_buf(t, "dy", dt, n * dim, BI_UNIFORM, -1, 1, BC_IN);
+            add_buf(t, "idx", idt, n, BI_CONST, 0, 0, BC_IN);
+        }
+    }
+}
+
+static void cases_embed(void)
+{
+    ferry_dtype dt;
+    FOR_FLOAT(dt)
+    for (int l = 0; l < 2; l++) {
+        ferry_dtype idt = l ? FERRY_DTYPE_I64 : FERRY_DTYPE_I32;
+        add_embed(dt, idt, 37, 5, 3, false);
+        add_embed(dt, idt, 37, 5, 3, true);
+        add_embed(dt, idt, 600, 300, 4, false); /* two sort passes, three tiles */
+        add_embed(dt, idt, 40, 10, 300, true);  /* rows wider than a block */
+        add_embed(dt, idt, 1, 1, 1, false);
+        add_embed(dt, idt, 0, 4, 2, false);
     }
 }
 
@@ -2406,6 +2513,7 @@ static void build_cases(void)
     cases_zero_multi();
     cases_unscale();
     cases_amp_update();
+    cases_embed();
     cases_timing();
 }
 

@@ -29,9 +29,9 @@ TEST(a_batch_no_memory_holds_is_refused_naming_batch_size)
 {
     ferry_dataset *ds = ds784();
     ferry_loader_config c = {.dataset = ds, .device = ferry_cpu()};
-    c.batch_size = (size_t)1000000000000; /* 10^12 x 784 bytes */
+    c.batch_size = (size_t)1000000000000; /* 10^12 x (784 image + 8 label bytes) */
     ASSERT_STATUS(create(c), FERRY_ERR_INVALID_ARG);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "batch_size 1000000000000: a batch of 784-byte samples "
+    ASSERT_STR_CONTAINS(ferry_last_error(), "batch_size 1000000000000: a batch of 792-byte samples "
                                             "needs more memory than this machine has");
     c.batch_size = (size_t)-1; /* its bytes overflow */
     ASSERT_STATUS(create(c), FERRY_ERR_INVALID_ARG);

@@ -28,7 +28,7 @@
 
 #include "harness.h"
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/boxes.h"
 #include "dataset/image/geom.h"
 #include "ferry/rng.h"

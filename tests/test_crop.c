@@ -11,7 +11,7 @@
 
 #include "harness.h"
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "ferry/rng.h"
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/crop/"

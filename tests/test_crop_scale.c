@@ -10,7 +10,7 @@
 #include <jpeglib.h>
 
 #include "harness.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/jpeg.h"
 #include "ferry/rng.h"
 

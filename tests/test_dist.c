@@ -141,7 +141,7 @@ static ferry_dist *dist(void)
     }
     if (!the_dist) {
         ferry_dist_config c = ferry_dist_config_default();
-        c.device = "cpu";
+        c.device = ferry_cpu();
         c.timeout_s = 60;
         ASSERT_OK(ferry_dist_create(&c, &the_dist));
         atexit(finalize_at_exit);
@@ -254,7 +254,7 @@ TEST(collectives_refuse_bad_arguments)
     if (!ferry_cuda_is_available()) {
         ferry_dist *x = (ferry_dist *)1;
         ferry_dist_config c = ferry_dist_config_default();
-        c.device = "cuda";
+        c.device = ferry_dist_local_cuda();
         ASSERT_STATUS(ferry_dist_create(&c, &x), FERRY_ERR_NO_DEVICE);
         ASSERT(x == NULL);
         ASSERT_STR_CONTAINS(ferry_last_error(), "no CUDA device");
@@ -375,7 +375,7 @@ TEST(nccl_all_reduce_and_ddp_on_cuda)
     if (ls && atoi(ls) > ferry_cuda_device_count())
         SKIP("fewer GPUs than ranks on this machine");
     ferry_dist_config c = ferry_dist_config_default();
-    c.device = "cuda";
+    c.device = ferry_dist_local_cuda();
     c.timeout_s = 60;
     ferry_dist *d;
     ASSERT_OK(ferry_dist_create(&c, &d));

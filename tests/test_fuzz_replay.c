@@ -29,6 +29,9 @@
 #define LLVMFuzzerTestOneInput ferry_fuzz_index
 #include "fuzz/fuzz_index.c"
 #undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput ferry_fuzz_npy
+#include "fuzz/fuzz_npy.c"
+#undef LLVMFuzzerTestOneInput
 
 typedef int (*fuzz_fn)(const uint8_t *data, size_t size);
 
@@ -110,3 +113,4 @@ TEST(replay_device) { replay_target(ferry_fuzz_device, "device"); }
 TEST(replay_tar) { replay_target(ferry_fuzz_tar, "tar"); }
 TEST(replay_jpeg) { replay_target(ferry_fuzz_jpeg, "jpeg"); }
 TEST(replay_index) { replay_target(ferry_fuzz_index, "index"); }
+TEST(replay_npy) { replay_target(ferry_fuzz_npy, "npy"); }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "harness.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 #define REF FERRY_SOURCE_DIR "/tests/ref/jitter/"
 enum { W = 32, H = 24 };

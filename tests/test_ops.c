@@ -380,7 +380,7 @@ TEST(matmul_against_naive)
     free(vy);
     ferry_tensor_release(y);
     ASSERT_STATUS(ferry_matmul(a2, a2, NULL, &y), FERRY_ERR_SHAPE);
-    ASSERT_STR_EQ(ferry_last_error(), "shapes [7, 5] and [7, 5] cannot be multiplied (in ferry_matmul)");
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_matmul: shapes [7, 5] and [7, 5] cannot be multiplied");
     free(va); free(vb); free(vb2);
     ferry_tensor_release(a); ferry_tensor_release(b); ferry_tensor_release(b2); ferry_tensor_release(a2);
     ferry_tensor_release(bt); ferry_tensor_release(btt); ferry_tensor_release(aslice);
@@ -397,19 +397,20 @@ TEST(mismatch_errors_name_both_operands)
     fake.device = ferry_cuda(0);
     ASSERT_STATUS(ferry_matmul(&fake, a, NULL, &y), FERRY_ERR_DEVICE_MISMATCH);
     ASSERT_STR_EQ(ferry_last_error(),
-                  "expected all tensors to be on the same device, but found cuda:0 and cpu (in ferry_matmul)");
+                  "ferry_matmul: expected all tensors to be on the same device, but found cuda:0 and cpu");
     ASSERT_STATUS(ferry_add(a, &fake, NULL, &y), FERRY_ERR_DEVICE_MISMATCH);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "found cpu and cuda:0 (in ferry_add)");
+    ASSERT_STR_EQ(ferry_last_error(),
+                  "ferry_add: expected all tensors to be on the same device, but found cpu and cuda:0");
     ASSERT_STATUS(ferry_add(a, c, NULL, &y), FERRY_ERR_SHAPE);
-    ASSERT_STR_EQ(ferry_last_error(), "shapes [2, 3] and [4] cannot be broadcast together (in ferry_add)");
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_add: shapes [2, 3] and [4] cannot be broadcast together");
     ASSERT_OK(ferry_tensor_to_dtype(b, FERRY_DTYPE_F16, &h));
     ASSERT_STATUS(ferry_matmul(a, h, NULL, &y), FERRY_ERR_DTYPE);
     ASSERT_STR_EQ(ferry_last_error(),
-                  "expected both tensors to have the same dtype, but found f32 and f16 (in ferry_matmul)");
+                  "ferry_matmul: expected both tensors to have the same dtype, but found f32 and f16");
     ferry_tensor *idx = NULL;
     ASSERT_OK(ferry_tensor_arange(0, 4, 1, FERRY_DTYPE_I64, CPU, &idx));
     ASSERT_STATUS(ferry_exp(idx, NULL, &y), FERRY_ERR_DTYPE);
-    ASSERT_STR_CONTAINS(ferry_last_error(), "but found i64 (in ferry_exp)");
+    ASSERT_STR_EQ(ferry_last_error(), "ferry_exp: expected a floating tensor (f32, f16, bf16), but found i64");
     ASSERT_STATUS(ferry_add(NULL, a, NULL, &y), FERRY_ERR_INVALID_ARG);
     ferry_tensor_release(a); ferry_tensor_release(b); ferry_tensor_release(c);
     ferry_tensor_release(h); ferry_tensor_release(idx);
@@ -703,7 +704,7 @@ TEST(cuda_copy_round_trip_and_mismatch)
     free(x); free(z);
     ASSERT_STATUS(ferry_matmul(g, a, NULL, &y), FERRY_ERR_DEVICE_MISMATCH);
     ASSERT_STR_EQ(ferry_last_error(),
-                  "expected all tensors to be on the same device, but found cuda:0 and cpu (in ferry_matmul)");
+                  "ferry_matmul: expected all tensors to be on the same device, but found cuda:0 and cpu");
     ferry_tensor_release(a); ferry_tensor_release(g); ferry_tensor_release(back);
 }
 

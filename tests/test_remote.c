@@ -150,6 +150,20 @@ static ferry_loader_config shuffled_cfg(ferry_dataset *ds, uint64_t seed, size_t
     return c;
 }
 
+/* shuffled_cfg as rank `rank` of `world` (the distributed sampler; world
+ * 1: the plain one). */
+static ferry_loader_config rank_cfg(ferry_dataset *ds, uint64_t seed, size_t buffer, size_t world,
+                                    size_t rank)
+{
+    ferry_loader_config c = shuffled_cfg(ds, seed, buffer);
+    if (world > 1) {
+        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
+        c.rank = rank;
+        c.world_size = world;
+    }
+    return c;
+}
+
 /* Epoch e of loader l, run to its end: the digest of its batches. */
 static uint64_t run_epoch(ferry_loader *l, uint64_t e)
 {
@@ -731,32 +745,65 @@ TEST(streaming_beyond_the_cache_budget_equals_local)
     ft_http_stop(srv);
 }
 
+/* The head-stream tests' rig: the plain shards from the server and from disk
+ * (cache: the cache folder's name) and a streaming loader on each (seed 11,
+ * buffer 4). *before (may be NULL): the remote counters before the loaders,
+ * whose workers start reading at create. */
+typedef struct head_rig {
+    ft_http *srv;
+    ferry_dataset *local, *remote;
+    ferry_loader *l[2]; /* on local, on remote */
+} head_rig;
+
+static head_rig head_rig_open(const char *cache, ferry_remote_stats *before)
+{
+    head_rig r;
+    r.srv = ft_http_start(www_ix(), NULL);
+    ferry_image_config ic = remote_cfg(cache, 0);
+    r.local = open_plain_local();
+    ASSERT_OK(open_plain_urls(ft_http_base(r.srv), &ic, &r.remote));
+    if (before)
+        *before = stats_of(r.remote);
+    ferry_dataset *ds[2] = {r.local, r.remote};
+    for (int k = 0; k < 2; k++) {
+        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
+        ASSERT_OK(ferry_loader_create(&c, &r.l[k]));
+    }
+    return r;
+}
+
+static void head_rig_close(head_rig *r)
+{
+    for (int k = 0; k < 2; k++)
+        ferry_loader_destroy(r->l[k]);
+    ferry_dataset_release(r->remote);
+    ferry_dataset_release(r->local);
+    ft_http_stop(r->srv);
+}
+
+/* Epoch e's digests from disk (h[0]) and the URLs (h[1]) are one. */
+static void same_epoch(uint64_t e, const uint64_t h[2])
+{
+    ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk", (unsigned long long)e,
+               (unsigned long long)h[1], (unsigned long long)h[0]);
+}
+
 /* One loader, three epochs: each epoch's first shard is streamed from near
  * the previous epoch's end (its head stream, opened at the last shard's
  * first read and kept through the reset), so no epoch after the first starts
  * with every worker waiting for a request; the digests are those of disk. */
 TEST(next_epoch_head_stream_opens_before_the_epoch)
 {
-    ft_http *srv = ft_http_start(www_ix(), NULL);
-    ferry_image_config ic = remote_cfg("remote/cache-head", 0);
-    ferry_dataset *local = open_plain_local(), *remote;
-    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
-    ferry_remote_stats s0 = stats_of(remote); /* workers start reading at create */
-    ferry_loader *l[2];
-    ferry_dataset *ds[2] = {local, remote};
-    for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
-        ASSERT_OK(ferry_loader_create(&c, &l[k]));
-    }
+    ferry_remote_stats s0;
+    head_rig r = head_rig_open("remote/cache-head", &s0);
     enum { EPOCHS = 3 };
     for (uint64_t e = 0; e < EPOCHS; e++) {
         uint64_t h[2];
         for (int k = 0; k < 2; k++)
-            h[k] = run_epoch(l[k], e);
-        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
-                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+            h[k] = run_epoch(r.l[k], e);
+        same_epoch(e, h);
     }
-    ferry_remote_stats s = stats_of(remote);
+    ferry_remote_stats s = stats_of(r.remote);
     /* Per epoch NPLAIN - 1 streams opened at the previous shard's first
      * read and one head stream at the last's; every epoch but the first
      * begins on the head stream the one before opened, so it opens no
@@ -769,21 +816,21 @@ TEST(next_epoch_head_stream_opens_before_the_epoch)
                (unsigned long long)(s.range_reads - s0.range_reads));
     ASSERT_MSG(s.streams_ahead - s0.streams_ahead == EPOCHS * NPLAIN,
                "%llu streams started ahead", (unsigned long long)(s.streams_ahead - s0.streams_ahead));
-    /* The warm-up's sample 0, one member by Range per worker: no download. */
-    ASSERT_EQ_INT(s.range_reads - s0.range_reads, 2);
+    /* The warm-up's sample, the epoch's first, read through its stream: no
+     * Range read and no download. */
+    ASSERT_EQ_INT(s.range_reads - s0.range_reads, 0);
     ASSERT_EQ_INT(s.downloads - s0.downloads, 0);
-    for (int k = 0; k < 2; k++)
-        ferry_loader_destroy(l[k]);
-    ferry_dataset_release(remote);
-    ferry_dataset_release(local);
-    ft_http_stop(srv);
+    head_rig_close(&r);
 }
 
 /* The head stream's thread cannot be started (the process is out of
- * threads: the 3rd thread started in epoch 1, after the two streams started
- * ahead; epoch 0's head stream carries its first shard): that epoch and the
- * next still deliver the digests of disk, and the reset leaves no trace of
- * the slot (it wrote a byte before the shard table then, which ASan reports). */
+ * threads: a stream slot starts its thread at its first stream and keeps it,
+ * so the head stream of epoch 0, opened at the last but one shard's first
+ * read, is the (NPLAIN + 1)-th stream thread, after the first shard's and
+ * the NPLAIN - 1 started ahead; the last shard's first read opens it again):
+ * that epoch and the next still deliver the digests of disk, and the slot
+ * keeps no trace of it (a failed head once wrote a byte before the shard
+ * table at the reset, which ASan reports). */
 TEST(head_stream_without_a_thread_leaves_no_trace)
 {
     ft_http *srv = ft_http_start(www_ix(), NULL);
@@ -792,29 +839,34 @@ TEST(head_stream_without_a_thread_leaves_no_trace)
     ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
     ferry_loader *l[2];
     ferry_dataset *ds[2] = {local, remote};
+    ferry_remote_stats s0 = stats_of(remote);
     for (int k = 0; k < 2; k++) {
         ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
+        /* The remote loader's 2 workers' threads, then the streams': its
+         * workers start epoch 0 at once. */
+        if (k == 1)
+            ferry_debug_fail_thread_after(2 + NPLAIN + 1);
         ASSERT_OK(ferry_loader_create(&c, &l[k]));
     }
     for (uint64_t e = 0; e < 3; e++) {
         uint64_t h[2];
-        ferry_remote_stats s0 = stats_of(remote);
-        for (int k = 0; k < 2; k++) {
-            if (k == 1 && e == 1)
-                ferry_debug_fail_thread_after(3);
+        for (int k = 0; k < 2; k++)
             h[k] = run_epoch(l[k], e);
-        }
         ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
                    (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
-        if (e != 1)
+        if (e != 0)
             continue;
-        ASSERT_MSG(ferry_debug_fail_thread_after(0) == 0, "the 3rd thread never started");
+        ASSERT_MSG(ferry_debug_fail_thread_after(0) == 0, "the head's thread never started");
         ferry_remote_stats s = stats_of(remote);
-        ASSERT_MSG(s.streams - s0.streams == NPLAIN - 1 &&
-                       s.streams_ahead - s0.streams_ahead == NPLAIN - 1,
-                   "epoch 1: %llu streams, %llu ahead: the failed thread was not the head's",
-                   (unsigned long long)(s.streams - s0.streams),
-                   (unsigned long long)(s.streams_ahead - s0.streams_ahead));
+        /* Not an ahead stream's (then NPLAIN - 1 ahead) nor a reader's (a
+         * read by Range: the warm-up reads through the streams too). */
+        ASSERT_MSG(s.streams - s0.streams == NPLAIN + 1 &&
+                       s.streams_ahead - s0.streams_ahead == NPLAIN &&
+                       s.range_reads - s0.range_reads == 0,
+                   "epoch 0: %llu streams, %llu ahead, %llu by Range: the failed thread was "
+                   "not the head's", (unsigned long long)(s.streams - s0.streams),
+                   (unsigned long long)(s.streams_ahead - s0.streams_ahead),
+                   (unsigned long long)(s.range_reads - s0.range_reads));
     }
     for (int k = 0; k < 2; k++)
         ferry_loader_destroy(l[k]);
@@ -978,43 +1030,29 @@ TEST(failed_head_stream_is_tried_afresh)
  * chance before the hook). */
 TEST(head_stream_failing_inside_the_reset_is_not_carried)
 {
-    ft_http *srv = ft_http_start(www_ix(), NULL);
-    ferry_image_config ic = remote_cfg("remote/cache-head-join", 0);
-    ferry_dataset *local = open_plain_local(), *remote;
-    ASSERT_OK(open_plain_urls(ft_http_base(srv), &ic, &remote));
-    ferry_loader *l[2];
-    ferry_dataset *ds[2] = {local, remote};
-    for (int k = 0; k < 2; k++) {
-        ferry_loader_config c = shuffled_cfg(ds[k], 11, 4);
-        ASSERT_OK(ferry_loader_create(&c, &l[k]));
-    }
+    head_rig r = head_rig_open("remote/cache-head-join", NULL);
     for (uint64_t e = 0; e < 3; e++) {
         uint64_t h[2];
-        ferry_remote_stats s0 = stats_of(remote);
+        ferry_remote_stats s0 = stats_of(r.remote);
         for (int k = 0; k < 2; k++) {
             if (k == 1 && e > 0)
                 ferry_debug_fail_head_stream_after(1);
-            h[k] = run_epoch(l[k], e);
+            h[k] = run_epoch(r.l[k], e);
             if (k == 1 && e > 0)
                 ASSERT_MSG(ferry_debug_fail_head_stream_after(0) == 0,
                            "epoch %llu: its reset kept no head stream", (unsigned long long)e);
         }
-        ASSERT_MSG(h[0] == h[1], "epoch %llu: %llx from the URLs, %llx from disk",
-                   (unsigned long long)e, (unsigned long long)h[1], (unsigned long long)h[0]);
+        same_epoch(e, h);
         if (e == 0)
             continue;
         /* The failed head replaced by a stream of its own: NPLAIN streams,
          * NPLAIN - 1 of them started ahead, and the next epoch's head. */
-        ferry_remote_stats s = stats_of(remote);
+        ferry_remote_stats s = stats_of(r.remote);
         ASSERT_MSG(s.streams - s0.streams == NPLAIN + 1,
                    "epoch %llu: %llu streams: the failed head was carried",
                    (unsigned long long)e, (unsigned long long)(s.streams - s0.streams));
     }
-    for (int k = 0; k < 2; k++)
-        ferry_loader_destroy(l[k]);
-    ferry_dataset_release(remote);
-    ferry_dataset_release(local);
-    ft_http_stop(srv);
+    head_rig_close(&r);
 }
 
 /* More shards than a dataset keeps streams (remote_stream.c's NSTREAMS, 8),
@@ -1097,7 +1135,7 @@ TEST(more_shards_than_streams_fetch_each_once)
                (unsigned long long)s.range_reads);
     ASSERT_MSG(s.streams <= 2 * NMANY + NMANY / 2, "%llu streams for %d shards in 2 epochs",
                (unsigned long long)s.streams, NMANY);
-    ASSERT_EQ_INT(s.downloads, 0); /* the warm-up's sample 0 too is read by Range */
+    ASSERT_EQ_INT(s.downloads, 0); /* the warm-up's sample too is read by its stream */
     ferry_dataset_release(remote);
     ferry_dataset_release(local);
     ft_http_stop(srv);
@@ -1380,19 +1418,8 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
     for (int stream = 0; stream < 2; stream++) {
         size_t want = 0;
         for (size_t rank = 0; rank < 6; rank++) {
-            ferry_loader_config c = ferry_loader_config_default();
-            c.dataset = ds;
+            ferry_loader_config c = rank_cfg(ds, 3, stream ? 4 : 0, 6, rank);
             c.batch_size = 3;
-            c.shuffle = true;
-            c.seed = 3;
-            c.num_workers = 2;
-            c.device = ferry_cpu();
-            c.pin_memory = FERRY_PIN_MEMORY_OFF;
-            c.out_dtype = FERRY_DTYPE_U8;
-            c.stream_shuffle_buffer = stream ? 4 : 0;
-            c.sampler = FERRY_SAMPLER_DISTRIBUTED;
-            c.rank = rank;
-            c.world_size = 6;
             ferry_loader *l;
             ASSERT_OK(ferry_loader_create(&c, &l));
             size_t batches = 0;
@@ -1414,22 +1441,7 @@ TEST(ranks_get_equal_batches_with_fewer_shards_than_ranks)
 
 static ferry_loader_config resume_cfg(ferry_dataset *ds, bool stream, size_t world, size_t rank)
 {
-    ferry_loader_config c = ferry_loader_config_default();
-    c.dataset = ds;
-    c.batch_size = 5;
-    c.shuffle = true;
-    c.seed = 9;
-    c.num_workers = 2;
-    c.device = ferry_cpu();
-    c.pin_memory = FERRY_PIN_MEMORY_OFF;
-    c.out_dtype = FERRY_DTYPE_U8;
-    c.stream_shuffle_buffer = stream ? 6 : 0;
-    if (world > 1) {
-        c.sampler = FERRY_SAMPLER_DISTRIBUTED;
-        c.rank = rank;
-        c.world_size = world;
-    }
-    return c;
+    return rank_cfg(ds, 9, stream ? 6 : 0, world, rank);
 }
 
 /* A batch's digest: its indices, image bytes and labels. */
@@ -1519,16 +1531,15 @@ static ferry_remote_stats settled_stats(const ferry_dataset *ds)
 
 /* Streaming over 2 ranks with a read-ahead of one sample (buffer 1): each
  * rank's samples are 2 whole shards of the 4, and what it fetches in the
- * epoch is never more than those 2 shards' bytes, the next epoch's head and
- * the warm-up's one member (an interleaved split had each rank read all 4;
- * a warm-up through the cache fetched shard 0 whole on every rank).
+ * epoch is never more than those 2 shards' bytes and the next epoch's head
+ * (an interleaved split had each rank read all 4; a warm-up through the
+ * cache fetched shard 0 whole on every rank, a warm-up by Range a member of
+ * it).
  * Each rank has a cache of its own, room for 2. */
 TEST(streaming_ranks_fetch_only_their_own_shards)
 {
     ft_http *srv = ft_http_start(www(), NULL);
-    size_t biggest = 0;
-    for (size_t s = 0; s < NSHARDS; s++)
-        biggest = shard_bytes(s) > biggest ? shard_bytes(s) : biggest;
+    size_t biggest = largest_shard();
     bool mine[2][NSHARDS] = {{0}};
     for (size_t rank = 0; rank < 2; rank++) {
         ferry_image_config ic = remote_cfg("remote/cache-ranks-bytes", 2 * biggest);
@@ -1556,15 +1567,15 @@ TEST(streaming_ranks_fetch_only_their_own_shards)
                 own_bytes += shard_bytes(s);
             }
         ASSERT_MSG(count == 2, "rank %zu read samples of %zu shards, want 2", rank, count);
-        /* Besides its own shards: the head stream of its first shard of the
-         * next epoch (which this loader never reaches), one shard at most,
-         * and create's warm-up (each worker decodes sample 0 to size its
-         * buffers, before any plan): one member by Range, not shard 0 whole
-         * on every rank. */
-        own_bytes += biggest + shard_bytes(0) / PER;
+        /* Its own shards only, and the head stream of its first shard of
+         * the next epoch (which this loader never reaches), one shard at
+         * most. Create's warm-up (each worker decodes a sample to size its
+         * buffers) reads the rank's first sample through its stream: no
+         * byte of shard 0 unless the rank owns it. */
+        own_bytes += biggest;
         ASSERT_MSG(after.bytes_fetched - before.bytes_fetched <= own_bytes,
-                   "rank %zu fetched %llu bytes in the epoch, its shards, the next epoch's head "
-                   "and a member have %llu "
+                   "rank %zu fetched %llu bytes in the epoch, its shards and the next epoch's "
+                   "head have %llu "
                    "(%llu downloads, %llu evictions, %llu requests)", rank,
                    (unsigned long long)(after.bytes_fetched - before.bytes_fetched),
                    (unsigned long long)own_bytes,

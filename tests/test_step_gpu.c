@@ -14,6 +14,7 @@
 #include "ferry/ops.h"
 #include "ferry/tensor.h"
 #include "harness.h"
+#include "harness_step.h"
 
 static void require_sim(void)
 {
@@ -83,35 +84,16 @@ static step_counts measure(bool cnn, bool amp_on, int64_t batch, int warm, int s
     ASSERT_OK(ferry_module_to(net, dev));
     ferry_optim *opt = NULL;
     ASSERT_OK(ferry_sgd_create(net, 0.05, 0.9, 5e-4, &opt));
-    ferry_amp *amp = NULL;
-    if (amp_on) {
-        ferry_amp_config ac = ferry_amp_config_default(FERRY_DTYPE_BF16);
-        ASSERT_OK(ferry_amp_create(net, &ac, &amp));
-    }
-    ferry_metrics *met = NULL;
-    ASSERT_OK(ferry_metrics_create(dev, &met));
-    ferry_stream *s = NULL;
-    ASSERT_OK(ferry_stream_create(dev, &s));
-    int64_t xs[4] = {batch, 1, 28, 28};
-    ferry_tensor *x = NULL, *y = NULL;
-    ASSERT_OK(ferry_tensor_randn(xs, 4, FERRY_DTYPE_F32, dev, 11, &x));
-    int64_t labels[256];
-    ASSERT(batch <= 256);
-    for (int64_t i = 0; i < batch; i++)
-        labels[i] = (i * 7 + 3) % 10;
-    ASSERT_OK(ferry_tensor_from_host(labels, &batch, 1, FERRY_DTYPE_I64, dev, &y));
-    ASSERT_OK(ferry_metrics_reset(met, s));
-    for (int i = 0; i < warm; i++)
-        ASSERT_OK(ferry_train_step(net, opt, amp, x, y, met, s));
-    ASSERT_OK(ferry_stream_synchronize(s));
+    ft_step_rig r = ft_step_rig_open(dev, net, opt, amp_on, batch);
+    ft_step_rig_steps(&r, warm);
+    ASSERT_OK(ferry_stream_synchronize(r.s));
     step_counts a = read_counts(dev);
-    for (int i = 0; i < steps; i++)
-        ASSERT_OK(ferry_train_step(net, opt, amp, x, y, met, s));
+    ft_step_rig_steps(&r, steps);
     step_counts b = read_counts(dev);
-    ASSERT_OK(ferry_stream_synchronize(s));
+    ASSERT_OK(ferry_stream_synchronize(r.s));
     double loss = 0, acc = 0;
     int64_t seen = 0;
-    ASSERT_OK(ferry_metrics_get(met, &loss, &acc, &seen));
+    ASSERT_OK(ferry_metrics_get(r.met, &loss, &acc, &seen));
     ASSERT_EQ_INT(seen, (warm + steps) * batch);
     ASSERT_MSG(loss == loss && loss > 0, "loss %g", loss);
     step_counts d;
@@ -128,13 +110,7 @@ static step_counts measure(bool cnn, bool amp_on, int64_t batch, int warm, int s
             cnn ? "cnn" : "mlp", amp_on ? " amp" : "", (long long)batch, (long long)d.sim.launches,
             (long long)d.sim.host_syncs, (long long)d.sim.d2h_copies, (long long)d.sim.device_mallocs,
             (long long)d.sim.device_frees, (unsigned long long)d.alloc_calls);
-    ferry_tensor_release(x);
-    ferry_tensor_release(y);
-    ferry_stream_destroy(s);
-    ferry_metrics_destroy(met);
-    ferry_amp_destroy(amp);
-    ferry_optim_destroy(opt);
-    ferry_module_destroy(net);
+    ft_step_rig_close(&r);
     return d;
 }
 

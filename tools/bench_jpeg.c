@@ -23,7 +23,7 @@
 #include <jpeglib.h>
 
 #include "commands.h"
-#include "dataset/core/internal.h" /* the crop box and resize the recipe uses */
+#include "dataset/image/image.h" /* the crop box and resize the recipe uses */
 #include "dataset/image/jpeg.h"     /* the crop path's plan: its DCT scale and rows */
 #include "ferry.h"
 #include "ferry/rng.h"

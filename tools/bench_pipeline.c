@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fields_tool.h"
 #include "common/private_dir.h" /* the user's cache folder */
 #include "dataset/remote/remote.h" /* the network counters of shards read by URL */
 #include "ferry.h"
@@ -60,6 +61,7 @@ typedef struct bench_opts {
     bool baseline;            /* also time the plain single-thread libpng loop */
     bool compare_torch;       /* add PyTorch's DataLoader as a row */
     bool progress;            /* a progress bar on stderr (a terminal) */
+    tool_fields fields;       /* --fields: shards read as these members */
 } bench_opts;
 
 typedef struct bench_row {
@@ -151,6 +153,27 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
+/* --fields: the fields past images and labels, and the ragged ones'
+ * lengths, into the digest (images and labels are already in it). */
+static ferry_status digest_fields(const ferry_batch *b, void *hostbuf, size_t bytes, uint64_t *digest)
+{
+    for (size_t k = 0; k < ferry_batch_field_count(b); k++) {
+        const ferry_field *info;
+        ferry_tensor *t = ferry_batch_field_at(b, k, &info);
+        ferry_tensor *parts[2] = {t, ferry_batch_lengths(b, info->name)};
+        for (int p = 0; p < 2; p++) {
+            if (!parts[p] || parts[p] == b->images || parts[p] == b->labels ||
+                ferry_tensor_nbytes(parts[p]) > bytes)
+                continue;
+            ferry_status st = ferry_tensor_copy_to_host(parts[p], hostbuf, ferry_tensor_nbytes(parts[p]));
+            if (st != FERRY_OK)
+                return st;
+            *digest = fnv(*digest, hostbuf, ferry_tensor_nbytes(parts[p]));
+        }
+    }
+    return FERRY_OK;
+}
+
 static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t workers, int pin,
                                int overlap, ferry_dtype wire, bench_row *row, void *hostbuf,
                                size_t hostbuf_bytes)
@@ -228,6 +251,8 @@ static ferry_status run_config(const bench_opts *o, ferry_dataset *ds, size_t wo
                     (st = ferry_tensor_copy_to_host(b.images, hostbuf, ib)) == FERRY_OK &&
                     (st = ferry_tensor_copy_to_host(b.labels, (uint8_t *)hostbuf + ib, lb)) == FERRY_OK)
                     digest = fnv(digest, hostbuf, ib + lb);
+                if (st == FERRY_OK && o->fields.n)
+                    st = digest_fields(&b, hostbuf, hostbuf_bytes, &digest);
                 excluded += tool_now() - d0;
                 if (st != FERRY_OK)
                     break;
@@ -422,6 +447,11 @@ static void usage(FILE *f)
             "              buffer of B samples, 1 to 1000000000) instead of a random order\n"
             "  --compare-torch: add a row for PyTorch's DataLoader (bench/compare_torch.py)\n"
             "  --format json: JSON Lines, one object a line for each row\n"
+            "  --fields LIST: DIR's shards read as these members, e.g. png,cls,boxes.npy\n"
+            "            (ferry_dataset_shards_fields; an image member among them): each field is\n"
+            "            shown, crosses in the batch and goes into the digest\n"
+            "  per image read, decode and transform (read_s, decode_s, transform_s in JSON) are\n"
+            "  CPU time of the worker threads (CLOCK_THREAD_CPUTIME_ID), summed over workers\n"
             "  DIR defaults to Fashion-MNIST's train split, exported once to a cache folder\n"
             "  ($FERRY_CACHE_DIR, else $XDG_CACHE_HOME/ferry, else ~/.cache/ferry);\n"
             "  it may also be tar shards: a .tar, .tar.gz or .tgz file, a folder of them\n"
@@ -495,7 +525,7 @@ static const char *const value_opts[] = {"--workers", "--batch", "--pin", "--ove
                                          "--device", "--epochs", "--seed", "--prefetch",
                                          "--compute-ms", "--limit", "--size", "--crop-pad",
                                          "--plot", "--format", "--stream", "--rrc", "--jitter",
-                                         NULL};
+                                         "--fields", NULL};
 
 static int parse_value(bench_opts *o, const char *a, const char *v)
 {
@@ -512,6 +542,7 @@ static int parse_value(bench_opts *o, const char *a, const char *v)
     if (!strcmp(a, "--crop-pad")) return cli_size(BENCH, a, v, 1, 1024, &o->crop_pad);
     if (!strcmp(a, "--rrc")) return cli_size(BENCH, a, v, 1, 4096, &o->rrc);
     if (!strcmp(a, "--jitter")) return parse_jitter(a, v, o);
+    if (!strcmp(a, "--fields")) return tool_fields_parse(BENCH, v, &o->fields) ? CLI_USAGE : 0;
     if (!strcmp(a, "--pin")) return parse_onoff(a, v, o->pin, &o->npin);
     if (!strcmp(a, "--overlap")) return parse_onoff(a, v, o->overlap, &o->noverlap);
     if (!strcmp(a, "--wire")) return parse_wire(a, v, o);
@@ -573,10 +604,12 @@ static void print_row(const bench_opts *o, const bench_row *r)
                r->overlap ? "on" : "off",
                ferry_dtype_name(r->wire), r->device, r->images_per_s, r->mb_per_s, r->stall_pct,
                r->h2d_gbps, (unsigned long long)r->digest, r->simulated ? "  (simulated)" : "");
-        /* Where a worker's time goes, PNG or JPEG alike (a crop's resize,
-         * flip and normalise count as transform); summed over the workers. */
+        /* Where a worker's CPU goes, PNG or JPEG alike (a crop's resize,
+         * flip and normalise count as transform); summed over the workers.
+         * CPU time, so a loaded machine does not inflate it as wall time. */
         double per = r->images ? 1e3 / (double)r->images : 0;
-        printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker time)\n",
+        printf("        per image: read %.3f ms, decode %.3f ms, transform %.3f ms (worker CPU "
+               "time, thread CPU clock)\n",
                r->stats.read_s * per, r->stats.decode_s * per, r->stats.transform_s * per);
         const ferry_remote_stats *n = &r->net;
         if (r->has_net) /* waited: reads' time waiting on the network, summed over workers */
@@ -654,7 +687,10 @@ static ferry_dataset *open_dataset(const bench_opts *o)
     icfg.random_hflip = o->flip;
     memcpy(icfg.color_jitter, o->jitter, sizeof icfg.color_jitter);
     ferry_dataset *ds;
-    if (ferry_dataset_open(o->dir, &icfg, &ds) != FERRY_OK) { /* a folder, shards, a list, IDX */
+    ferry_status st0 = o->fields.n ? ferry_dataset_shards_fields(&o->dir, 1, &icfg, o->fields.names,
+                                                                 o->fields.n, &ds)
+                                   : ferry_dataset_open(o->dir, &icfg, &ds); /* a folder, shards, a list, IDX */
+    if (st0 != FERRY_OK) {
         fprintf(stderr, "ferry bench: %s\n", cli_words(ferry_last_error(), wbuf, sizeof wbuf));
         return NULL;
     }
@@ -792,6 +828,12 @@ int bench_pipeline(int argc, char **argv)
     if (!ds)
         return 1;
     size_t hostbuf_bytes = o.batch * ferry_dataset_sample_bytes(ds) * 4 + o.batch * 8;
+    const ferry_field *fl;
+    size_t nfl;
+    if (o.fields.n && ferry_dataset_fields(ds, &fl, &nfl) == FERRY_OK)
+        for (size_t k = 0; k < nfl; k++) /* each field's batch, for digest_fields */
+            if (o.batch * (ferry_field_bytes(&fl[k]) + 8) > hostbuf_bytes)
+                hostbuf_bytes = o.batch * (ferry_field_bytes(&fl[k]) + 8);
     void *hostbuf = malloc(hostbuf_bytes);
     if (!hostbuf) {
         ferry_dataset_release(ds);
@@ -802,6 +844,8 @@ int bench_pipeline(int argc, char **argv)
         const ferry_sample_format *f = ferry_dataset_format(ds);
         printf("ferry bench: %s: %zu images of %zux%zux%zu, %zu epoch(s), compute %.1f ms/batch\n",
                o.dir, ferry_dataset_len(ds), f->channels, f->height, f->width, o.epochs, o.compute_ms);
+        if (o.fields.n)
+            tool_fields_print(stdout, ds);
         printf("%7s %6s %4s %7s %4s %-7s %10s %8s %8s %8s  %s\n", "workers", "batch", "pin",
                "overlap", "wire", "device", "images/s", "MB/s", "stall", "H2D GB/s", "digest");
     }

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "fields_tool.h"
 #include "cli_args.h"
 #include "common/error.h"
 #include "commands.h"
@@ -79,7 +80,10 @@ static void usage(FILE *f)
                "named x.png), and exits 1 if any.\n"
                "A .tar, .tar.gz or .tgz file, a folder of them or a list file naming them (one\n"
                "a line) is read as tar shards: every sample is decoded.\n"
-               "  --workers N, -j N: threads, 1 to 256 (default 1)\n");
+               "  --workers N, -j N: threads, 1 to 256 (default 1)\n"
+               "  --fields LIST: shards read as these members, e.g. png,cls,boxes.npy\n"
+               "                 (ferry_dataset_shards_fields): every field of every sample\n"
+               "                 decoded, then each field and the ragged ones' lengths shown\n");
 }
 
 #define CHECK_CMD "ferry check"
@@ -144,7 +148,8 @@ static int collect_image_folder(const char *dir, tool_paths *files)
 
 /* The options and paths: 0 with every path's files in *files, CLI_USAGE after
  * saying why, or -1 after --help. */
-static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
+static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files,
+                      tool_fields *fields)
 {
     int nargs = 0;
     for (int i = 1; i < argc; i++) {
@@ -156,6 +161,10 @@ static int parse_args(int argc, char **argv, size_t *workers, tool_paths *files)
         if (!strcmp(a, "--workers") || !strcmp(a, "-j")) {
             const char *v = cli_value(CHECK_CMD, argc, argv, &i);
             if (!v || cli_size(CHECK_CMD, a, v, 1, 256, workers) != 0)
+                return CLI_USAGE;
+        } else if (!strcmp(a, "--fields")) {
+            const char *v = cli_value(CHECK_CMD, argc, argv, &i);
+            if (!v || tool_fields_parse(CHECK_CMD, v, fields) != 0)
                 return CLI_USAGE;
         } else if (a[0] == '-' && a[1]) {
             return cli_unknown(CHECK_CMD, a, usage);
@@ -191,7 +200,8 @@ int cmd_check(int argc, char **argv)
 {
     size_t workers = 1;
     tool_paths files = {0};
-    int rc = parse_args(argc, argv, &workers, &files);
+    tool_fields fields = {0};
+    int rc = parse_args(argc, argv, &workers, &files, &fields);
     if (rc != 0) {
         tool_paths_free(&files);
         return rc < 0 ? 0 : rc;
@@ -219,8 +229,10 @@ int cmd_check(int argc, char **argv)
             bad++;
         }
     for (int i = 1; i < argc && rc == 0; i++) /* the shard paths parse_args passed over */
-        if (!strcmp(argv[i], "--workers") || !strcmp(argv[i], "-j"))
+        if (!strcmp(argv[i], "--workers") || !strcmp(argv[i], "-j") || !strcmp(argv[i], "--fields"))
             i++;
+        else if (tool_is_shards(argv[i]) && fields.n)
+            rc = tool_check_shard_fields(argv[i], &fields, workers, &samples, &bad);
         else if (tool_is_shards(argv[i]))
             rc = tool_check_shards(argv[i], workers, &samples, &bad);
     if (samples)

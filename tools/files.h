@@ -30,7 +30,7 @@ int tool_paths_push(tool_paths *p, const char *s, const char *why);
 /* Why a path cannot be read, in words, as the datasets say it:
  * ferry__not_regular_reason(mode) and ferry__open_error_reason(path, err)
  * (src/dataset/core/internal.h; the tools link libferry.a). */
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h" /* includes the dataset core */
 #include "ferry.h"
 
 /* Reads a regular file into *buf (grown as needed), never blocking on a FIFO.

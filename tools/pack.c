@@ -29,6 +29,7 @@
 #include "dataset/remote/remote.h"
 #include "ferry.h"
 #include "files.h"
+#include "pack_side.h"
 #include "tar_write.h"
 #include "url_list.h"
 
@@ -55,10 +56,12 @@ static void usage(FILE *f)
             "position written, zero-padded), __classes__.txt first in each\n"
             "shard, and OUT/PACK.txt saying the source, the count, the seed and each key's\n"
             "shard and source file. Every image is decoded first: a bad one stops the pack.\n"
+            "Files beside an image with its stem (x.jpg + x.boxes.npy, x.labels.npy) go in\n"
+            "as KEY.boxes.npy, KEY.labels.npy: ferry_dataset_shards_fields reads them.\n"
             "Read them with ferry_dataset_shards, `ferry bench OUT` or `ferry check OUT`.\n"
             "  --seed N:          the shuffle's seed (default 0); the same seed, the same order\n"
             "  --no-shuffle:      keep the source's order (a folder's is class after class,\n"
-            "                     which a streaming loader cannot mix: see the README)\n"
+            "                     which a streaming loader cannot mix: see docs/SHARDS.md)\n"
             "  --no-check:        pack the files' bytes without decoding them first (by\n"
             "                     default every image is decoded, and a bad one stops the\n"
             "                     pack, named); run `ferry check OUT` after\n"
@@ -191,7 +194,14 @@ typedef struct packer {
     uint8_t *check_px;   /* the decode check's output */
     size_t check_cap;
     size_t *key_shard;   /* per key written: its shard's number (for PACK.txt) */
+    pack_side side;      /* files beside the images with their stem (x.boxes.npy) */
+    uint8_t *side_buf;   /* one sample's side files, one after the other */
+    size_t side_cap;
+    size_t side_count;   /* side files carried */
 } packer;
+
+/* At most this many side files beside one image. */
+#define PACK_SIDE_MAX 32
 
 static int close_shard(packer *p)
 {
@@ -251,6 +261,50 @@ static int sample_png(packer *p, size_t i, size_t *n)
     return 0;
 }
 
+/* Image i's side files read into p->side_buf: *n of them, the j-th at
+ * off[j] (off[*n] the end), its path p->side.paths[*first + j]. */
+static int read_side(packer *p, size_t i, size_t *first, size_t *n, size_t *stem,
+                     size_t off[PACK_SIDE_MAX + 1])
+{
+    *n = 0;
+    off[0] = 0;
+    const char *img = p->o->labels ? NULL : ferry_dataset_sample_name(p->ds, i);
+    if (!img || !p->side.n)
+        return 0;
+    *n = pack_side_find(&p->side, img, first, stem);
+    if (*n > PACK_SIDE_MAX) {
+        fprintf(stderr, PACK ": %s: %zu files share its stem, more than %d\n", img, *n,
+                PACK_SIDE_MAX);
+        return -1;
+    }
+    for (size_t j = 0; j < *n; j++) {
+        const char *path = p->side.paths[*first + j];
+        uint8_t *b = NULL;
+        size_t cap = 0, got = 0;
+        if (tool_read_file(path, &b, &cap, &got, 0) != 0) {
+            char shown[FERRY_ERROR_MAX];
+            ferry_format_cut(shown, sizeof shown, "%s: %s", path, ferry__open_error_reason(path, errno));
+            fprintf(stderr, PACK ": %s\n", shown);
+            free(b);
+            return -1;
+        }
+        if (off[j] + got > p->side_cap) {
+            size_t c = (off[j] + got) * 2;
+            uint8_t *q = realloc(p->side_buf, c);
+            if (!q) {
+                free(b);
+                return -1;
+            }
+            p->side_buf = q;
+            p->side_cap = c;
+        }
+        memcpy(p->side_buf + off[j], b, got);
+        off[j + 1] = off[j] + got;
+        free(b);
+    }
+    return 0;
+}
+
 /* Source sample i as the k-th written. */
 static int add_sample(packer *p, size_t i, size_t k, int digits)
 {
@@ -277,6 +331,11 @@ static int add_sample(packer *p, size_t i, size_t k, int digits)
     snprintf(key, sizeof key, "%0*zu", digits & 31, k); /* digits <= 20: the mask only bounds it */
     int tn = snprintf(text, sizeof text, "%lld", (long long)label);
     uint64_t adds = tar_member_bytes(n) + tar_member_bytes((size_t)tn);
+    size_t side_first = 0, nside = 0, stem = 0, side_off[PACK_SIDE_MAX + 1];
+    if (read_side(p, i, &side_first, &nside, &stem, side_off) != 0)
+        return -1;
+    for (size_t j = 0; j < nside; j++)
+        adds += tar_member_bytes(side_off[j + 1] - side_off[j]);
     /* A new shard when this sample would push the current one past the size. */
     if (p->open && p->samples_in_shard &&
         p->tar.bytes + adds + tar_end_bytes(p->tar.bytes + adds) > p->o->shard_size &&
@@ -294,6 +353,19 @@ static int add_sample(packer *p, size_t i, size_t k, int digits)
     snprintf(name, sizeof name, "%s.cls", key);
     if (rc == 0)
         rc = tar_out_add(&p->tar, name, text, (size_t)tn);
+    /* Side files as KEY.<what follows the stem>: x.boxes.npy -> KEY.boxes.npy. */
+    for (size_t j = 0; j < nside && rc == 0; j++) {
+        char side_name[200];
+        const char *ext = p->side.paths[side_first + j] + stem + 1;
+        if (snprintf(side_name, sizeof side_name, "%s.%s", key, ext) >= (int)sizeof side_name) {
+            fprintf(stderr, PACK ": %s: a name too long for a shard member\n",
+                    p->side.paths[side_first + j]);
+            return -1;
+        }
+        rc = tar_out_add(&p->tar, side_name, p->side_buf + side_off[j],
+                         side_off[j + 1] - side_off[j]);
+        p->side_count++;
+    }
     if (rc != 0) {
         fprintf(stderr, PACK ": %s: %s\n", p->part, strerror(errno));
         return -1;
@@ -400,7 +472,7 @@ static int pack_all(packer *p)
     int digits = 6;
     for (size_t m = 1000000; m <= len - (len > 0) && digits < 20; m *= 10)
         digits++;
-    if (collect_classes(p) != 0)
+    if (collect_classes(p) != 0 || (!p->o->labels && pack_side_init(&p->side, p->ds) != 0))
         return -1;
     if (p->o->labels) {
         snprintf(p->tmp_png, sizeof p->tmp_png, "%s/.pack-%ld.png", p->o->out, (long)getpid());
@@ -423,6 +495,8 @@ static int pack_all(packer *p)
         rc = -1;
     if (p->o->labels)
         unlink(p->tmp_png);
+    pack_side_free(&p->side);
+    free(p->side_buf);
     return rc;
 }
 
@@ -538,6 +612,9 @@ int cmd_pack(int argc, char **argv)
                o.labels ? "encoded from the IDX pixels"
                : o.check ? "every image decode-checked"
                          : "NOT decode-checked (--no-check: run `ferry check` on them)");
+    if (rc == 0 && p.side_count)
+        printf("%s: %zu side files carried (KEY.EXT beside each image's KEY.png or KEY.jpg, "
+               "from SRC's x.EXT beside x.png or x.jpg)\n", o.out, p.side_count);
     /* A failed upload leaves the shards on disk, whole: upload them again. */
     if (rc == 0 && o.upload && upload_all(&p) != 0)
         rc = 1;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "ferry/export.h"
+#include "ferry/fields.h"
 #include "ferry/status.h"
 #include "ferry/tensor.h"
 
@@ -39,7 +40,9 @@ typedef struct ferry_scratch ferry_scratch;
 FERRY_API ferry_status ferry_scratch_create(ferry_scratch **out);
 FERRY_API void ferry_scratch_destroy(ferry_scratch *s);
 
-/* Seconds spent per stage, added to by get() when ctx->timing is set. */
+/* CPU seconds per stage (the calling thread's CPU clock,
+ * CLOCK_THREAD_CPUTIME_ID: time waiting on a disk, the network or a busy
+ * core is not counted), added to by get() when ctx->timing is set. */
 typedef struct ferry_sample_timing {
     double read_s;      /* reading the file into memory */
     double decode_s;    /* PNG/JPEG/IDX decoding into the output format */
@@ -151,7 +154,8 @@ typedef struct ferry_image_config {
      * libcurl). Create takes each shard's index from URL.ferry-index beside it
      * (the file shard_index_cache writes beside a local shard) when there is
      * one, else fetches the shard whole to index it (and keeps the index in
-     * the cache folder for the next create); an index file larger than a
+     * the cache folder for the next create, counted in remote_cache_bytes and
+     * deleted when its shard is evicted); an index file larger than a
      * shard of that size can need (a record and a 256-byte name per 512
      * bytes of shard, and the class names) or than 64 MiB is not fetched
      * (a warning; the shard is read instead). In the streaming order
@@ -383,6 +387,27 @@ FERRY_API ferry_status ferry_dataset_list_file(const char *list_path, const ferr
  * on_error = SKIP skips it); create logs one warning counting the incomplete keys. */
 FERRY_API ferry_status ferry_dataset_shards(const char *const *paths, size_t n,
                                             const ferry_image_config *cfg, ferry_dataset **out);
+/* The same shards read as fields (ferry/fields.h): members names the
+ * members to load, in order, as extensions after the key (as WebDataset's
+ * to_tuple("jpg", "cls", "boxes.npy")); "png;jpg" takes either. Each is a field
+ * named as given, decoded by its last extension: png, jpg, jpeg the IMAGE
+ * field (at most one; decoded, resized and augmented per cfg as
+ * ferry_dataset_shards does); cls, index, id an i64 (decimal text); npy an
+ * array (NPY 1.0 to 3.0, little-endian f32, f16, u8, bool, i32, i64, C
+ * order): every sample's header is read at create, and the field is fixed
+ * when all shapes agree, ragged (padded to the largest first dimension) when
+ * they differ only there, else FERRY_ERR_FORMAT naming two samples; any other
+ * extension its raw bytes, a ragged u8 field up to the largest member. A
+ * sample is a key with any member asked for, named "SHARD:KEY"; one missing a
+ * member fails by name when loaded (the loader's on_error decides), as does a
+ * member that does not decode. A shard by URL is fetched whole into the
+ * remote cache (cfg's remote_* settings) to be walked, and read from there; a
+ * gzip shard is decompressed whole at create and held, all of them within
+ * cfg->shard_cache_bytes (FERRY_ERR_LIMIT past it). num_classes is 0. */
+FERRY_API ferry_status ferry_dataset_shards_fields(const char *const *paths, size_t n,
+                                                   const ferry_image_config *cfg,
+                                                   const char *const *members, size_t num_members,
+                                                   ferry_dataset **out);
 /* Whether a path is named as a shard: it ends in .tar, .tar.gz or .tgz (any
  * case). The rule ferry_dataset_shards lists folders and tells a shard from a
  * list file by. false for NULL. */
@@ -448,7 +473,11 @@ FERRY_API size_t ferry_dataset_unreadable_count(const ferry_dataset *ds, const c
 FERRY_API const char *ferry_dataset_sample_name(const ferry_dataset *ds, size_t index);
 
 /* Decodes sample index into dst (dst_bytes >= ferry_dataset_sample_bytes) and
- * applies the configured transforms in place. Thread-safe. On failure returns the
+ * applies the configured transforms in place. A dataset of other fields
+ * (ferry/fields.h) gives its IMAGE field here and its label field in *label,
+ * decoding the rest into a buffer allocated for the call and dropping them:
+ * ferry_dataset_get_fields reads every field; without an IMAGE field this is
+ * FERRY_ERR_INVALID_ARG. Thread-safe. On failure returns the
  * status with ferry_last_error() naming the file and the reason
  * ("train/3/17.png: IDAT: CRC error"), and dst holds no promise. */
 FERRY_API ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,

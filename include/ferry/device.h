@@ -42,7 +42,11 @@ static inline bool ferry_device_eq(ferry_device a, ferry_device b)
     return a.type == b.type && a.index == b.index;
 }
 
-/* Parses "cpu", "cuda" (the current CUDA device), "cuda:N". Malformed strings are
+/* Parses "cpu", "cuda" (the current CUDA device), "cuda:N", and "default": the
+ * zero device (FERRY_DEVICE_DEFAULT), the device ferry picks when a config
+ * leaves it zero, which every call resolves to ferry_device_default() (cuda:0
+ * when a GPU is available, else the CPU); ferry_device_format writes it back
+ * as "default". Malformed strings are
  * FERRY_ERR_INVALID_ARG, a CUDA device that does not exist is FERRY_ERR_NO_DEVICE;
  * both quote the string in ferry_last_error(), and leave *out the invalid device
  * ({FERRY_DEVICE_INVALID, -1}), which every call taking a device refuses

@@ -7,7 +7,7 @@
  *     mpirun -np 16 --hostfile hosts build/samples/train_gray --dist --device cuda
  *
  * Each process calls ferry_dist_create, which reads rank, world size and local rank
- * (the rank among the processes on its machine) from MPI and, for "cuda", picks
+ * (the rank among the processes on its machine) from MPI and, for a GPU, picks
  * cuda:<local rank> and builds an NCCL communicator over MPI. Each rank's loader
  * reads its own share of the data (FERRY_SAMPLER_DISTRIBUTED with
  * ferry_dist_rank/ferry_dist_world_size); a ferry_ddp around the model makes every
@@ -16,7 +16,7 @@
  * on the union of their batches.
  *
  *     ferry_dist *d;   ferry_dist_config dc = ferry_dist_config_default();
- *     ferry_dist_create(&dc, &d);                      // dc.device = "cuda" for GPUs
+ *     ferry_dist_create(&dc, &d);                      // default: a GPU per rank if any
  *     ... build net on ferry_dist_device(d), optimiser, loader with
  *         c.sampler = FERRY_SAMPLER_DISTRIBUTED, c.rank = ferry_dist_rank(d),
  *         c.world_size = ferry_dist_world_size(d) ...
@@ -52,10 +52,19 @@ extern "C" {
 
 typedef struct ferry_dist ferry_dist;
 
+/* For ferry_dist_config.device: the local rank's GPU, cuda:<local rank>
+ * (one process per GPU). Only ferry_dist_create takes it. */
+static inline ferry_device ferry_dist_local_cuda(void)
+{
+    ferry_device d = {FERRY_DEVICE_CUDA, -1};
+    return d;
+}
+
 typedef struct ferry_dist_config {
-    /* "cpu", "cuda" (cuda:<local rank>) or "cuda:N"; NULL: "cuda" when a GPU is
-     * available, else "cpu". */
-    const char *device;
+    /* Zero (the default device): the local rank's GPU when a GPU is available,
+     * else the CPU. ferry_dist_local_cuda(): the local rank's GPU (an error
+     * without one). ferry_cpu(), or ferry_cuda(N) for that GPU on every rank. */
+    ferry_device device;
     /* Seconds a collective may wait for the other ranks before it fails with
      * FERRY_ERR_TIMEOUT. 0: $FERRY_DIST_TIMEOUT, else 300. */
     double timeout_s;

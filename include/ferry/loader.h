@@ -67,6 +67,13 @@ typedef enum ferry_wire_dtype {
     FERRY_WIRE_F32          /* normalised on the host */
 } ferry_wire_dtype;
 
+/* A field delivered in another dtype than it is stored in
+ * (ferry_loader_config.field_dtypes). */
+typedef struct ferry_field_dtype {
+    const char *name;       /* a field of the dataset, not its image or label field */
+    ferry_dtype dtype;
+} ferry_field_dtype;
+
 /* num_workers: no threads; next() decodes in the caller's thread. */
 #define FERRY_LOADER_NO_WORKERS ((size_t)-1)
 
@@ -94,7 +101,7 @@ typedef struct ferry_loader_config {
     size_t prefetch;            /* slots: batches in flight; 0: 4. 1: no read-ahead */
     ferry_pin_memory pin_memory; /* default AUTO: pinned for a GPU device */
     ferry_device device;        /* zero: the default device (cuda:0 when there is a GPU, else
-                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N" */
+                                 * the CPU); ferry_device_parse reads "cpu", "cuda:N", "default" */
     ferry_wire_dtype wire_dtype; /* default: the dataset's dtype (u8 images stay u8) */
     ferry_dtype out_dtype;      /* F32 (0, the default), F16, BF16, or U8 (raw, no normalisation) */
     float mean[4], std[4];      /* per channel, on the 0..1 scale; default 0 and 1 (a std of 0: 1);
@@ -126,6 +133,14 @@ typedef struct ferry_loader_config {
      * resumes on the same world size only. Default 0 (off). docs/DESIGN.md
      * says how (read-ahead, memory), docs/DISTRIBUTED.md what ranks read. */
     size_t stream_shuffle_buffer;
+    /* Fields (ferry/fields.h) other than the image and the label cross as
+     * stored; these named ones are then converted on the device, after the
+     * copy, on the stream given to next() (as ferry_tensor_to_dtype converts:
+     * float to integer truncates and saturates), into buffers sized at
+     * create. Copied at create; a name the dataset lacks, or its image or
+     * label field, is FERRY_ERR_INVALID_ARG. */
+    const ferry_field_dtype *field_dtypes;
+    size_t num_field_dtypes;
 } ferry_loader_config;
 
 /* A zeroed config: every field its default (kept for code written before zero
@@ -141,14 +156,32 @@ typedef struct ferry_loader ferry_loader;
  * and _device, all in libferry; the data is ready in the order of the stream
  * given to ferry_loader_next (ferry_stream_cuda_handle: its cudaStream_t, to
  * launch kernels after it). Users of the model layer pass the tensors on. */
+typedef struct ferry_batch_fields ferry_batch_fields;
 typedef struct ferry_batch {
-    ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device */
-    ferry_tensor *labels;   /* [B] i64 on the loader's device */
+    ferry_tensor *images;   /* [B,C,H,W] (or [B,H,W,C]) out_dtype on the loader's device;
+                             * the IMAGE field's (NULL when the dataset has none) */
+    ferry_tensor *labels;   /* [B] i64 on the loader's device: the label field's (the first
+                             * i64 scalar; NULL when the dataset has none) */
     size_t size;            /* B */
     const size_t *indices;  /* the B dataset indices, on the host */
     uint64_t epoch;
     size_t index;           /* batch number within the epoch */
+    const ferry_batch_fields *fields; /* every field: ferry_batch_field */
 } ferry_batch;
+
+/* Field `name` of the batch: [B, shape...] of the field's dtype on the
+ * loader's device (the image field's is `images`, the label's `labels`); a
+ * ragged field [B, max, ...] padded with zeros. NULL when there is no such
+ * field (or b is NULL). A view of the slot, as images and labels are. */
+FERRY_API ferry_tensor *ferry_batch_field(const ferry_batch *b, const char *name);
+/* A ragged field's lengths: [B] i64 on the loader's device, each sample's
+ * entries along the first dimension. NULL for a fixed field or none. */
+FERRY_API ferry_tensor *ferry_batch_lengths(const ferry_batch *b, const char *name);
+/* The batch's fields, in the dataset's order: the count, and field i's
+ * tensor with its description in *info (may be NULL). */
+FERRY_API size_t ferry_batch_field_count(const ferry_batch *b);
+FERRY_API ferry_tensor *ferry_batch_field_at(const ferry_batch *b, size_t i,
+                                             const ferry_field **info);
 
 FERRY_API ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **out);
 FERRY_API void ferry_loader_destroy(ferry_loader *l);
@@ -175,7 +208,8 @@ FERRY_API ferry_device ferry_loader_device(const ferry_loader *l);
 
 typedef struct ferry_loader_stats {
     uint64_t batches, samples, skipped;
-    double read_s, decode_s, transform_s; /* summed over workers */
+    double read_s, decode_s, transform_s; /* CPU seconds (each worker thread's
+                                           * CPU clock), summed over workers */
     double wait_s;                        /* caller's time blocked in next(): starvation */
     double next_s;                        /* caller's time in next() in all */
     double h2d_s;                         /* copy time, from events (0 on the CPU) */

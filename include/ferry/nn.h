@@ -52,6 +52,21 @@ FERRY_API ferry_status ferry_linear_create(int64_t in_features, int64_t out_feat
 FERRY_API ferry_status ferry_conv2d_create(int64_t in_channels, int64_t out_channels,
                                            int64_t kernel, int64_t stride, int64_t padding,
                                            bool bias, ferry_module **out);
+/* A table of num_embeddings rows of embedding_dim values, drawn N(0, 1) as
+ * PyTorch's: input i32 or i64 indices of any shape [...], output [..., dim].
+ * An index outside [0, num_embeddings) fails the forward (FERRY_ERR_INVALID_ARG
+ * naming the index and its position); the check reads one value back, so the
+ * forward waits for its stream. Backward sums the gradients of repeated indices
+ * in position order on every device (the same bits run after run) and gives no
+ * input gradient (*dx NULL): an Embedding is a model's first layer. */
+FERRY_API ferry_status ferry_embedding_create(int64_t num_embeddings, int64_t embedding_dim,
+                                              ferry_module **out);
+/* check false: the forward no longer reads the indices' check back, so it never
+ * waits for its stream (a training step that must not, such as a captured
+ * one); an index outside the table then gives a zero row and adds no gradient,
+ * silently. true (the default) restores the error. INVALID_ARG when m is not
+ * an Embedding. */
+FERRY_API ferry_status ferry_embedding_check_indices(ferry_module *m, bool check);
 /* stride 0 means stride = kernel (PyTorch's default). */
 FERRY_API ferry_status ferry_maxpool2d_create(int64_t kernel, int64_t stride, int64_t padding,
                                               ferry_module **out);
@@ -223,6 +238,29 @@ FERRY_API ferry_status ferry_amp_step(ferry_amp *a, ferry_optim *o, ferry_stream
 FERRY_API ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp,
                                         ferry_tensor *x, ferry_tensor *labels,
                                         ferry_metrics *metrics, ferry_stream *s);
+/* ---- one CUDA graph per training step ----
+ * ferry_train_step captured once (CUDA stream capture) and replayed for every
+ * batch of the same shape: one graph launch instead of ~40 kernel launches.
+ * Each step copies x and labels into the graph's own device buffers (x and
+ * labels may be any tensors on the module's device, such as the loader's
+ * batch) and launches the graph on s. The first step of a shape, and the first
+ * after anything that may have moved the module's buffers or the optimiser's
+ * state (another forward or backward on the module, such as ferry_eval_step;
+ * ferry_module_to; a learning-rate change; a checkpoint load), runs eagerly;
+ * the next captures. Results are those of ferry_train_step, bit for bit.
+ * metrics is required (the graph cannot wait on the host to check labels).
+ * On the CPU, or when x is not on the module's device, every step is eager.
+ * A capture that fails (a step that would wait on the host or allocate) is an
+ * error naming what it tried; the graph is dropped and the next step eager. */
+typedef struct ferry_train_graph ferry_train_graph;
+FERRY_API ferry_status ferry_train_graph_create(ferry_module *m, ferry_optim *o, ferry_amp *amp,
+                                                ferry_metrics *metrics, ferry_train_graph **out);
+FERRY_API void ferry_train_graph_destroy(ferry_train_graph *g);
+FERRY_API ferry_status ferry_train_graph_step(ferry_train_graph *g, ferry_tensor *x,
+                                              ferry_tensor *labels, ferry_stream *s);
+/* How many captures g has made (for logs and tests). */
+FERRY_API int64_t ferry_train_graph_captures(const ferry_train_graph *g);
+
 /* Forward in evaluation mode plus loss and accuracy into metrics; restores the
  * module's mode afterwards. */
 FERRY_API ferry_status ferry_eval_step(ferry_module *m, ferry_tensor *x, ferry_tensor *labels,

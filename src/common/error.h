@@ -116,6 +116,10 @@ static inline int ferry_mul_size(size_t a, size_t b, size_t *out)
 
 /* Seconds on the monotonic clock. */
 double ferry_now(void);
+/* CPU seconds the calling thread has run (CLOCK_THREAD_CPUTIME_ID): the
+ * per-stage times, which a busy machine (other threads on the cores, waits
+ * on I/O or the network) does not inflate as it does wall time. */
+double ferry_thread_cpu_now(void);
 
 /* "3.00 GiB", "12.50 MiB", "512 bytes" into buf; returns buf. */
 const char *ferry_format_bytes(size_t n, char *buf, size_t size);

@@ -61,6 +61,14 @@ double ferry_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double ferry_thread_cpu_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+        return ferry_now(); /* no thread clock: wall time, as before it */
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 void ferry_clear_error(void)
 {
     err.msg[0] = '\0';

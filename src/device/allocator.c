@@ -260,6 +260,15 @@ ferry_status ferry_device_alloc(ferry_device d, size_t bytes, ferry_stream *s, v
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "%s: memory on %s, stream on %s", __func__,
                           devname(d, x), devname(ferry_stream_device(s), y));
     }
+    if (bytes && d.type != FERRY_DEVICE_CPU && ferry_capture_stream_()) {
+        char dn[FERRY_DEVICE_NAME_MAX], why[FERRY_ERROR_MAX];
+        ferry_format_cut(why, sizeof why, "%zu bytes of %s asked of the caching allocator", bytes,
+                         devname(d, dn));
+        ferry_capture_misuse_(why);
+        return ferry_fail(FERRY_ERR_BAD_STATE, "%s: %s during a CUDA graph capture by this thread "
+                          "(a replay would write to the block after it went to someone else)",
+                          __func__, why);
+    }
     size_t size;
     if (bytes && !round_size(bytes, &size)) {
         char dn[FERRY_DEVICE_NAME_MAX];
@@ -335,6 +344,8 @@ void ferry_device_free(ferry_device d, void *ptr)
                   ferry_last_error());
         return;
     }
+    if (d.type != FERRY_DEVICE_CPU && ferry_capture_stream_()) /* void: capture_end reports it */
+        ferry_capture_misuse_("a block given back to the caching allocator (ferry_device_free)");
     ferry_mutex_lock(&a->lock);
     check_alloc(a);
     for (ablock **pp = &a->live[live_hash(ptr)]; *pp; pp = &(*pp)->next) {

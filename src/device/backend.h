@@ -69,6 +69,18 @@ typedef struct ferry_backend {
     ferry_status (*event_query)(int index, void *event, bool *done);
     ferry_status (*event_elapsed_ms)(int index, void *start, void *end, float *ms);
 
+    /* CUDA graphs by stream capture (NULL on the CPU: no graphs). capture_begin
+     * starts recording stream's work in thread-local mode (the calling thread
+     * may not allocate, free or wait for the device until the capture ends);
+     * capture_end ends it and instantiates the recording into *graph, or fails
+     * (an operation CUDA forbids was tried meanwhile: the capture is dropped);
+     * graph_launch replays it on a stream of the same device; graph_destroy
+     * frees it (launches already queued still run). */
+    ferry_status (*capture_begin)(int index, void *stream);
+    ferry_status (*capture_end)(int index, void *stream, void **graph);
+    ferry_status (*graph_launch)(int index, void *graph, void *stream);
+    void (*graph_destroy)(int index, void *graph);
+
     /* Page-locked host memory (pinned) or, for the CPU backend, aligned pageable. */
     ferry_status (*host_alloc)(size_t bytes, void **out);
     void (*host_free)(void *ptr);

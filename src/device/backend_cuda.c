@@ -320,6 +320,63 @@ static void cu_host_free(void *ptr)
         (void)cudaGetLastError();
 }
 
+/* Thread-local capture mode: only the capturing thread is held to the rules,
+ * so the loader's workers may go on allocating and waiting on their own
+ * streams while the training thread captures its step. */
+static ferry_status cu_capture_begin(int index, void *stream)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaStreamBeginCapture((cudaStream_t)stream,
+                                                  cudaStreamCaptureModeThreadLocal));
+    leave(prev);
+    return st;
+}
+
+static ferry_status cu_capture_end(int index, void *stream, void **graph)
+{
+    *graph = NULL;
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    cudaGraph_t g = NULL;
+    st = FERRY_CUDA_STATUS(cudaStreamEndCapture((cudaStream_t)stream, &g));
+    cudaGraphExec_t exec = NULL;
+    if (st == FERRY_OK)
+        st = FERRY_CUDA_STATUS(cudaGraphInstantiateWithFlags(&exec, g, 0));
+    if (g && cudaGraphDestroy(g) != cudaSuccess) /* the executable keeps what it needs */
+        (void)cudaGetLastError();
+    leave(prev);
+    if (st == FERRY_OK)
+        *graph = exec;
+    return st;
+}
+
+static ferry_status cu_graph_launch(int index, void *graph, void *stream)
+{
+    int prev;
+    ferry_status st = enter(index, &prev);
+    if (st != FERRY_OK)
+        return st;
+    st = FERRY_CUDA_STATUS(cudaGraphLaunch((cudaGraphExec_t)graph, (cudaStream_t)stream));
+    leave(prev);
+    return st;
+}
+
+static void cu_graph_destroy(int index, void *graph)
+{
+    if (!graph)
+        return;
+    int prev;
+    (void)enter(index, &prev);
+    if (cudaGraphExecDestroy((cudaGraphExec_t)graph) != cudaSuccess)
+        (void)cudaGetLastError();
+    leave(prev);
+}
+
 static const ferry_backend cuda_backend = {
     .name = "cuda",
     .kind = FERRY_BACKEND_CUDA,
@@ -336,6 +393,10 @@ static const ferry_backend cuda_backend = {
     .stream_create = cu_stream_create,
     .stream_destroy = cu_stream_destroy,
     .stream_sync = cu_stream_sync,
+    .capture_begin = cu_capture_begin,
+    .capture_end = cu_capture_end,
+    .graph_launch = cu_graph_launch,
+    .graph_destroy = cu_graph_destroy,
     .stream_query = cu_stream_query,
     .stream_wait_event = cu_stream_wait_event,
     .event_create = cu_event_create,

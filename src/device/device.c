@@ -161,9 +161,13 @@ ferry_status ferry_device_parse(const char *s, ferry_device *out)
     *out = (ferry_device){FERRY_DEVICE_INVALID, -1};
     if (!s)
         return ferry_fail(FERRY_ERR_INVALID_ARG,
-                          "invalid device string (null): expected \"cpu\", \"cuda\" or \"cuda:N\"");
+                          "invalid device string (null): expected \"cpu\", \"cuda\", \"cuda:N\" or \"default\"");
     if (!strcmp(s, "cpu")) {
         *out = ferry_cpu();
+        return FERRY_OK;
+    }
+    if (!strcmp(s, "default")) { /* the zero device: resolved where it is used */
+        *out = (ferry_device){FERRY_DEVICE_DEFAULT, 0};
         return FERRY_OK;
     }
     char quoted[96];
@@ -194,7 +198,7 @@ ferry_status ferry_device_parse(const char *s, ferry_device *out)
         }
     }
     return ferry_fail(FERRY_ERR_INVALID_ARG,
-                      "invalid device string \"%.80s\": expected \"cpu\", \"cuda\" or \"cuda:N\" "
+                      "invalid device string \"%.80s\": expected \"cpu\", \"cuda\", \"cuda:N\" or \"default\" "
                       "with N a device index", s);
 }
 

@@ -53,6 +53,27 @@ ferry_status ferry_device_check(ferry_device d);
 /* Sets bytes of memory on d to zero, on stream s (NULL: synchronously). */
 ferry_status ferry_device_memset_zero(ferry_device d, void *ptr, size_t bytes, ferry_stream *s);
 
+/* ---- CUDA graphs (stream capture) ----
+ * Between capture_begin and capture_end the work queued on s is recorded, not
+ * run; capture_end instantiates it into a graph that graph_launch replays, on
+ * any stream of s's device, with the pointers and arguments it was recorded
+ * with. The rules are CUDA's thread-local mode: the calling thread may not
+ * wait for the device, allocate or free device memory, or use the legacy
+ * stream until the capture ends (each is an error, and capture_end then fails
+ * naming it). The caching allocator holds the thread to the same rule for its
+ * cached blocks: a block handed out or freed during a capture would be written
+ * by every replay after it belonged to someone else. FERRY_ERR_UNSUPPORTED on
+ * the CPU. */
+typedef struct ferry_graph_ ferry_graph_;
+ferry_status ferry_stream_capture_begin_(ferry_stream *s);
+ferry_status ferry_stream_capture_end_(ferry_stream *s, ferry_graph_ **out);
+ferry_status ferry_graph_launch_(ferry_graph_ *g, ferry_stream *s);
+void ferry_graph_destroy_(ferry_graph_ *g);
+/* The calling thread's capture under way, or NULL; the allocator reports a
+ * block taken or given back during it with ferry_capture_misuse_. */
+ferry_stream *ferry_capture_stream_(void);
+void ferry_capture_misuse_(const char *what);
+
 #ifdef __cplusplus
 }
 #endif

@@ -246,3 +246,91 @@ ferry_status ferry_device_copy_(ferry_device dd, void *dst, ferry_device sd, con
     ferry_copy_kind kind = dh ? (sh ? FERRY_COPY_H2H : FERRY_COPY_D2H) : (sh ? FERRY_COPY_H2D : FERRY_COPY_D2D);
     return ferry_memcpy(dst, src, bytes, kind, dh ? sd : dd, s);
 }
+
+/* ---- CUDA graphs by stream capture (device_internal.h) ---- */
+
+struct ferry_graph_ {
+    ferry_device dev;
+    const ferry_backend *be;
+    void *native;
+};
+
+/* One capture per thread (thread-local mode binds the thread that began it);
+ * misuse keeps the first thing the allocator refused, for capture_end. */
+static _Thread_local ferry_stream *capture_stream;
+static _Thread_local char capture_misuse[FERRY_ERROR_MAX];
+
+ferry_stream *ferry_capture_stream_(void) { return capture_stream; }
+
+void ferry_capture_misuse_(const char *what)
+{
+    if (capture_stream && !capture_misuse[0])
+        ferry_format_cut(capture_misuse, sizeof capture_misuse, "%s", what);
+}
+
+ferry_status ferry_stream_capture_begin_(ferry_stream *s)
+{
+    if (!s)
+        return FERRY_ARG_ERROR("stream is NULL (the legacy default stream cannot be captured)");
+    if (!s->be->capture_begin)
+        return ferry_fail(FERRY_ERR_UNSUPPORTED, "stream capture: %s streams have no graphs",
+                          s->be->name);
+    if (capture_stream)
+        return ferry_fail(FERRY_ERR_BAD_STATE, "stream capture: this thread is already capturing");
+    ferry_status st = s->be->capture_begin(s->dev.index, s->native);
+    if (st == FERRY_OK) {
+        capture_stream = s;
+        capture_misuse[0] = 0;
+    }
+    return st;
+}
+
+ferry_status ferry_stream_capture_end_(ferry_stream *s, ferry_graph_ **out)
+{
+    if (!s || !out)
+        return FERRY_ARG_ERROR("%s is NULL", s ? "out" : "stream");
+    *out = NULL;
+    if (capture_stream != s)
+        return ferry_fail(FERRY_ERR_BAD_STATE, "end of stream capture: this thread is not "
+                          "capturing that stream");
+    capture_stream = NULL;
+    void *native = NULL;
+    ferry_status st = s->be->capture_end(s->dev.index, s->native, &native);
+    if (capture_misuse[0]) {
+        if (st == FERRY_OK)
+            s->be->graph_destroy(s->dev.index, native);
+        return ferry_fail(FERRY_ERR_BAD_STATE, "stream capture: %s; a captured step must take "
+                          "and give back no device memory (run it once eagerly first, so its "
+                          "buffers exist)", capture_misuse);
+    }
+    if (st != FERRY_OK)
+        return st;
+    ferry_graph_ *g = ferry_host_calloc(1, sizeof *g);
+    if (!g) {
+        s->be->graph_destroy(s->dev.index, native);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    g->dev = s->dev;
+    g->be = s->be;
+    g->native = native;
+    *out = g;
+    return FERRY_OK;
+}
+
+ferry_status ferry_graph_launch_(ferry_graph_ *g, ferry_stream *s)
+{
+    if (!g)
+        return FERRY_ARG_ERROR("graph is NULL");
+    if (s && (s->be != g->be || s->dev.index != g->dev.index))
+        return ferry_fail(FERRY_ERR_DEVICE_MISMATCH, "graph launch: the graph belongs to another "
+                          "device than the stream");
+    return g->be->graph_launch(g->dev.index, g->native, ferry_stream_native(s));
+}
+
+void ferry_graph_destroy_(ferry_graph_ *g)
+{
+    if (!g)
+        return;
+    g->be->graph_destroy(g->dev.index, g->native);
+    ferry_host_free(g);
+}

@@ -26,6 +26,29 @@ typedef enum slot_state {
     SLOT_DELIVERED  /* handed to the caller by next() */
 } slot_state;
 
+/* A field of the dataset other than the image and the label (those keep
+ * their regions and conversion): its place in a slot. */
+typedef struct ferry_loader_field {
+    size_t index;           /* in the dataset's fields */
+    size_t bytes;           /* per sample, at the field's full shape */
+    size_t offset;          /* in a slot: batch * bytes */
+    size_t lengths_offset;  /* ragged: batch i64 lengths; 0 otherwise */
+    bool ragged;
+    bool cast;              /* delivered as out_dtype, converted after the copy */
+    ferry_dtype dtype, out_dtype;
+    size_t out_offset;      /* cast: in the slot's field_out region */
+} ferry_loader_field;
+
+/* What ferry_batch.fields points at: every field's tensor of one view of a
+ * slot, by the dataset's field order. */
+struct ferry_batch_fields {
+    size_t n;
+    const ferry_field *fields;               /* the dataset's */
+    ferry_tensor *tensors[FERRY_FIELD_MAX];  /* the image's and label's are images[v], labels[v] */
+    ferry_tensor *lengths[FERRY_FIELD_MAX];  /* ragged fields only */
+    bool owned[FERRY_FIELD_MAX];             /* tensors[k] is this table's to release */
+};
+
 /* One batch in flight: a page-locked host buffer, its device twin and the
  * converted output, sized once at create. */
 typedef struct ferry_slot {
@@ -35,6 +58,7 @@ typedef struct ferry_slot {
     void *dev;                /* device copy of host (== host on the CPU) */
     int64_t *dev_labels;
     void *out;                /* converted images (== dev when no conversion is needed) */
+    uint8_t *field_out;       /* fields converted to another dtype (field_dtypes), or NULL */
     size_t *indices;          /* batch dataset indices, on the host */
     ferry_stream *copy_stream; /* the slot's own: its H2D copy waits only for its release */
     ferry_event *copy_start, *copy_done; /* around the H2D copy, on copy_stream */
@@ -42,6 +66,7 @@ typedef struct ferry_slot {
     /* Views: [0] a full batch, [1] the epoch's short last batch, [2] the short
      * last batch of an epoch resumed with another world size (made at restore). */
     ferry_tensor *images[3], *labels[3];
+    struct ferry_batch_fields fields[3]; /* the same views, every field by name */
 
     /* Per fill; guarded by ferry_loader.lock. */
     slot_state state;
@@ -98,6 +123,10 @@ struct ferry_loader {
     size_t wire_sample_bytes;  /* sample as it crosses to the device */
     size_t out_sample_bytes;
     size_t labels_offset;      /* in a slot's host buffer */
+    size_t image_field, label_field; /* the dataset's (SIZE_MAX: none) */
+    size_t nxf;                /* the other fields, laid out after the labels */
+    ferry_loader_field xf[FERRY_FIELD_MAX];
+    size_t field_out_bytes;    /* per slot: the converted fields' region */
     size_t slot_bytes;         /* bytes copied H2D per slot */
     bool convert_on_device;    /* a conversion runs after the copy */
     ferry_convert_spec wire_spec;  /* host: u8 sample -> f32 wire (wire f32 only) */
@@ -156,6 +185,24 @@ uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds);
 /* loader.c: views for the short last batch (short_size) of an elastically
  * resumed epoch, in every slot. */
 ferry_status ferry_loader_views_for_rest_(ferry_loader *l, size_t short_size);
+
+/* fields.c: the fields past image and label laid out from slot offset start
+ * (returns the end; SIZE_MAX on overflow), their views in slot s, the
+ * destinations of sample pos of host (a slot's host buffer) for get_fields,
+ * and the lengths it gave, stored. */
+size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start);
+/* cfg.field_dtypes checked and applied to the laid-out fields (sets
+ * field_out_bytes); after ferry_loader_layout_fields_. */
+ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_config *cfg);
+/* Queues the conversions of slot s's fields (count samples) on stream. */
+ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slot *s, size_t count,
+                                          ferry_stream *stream);
+ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, size_t size);
+void ferry_loader_field_views_release_(ferry_slot *s);
+void ferry_loader_field_dsts_(const ferry_loader *l, uint8_t *host, size_t pos, void *image,
+                              int64_t *label, void **dst);
+void ferry_loader_store_lengths_(const ferry_loader *l, uint8_t *host, size_t pos,
+                                 const size_t *lengths);
 
 /* workers.c */
 ferry_status ferry_workers_start(ferry_loader *l);

@@ -43,7 +43,11 @@ static bool is_float(ferry_dtype dt)
  * request: said now, naming batch_size, not as an allocation failure later. */
 static ferry_status check_batch_size(const ferry_loader_config *c)
 {
-    size_t one = ferry_dataset_sample_bytes(c->dataset), bytes;
+    const ferry_field *f;
+    size_t nf, one = 0, bytes;
+    (void)ferry_dataset_fields(c->dataset, &f, &nf);
+    for (size_t k = 0; k < nf; k++) /* every field, a ragged one's length too */
+        one += ferry_field_bytes(&f[k]) + (f[k].ragged ? sizeof(int64_t) : 0);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t mem = 0;
     if (pages <= 0 || page <= 0 || !ferry_mul_size((size_t)pages, (size_t)page, &mem))
@@ -114,6 +118,10 @@ static ferry_status plan_conversion(ferry_loader *l)
 {
     const ferry_sample_format *f = ferry_dataset_format(l->ds);
     const ferry_loader_config *c = &l->cfg;
+    if (l->image_field == SIZE_MAX) { /* no images: the fields cross as stored */
+        l->cfg.wire_dtype = FERRY_WIRE_U8;
+        return FERRY_OK;
+    }
     if (f->dtype != FERRY_DTYPE_U8 && f->dtype != FERRY_DTYPE_F32)
         return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: datasets of %s samples are not supported",
                           ferry_dtype_name(f->dtype));
@@ -183,9 +191,13 @@ static ferry_status make_view(ferry_loader *l, ferry_slot *s, int v, size_t size
     ferry_tensor_release(s->images[v]);
     ferry_tensor_release(s->labels[v]);
     s->images[v] = s->labels[v] = NULL;
-    ferry_status st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
-    if (st == FERRY_OK)
+    ferry_status st = FERRY_OK;
+    if (l->image_field != SIZE_MAX)
+        st = ferry_tensor_from_blob(s->out, shape, 4, l->cfg.out_dtype, l->dev, &s->images[v]);
+    if (st == FERRY_OK && l->label_field != SIZE_MAX)
         st = ferry_tensor_from_blob(s->dev_labels, shape, 1, FERRY_DTYPE_I64, l->dev, &s->labels[v]);
+    if (st == FERRY_OK)
+        st = ferry_loader_field_views_(l, s, v, size);
     return st;
 }
 
@@ -214,17 +226,22 @@ static ferry_status make_views(ferry_loader *l, ferry_slot *s)
 
 static ferry_status alloc_slots(ferry_loader *l)
 {
-    /* Host: one pinned allocation for every slot (images, then labels). */
-    size_t images, out_images, host_total;
-    if (!ferry_mul_size(l->batch, l->wire_sample_bytes, &images) ||
-        !ferry_mul_size(l->batch, l->out_sample_bytes, &out_images) ||
-        images > SIZE_MAX / 4 || out_images > SIZE_MAX / 4 ||
-        !ferry_mul_size(align_up(align_up(images, 256) + l->batch * sizeof(int64_t), 4096),
-                        l->nslots, &host_total))
+    /* Host: one pinned allocation for every slot (images, labels, then the
+     * other fields: fields.c). */
+    size_t images, out_images, host_total, end = SIZE_MAX;
+    if (ferry_mul_size(l->batch, l->wire_sample_bytes, &images) &&
+        ferry_mul_size(l->batch, l->out_sample_bytes, &out_images) &&
+        images <= SIZE_MAX / 4 && out_images <= SIZE_MAX / 4) {
+        l->labels_offset = align_up(images, 256);
+        end = ferry_loader_layout_fields_(l, l->labels_offset + l->batch * sizeof(int64_t));
+    }
+    ferry_status st0 = end == SIZE_MAX ? FERRY_OK : ferry_loader_field_casts_(l, &l->cfg);
+    if (st0 != FERRY_OK)
+        return st0;
+    if (end > SIZE_MAX / 4 || !ferry_mul_size(align_up(end, 4096), l->nslots, &host_total))
         return ferry_fail(FERRY_ERR_LIMIT, "loader: %zu slots of %zu samples of %zu bytes do not fit in memory",
                           l->nslots, l->batch, l->wire_sample_bytes);
-    l->labels_offset = align_up(images, 256);
-    l->slot_bytes = l->labels_offset + l->batch * sizeof(int64_t);
+    l->slot_bytes = end;
     size_t host_stride = align_up(l->slot_bytes, 4096);
 
     bool want_pinned = l->cfg.pin_memory == FERRY_PIN_MEMORY_ON && l->gpu;
@@ -242,7 +259,7 @@ static ferry_status alloc_slots(ferry_loader *l)
      * place) and the converted output, in one allocation. */
     size_t dev_stride = l->gpu ? align_up(l->slot_bytes, 256) : 0;
     size_t out_stride = l->convert_on_device ? align_up(out_images, 256) : 0;
-    size_t dev_total = (dev_stride + out_stride) * l->nslots;
+    size_t dev_total = (dev_stride + out_stride + l->field_out_bytes) * l->nslots;
     /* A copy stream per slot: a copy that waits for its slot's release holds up
      * no other slot's copy (one shared stream would queue them all behind it). */
     for (size_t k = 0; l->gpu && k < l->nslots; k++)
@@ -262,7 +279,8 @@ static ferry_status alloc_slots(ferry_loader *l)
         ferry_slot *s = &l->slots[k];
         s->host = (uint8_t *)l->host_block + k * host_stride;
         s->host_labels = (int64_t *)(s->host + l->labels_offset);
-        uint8_t *d = (uint8_t *)l->dev_block + k * (dev_stride + out_stride);
+        uint8_t *d = (uint8_t *)l->dev_block + k * (dev_stride + out_stride + l->field_out_bytes);
+        s->field_out = l->field_out_bytes ? d + dev_stride + out_stride : NULL;
         s->dev = l->gpu ? (void *)d : (void *)s->host;
         s->dev_labels = (int64_t *)((uint8_t *)s->dev + l->labels_offset);
         s->out = l->convert_on_device ? (void *)(d + dev_stride) : s->dev;
@@ -298,20 +316,26 @@ static ferry_status alloc_workers(ferry_loader *l)
     return FERRY_OK;
 }
 
-/* Decodes sample 0 through each worker's scratch, so that its buffers and the
- * arena libpng allocates from are sized before the first batch: with images of
- * one size nothing is allocated after it (a larger file or image than any seen
- * grows that worker's buffers once). A failure is left to the epoch, which
- * reports it by name. */
-static ferry_status warm_scratch(ferry_loader *l)
+/* Decodes the epoch's first sample through each worker's scratch, so that its
+ * buffers and the arena libpng allocates from are sized before the first
+ * batch: with images of one size nothing is allocated after it (a larger file
+ * or image than any seen grows that worker's buffers once). That sample is one
+ * this loader reads anyway (a rank's own, in its own shard), and the epoch's
+ * plan counts these reads (plan_reads): a remote shard's bytes are fetched
+ * once, for the epoch, and a gzip shard is not decompressed again for them.
+ * A failure is left to the epoch, which reports it by name. */
+static ferry_status warm_scratch(ferry_loader *l, size_t index)
 {
-    if (ferry_dataset_len(l->ds) == 0 || !ferry__dataset_uses_scratch(l->ds))
+    if (!ferry__dataset_uses_scratch(l->ds))
         return FERRY_OK;
-    /* Streaming: remote shards read sample 0 as one member by Range (no plan
-     * yet), instead of fetching its whole shard on every rank. */
-    if (l->stream_perm)
-        ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
-    void *buf = ferry_host_aligned(64, l->sample_bytes);
+    /* One sample's fields in a buffer of their own (the slots may already be
+     * filling): the image first, then each other field, 64-byte aligned. */
+    size_t off[FERRY_FIELD_MAX], total = (l->sample_bytes + 63) & ~(size_t)63;
+    for (size_t j = 0; j < l->nxf; j++) {
+        off[j] = total;
+        total += (l->xf[j].bytes + 63) & ~(size_t)63; /* each fits a slot: no overflow */
+    }
+    uint8_t *buf = ferry_host_aligned(64, total ? total : 64);
     if (!buf)
         return FERRY_ERR_NO_MEMORY;
     size_t n = l->nworkers ? l->nworkers : 1;
@@ -319,18 +343,49 @@ static ferry_status warm_scratch(ferry_loader *l)
         ferry_sample_ctx ctx = {.seed = l->cfg.seed, .train = !l->cfg.eval,
                                 .scratch = l->workers[i].scratch};
         int64_t label;
-        (void)ferry_dataset_get(l->ds, 0, buf, l->sample_bytes, &ctx, &label);
+        void *dst[FERRY_FIELD_MAX];
+        size_t lengths[FERRY_FIELD_MAX];
+        if (l->image_field != SIZE_MAX)
+            dst[l->image_field] = buf;
+        if (l->label_field != SIZE_MAX)
+            dst[l->label_field] = &label;
+        for (size_t j = 0; j < l->nxf; j++)
+            dst[l->xf[j].index] = buf + off[j];
+        (void)ferry_dataset_get_fields(l->ds, index, dst, lengths, &ctx);
     }
     ferry_clear_error();
     ferry_host_free(buf);
     return FERRY_OK;
 }
 
+/* The sample the warm-up decodes: epoch 0's first (order[0]). Gzip shards
+ * take the first sample of its shard instead, so that the warm-up
+ * decompresses one member, not the shard up to that sample. */
+static size_t warm_index(const ferry_loader *l)
+{
+    size_t first = l->epoch_len ? l->order[0] : 0;
+    const size_t *ends, *seq;
+    size_t k = l->gzip_shards ? ferry__dataset_shard_ends(l->ds, &ends, &seq) : 0;
+    if (k == 0)
+        return first;
+    size_t pos = first;
+    for (size_t p = 0; seq && p < ends[k - 1]; p++)
+        if (seq[p] == first) {
+            pos = p;
+            break;
+        }
+    size_t start = 0;
+    for (size_t j = 0; j < k && ends[j] <= pos; j++)
+        start = ends[j];
+    return seq ? seq[start] : start;
+}
+
 /* Gzip shards, and the streaming order: which samples this epoch reads from
  * first_batch on, so that a gzip shard's stream keeps exactly the images
- * still to come and a remote shard's stream starts before its first read. A
- * hint: a failure (no memory) costs speed, never data. */
-static void plan_reads(ferry_loader *l, size_t first_batch)
+ * still to come and a remote shard's stream starts before its first read.
+ * nwarm reads of sample warm come first (the warm-up's, at create). A hint: a
+ * failure (no memory) costs speed, never data. */
+static void plan_reads(ferry_loader *l, size_t first_batch, size_t warm, size_t nwarm)
 {
     if (!l->gzip_shards && !l->stream_perm)
         return;
@@ -341,8 +396,20 @@ static void plan_reads(ferry_loader *l, size_t first_batch)
         a = b;
     size_t head = l->stream_perm ? ferry_sampler_stream_head(&l->plan, l->epoch + 1, l->stream_head_perm)
                                  : SIZE_MAX;
-    if (ferry__dataset_plan_reads(l->ds, l->order + a, b - a, head) != FERRY_OK)
+    const size_t *idx = l->order + a;
+    size_t n = b - a;
+    size_t *with_warm = NULL;
+    if (nwarm && n <= SIZE_MAX / sizeof *with_warm - nwarm &&
+        (with_warm = ferry_host_malloc((n + nwarm) * sizeof *with_warm))) {
+        for (size_t i = 0; i < nwarm; i++)
+            with_warm[i] = warm;
+        memcpy(with_warm + nwarm, idx, n * sizeof *idx);
+        idx = with_warm;
+        n += nwarm;
+    }
+    if (ferry__dataset_plan_reads(l->ds, idx, n, head) != FERRY_OK)
         ferry_clear_error();
+    ferry_host_free(with_warm);
 }
 
 /* Lays out epoch `epoch`: its order, and the first batches in the free slots. Lock held. */
@@ -363,7 +430,7 @@ static void start_epoch(ferry_loader *l, uint64_t epoch, size_t first_batch, siz
     }
     if (l->stream_perm) /* the shards are read from their start again */
         ferry__dataset_set_readahead(l->ds, STREAM_READAHEAD);
-    plan_reads(l, first_batch);
+    plan_reads(l, first_batch, 0, 0);
     FERRY_ASSERT(first_batch <= l->num_batches);
     l->next_assign = first_batch;
     l->next_deliver = first_batch;
@@ -560,16 +627,35 @@ ferry_status ferry_loader_create(const ferry_loader_config *cfg, ferry_loader **
         st = FERRY_ERR_NO_MEMORY;
         goto fail;
     }
+    const ferry_field *fields;
+    size_t nfields;
+    (void)ferry_dataset_fields(l->ds, &fields, &nfields);
+    l->image_field = l->label_field = SIZE_MAX;
+    for (size_t k = 0; k < nfields; k++) {
+        if (fields[k].role == FERRY_FIELD_IMAGE && l->image_field == SIZE_MAX)
+            l->image_field = k;
+        if (fields[k].dtype == FERRY_DTYPE_I64 && fields[k].ndim == 0 && l->label_field == SIZE_MAX)
+            l->label_field = k;
+    }
     if ((st = plan_conversion(l)) != FERRY_OK)
         goto fail;
-    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK ||
-        (st = warm_scratch(l)) != FERRY_OK)
+    if ((st = alloc_slots(l)) != FERRY_OK || (st = alloc_workers(l)) != FERRY_OK)
         goto fail;
     ferry_trace_open(l);
+    l->cfg.field_dtypes = NULL; /* applied to the slots: the caller's array need not outlive create */
+    l->cfg.num_field_dtypes = 0;
 
     ferry_mutex_lock(&l->lock);
     start_epoch(l, 0, 0, 0, false);
+    /* The warm-up's reads in front of epoch 0's plan. No worker runs yet:
+     * the warm-up has the dataset to itself. */
+    size_t warm = warm_index(l);
+    size_t nwarm = !ferry__dataset_uses_scratch(l->ds) ? 0 : l->nworkers ? l->nworkers : 1;
+    if (nwarm)
+        plan_reads(l, 0, warm, nwarm);
     ferry_mutex_unlock(&l->lock);
+    if ((st = warm_scratch(l, warm)) != FERRY_OK)
+        goto fail;
     if ((st = ferry_workers_start(l)) != FERRY_OK)
         goto fail;
     *out = l;
@@ -601,6 +687,7 @@ void ferry_loader_destroy(ferry_loader *l)
     if (l->slots) {
         for (size_t k = 0; k < l->nslots; k++) {
             ferry_slot *s = &l->slots[k];
+            ferry_loader_field_views_release_(s);
             for (int v = 0; v < 3; v++) {
                 ferry_tensor_release(s->images[v]);
                 ferry_tensor_release(s->labels[v]);
@@ -719,6 +806,8 @@ static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream
         sp.count = s->count;
         st = ferry_convert_batch(l->dev, stream, &sp, s->dev, s->out);
     }
+    if (st == FERRY_OK && l->field_out_bytes)
+        st = ferry_loader_convert_fields_(l, s, s->count, stream);
     return st;
 }
 
@@ -822,6 +911,7 @@ static void fill_batch(const ferry_loader *l, const ferry_slot *s, ferry_batch *
     out->indices = s->indices;
     out->epoch = l->epoch;
     out->index = s->batch;
+    out->fields = &s->fields[v];
 }
 
 ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batch *out)

@@ -36,6 +36,28 @@ static size_t tail_start(const char *name)
     return 0;
 }
 
+/* The fields, beyond an image dataset's own two (whose id predates fields:
+ * saved states of image datasets stay valid). */
+static uint64_t hash_fields(uint64_t h, const ferry_dataset *ds)
+{
+    const ferry_field *f;
+    size_t n;
+    if (ferry_dataset_fields(ds, &f, &n) != FERRY_OK ||
+        (n == 2 && f[0].role == FERRY_FIELD_IMAGE && strcmp(f[0].name, "image") == 0 &&
+         strcmp(f[1].name, "label") == 0))
+        return h;
+    for (size_t k = 0; k < n; k++) {
+        h = fnv(h, f[k].name, strlen(f[k].name) + 1);
+        h = fnv_u64(h, (uint64_t)f[k].dtype);
+        h = fnv_u64(h, (uint64_t)f[k].role);
+        h = fnv_u64(h, f[k].ragged);
+        h = fnv_u64(h, f[k].ndim);
+        for (size_t d = 0; d < f[k].ndim; d++)
+            h = fnv_u64(h, f[k].shape[d]);
+    }
+    return h;
+}
+
 uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
 {
     const ferry_sample_format *f = ferry_dataset_format(ds);
@@ -48,6 +70,7 @@ uint64_t ferry_loader_dataset_id_(const ferry_dataset *ds)
     h = fnv_u64(h, (uint64_t)f->layout);
     h = fnv_u64(h, (uint64_t)f->dtype);
     h = fnv_u64(h, ferry_dataset_class_count(ds));
+    h = hash_fields(h, ds);
     /* Names at 64 spread-out indices and the last: a renamed, added or removed
      * file changes them, at no cost worth measuring. */
     for (size_t k = 0; len && k <= 64; k++) {

@@ -123,9 +123,10 @@ static void add_seconds(_Atomic double *a, double v)
         ;
 }
 
-/* Decodes dataset sample `index` into dst in the wire format. Lock not held. */
-static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, void *dst,
-                               int64_t *label)
+/* Decodes dataset sample `index`, every field, into place pos of the slot
+ * whose host buffer is host (the image in the wire format). Lock not held. */
+static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, uint8_t *host,
+                               size_t pos, int64_t *label)
 {
     FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_sample_timing t = {0};
@@ -136,16 +137,19 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, v
         .scratch = w->scratch,
         .timing = &t,
     };
-    ferry_status st;
-    if (w->sample_buf) {
-        st = ferry_dataset_get(l->ds, index, w->sample_buf, l->sample_bytes, &ctx, label);
-        if (st == FERRY_OK) {
-            double t0 = ferry_now();
-            ferry_convert_sample_cpu(&l->wire_spec, w->sample_buf, dst);
-            t.transform_s += ferry_now() - t0;
-        }
-    } else {
-        st = ferry_dataset_get(l->ds, index, dst, l->sample_bytes, &ctx, label);
+    /* Every field straight into its place in the slot; the image through the
+     * worker's buffer when it crosses as f32. */
+    uint8_t *image = host + pos * l->wire_sample_bytes;
+    void *dsts[FERRY_FIELD_MAX];
+    size_t lengths[FERRY_FIELD_MAX];
+    ferry_loader_field_dsts_(l, host, pos, w->sample_buf ? w->sample_buf : image, label, dsts);
+    ferry_status st = ferry_dataset_get_fields(l->ds, index, dsts, lengths, &ctx);
+    if (st == FERRY_OK)
+        ferry_loader_store_lengths_(l, host, pos, lengths);
+    if (st == FERRY_OK && w->sample_buf) {
+        double t0 = ferry_thread_cpu_now();
+        ferry_convert_sample_cpu(&l->wire_spec, w->sample_buf, image);
+        t.transform_s += ferry_thread_cpu_now() - t0;
     }
     add_seconds(&w->read_s, t.read_s);
     add_seconds(&w->decode_s, t.decode_s);
@@ -248,12 +252,11 @@ static ferry_status check_sample_time(ferry_loader *l, const ferry_worker *w, si
 
 /* Decodes candidate index into dst unless it is known to fail; a failure is
  * remembered (l->known_bad), so a run of bad samples is decoded once each. */
-static ferry_status try_candidate(ferry_loader *l, ferry_worker *w, task *t, size_t index,
-                                  void *dst)
+static ferry_status try_candidate(ferry_loader *l, ferry_worker *w, task *t, size_t index)
 {
     if (atomic_load_explicit(&l->known_bad[index], memory_order_relaxed))
         return FERRY_ERR_FORMAT;
-    ferry_status st = decode_one(l, w, index, dst, &t->label);
+    ferry_status st = decode_one(l, w, index, t->slot->host, t->pos, &t->label);
     if (st != FERRY_OK)
         atomic_store_explicit(&l->known_bad[index], 1, memory_order_relaxed);
     else
@@ -269,7 +272,7 @@ static ferry_status try_candidate(ferry_loader *l, ferry_worker *w, task *t, siz
  * (known_bad only spares decoding a sample that fails again). After 64 bad
  * draws (a dataset mostly bad) the places after this one are tried in order.
  * Lock not held. */
-static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void *dst)
+static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t)
 {
     atomic_store_explicit(&l->known_bad[t->index], 1, memory_order_relaxed);
     t->skipped[t->nskipped++] = t->index;
@@ -278,9 +281,9 @@ static void skip_to_good_sample(ferry_loader *l, ferry_worker *w, task *t, void 
     ferry_rng r;
     ferry_rng_init(&r, l->cfg.seed, FERRY_RNG_SKIP | t->epoch, t->order_pos);
     for (int k = 0; k < 64 && t->st != FERRY_OK; k++)
-        t->st = try_candidate(l, w, t, l->order[ferry_rng_below(&r, l->epoch_len)], dst);
+        t->st = try_candidate(l, w, t, l->order[ferry_rng_below(&r, l->epoch_len)]);
     for (size_t k = 1; k < l->epoch_len && t->st != FERRY_OK; k++)
-        t->st = try_candidate(l, w, t, l->order[(t->order_pos + k) % l->epoch_len], dst);
+        t->st = try_candidate(l, w, t, l->order[(t->order_pos + k) % l->epoch_len]);
     if (t->st != FERRY_OK)
         t->st = ferry_fail(first, "it failed, and so did every other sample of the epoch: "
                            "nothing to replace it with");
@@ -307,17 +310,16 @@ static void run_task(ferry_loader *l, ferry_worker *w, task *t)
 {
     FERRY_ASSERT_NOT_HELD(&l->lock);
     int64_t allocs0 = ferry_debug_thread_alloc_count();
-    uint8_t *dst = t->slot->host + t->pos * l->wire_sample_bytes;
     /* Under SKIP a sample that failed before (met as another place's
      * replacement candidate) is not decoded again: it is skipped as failed. */
     if (l->known_bad && atomic_load_explicit(&l->known_bad[t->index], memory_order_relaxed))
         t->st = ferry_fail(FERRY_ERR_IO, "failed to decode earlier in this loader's life");
     else
-        t->st = decode_one(l, w, t->index, dst, &t->label);
+        t->st = decode_one(l, w, t->index, t->slot->host, t->pos, &t->label);
     if (t->st == FERRY_OK)
         t->st = check_sample_time(l, w, t->index);
     if (t->st != FERRY_OK && t->st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP)
-        skip_to_good_sample(l, w, t, dst);
+        skip_to_good_sample(l, w, t);
     if (t->st != FERRY_OK)
         describe_failure(l, t);
     double end = ferry_now();

@@ -6,7 +6,7 @@
  * at a reduced DCT scale or at full scale) on boxes drawn from the input's own
  * hash, so that they land anywhere in the image. Any status but OK must come
  * with a message; a too-small output buffer is always refused. */
-#include "dataset/core/internal.h" /* the crop path, with a box drawn from an rng */
+#include "dataset/image/image.h" /* the crop path, with a box drawn from an rng */
 #include "ferry/rng.h"
 #include "fuzz.h"
 

@@ -181,8 +181,20 @@ def index_seeds():
         f.write(index_file(64 << 20, wrap, ["0.png"]))
 
 
+def npy_seeds():
+    # NPY: a dozen of the files NumPy wrote for tests/test_npy.c (made by
+    # tests/ref/gen_npy.py, which needs NumPy): good ones of each version and
+    # dtype, and bad ones of each kind.
+    src = os.path.join(HERE, "..", "data", "npy")
+    for name in ["f32_3x4", "f16_5", "bool_4", "i64_scalar", "f32_0x4", "boxes_v2", "labels_v3",
+                 "fortran", "structured", "truncated", "huge_header", "dup_key"]:
+        with open(os.path.join(src, name + ".npy"), "rb") as f:
+            out("npy", name + ".npy", f.read())
+
+
 if __name__ == "__main__":
     main()
+    npy_seeds()
     tar_seeds()
     jpeg_seeds()
     index_seeds()

@@ -46,6 +46,27 @@ ferry_status ferry__dataset_new(const ferry_dataset_vtable *vt, void *impl, size
     ds->format = *fmt;
     ds->sample_bytes = bytes;
     ds->num_classes = num_classes;
+    ferry__fields_set_image(ds);
+    *out = ds;
+    return FERRY_OK;
+}
+
+ferry_status ferry__dataset_new_fields(const ferry_dataset_vtable *vt, void *impl, size_t len,
+                                       const ferry_field *fields, size_t num_fields,
+                                       size_t num_classes, ferry_dataset **out)
+{
+    ferry_dataset *ds = ferry_host_calloc(1, sizeof *ds);
+    if (!ds) {
+        ferry_dataset tmp = {.impl = impl};
+        vt->destroy(&tmp);
+        return FERRY_ERR_NO_MEMORY;
+    }
+    atomic_init(&ds->refs, 1);
+    ds->vt = vt;
+    ds->impl = impl;
+    ds->len = len;
+    ds->num_classes = num_classes;
+    ferry__fields_set(ds, fields, num_fields);
     *out = ds;
     return FERRY_OK;
 }
@@ -113,7 +134,7 @@ ferry_status ferry_dataset_get(const ferry_dataset *ds, size_t index, void *dst,
         return FERRY_ARG_ERROR("sample %zu needs %zu bytes, dst has %zu", index, ds->sample_bytes,
                                     dst_bytes);
     int64_t ignored;
-    ferry_status st = ds->vt->get(ds, index, dst, ctx, label ? label : &ignored);
+    ferry_status st = ferry__dataset_get_raw(ds, index, dst, ctx, label ? label : &ignored);
     return st == FERRY_OK ? st : ferry__name_sample(ds, index, st);
 }
 
@@ -153,7 +174,14 @@ static ferry_status view_get(const ferry_dataset *ds, size_t index, void *dst,
                              const ferry_sample_ctx *ctx, int64_t *label)
 {
     const view *v = ds->impl;
-    return v->base->vt->get(v->base, view_map(ds, index), dst, ctx, label);
+    return ferry__dataset_get_raw(v->base, view_map(ds, index), dst, ctx, label);
+}
+
+static ferry_status view_get_fields(const ferry_dataset *ds, size_t index, void *const *dst,
+                                    size_t *lengths, const ferry_sample_ctx *ctx)
+{
+    const view *v = ds->impl;
+    return ferry__dataset_get_fields_raw(v->base, view_map(ds, index), dst, lengths, ctx);
 }
 
 static ferry_status view_label(const ferry_dataset *ds, size_t index, int64_t *label)
@@ -228,7 +256,7 @@ static size_t view_gzip_shards(const ferry_dataset *ds)
 }
 
 static const ferry_dataset_vtable view_vt = {
-    .get = view_get, .label = view_label, .name = view_name, .destroy = view_destroy,
+    .get = view_get, .get_fields = view_get_fields, .label = view_label, .name = view_name, .destroy = view_destroy,
     .shard_ends = view_shard_ends, .set_readahead = view_set_readahead, .plan_reads = view_plan_reads,
     .gzip_shards = view_gzip_shards};
 
@@ -302,9 +330,14 @@ static ferry_status view_new(ferry_dataset *base, size_t begin, size_t *indices,
     v->begin = begin;
     v->indices = indices;
     ferry_mutex_init(&v->plan_lock);
-    ferry_status st = ferry__dataset_new(&view_vt, v, n, &base->format, base->num_classes, out);
+    /* The base's fields, and its format as it is (an HWC image's is not the
+     * planar one a field list gives). */
+    ferry_status st = ferry__dataset_new_fields(&view_vt, v, n, base->fields, base->num_fields,
+                                                base->num_classes, out);
     if (st != FERRY_OK)
         return st;
+    (*out)->format = base->format;
+    (*out)->sample_bytes = base->sample_bytes;
     if ((st = view_layout(*out)) != FERRY_OK) {
         ferry_dataset_release(*out);
         *out = NULL;
@@ -518,6 +551,20 @@ static size_t custom_shard_ends(const ferry_dataset *ds, const size_t **ends, co
 static const ferry_dataset_vtable custom_vt = {.get = custom_get, .label = custom_label, .name = custom_name,
                                                .destroy = custom_destroy, .shard_ends = custom_shard_ends};
 
+ferry_status ferry__check_shard_ends(const size_t *ends, size_t num_shards, size_t len)
+{
+    if ((num_shards > 0) != (ends != NULL))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "custom dataset: num_shards is %zu but shard_ends is %s",
+                          num_shards, ends ? "set" : "NULL");
+    for (size_t k = 0; k < num_shards; k++)
+        if ((k && ends[k] < ends[k - 1]) || ends[k] > len ||
+            (k + 1 == num_shards && ends[k] != len))
+            return ferry_fail(FERRY_ERR_INVALID_ARG,
+                              "custom dataset: shard_ends[%zu] = %zu: the ends must not decrease and the "
+                              "last must be len (%zu)", k, ends[k], len);
+    return FERRY_OK;
+}
+
 ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                                   ferry_dataset **out)
 {
@@ -529,15 +576,9 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
                           "custom dataset: invalid sample format (%zux%zux%zu, layout %d, dtype %d)",
                           cb->format.channels, cb->format.height, cb->format.width,
                           (int)cb->format.layout, (int)cb->format.dtype);
-    if ((cb->num_shards > 0) != (cb->shard_ends != NULL))
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "custom dataset: num_shards is %zu but shard_ends is %s",
-                          cb->num_shards, cb->shard_ends ? "set" : "NULL");
-    for (size_t k = 0; k < cb->num_shards; k++)
-        if ((k && cb->shard_ends[k] < cb->shard_ends[k - 1]) || cb->shard_ends[k] > cb->len ||
-            (k + 1 == cb->num_shards && cb->shard_ends[k] != cb->len))
-            return ferry_fail(FERRY_ERR_INVALID_ARG,
-                              "custom dataset: shard_ends[%zu] = %zu: the ends must not decrease and the "
-                              "last must be len (%zu)", k, cb->shard_ends[k], cb->len);
+    ferry_status st = ferry__check_shard_ends(cb->shard_ends, cb->num_shards, cb->len);
+    if (st != FERRY_OK)
+        return st;
     custom_ds *c = ferry_host_calloc(1, sizeof *c);
     if (!c)
         return FERRY_ERR_NO_MEMORY;
@@ -550,7 +591,7 @@ ferry_status ferry_dataset_custom(const ferry_dataset_callbacks *cb, void *user,
     c->cb = *cb;
     c->cb.shard_ends = NULL; /* the caller's array need not outlive create */
     c->user = user;
-    ferry_status st = ferry__dataset_new(&custom_vt, c, cb->len, &cb->format, cb->num_classes, out);
+    st = ferry__dataset_new(&custom_vt, c, cb->len, &cb->format, cb->num_classes, out);
     if (st == FERRY_OK)
         c->owned = 1;
     return st;

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "dataset/shards/gz.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 /* Where an IDX file's bytes come from: the raw file or a gzip stream over it. */
 typedef struct idx_source {

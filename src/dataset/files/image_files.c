@@ -6,7 +6,8 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/files/internal.h"
+#include "dataset/image/image.h"
 
 typedef struct image_files {
     char **paths;

@@ -17,7 +17,8 @@
 
 #include "common/dir.h"
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/files/internal.h"
+#include "dataset/image/image.h"
 
 static int cmp_str(const void *a, const void *b)
 {

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "ferry/rng.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/geom.h"
 
 /* Uniform in [a, b), as torch's uniform_ (53 random bits). */
@@ -140,11 +140,11 @@ ferry_status ferry__image_decode_box(const void *data, size_t n, const ferry_ima
         rb = *box;
     }
     if (st == FERRY_OK) {
-        double t0 = resize_s ? ferry_now() : 0;
+        double t0 = resize_s ? ferry_thread_cpu_now() : 0;
         st = ferry__resize_box(px, rw, rh, C, &rb, dst, fmt->width, fmt->height, fmt->layout,
                                scratch);
         if (resize_s)
-            *resize_s = ferry_now() - t0;
+            *resize_s = ferry_thread_cpu_now() - t0;
     }
     ferry_scratch_destroy(own);
     return st;

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/boxes.h"
 
 #define MAX_FOLLOW 32 /* per-box fields: as many as a sample has fields */

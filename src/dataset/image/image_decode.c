@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 #include "ferry/rng.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/geom.h"
 
 bool ferry__is_jpeg(const uint8_t *p, size_t n)

@@ -7,7 +7,7 @@
 #include <math.h>
 
 #include "ferry/rng.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 /* PIL's ImagingBlend: in1 + alpha * (in2 - in1) in float, clamped to 0..255,
  * then truncated. */

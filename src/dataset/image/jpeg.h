@@ -12,7 +12,7 @@
 
 #include <jpeglib.h>
 
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 typedef struct ferry_jpeg_mem ferry_jpeg_mem;
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 static unsigned be16(const uint8_t *p)
 {

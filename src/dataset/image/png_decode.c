@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "dataset/image/image.h"
 #include "dataset/image/geom.h"
-#include "dataset/core/internal.h"
 
 static const uint8_t png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 

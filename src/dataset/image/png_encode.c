@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 typedef struct encoder {
     FILE *f;

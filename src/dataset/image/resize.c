@@ -12,7 +12,7 @@
 #endif
 
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 /* Taps of one axis, as PIL's precompute_coeffs with a box [in0, in1) and the
  * taps kept in [lo, hi): bounds[2i], bounds[2i+1] are output i's first source

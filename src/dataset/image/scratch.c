@@ -11,7 +11,7 @@
 
 #include "common/assert.h"
 #include "common/error.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 
 /* libpng's allocations past the arena: a doubly linked list so each can be freed. */
 struct ferry_arena_block {

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "ferry/rng.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/image/geom.h"
 
 ferry_image_config ferry_image_config_default(void)

@@ -142,6 +142,7 @@ typedef struct ferry_remote_stats {
     uint64_t streams;    /* shard streams started (remote_stream.c) */
     uint64_t streams_ahead; /* of them, started before their shard's first read */
     uint64_t stream_reads, range_reads; /* reads served by a stream, by a Range request */
+    uint64_t stream_threads; /* fetch threads started for streams (one per slot, kept) */
     double wait_s;       /* time reads spent waiting for bytes or room */
     size_t held_bytes, held_peak;
 } ferry_remote_stats;
@@ -160,6 +161,7 @@ static inline void ferry__remote_stats_since(ferry_remote_stats *now, const ferr
     now->failures -= before->failures;
     now->streams -= before->streams;
     now->streams_ahead -= before->streams_ahead;
+    now->stream_threads -= before->stream_threads;
     now->stream_reads -= before->stream_reads;
     now->range_reads -= before->range_reads;
     now->wait_s -= before->wait_s;
@@ -192,10 +194,15 @@ int ferry__remote_cache_fd(const ferry_remote_cache *c, size_t k);
  * naming it, its size and the budget. */
 ferry_status ferry__remote_cache_fits(const ferry_remote_cache *c, size_t k);
 /* The name in the cache folder (relative to its descriptor) under which
- * shard k's index is kept once it has been built
- * from a download (ferry-HEX.ferry-index: named by URL, ETag and size, like
- * the shard's file, and never evicted); false for a local shard. */
+ * shard k's index is kept once it has been built from a download
+ * (ferry-HEX.ferry-index: named by URL, ETag and size, like the shard's
+ * file); false for a local shard. */
 bool ferry__remote_cache_index_name(const ferry_remote_cache *c, size_t k, char *out, size_t cap);
+/* Shard k's index file, written or found under that name, is kept: its bytes
+ * count against the budget (held_bytes) and it is deleted when its shard is
+ * evicted (alone, least recently used, when its shard is not held). False,
+ * and the file deleted, when no room can be made for it. Thread-safe. */
+bool ferry__remote_cache_keep_index(ferry_remote_cache *c, size_t k);
 /* The cache folder's descriptor (files are made relative to it) and name. */
 int ferry__remote_cache_dirfd(const ferry_remote_cache *c);
 const char *ferry__remote_cache_dir(const ferry_remote_cache *c);

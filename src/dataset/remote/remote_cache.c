@@ -64,6 +64,7 @@ typedef struct rentry {
     uint64_t used;              /* c->tick at the last release: LRU order */
     char part[NAME_CAP];        /* its .part file's name ("" before one is made) */
     bool renamed;               /* the file is NAME.shard (else still the .part) */
+    uint64_t index_bytes;       /* its kept index's (ferry__remote_cache_keep_index); 0: none */
     bool thread;                /* a fetch thread to join */
     ferry_hash64 sum;           /* of the bytes downloaded (the fetch thread's) */
     pthread_t th;
@@ -267,8 +268,31 @@ static void join_fetch(rentry *e)
     }
 }
 
+static void index_file_name(const rentry *e, char *out, size_t cap)
+{
+    snprintf(out, cap, "ferry-%016llx.ferry-index", (unsigned long long)e->id);
+}
+
+/* The shard's kept index goes with it: its bytes count against the budget,
+ * and without the shard it would only help a create that downloads the
+ * shard again anyway. */
+static void drop_index(struct ferry_remote_cache *c, rentry *e)
+{
+    if (!e->index_bytes)
+        return;
+    char name[NAME_CAP];
+    index_file_name(e, name, sizeof name);
+    (void)unlinkat(c->dfd, name, 0);
+    c->held -= (size_t)e->index_bytes;
+    e->index_bytes = 0;
+}
+
 static void evict(struct ferry_remote_cache *c, rentry *e)
 {
+    if (e->state != DONE) { /* an index kept without its shard (found at create) */
+        drop_index(c, e);
+        return;
+    }
     char p[NAME_CAP], r[NAME_CAP];
     join_fetch(e);
     file_name(e, !e->renamed, p, sizeof p);
@@ -281,6 +305,14 @@ static void evict(struct ferry_remote_cache *c, rentry *e)
     e->have = 0;
     c->held -= (size_t)e->obj.size;
     c->evictions++;
+    drop_index(c, e);
+}
+
+/* Whether e's bytes may go to make room: a whole shard no one reads, or an
+ * index whose shard is not held. */
+static bool evictable(const rentry *e)
+{
+    return !e->pins && (e->state == DONE || (e->state == ABSENT && e->index_bytes));
 }
 
 /* Evicts until `need` more bytes fit; false when what is held is all in use. */
@@ -290,7 +322,7 @@ static bool make_room(struct ferry_remote_cache *c, uint64_t need)
         rentry *lru = NULL;
         for (size_t i = 0; i < c->n; i++) {
             rentry *e = &c->e[i];
-            if (e->state == DONE && !e->pins && (!lru || e->used < lru->used))
+            if (evictable(e) && (!lru || e->used < lru->used))
                 lru = e;
         }
         if (!lru)
@@ -414,6 +446,36 @@ bool ferry__remote_cache_index_name(const ferry_remote_cache *c, size_t k, char 
         return false;
     int w = snprintf(out, cap, "ferry-%016llx.ferry-index", (unsigned long long)c->e[k].id);
     return w > 0 && (size_t)w < cap;
+}
+
+bool ferry__remote_cache_keep_index(ferry_remote_cache *c, size_t k)
+{
+    char name[NAME_CAP];
+    struct stat sb;
+    if (!ferry__remote_cache_index_name(c, k, name, sizeof name) ||
+        fstatat(c->dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(sb.st_mode))
+        return false;
+    uint64_t bytes = sb.st_size > 0 ? (uint64_t)sb.st_size : 1;
+    pthread_mutex_lock(&c->lock);
+    rentry *e = &c->e[k];
+    bool kept = e->index_bytes == bytes;
+    if (!kept) {
+        drop_index(c, e); /* a size known before is replaced, not added to */
+        e->pins++;        /* not the room it makes */
+        kept = bytes <= c->budget && make_room(c, bytes);
+        e->pins--;
+    }
+    if (kept && !e->index_bytes) {
+        e->index_bytes = bytes;
+        c->held += (size_t)bytes;
+        if (c->held > c->held_peak)
+            c->held_peak = c->held;
+        e->used = ++c->tick;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (!kept)
+        (void)unlinkat(c->dfd, name, 0);
+    return kept;
 }
 
 int ferry__remote_cache_dirfd(const ferry_remote_cache *c)

@@ -1,6 +1,6 @@
 /* Remote shards in the streaming order (remote.h): each shard is fetched front
- * to back by a thread of its own over one connection (resumed with Range after
- * a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
+ * to back by a stream slot's thread over one connection (resumed with Range
+ * after a fault, by ferry__remote_get) into a ring in memory. The fetch runs up to
  * AHEAD bytes past the furthest byte a reader has asked for, then waits: that
  * is the read-ahead, and it bounds the memory (RING bytes per stream, at most
  * NSTREAMS streams, least recently used replaced). The ring keeps RING - AHEAD
@@ -10,11 +10,13 @@
  * new stream is opened for a shard this epoch only to read bytes no stream of
  * it has fetched yet, since a stream fetches on to the shard's end.
  *
- * Near an epoch's end (at the first read of the plan's last shard) the next
- * epoch's first shard gets a head stream: it fetches GRAIN bytes and waits,
- * passed over by readers, until the next epoch's reset makes it that
- * shard's stream; so the request's latency passes while this epoch ends
- * instead of every worker waiting for it at the next one's start.
+ * A shard's stream starts at the first read of the shard two before it in
+ * the plan (start_next). Near an epoch's end (at the first read of the
+ * plan's last but one shard) the next epoch's first shard gets a head
+ * stream: it fetches GRAIN bytes and waits, passed over by readers, until
+ * the next epoch's reset makes it that shard's stream; so the request's
+ * latency passes while this epoch ends instead of every worker waiting for
+ * it at the next one's start.
  *
  * A reader copies only bytes the fetch has checked and written, under the
  * lock, so a sample is whole or not delivered at all. A stream or a Range read
@@ -26,9 +28,13 @@
  * backoff: an epoch of N samples took N times the retries, which looked like
  * a hang.
  *
+ * Each of the NSTREAMS slots has one fetch thread, started at its first
+ * stream and kept: a stream hands it a job (slot_main).
+ *
  * Locking: one mutex for every stream's state and the ring's bytes; a fetch
- * thread copies into the ring under it (a curl buffer at a time). Each stream
- * has its own conditions, signalled only when someone waits on them: `data`
+ * thread copies into the ring without it (a curl buffer at a time; wend
+ * keeps readers off the bytes being overwritten). Each stream has its own
+ * conditions, signalled only when someone waits on them: `data`
  * for readers waiting on bytes, `room` for its fetch waiting on readers, and
  * the fetch wakes only once GRAIN bytes of room are free. With one shared
  * condition every chunk woke every waiting thread, and the context switches
@@ -58,17 +64,22 @@ typedef struct rstream {
     size_t fetching;           /* the shard its thread fetches (shard goes NONE at a close) */
     uint64_t base;             /* the first byte fetched */
     uint64_t have;             /* bytes [base, have) arrived; the ring holds the last RING */
+    uint64_t wend;             /* have, or the end of the bytes being copied in (lock let go) */
     uint64_t want;             /* the furthest end a reader asked for */
     uint8_t *ring;             /* RING bytes, allocated on first use */
     unsigned users;            /* readers inside read() on it */
     uint64_t used;             /* LRU tick */
-    bool thread, ended;        /* a fetch thread to join; it has returned */
+    bool thread;               /* the slot's fetch thread runs (joined at destroy) */
+    bool job;                  /* a fetch given to it, not yet taken up */
+    bool active;               /* a fetch given to it and not ended */
+    bool ended;                /* the fetch given last has returned */
+    bool quit;                 /* destroy: the thread returns */
     bool busy;                 /* being closed or opened by a reader: no one else's */
     bool head;                 /* opened for the next epoch: no reader's until the reset */
     atomic_bool inject;        /* the test hook fails its fetch (ferry_debug_fail_head_stream_after) */
     unsigned data_waiters;     /* readers waiting in take() */
     bool room_waiter;          /* the fetch waits for room */
-    pthread_cond_t data, room;
+    pthread_cond_t data, room, go; /* go: the thread waits for a job */
     atomic_bool stop;
     ferry_status st;           /* the fetch's failure (ended) */
     char err[1024];
@@ -95,18 +106,20 @@ struct ferry_remote_streams {
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
-    uint64_t hits, misses, started, ahead, streamed, ranged;
+    uint64_t hits, misses, started, ahead, streamed, ranged, threads;
     double wait_s;
 };
 
+/* The first byte still in the ring: bytes being copied in (up to wend)
+ * overwrite the oldest ones already. */
 static uint64_t ring_start(const rstream *r)
 {
-    return r->have - r->base > RING ? r->have - RING : r->base;
+    return r->wend - r->base > RING ? r->wend - RING : r->base;
 }
 
-static void ring_put(rstream *r, const uint8_t *b, size_t n)
+static void ring_put(rstream *r, uint64_t pos, const uint8_t *b, size_t n)
 {
-    size_t at = (size_t)(r->have % RING), first = n < RING - at ? n : RING - at;
+    size_t at = (size_t)(pos % RING), first = n < RING - at ? n : RING - at;
     memcpy(r->ring + at, b, first);
     memcpy(r->ring, b + first, n - first);
 }
@@ -155,10 +168,16 @@ static int sink(void *arg, const uint8_t *b, size_t n)
         if (r->have == r->base) /* the server answers: not down */
             ferry__remote_down_note(ferry__remote_cache_down(o->cache), o->paths[r->fetching],
                                     FERRY_OK, 0);
-        uint64_t room = r->want + limit(r) - r->have;
+        uint64_t room = r->want + limit(r) - r->have, at = r->have;
         size_t k = room < n ? (size_t)room : n;
-        ring_put(r, b, k);
-        r->have += k;
+        /* The copy without the lock, so that readers are not held up by it:
+         * wend first moves ring_start past the bytes it overwrites, and no
+         * reader copies bytes past have. Only this thread writes r->ring. */
+        r->wend = at + k;
+        pthread_mutex_unlock(&o->lock);
+        ring_put(r, at, b, k);
+        pthread_mutex_lock(&o->lock);
+        r->have = r->wend;
         b += k;
         n -= k;
         if (r->data_waiters)
@@ -173,9 +192,10 @@ static bool stopped(void *arg)
     return atomic_load(&((rstream *)arg)->stop) || atomic_load(&((rstream *)arg)->inject);
 }
 
-static void *fetch_main(void *arg)
+/* One fetch: shard `fetching` from byte base on. Lock not held; fetching
+ * and base do not change until it has ended. */
+static void fetch(rstream *r)
 {
-    rstream *r = arg;
     struct ferry_remote_streams *o = r->o;
     const char *url = o->paths[r->fetching];
     double t0 = ferry_now();
@@ -186,19 +206,43 @@ static void *fetch_main(void *arg)
         ferry__remote_down_note(ferry__remote_cache_down(o->cache), url, st, ferry_now() - t0);
     pthread_mutex_lock(&o->lock);
     r->ended = true;
+    r->active = false;
     r->st = st;
     if (st != FERRY_OK)
         snprintf(r->err, sizeof r->err, "%s", ferry_last_error());
-    pthread_cond_broadcast(&r->data);
+    pthread_cond_broadcast(&r->data); /* readers, and close_stream waiting for the end */
+    pthread_mutex_unlock(&o->lock);
+}
+
+/* A slot's thread: one fetch after the other, for as long as the streams
+ * live. A thread started and joined for every shard cost a reader up to a
+ * millisecond at each shard's first read (pthread_create under the lock,
+ * which held up every other reader too): 4 MiB shards change every few
+ * dozen milliseconds. */
+static void *slot_main(void *arg)
+{
+    rstream *r = arg;
+    struct ferry_remote_streams *o = r->o;
+    pthread_mutex_lock(&o->lock);
+    for (;;) {
+        while (!r->job && !r->quit)
+            pthread_cond_wait(&r->go, &o->lock);
+        if (!r->job)
+            break;
+        r->job = false;
+        pthread_mutex_unlock(&o->lock);
+        fetch(r);
+        pthread_mutex_lock(&o->lock);
+    }
     pthread_mutex_unlock(&o->lock);
     return NULL;
 }
 
 /* ---- streams (lock held) ---- */
 
-/* Stops r's fetch and waits for its users to leave and its thread to end;
- * r is free after. The caller has marked r busy, so that no one else picks it
- * while the lock is let go for the join. */
+/* Stops r's fetch and waits for its users to leave and the fetch to end;
+ * r is free after (its thread waits for the next fetch). The caller has
+ * marked r busy, so that no one else picks it while the lock is let go. */
 static void close_stream(struct ferry_remote_streams *o, rstream *r)
 {
     atomic_store(&r->stop, true); /* find() passes it over from now on */
@@ -210,12 +254,10 @@ static void close_stream(struct ferry_remote_streams *o, rstream *r)
         o->reach[r->shard] = r->have;
     r->shard = NONE;
     r->head = false;
-    if (r->thread) {
-        pthread_mutex_unlock(&o->lock);
-        pthread_join(r->th, NULL);
-        pthread_mutex_lock(&o->lock);
-        r->thread = false;
-    }
+    if (r->job) /* given but not taken up yet: it never starts */
+        r->job = r->active = false;
+    while (r->active)
+        pthread_cond_wait(&r->data, &o->lock);
 }
 
 static rstream *find(struct ferry_remote_streams *o, size_t k)
@@ -224,6 +266,20 @@ static rstream *find(struct ferry_remote_streams *o, size_t k)
         if (o->s[i].shard == k && !o->s[i].busy && !o->s[i].head && !atomic_load(&o->s[i].stop))
             return &o->s[i];
     return NULL;
+}
+
+/* r's thread, started at its first stream (lock held): false when it cannot
+ * be (the read then goes by Range). */
+static bool slot_thread(struct ferry_remote_streams *o, rstream *r)
+{
+    if (r->thread) /* kept from the slot's first stream on */
+        return true;
+    r->job = r->quit = false;
+    if (ferry_thread_create(&r->th, slot_main, r) != 0)
+        return false;
+    r->thread = true;
+    o->threads++;
+    return true;
 }
 
 /* Why a stream opens: a reader's read; ahead of its shard's first read; the
@@ -266,57 +322,70 @@ static rstream *open_stream(struct ferry_remote_streams *o, size_t k, uint64_t o
     if (!r)
         return NULL;
     r->busy = true;
-    if (r->shard != NONE || r->thread)
+    if (r->shard != NONE || r->active)
         close_stream(o, r);
     rstream *other = head ? NULL : find(o, k); /* another reader may have opened one meanwhile */
-    if (other || (!r->ring && !(r->ring = ferry_host_malloc(RING)))) {
+    if (other || (!r->ring && !(r->ring = ferry_host_malloc(RING))) || !slot_thread(o, r)) {
         r->busy = false;
         pthread_cond_broadcast(&o->cv);
         return other;
     }
     /* An epoch's first stream of a shard starts at its first byte: the
      * shuffle buffer's first reads of it are not all at its start. */
-    const uint8_t opened = o->opened[k];
-    if (head || !opened)
+    if (head || !o->opened[k])
         off = 0;
     if (!head)
         o->opened[k] = 1;
     r->head = head;
     r->shard = r->fetching = k;
     r->used = ++o->tick;
-    r->base = r->have = r->want = off;
+    r->base = r->have = r->wend = r->want = off;
     r->ended = false;
     r->st = FERRY_OK;
     r->err[0] = '\0';
     atomic_store(&r->stop, false);
     atomic_store(&r->inject, false);
+    r->job = r->active = true;
+    pthread_cond_signal(&r->go);
     r->busy = false;
     pthread_cond_broadcast(&o->cv);
-    if (ferry_thread_create(&r->th, fetch_main, r) != 0) {
-        r->shard = NONE;
-        r->head = false; /* a free slot: nothing for the reset to carry over */
-        if (!head)
-            o->opened[k] = opened;
-        return NULL;
-    }
-    r->thread = true;
     o->started++;
     o->ahead += why != OPEN_READ; /* here, not by the caller: other may be returned */
     return r;
 }
 
-/* At shard k's first read this epoch: the stream of the shard the plan reads
- * next, so that the request's latency passes while k is read; at the last
- * shard's, the next epoch's head stream. */
+/* Shard j's stream ahead of its first read, unless it has one. */
+static void start_ahead(struct ferry_remote_streams *o, size_t j)
+{
+    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
+        open_stream(o, j, 0, OPEN_AHEAD);
+}
+
+static bool has_head(const struct ferry_remote_streams *o)
+{
+    for (size_t i = 0; i < NSTREAMS; i++)
+        if (o->s[i].head && o->s[i].shard != NONE)
+            return true;
+    return false;
+}
+
+/* At shard k's first read this epoch: the streams of the two shards the plan
+ * reads next, so that their requests' latency passes while k and the next
+ * are read; at the last but one shard's (or the last's, with fewer), the next
+ * epoch's head stream. One shard ahead was not enough with small shards (4
+ * MiB of 28x28 images: a few dozen milliseconds) on a busy machine: a fetch
+ * thread woken at the previous shard's first read was not always run before
+ * its shard's first read, and both workers waited for it. */
 static void start_next(struct ferry_remote_streams *o, size_t k)
 {
     if (o->led[k])
         return;
     o->led[k] = 1;
     size_t j = o->next[k];
-    if (j != NONE && !o->opened[j] && !o->failed[j] && !find(o, j))
-        open_stream(o, j, 0, OPEN_AHEAD);
-    if (k == o->last && o->head != NONE)
+    start_ahead(o, j);
+    if (j != NONE)
+        start_ahead(o, o->next[j]);
+    if ((k == o->last || j == o->last) && o->head != NONE && !has_head(o))
         open_stream(o, o->head, 0, OPEN_HEAD);
 }
 
@@ -458,7 +527,7 @@ static void fail_head_for_test(struct ferry_remote_streams *o, rstream *r)
         pthread_cond_wait(&r->data, &o->lock);
     if (r->st == FERRY_OK) {
         r->st = FERRY_ERR_IO;
-        r->have = r->base;
+        r->have = r->wend = r->base;
         snprintf(r->err, sizeof r->err, "%s: at byte %llu: a failure injected by "
                  "ferry_debug_fail_head_stream_after", o->paths[r->shard],
                  (unsigned long long)r->base);
@@ -482,7 +551,7 @@ void ferry__remote_streams_reset(ferry_remote_streams *o, bool on)
             fail_head_for_test(o, r);
             continue;
         }
-        if (r->shard != NONE || r->thread) {
+        if (r->shard != NONE || r->active) {
             r->busy = true;
             close_stream(o, r);
             r->busy = false;
@@ -559,6 +628,7 @@ void ferry__remote_streams_stats(ferry_remote_streams *o, ferry_remote_stats *ou
     out->streams_ahead += o->ahead;
     out->stream_reads += o->streamed;
     out->range_reads += o->ranged;
+    out->stream_threads += o->threads;
     pthread_mutex_unlock(&o->lock);
 }
 
@@ -591,6 +661,7 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
     for (size_t i = 0; i < NSTREAMS; i++) {
         pthread_cond_init(&o->s[i].data, NULL);
         pthread_cond_init(&o->s[i].room, NULL);
+        pthread_cond_init(&o->s[i].go, NULL);
     }
     o->n = n;
     for (size_t k = 0; k < n; k++)
@@ -616,8 +687,16 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
     if (!o)
         return;
     ferry__remote_streams_reset(o, false);
-    for (size_t i = 0; i < NSTREAMS; i++)
-        ferry_host_free(o->s[i].ring);
+    for (size_t i = 0; i < NSTREAMS; i++) {
+        rstream *r = &o->s[i];
+        pthread_mutex_lock(&o->lock);
+        r->quit = true;
+        pthread_cond_signal(&r->go);
+        pthread_mutex_unlock(&o->lock);
+        if (r->thread)
+            pthread_join(r->th, NULL);
+        ferry_host_free(r->ring);
+    }
     ferry_host_free(o->failed);
     ferry_host_free(o->failed_at);
     ferry_host_free(o->failed_st);
@@ -628,6 +707,7 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
     for (size_t i = 0; i < NSTREAMS; i++) {
         pthread_cond_destroy(&o->s[i].data);
         pthread_cond_destroy(&o->s[i].room);
+        pthread_cond_destroy(&o->s[i].go);
     }
     pthread_cond_destroy(&o->cv);
     pthread_mutex_destroy(&o->lock);

@@ -18,7 +18,7 @@
 
 #include "common/error.h"
 #include "common/thread.h"
-#include "dataset/core/internal.h"
+#include "dataset/image/image.h"
 #include "dataset/remote/remote.h"
 #include "dataset/shards/shards.h"
 #include "dataset/shards/tar.h"
@@ -538,10 +538,11 @@ static ferry_status index_remote(index_job *j, size_t i)
     char kept[128];
     int dfd = ferry__remote_cache_dirfd(h->remote);
     bool keep = ferry__remote_cache_index_name(h->remote, i, kept, sizeof kept);
-    if (st == FERRY_OK && !found && keep)
-        st = ferry__shard_index_load_at(dfd, kept, path,
-                                        ferry__remote_cache_obj(h->remote, i)->size, (uint32_t)i,
-                                        &j->parts[i], &found);
+    if (st == FERRY_OK && !found && keep &&
+        (st = ferry__shard_index_load_at(dfd, kept, path,
+                                         ferry__remote_cache_obj(h->remote, i)->size, (uint32_t)i,
+                                         &j->parts[i], &found)) == FERRY_OK && found)
+        (void)ferry__remote_cache_keep_index(h->remote, i); /* in the budget, or deleted */
     if (st == FERRY_OK && found && j->parts[i].gzip &&
         (st = ferry__remote_cache_fits(h->remote, i)) != FERRY_OK)
         ferry__shard_part_free(&j->parts[i]);
@@ -550,10 +551,13 @@ static ferry_status index_remote(index_job *j, size_t i)
     struct stat before;
     if ((st = ferry__remote_cache_acquire(h->remote, i, UINT64_MAX)) == FERRY_OK &&
         (st = ferry__shard_index(path, h->fds[i], (uint32_t)i, &j->parts[i])) == FERRY_OK &&
-        keep && fstat(h->fds[i], &before) == 0 &&
-        ferry__shard_index_save_at(dfd, ferry__remote_cache_dir(h->remote), kept, path, h->fds[i],
-                                   &before, &j->parts[i]) != FERRY_OK)
-        ferry_clear_error(); /* the next create downloads the shard again: no worse */
+        keep && fstat(h->fds[i], &before) == 0) {
+        if (ferry__shard_index_save_at(dfd, ferry__remote_cache_dir(h->remote), kept, path,
+                                       h->fds[i], &before, &j->parts[i]) == FERRY_OK)
+            (void)ferry__remote_cache_keep_index(h->remote, i); /* in the budget, or deleted */
+        else
+            ferry_clear_error(); /* the next create downloads the shard again: no worse */
+    }
     ferry__remote_cache_release(h->remote, i);
     return st;
 }

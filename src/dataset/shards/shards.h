@@ -153,5 +153,7 @@ ferry_status ferry__gz_cache_read(ferry_gz_cache *c, size_t i, uint8_t *dst);
  * over at its next use. Reads may be in progress. */
 ferry_status ferry__gz_cache_plan(ferry_gz_cache *c, const size_t *idx, size_t n);
 void ferry__gz_cache_stats(ferry_gz_cache *c, ferry_gz_cache_stats *out);
+/* A dataset's gzip cache counters (shards.c); false when ds has no gzip shards. */
+bool ferry__dataset_gz_stats(const ferry_dataset *ds, ferry_gz_cache_stats *out);
 
 #endif

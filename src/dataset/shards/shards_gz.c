@@ -302,6 +302,29 @@ static ferry_status pass_image(ferry_gz_cache *c, stream *s, size_t j)
     return st;
 }
 
+/* A sample the plan reads more than once (the loader's warm-up reads the
+ * epoch's first sample once per worker): its image is kept as it is read, so
+ * that the later reads come from the ring, not from a rewind. *done: it is in
+ * dst; else it is not planned again or the ring had no room, and the stream
+ * has not moved (the caller reads it). The shard is busy (ours). */
+static ferry_status take_again(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst, bool *done)
+{
+    *done = false;
+    ferry_mutex_lock(&c->lock);
+    bool again = c->planned && c->pending[i] > 1;
+    ferry_mutex_unlock(&c->lock);
+    ferry_status st = again ? pass_image(c, s, i) : FERRY_OK;
+    if (!again || st != FERRY_OK)
+        return st;
+    ferry_mutex_lock(&c->lock);
+    entry *e = entry_of(c, i);
+    if (e)
+        memcpy(dst, entry_bytes(c, e), c->su.samples[i].img_size);
+    ferry_mutex_unlock(&c->lock);
+    *done = e != NULL;
+    return FERRY_OK;
+}
+
 /* Moves shard k's stream to sample i and reads its image into dst, keeping
  * the wanted images on the way. The shard is busy (ours); lock not held. */
 static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst)
@@ -328,7 +351,10 @@ static ferry_status advance(ferry_gz_cache *c, stream *s, size_t i, uint8_t *dst
         s->next++;
         st = pass_image(c, s, j);
     }
-    if (st == FERRY_OK && (st = skip_to(s, sp->img_off)) == FERRY_OK)
+    bool done = false;
+    if (st == FERRY_OK)
+        st = take_again(c, s, i, dst, &done);
+    if (st == FERRY_OK && !done && (st = skip_to(s, sp->img_off)) == FERRY_OK)
         st = ferry__gz_take(&s->gz, dst, sp->img_size, NULL, 0);
     if (st == FERRY_OK && s->next < c->su.by_off_ends[k] && c->su.by_off[s->next] == i)
         s->next++;

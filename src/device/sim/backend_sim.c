@@ -74,6 +74,9 @@ static ferry_status sim_malloc(int index, size_t bytes, void **out)
     ferry_status st = ferry_sim_sticky(index);
     if (st != FERRY_OK)
         return st;
+    if (ferry_sim_thread_capture())
+        return ferry_sim_capture_violation(NULL, "cudaMalloc by the capturing thread",
+                                           "cudaErrorStreamCaptureUnsupported");
     ferry_mutex_lock(&d->lock);
     ferry_sim_check_device(d);
     bool fits = bytes <= d->limit - d->used;
@@ -106,6 +109,9 @@ static void sim_free(int index, void *ptr)
     if (!ptr)
         return;
     ferry_sim_count_(index, SIM_COUNT_FREE);
+    if (ferry_sim_thread_capture()) /* void, as cudaFree's error would be lost here too */
+        (void)ferry_sim_capture_violation(NULL, "cudaFree by the capturing thread",
+                                          "cudaErrorStreamCaptureUnsupported");
     (void)ferry_sim_device_sync(index);
     unsigned char *p = (unsigned char *)ptr - HEADER;
     size_t bytes;
@@ -271,6 +277,15 @@ static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t byt
      * - from or into pinned memory an async copy touches the host buffer only when
      *   it runs, and the synchronous form waits for it;
      * - device to device never blocks the host. */
+    bool wait = (host_dst && !pinned_dst) || (!stream && (host_dst || pinned_src));
+    if (ferry_sim_stream_capturing(s)) {
+        if (host_src && !pinned_src)
+            return ferry_sim_capture_violation(s, "a copy from pageable host memory",
+                                               "cudaErrorStreamCaptureUnsupported");
+        if (wait || !stream)
+            return ferry_sim_capture_violation(s, "a copy that waits for the device",
+                                               "cudaErrorStreamCaptureUnsupported");
+    }
     if (host_src && !pinned_src && !stream)
         (void)ferry_sim_stream_sync(s); /* its sticky error was checked above */
     if (kind == FERRY_COPY_D2H)
@@ -282,7 +297,6 @@ static ferry_status sim_memcpy(int index, void *dst, const void *src, size_t byt
                     &ticket);
     if (st != FERRY_OK)
         return st;
-    bool wait = (host_dst && !pinned_dst) || (!stream && (host_dst || pinned_src));
     if (wait) {
         ferry_sim_count_(s->dev, SIM_COUNT_SYNC);
         ferry_sim_stream_wait_ticket(s, ticket);
@@ -406,6 +420,38 @@ static ferry_status sim_event_elapsed_ms(int index, void *start, void *end, floa
     return ferry_sim_event_elapsed(start, end, ms);
 }
 
+static ferry_status sim_capture_begin(int index, void *stream)
+{
+    if (!stream)
+        return ferry_fail(FERRY_ERR_CUDA, "cuda:%d (simulated): the legacy default stream cannot be "
+                          "captured (CUDA: cudaErrorStreamCaptureUnsupported)", index);
+    return ferry_sim_capture_begin(stream);
+}
+
+static ferry_status sim_capture_end(int index, void *stream, void **graph)
+{
+    (void)index;
+    sim_graph *g = NULL;
+    ferry_status st = stream ? ferry_sim_capture_end(stream, &g)
+                             : ferry_fail(FERRY_ERR_CUDA, "end of stream capture: the legacy "
+                                          "default stream never captures (simulated)");
+    *graph = g;
+    return st;
+}
+
+static ferry_status sim_graph_launch(int index, void *graph, void *stream)
+{
+    ferry_status st;
+    sim_stream *s = resolve_on(index, stream, &st);
+    return s ? ferry_sim_graph_launch(graph, s) : st;
+}
+
+static void sim_graph_destroy(int index, void *graph)
+{
+    (void)index;
+    ferry_sim_graph_unref(graph);
+}
+
 ferry_status ferry_sim_launch_stream(int dev, void *native, const char *what, sim_stream **out)
 {
     ferry_status st = ferry_sim_sticky(dev);
@@ -450,6 +496,10 @@ static const ferry_backend sim_backend = {
     .event_sync = sim_event_sync,
     .event_query = sim_event_query,
     .event_elapsed_ms = sim_event_elapsed_ms,
+    .capture_begin = sim_capture_begin,
+    .capture_end = sim_capture_end,
+    .graph_launch = sim_graph_launch,
+    .graph_destroy = sim_graph_destroy,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
 };

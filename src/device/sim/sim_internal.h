@@ -41,6 +41,8 @@ struct sim_stream {
     uint64_t queued, done;    /* operations ever queued / ever finished */
     bool running;             /* one is taken off the queue and not yet counted */
     bool stop;
+    struct sim_graph *capture; /* non-NULL while capturing (graph_sim.c): ops go
+                                * there instead of to the queue */
     sim_stream *next_in_dev;  /* guarded by the device's lock */
 };
 
@@ -75,6 +77,34 @@ ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e);
 ferry_status ferry_sim_event_sync(sim_event *e);
 ferry_status ferry_sim_event_query(sim_event *e, bool *done);
 ferry_status ferry_sim_event_elapsed(sim_event *a, sim_event *b, float *ms);
+
+/* ---- stream capture and graphs (graph_sim.c) ----
+ * A capturing stream records the operations queued on it into a graph instead
+ * of running them; the graph replays them in order as one launch. CUDA's rules
+ * (thread-local capture mode, as the CUDA backend uses) are errors here: a wait
+ * for a capturing stream, an allocation or free or a device-wide wait by the
+ * capturing thread, the legacy stream used by it, a pageable or waiting copy,
+ * an event crossing the capture's boundary. Each such call fails, naming
+ * CUDA's error, and invalidates the capture, as CUDA does. */
+typedef struct sim_graph sim_graph;
+ferry_status ferry_sim_capture_begin(sim_stream *s);
+/* Ends s's capture (on the thread that began it); *out the replayable graph,
+ * or an error (the capture was invalidated) with the recording dropped. */
+ferry_status ferry_sim_capture_end(sim_stream *s, sim_graph **out);
+ferry_status ferry_sim_graph_launch(sim_graph *g, sim_stream *s);
+void ferry_sim_graph_unref(sim_graph *g);
+/* Queues op into s's capture when s captures (true: taken; s->lock held). */
+bool ferry_sim_capture_take_(sim_stream *s, sim_op *op);
+/* The stream the calling thread captures into, or NULL. */
+sim_stream *ferry_sim_thread_capture(void);
+/* The error for `what` (a call CUDA forbids during capture, as CUDA's error
+ * `cuda_err` names it): invalidates the capture of s (NULL: the calling
+ * thread's) and returns FERRY_ERR_CUDA with the message set. */
+ferry_status ferry_sim_capture_violation(sim_stream *s, const char *what, const char *cuda_err);
+/* True while s captures (takes s->lock). */
+bool ferry_sim_stream_capturing(sim_stream *s);
+/* True while some stream of device dev captures. */
+bool ferry_sim_device_capturing(int dev);
 
 /* The calling thread's current simulated device (cudaGetDevice). */
 int ferry_sim_current(void);

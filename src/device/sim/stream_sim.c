@@ -378,6 +378,14 @@ void ferry_sim_stream_free(sim_stream *s)
 
 sim_stream *ferry_sim_default_stream(int dev, ferry_status *st)
 {
+    /* CUDA fails the legacy stream's implicit join with a capturing blocking
+     * stream; ferry's streams are non-blocking, but work put there by the
+     * capturing thread would escape the graph, so the simulation refuses it. */
+    if (ferry_sim_thread_capture()) {
+        *st = ferry_sim_capture_violation(NULL, "the legacy default stream used by the capturing "
+                                          "thread", "cudaErrorStreamCaptureImplicit");
+        return NULL;
+    }
     sim_device *d = &ferry_sim_devices[dev];
     ferry_mutex_lock(&d->lock);
     sim_stream *s = d->dflt;
@@ -406,6 +414,12 @@ ferry_status ferry_sim_enqueue(sim_stream *s, sim_op *op, uint64_t *ticket)
     op->next = NULL;
     ferry_mutex_lock(&s->lock);
     check_stream(s);
+    if (ferry_sim_capture_take_(s, op)) { /* recorded, not run: nothing to wait for */
+        ferry_mutex_unlock(&s->lock);
+        if (ticket)
+            *ticket = 0;
+        return FERRY_OK;
+    }
     if (s->tail)
         s->tail->next = op;
     else
@@ -433,6 +447,9 @@ void ferry_sim_stream_wait_ticket(sim_stream *s, uint64_t ticket)
 ferry_status ferry_sim_stream_sync(sim_stream *s)
 {
     ferry_sim_count_(s->dev, SIM_COUNT_SYNC);
+    if (ferry_sim_stream_capturing(s))
+        return ferry_sim_capture_violation(s, "a wait for a capturing stream",
+                                           "cudaErrorStreamCaptureUnsupported");
     ferry_mutex_lock(&s->lock);
     uint64_t t = s->queued;
     ferry_mutex_unlock(&s->lock);
@@ -442,6 +459,11 @@ ferry_status ferry_sim_stream_sync(sim_stream *s)
 
 ferry_status ferry_sim_stream_query(sim_stream *s, bool *done)
 {
+    if (ferry_sim_stream_capturing(s)) {
+        *done = false;
+        return ferry_sim_capture_violation(s, "a query of a capturing stream",
+                                           "cudaErrorStreamCaptureUnsupported");
+    }
     ferry_mutex_lock(&s->lock);
     *done = s->done == s->queued;
     ferry_mutex_unlock(&s->lock);
@@ -451,6 +473,9 @@ ferry_status ferry_sim_stream_query(sim_stream *s, bool *done)
 ferry_status ferry_sim_device_sync(int dev)
 {
     ferry_sim_count_(dev, SIM_COUNT_SYNC);
+    if (ferry_sim_thread_capture() || ferry_sim_device_capturing(dev))
+        return ferry_sim_capture_violation(NULL, "a wait for the whole device",
+                                           "cudaErrorStreamCaptureUnsupported");
     sim_device *d = &ferry_sim_devices[dev];
     /* Collect the tickets under the device lock, wait outside it. */
     for (;;) {
@@ -561,6 +586,10 @@ ferry_status ferry_sim_event_record(sim_event *e, sim_stream *s)
     ferry_status st = ferry_sim_sticky(s->dev);
     if (st != FERRY_OK)
         return st;
+    if (ferry_sim_stream_capturing(s))
+        return ferry_sim_capture_violation(s, "an event recorded in a capturing stream",
+                                           "legal on CUDA (a fork to another stream), but the "
+                                           "simulation captures one stream only");
     return queue_event_op(s, e, true, NULL, complete_record, "event record");
 }
 
@@ -581,6 +610,9 @@ ferry_status ferry_sim_stream_wait_event(sim_stream *s, sim_event *e)
     ferry_status st = ferry_sim_sticky(s->dev);
     if (st != FERRY_OK)
         return st;
+    if (ferry_sim_stream_capturing(s))
+        return ferry_sim_capture_violation(s, "a capturing stream waiting for an event recorded "
+                                           "outside the capture", "cudaErrorStreamCaptureIsolation");
     return queue_event_op(s, e, false, run_wait, drop_event, "stream wait event");
 }
 

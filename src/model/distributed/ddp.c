@@ -351,7 +351,7 @@ ferry_status ferry_ddp_create(ferry_dist *d, ferry_module *m, size_t bucket_byte
     if (st != FERRY_OK)
         return st;
     if (!m)
-        return FERRY_ARG_ERROR("rank %d: module is NULL", d->rank);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s: module is NULL", d->rank, __func__);
     if (!ferry_device_eq(m->device, d->device)) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,

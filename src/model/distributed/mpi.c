@@ -13,13 +13,14 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "device/device_internal.h" /* ferry_device_check */
 #include "model/distributed/internal.h"
 
 enum { TAG_ABORT = 1, TAG_ACK = 2 };
 
 ferry_dist_config ferry_dist_config_default(void)
 {
-    ferry_dist_config c = {.device = NULL, .timeout_s = 0};
+    ferry_dist_config c = {.device = {FERRY_DEVICE_DEFAULT, 0}, .timeout_s = 0};
     return c;
 }
 
@@ -208,12 +209,11 @@ static double timeout_from(const ferry_dist_config *cfg)
     return t > 0 ? t : 300;
 }
 
-static ferry_status pick_device(ferry_dist *d, const char *want)
+static ferry_status pick_device(ferry_dist *d, ferry_device want)
 {
-    if (!want)
-        want = ferry_cuda_is_available() ? "cuda" : "cpu";
-    ferry_status st;
-    if (!strcmp(want, "cuda")) {
+    if (want.type == FERRY_DEVICE_DEFAULT)
+        want = ferry_cuda_is_available() ? ferry_dist_local_cuda() : ferry_cpu();
+    if (want.type == FERRY_DEVICE_CUDA && want.index == -1) {
         /* One process per GPU: the local rank picks it. */
         int n = ferry_cuda_device_count();
         if (n <= 0)
@@ -226,8 +226,10 @@ static ferry_status pick_device(ferry_dist *d, const char *want)
         d->device = ferry_cuda(d->local_rank);
         return FERRY_OK;
     }
-    if ((st = ferry_device_parse(want, &d->device)) != FERRY_OK)
+    ferry_status st = ferry_device_check(want);
+    if (st != FERRY_OK)
         return ferry_fail_prefix(st, "rank %d: ", d->rank);
+    d->device = want;
     return FERRY_OK;
 }
 
@@ -379,9 +381,10 @@ static ferry_status check_tensor(ferry_dist *d, ferry_tensor *t, const char *whe
     if (st != FERRY_OK)
         return st;
     if (!t)
-        return ferry_arg_error_(where, "rank %d: tensor is NULL", d->rank);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s: tensor is NULL", d->rank, where);
     if (!ferry_tensor_is_contiguous(t))
-        return ferry_arg_error_(where, "rank %d: the tensor is not contiguous", d->rank);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s: the tensor is not contiguous", d->rank,
+                          where);
     ferry_device dev = ferry_tensor_device(t);
     if (dev.type == FERRY_DEVICE_CUDA) {
         if (!d->nccl)
@@ -414,7 +417,8 @@ ferry_status ferry_dist_all_reduce(ferry_dist *d, ferry_tensor *t, ferry_reduce_
                           "rank %d: %s: MPI cannot reduce %s tensors (f32, u8, i32, i64 can be)", d->rank,
                           __func__, ferry_dtype_name(dt));
     if ((unsigned)op >= FERRY_REDUCE_COUNT)
-        return FERRY_ARG_ERROR("rank %d: unknown op %d", d->rank, (int)op);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s: unknown op %d", d->rank, __func__,
+                          (int)op);
     bool floating = dt == FERRY_DTYPE_F32 || dt == FERRY_DTYPE_F16 || dt == FERRY_DTYPE_BF16;
     if (op == FERRY_REDUCE_AVG && !floating)
         return ferry_fail(FERRY_ERR_DTYPE, "rank %d: %s: AVG needs a floating dtype, not %s", d->rank,
@@ -447,7 +451,8 @@ ferry_status ferry_dist_broadcast(ferry_dist *d, ferry_tensor *t, int root, ferr
     if (st != FERRY_OK)
         return st;
     if (root < 0 || root >= d->world)
-        return FERRY_ARG_ERROR("rank %d: root %d is not in [0, %d)", d->rank, root, d->world);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "rank %d: %s: root %d is not in [0, %d)", d->rank,
+                          __func__, root, d->world);
     ferry_dtype dt = ferry_tensor_dtype(t);
     size_t n = (size_t)ferry_tensor_numel(t);
     char *p = ferry_tensor_data(t);

@@ -13,7 +13,7 @@ static ferry_status not_built(const char *where)
 
 ferry_dist_config ferry_dist_config_default(void)
 {
-    ferry_dist_config c = {.device = NULL, .timeout_s = 0};
+    ferry_dist_config c = {.device = {FERRY_DEVICE_DEFAULT, 0}, .timeout_s = 0};
     return c;
 }
 

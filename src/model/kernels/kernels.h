@@ -107,6 +107,21 @@ typedef struct fk_bn {
     float momentum, eps;
 } fk_bn;
 
+/* One Embedding lookup (embed_fwd, embed_bwd): n indices (idt: i32 or i64,
+ * device memory) into a table of vocab rows of dim elements. Forward: row i of
+ * y is row idx[i] of the table; an index outside [0, vocab) gives a zero row
+ * and, when bad (device memory, may be NULL) is not NULL, bad[0] = the smallest
+ * such position i if below what bad[0] holds (the caller sets bad[0] = n first,
+ * then reads it back: the error names the position and the index). Backward:
+ * dw[idx[i]] += dy[i] for every i in increasing i, each table element's sum
+ * rounded to dt once (indices outside the table add nothing); the GPU adds in
+ * that same order, so duplicates give the CPU's bits, run after run. */
+typedef struct fk_embed {
+    int64_t n, vocab, dim;
+    ferry_dtype idt;
+    int64_t *bad;
+} fk_embed;
+
 /* The optimisers' hyper-parameters (PyTorch's names), shared by the
  * single-tensor and the multi-tensor kernels. */
 typedef struct fk_sgd {
@@ -236,7 +251,12 @@ typedef struct fk_zlist {
      * tracker = 0; else tracker += 1, and on reaching interval scale *= growth, tracker = 0.   \
      * All three live in device memory. */                                                       \
     X(amp_update, (float *, scale), (int64_t *, tracker), (const float *, found),                  \
-      (float, growth), (float, backoff), (int64_t, interval))
+      (float, growth), (float, backoff), (int64_t, interval))                                      \
+    /* Embedding (fk_embed): y[i] = w[idx[i]]; dw[idx[i]] += dy[i] in increasing i */            \
+    X(embed_fwd, (ferry_dtype, dt), (void *, y), (const void *, w), (const void *, idx),          \
+      (const fk_embed *, e))                                                                      \
+    X(embed_bwd, (ferry_dtype, dt), (void *, dw), (const void *, dy), (const void *, idx),        \
+      (const fk_embed *, e))
 
 /* FK_MAP(m, sep, (t1, n1), (t2, n2), ...) expands to m(t1, n1) sep m(t2, n2) ...
  * for up to 8 pairs, a kernel's most arguments. sep is a function-like macro's

@@ -18,6 +18,7 @@ typedef struct fm_param {
     bool buffer;
     bool keep_f32;        /* stays f32 when the module goes to half (BatchNorm) */
     double init_lo, init_hi; /* uniform init range; lo == hi: constant */
+    bool init_normal;        /* instead: normal, mean init_lo, std init_hi - init_lo (Embedding) */
 } fm_param;
 
 typedef struct fm_ref {
@@ -52,8 +53,15 @@ struct ferry_module {
      * one forward): bias_relu says the layer can (Linear, Conv2d with a bias),
      * act_relu asks it to, input_relu tells the ReLU its input is rectified. */
     bool bias_relu, act_relu, input_relu;
+    /* Takes integer indices, not values (an Embedding, or a Sequential that
+     * starts with one): ferry_train_step passes its input through unconverted. */
+    bool index_input;
     ferry_grad_ready_fn grad_ready; /* ferry_module_set_grad_hook; NULL when none */
     void *grad_ready_ctx;
+    /* Host calls on this module that may move its buffers (forward, backward,
+     * to): a captured training step (train_graph.c) stays valid while the
+     * count it saw after capture holds, since a replay runs no host code. */
+    uint64_t calls;
 };
 
 /* Allocates a zeroed layer struct of `size` bytes with name and params. */
@@ -103,6 +111,12 @@ ferry_status fm_optim_prepare(ferry_optim *o);
 ferry_tensor *fm_optim_state(ferry_optim *o, size_t i, size_t j, const char **suffix);
 ferry_module *fm_optim_module(ferry_optim *o);
 void fm_optim_get_hparams(const ferry_optim *o, char *buf, size_t size);
+/* Counts the changes of where the optimiser keeps its device state (a new
+ * step count from a checkpoint): a captured step is replayed only while it holds. */
+uint64_t fm_optim_version(const ferry_optim *o);
+/* Adds a replayed step's rows to metrics' host-side counts, as the cross-entropy
+ * call that was captured adds them when it runs on the host. */
+void fm_metrics_add_rows(ferry_metrics *m, int64_t rows);
 /* Sets the device's step count (a checkpoint's); waits for the device first. */
 ferry_status fm_optim_set_steps(ferry_optim *o, int64_t steps);
 /* ferry_optim_step whose updates, and the count's advance, are dropped on the

@@ -59,6 +59,14 @@ ferry_status ferry_metrics_reset(ferry_metrics *m, ferry_stream *s)
     return st;
 }
 
+void fm_metrics_add_rows(ferry_metrics *m, int64_t rows)
+{
+    if (m) {
+        m->count += rows;
+        m->classified += rows;
+    }
+}
+
 ferry_status ferry_metrics_get(ferry_metrics *m, double *loss, double *accuracy, int64_t *count)
 {
     if (!m)
@@ -175,15 +183,15 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
     if (st != FERRY_OK)
         return st;
     if (labels->dtype != FERRY_DTYPE_I64 && labels->dtype != FERRY_DTYPE_I32)
-        return ferry_fail(FERRY_ERR_DTYPE, "labels must be i64 or i32, got %s (in %s)",
-                          ferry_dtype_name(labels->dtype), op);
+        return ferry_fail(FERRY_ERR_DTYPE, "%s: labels must be i64 or i32, got %s", op,
+                          ferry_dtype_name(labels->dtype));
     char a[128], b[128];
     if (logits->ndim != 2 || labels->ndim != 1 || labels->shape[0] != logits->shape[0])
-        return ferry_fail(FERRY_ERR_SHAPE, "expected logits [N, C] and labels [N], got %s and %s (in %s)",
-                          fm_shape_str(logits, a, sizeof a), fm_shape_str(labels, b, sizeof b), op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: expected logits [N, C] and labels [N], got %s and %s", op,
+                          fm_shape_str(logits, a, sizeof a), fm_shape_str(labels, b, sizeof b));
     int64_t rows = logits->shape[0], classes = logits->shape[1];
     if (classes < 1)
-        return ferry_fail(FERRY_ERR_SHAPE, "logits %s have no classes (in %s)", fm_shape_str(logits, a, sizeof a), op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: logits %s have no classes", op, fm_shape_str(logits, a, sizeof a));
     ferry_tensor *x = NULL, *y = NULL, *d = NULL;
     st = ferry_tensor_contiguous(logits, s, &x);
     if (st == FERRY_OK)
@@ -230,10 +238,12 @@ ferry_status fm_cross_entropy_(ferry_tensor *logits, ferry_tensor *labels, float
                 d ? ferry_tensor_data(d) : NULL, &r);
     }
     bool read_back = check_now || !metrics;
+    /* One wait: a copy into pageable memory (bad_now, on the stack) returns
+     * once it has completed, the async form included (CUDA's "API
+     * synchronization behavior"), with the stream's earlier errors; a stream
+     * synchronisation after it would be a second wait for nothing. */
     if (st == FERRY_OK && read_back)
         st = ferry_memcpy(&bad_now, bad, sizeof bad_now, FERRY_COPY_D2H, x->device, s);
-    if (st == FERRY_OK && read_back && s)
-        st = ferry_stream_synchronize(s);
     if (st == FERRY_OK && metrics && read_back)
         metrics->bad_seen = bad_now;
     if (!read_back)
@@ -276,8 +286,8 @@ ferry_status ferry_mse_loss(ferry_tensor *pred, ferry_tensor *target, float grad
         return st;
     char a[128], b[128];
     if (pred->ndim != target->ndim || memcmp(pred->shape, target->shape, pred->ndim * sizeof(int64_t)) != 0)
-        return ferry_fail(FERRY_ERR_SHAPE, "pred %s and target %s must have one shape (in %s)",
-                          fm_shape_str(pred, a, sizeof a), fm_shape_str(target, b, sizeof b), op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: pred %s and target %s must have one shape", op,
+                          fm_shape_str(pred, a, sizeof a), fm_shape_str(target, b, sizeof b));
     ferry_tensor *p = NULL, *t = NULL, *d = NULL;
     st = ferry_tensor_contiguous(pred, s, &p);
     if (st == FERRY_OK)

@@ -149,8 +149,8 @@ ferry_status fm_grad_input(ferry_module *m, ferry_tensor *dy, const int64_t *sha
         return device_mismatch(dy->device, m->device, "gradient and parameters", where);
     if (dy->ndim != ndim || memcmp(dy->shape, shape, ndim * sizeof(int64_t)) != 0) {
         char a[128], b[128];
-        return ferry_fail(FERRY_ERR_SHAPE, "gradient has shape %s but the output had shape %s (in %s)",
-                          fm_shape_str(dy, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b), where);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: gradient has shape %s but the output had shape %s", where,
+                          fm_shape_str(dy, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b));
     }
     if (dy->dtype != m->dtype)
         return ferry_affine(dy, 1.0, 0.0, m->dtype, s, out);
@@ -169,6 +169,7 @@ void fm_drop_saved_all(ferry_module *m)
 
 static void drop_buffers_all(ferry_module *m)
 {
+    m->calls++;
     ferry_tensor_release(m->out);
     ferry_tensor_release(m->dxbuf);
     ferry_tensor_release(m->lossbuf);
@@ -240,7 +241,7 @@ ferry_status ferry_module_init(ferry_module *m, uint64_t seed)
         if (p->init_lo == p->init_hi) {
             st = ferry_tensor_fill(t, p->init_lo, NULL);
         } else {
-            st = FK(&c, rand, t->dtype, ferry_tensor_data(t), t->numel, seed, FERRY_RNG_INIT | i, false);
+            st = FK(&c, rand, t->dtype, ferry_tensor_data(t), t->numel, seed, FERRY_RNG_INIT | i, p->init_normal);
             if (st == FERRY_OK) {
                 fk_nd nd;
                 fm_nd_make(&nd, t, t, NULL);
@@ -262,6 +263,7 @@ ferry_status ferry_module_forward(ferry_module *m, ferry_tensor *x, ferry_stream
 {
     if (!m || !x || !y)
         return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : !x ? "x" : "y");
+    m->calls++;
     ferry_status st = m->ops->forward(m, x, s, y);
     if (st != FERRY_OK || !m->training)
         fm_drop_saved_all(m);
@@ -274,6 +276,7 @@ ferry_status ferry_module_backward(ferry_module *m, ferry_tensor *dy, ferry_stre
         return FERRY_ARG_ERROR("%s is NULL", !m ? "module" : "dy");
     if (dx)
         *dx = NULL;
+    m->calls++;
     ferry_status st = m->ops->backward(m, dy, s, dx);
     /* A Sequential reports child by child (seq_backward); a single layer here. */
     if (st == FERRY_OK && m->grad_ready && m->nchildren == 0 && m->nflat > 0)

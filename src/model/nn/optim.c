@@ -26,12 +26,18 @@ struct ferry_optim {
     ferry_tensor *consts; /* f32 [2] beside taken: Adam's bias corrections for this step */
     size_t nparams;       /* m->nflat when the state was made */
     ferry_tensor **state; /* nparams * 2, NULL where unused */
+    uint64_t version;     /* fm_optim_version: bumped when taken is replaced */
 };
 
-static ferry_status create(ferry_module *m, opt_kind kind, ferry_optim **out)
+uint64_t fm_optim_version(const ferry_optim *o) { return o ? o->version : 0; }
+
+/* where: the entry point's __func__, for the argument errors. */
+static ferry_status create(ferry_module *m, opt_kind kind, ferry_optim **out, const char *where)
 {
-    if (!m || !out)
-        return ferry_fail(FERRY_ERR_INVALID_ARG, "module and out must not be NULL (in optimiser create)");
+    if (!m)
+        return ferry_arg_error_(where, "module is NULL");
+    if (!out)
+        return ferry_arg_error_(where, "out is NULL");
     ferry_optim *o = ferry_host_calloc(1, sizeof *o);
     if (!o)
         return FERRY_ERR_NO_MEMORY;
@@ -63,7 +69,7 @@ ferry_status ferry_sgd_create_ex(ferry_module *m, double lr, double momentum, do
     if (!(momentum >= 0) || (nesterov && (momentum <= 0 || dampening != 0)))
         return ferry_fail(FERRY_ERR_INVALID_ARG,
                           "SGD: momentum must be >= 0; Nesterov needs momentum > 0 and dampening 0");
-    st = create(m, OPT_SGD, out);
+    st = create(m, OPT_SGD, out, __func__);
     if (st != FERRY_OK)
         return st;
     (*out)->lr = lr;
@@ -81,7 +87,7 @@ ferry_status ferry_sgd_create(ferry_module *m, double lr, double momentum, doubl
 }
 
 static ferry_status adam_create(ferry_module *m, opt_kind kind, double lr, double b1, double b2, double eps,
-                                double wd, ferry_optim **out)
+                                double wd, ferry_optim **out, const char *where)
 {
     ferry_status st = check_hp(lr, wd, kind == OPT_ADAM ? "Adam" : "AdamW");
     if (st != FERRY_OK)
@@ -89,7 +95,7 @@ static ferry_status adam_create(ferry_module *m, opt_kind kind, double lr, doubl
     if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1) || !(eps >= 0))
         return ferry_fail(FERRY_ERR_INVALID_ARG, "Adam: betas (%g, %g) must be in [0, 1) and eps (%g) >= 0", b1,
                           b2, eps);
-    st = create(m, kind, out);
+    st = create(m, kind, out, where);
     if (st != FERRY_OK)
         return st;
     (*out)->lr = lr;
@@ -103,13 +109,13 @@ static ferry_status adam_create(ferry_module *m, opt_kind kind, double lr, doubl
 ferry_status ferry_adam_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
                                double weight_decay, ferry_optim **out)
 {
-    return adam_create(m, OPT_ADAM, lr, beta1, beta2, eps, weight_decay, out);
+    return adam_create(m, OPT_ADAM, lr, beta1, beta2, eps, weight_decay, out, __func__);
 }
 
 ferry_status ferry_adamw_create(ferry_module *m, double lr, double beta1, double beta2, double eps,
                                 double weight_decay, ferry_optim **out)
 {
-    return adam_create(m, OPT_ADAMW, lr, beta1, beta2, eps, weight_decay, out);
+    return adam_create(m, OPT_ADAMW, lr, beta1, beta2, eps, weight_decay, out, __func__);
 }
 
 static void free_state(ferry_optim *o)
@@ -337,5 +343,6 @@ ferry_status fm_optim_set_steps(ferry_optim *o, int64_t steps)
         return st;
     ferry_tensor_release(o->taken);
     o->taken = n;
+    o->version++;
     return FERRY_OK;
 }

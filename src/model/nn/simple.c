@@ -332,6 +332,8 @@ ferry_status ferry_sequential_add(ferry_module *seq, ferry_module *child)
         seq->device = child->device;
         seq->dtype = child->dtype;
     }
+    if (seq->nchildren == 0)
+        seq->index_input = child->index_input;
     if (!ferry_device_eq(child->device, seq->device) || child->dtype != seq->dtype) {
         char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
         /* A dtype that does not fit on the right device is a dtype error. */

@@ -8,6 +8,7 @@
 void fm_set_dtype_all(ferry_module *m, ferry_dtype dt)
 {
     m->dtype = dt;
+    m->calls++;
     for (size_t i = 0; i < m->nchildren; i++)
         fm_set_dtype_all(m->children[i], dt);
 }
@@ -29,7 +30,7 @@ ferry_status ferry_train_step(ferry_module *m, ferry_optim *o, ferry_amp *amp, f
     /* x in the model's dtype (mixed precision: f16 or bf16) in a buffer the
      * next step reuses, so a step allocates nothing after its first. */
     ferry_tensor *xin = NULL;
-    if (st == FERRY_OK && x->dtype != m->dtype && ferry_device_eq(x->device, m->device)) {
+    if (st == FERRY_OK && x->dtype != m->dtype && !m->index_input && ferry_device_eq(x->device, m->device)) {
         st = fm_buffer(&m->inbuf, x->shape, x->ndim, m->dtype, m->device, s, &xin);
         if (st == FERRY_OK)
             st = ferry_tensor_copy(xin, x, s);

@@ -56,9 +56,8 @@ ferry_status fm_check_device(const ferry_tensor *a, const ferry_tensor *b, const
         return FERRY_OK;
     char na[FERRY_DEVICE_NAME_MAX], nb[FERRY_DEVICE_NAME_MAX];
     return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                      "expected all tensors to be on the same device, but found %s and %s (in %s)",
-                      ferry_device_format(da, na, sizeof na), ferry_device_format(db, nb, sizeof nb),
-                      op);
+                      "%s: expected all tensors to be on the same device, but found %s and %s", op,
+                      ferry_device_format(da, na, sizeof na), ferry_device_format(db, nb, sizeof nb));
 }
 
 ferry_status fm_check_dtype(const ferry_tensor *a, const ferry_tensor *b, const char *op)
@@ -67,8 +66,8 @@ ferry_status fm_check_dtype(const ferry_tensor *a, const ferry_tensor *b, const 
     if (x == y)
         return FERRY_OK;
     return ferry_fail(FERRY_ERR_DTYPE,
-                      "expected both tensors to have the same dtype, but found %s and %s (in %s)",
-                      ferry_dtype_name(x), ferry_dtype_name(y), op);
+                      "%s: expected both tensors to have the same dtype, but found %s and %s", op,
+                      ferry_dtype_name(x), ferry_dtype_name(y));
 }
 
 bool fm_is_float(ferry_dtype dt)
@@ -80,8 +79,8 @@ ferry_status fm_check_float(const ferry_tensor *a, const char *op)
 {
     if (fm_is_float(ferry_tensor_dtype(a)))
         return FERRY_OK;
-    return ferry_fail(FERRY_ERR_DTYPE, "expected a floating tensor (f32, f16, bf16), but found %s (in %s)",
-                      ferry_dtype_name(ferry_tensor_dtype(a)), op);
+    return ferry_fail(FERRY_ERR_DTYPE, "%s: expected a floating tensor (f32, f16, bf16), but found %s", op,
+                      ferry_dtype_name(ferry_tensor_dtype(a)));
 }
 
 ferry_status fm_norm_dim(const ferry_tensor *t, int64_t dim, const char *op, size_t *out)
@@ -90,8 +89,8 @@ ferry_status fm_norm_dim(const ferry_tensor *t, int64_t dim, const char *op, siz
     int64_t d = dim < 0 ? dim + nd : dim;
     if (d < 0 || d >= nd) {
         char sb[128];
-        return ferry_fail(FERRY_ERR_SHAPE, "dim %lld is out of range for a tensor of shape %s (in %s)",
-                          (long long)dim, fm_shape_str(t, sb, sizeof sb), op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: dim %lld is out of range for a tensor of shape %s", op,
+                          (long long)dim, fm_shape_str(t, sb, sizeof sb));
     }
     *out = (size_t)d;
     return FERRY_OK;

@@ -13,7 +13,7 @@ const char *fm_dims_str(const int64_t *shape, size_t ndim, char *buf, size_t siz
 
 /* FERRY_ERR_INVALID_ARG naming op when t is NULL. */
 ferry_status fm_check_arg(const ferry_tensor *t, const char *name, const char *op);
-/* INVALID_ARG "out is NULL (in op)" when out is NULL: every op checks before writing *out. */
+/* INVALID_ARG "op: out is NULL" when out is NULL: every op checks before writing *out. */
 ferry_status fm_check_out(const void *out, const char *op);
 /* The exact PyTorch-style message for tensors on two devices. */
 ferry_status fm_check_device(const ferry_tensor *a, const ferry_tensor *b, const char *op);

@@ -133,8 +133,8 @@ ferry_status ferry_tensor_copy(ferry_tensor *dst, const ferry_tensor *src, ferry
         return st;
     if (!broadcasts_to(src, dst)) {
         char a[128], b[128];
-        return ferry_fail(FERRY_ERR_SHAPE, "cannot copy a tensor of shape %s into one of shape %s (in %s)",
-                          fm_shape_str(src, a, sizeof a), fm_shape_str(dst, b, sizeof b), op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: cannot copy a tensor of shape %s into one of shape %s", op,
+                          fm_shape_str(src, a, sizeof a), fm_shape_str(dst, b, sizeof b));
     }
     ferry_device dd = ferry_tensor_device(dst), sd = ferry_tensor_device(src);
     if (!ferry_device_eq(dd, sd)) {
@@ -142,9 +142,9 @@ ferry_status ferry_tensor_copy(ferry_tensor *dst, const ferry_tensor *src, ferry
             !ferry_tensor_is_contiguous(src) || ferry_tensor_numel(src) != ferry_tensor_numel(dst)) {
             char a[FERRY_DEVICE_NAME_MAX], b[FERRY_DEVICE_NAME_MAX];
             return ferry_fail(FERRY_ERR_DEVICE_MISMATCH,
-                              "copy from %s to %s needs two contiguous tensors of one dtype and shape; "
-                              "convert on one device first (in %s)",
-                              ferry_device_format(sd, a, sizeof a), ferry_device_format(dd, b, sizeof b), op);
+                              "%s: copy from %s to %s needs two contiguous tensors of one dtype and shape; "
+                              "convert on one device first", op,
+                              ferry_device_format(sd, a, sizeof a), ferry_device_format(dd, b, sizeof b));
         }
         return ferry_device_copy_(dd, ferry_tensor_data(dst), sd, ferry_tensor_data(src),
                                   ferry_tensor_nbytes(dst), s);
@@ -165,7 +165,7 @@ ferry_status ferry_affine(ferry_tensor *x, double mul, double add, ferry_dtype d
     if (st != FERRY_OK)
         return st;
     if (!ferry_dtype_size(dt))
-        return ferry_fail(FERRY_ERR_DTYPE, "invalid dtype %d (in %s)", (int)dt, __func__);
+        return ferry_fail(FERRY_ERR_DTYPE, "%s: invalid dtype %d", __func__, (int)dt);
     ferry_tensor *y = NULL;
     st = fm_empty_like_shape(x, ferry_tensor_shape(x), ferry_tensor_ndim(x), dt, s, &y);
     if (st != FERRY_OK)

@@ -41,8 +41,8 @@ static ferry_status broadcast_shape(const ferry_tensor *a, const ferry_tensor *b
         int64_t x = i < na ? sa[na - 1 - i] : 1, y = i < nb ? sb[nb - 1 - i] : 1;
         if (x != y && x != 1 && y != 1) {
             char s1[128], s2[128];
-            return ferry_fail(FERRY_ERR_SHAPE, "shapes %s and %s cannot be broadcast together (in %s)",
-                              fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2), op);
+            return ferry_fail(FERRY_ERR_SHAPE, "%s: shapes %s and %s cannot be broadcast together", op,
+                              fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2));
         }
         shape[n - 1 - i] = x == 1 ? y : x;
     }

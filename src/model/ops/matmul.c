@@ -46,14 +46,14 @@ static ferry_status do_matmul(ferry_tensor *a, ferry_tensor *b, ferry_stream *s,
     char s1[128], s2[128];
     if (na < 2 || na > 3 || nb < 2 || nb > 3 || (na == 2 && nb == 3))
         return ferry_fail(FERRY_ERR_SHAPE,
-                          "matmul takes [m,k]@[k,n], [b,m,k]@[b,k,n] or [b,m,k]@[k,n], got %s and %s (in %s)",
-                          fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2), name);
+                          "%s: matmul takes [m,k]@[k,n], [b,m,k]@[b,k,n] or [b,m,k]@[k,n], got %s and %s", name,
+                          fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2));
     int64_t batch = na == 3 ? ferry_tensor_dim(a, 0) : 1;
     int64_t m = ferry_tensor_dim(a, na - 2), k = ferry_tensor_dim(a, na - 1);
     int64_t k2 = ferry_tensor_dim(b, nb - 2), n = ferry_tensor_dim(b, nb - 1);
     if (k != k2 || (nb == 3 && ferry_tensor_dim(b, 0) != batch))
-        return ferry_fail(FERRY_ERR_SHAPE, "shapes %s and %s cannot be multiplied (in %s)",
-                          fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2), name);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: shapes %s and %s cannot be multiplied", name,
+                          fm_shape_str(a, s1, sizeof s1), fm_shape_str(b, s2, sizeof s2));
 
     /* CPU half tensors compute in f32; other layouts a gemm cannot read are copied. */
     ferry_tensor *x = NULL, *w = NULL, *y = NULL;

@@ -16,8 +16,8 @@ ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t 
     if (ndim && !shape)
         return ferry_arg_error_(op, "shape is NULL with %zu dims", ndim);
     if (ndim > FERRY_MAX_DIMS)
-        return ferry_fail(FERRY_ERR_SHAPE, "reshape: %zu dims (at most %d) (in %s)", ndim,
-                          FERRY_MAX_DIMS, op);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: %zu dims (at most %d)", op, ndim,
+                          FERRY_MAX_DIMS);
     int64_t sh[FERRY_MAX_DIMS], known = 1;
     int infer = -1;
     char a[128], b[128];
@@ -28,21 +28,21 @@ ferry_status ferry_tensor_reshape(ferry_tensor *t, const int64_t *shape, size_t 
             continue;
         }
         if (shape[i] < 0 || (shape[i] && known > INT64_MAX / shape[i]))
-            return ferry_fail(FERRY_ERR_SHAPE, "cannot reshape a tensor of shape %s into %s (in %s)",
-                              fm_shape_str(t, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b), op);
+            return ferry_fail(FERRY_ERR_SHAPE, "%s: cannot reshape a tensor of shape %s into %s", op,
+                              fm_shape_str(t, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b));
         known *= shape[i];
     }
     if (infer >= 0) {
         if (known == 0 || t->numel % known != 0)
-            return ferry_fail(FERRY_ERR_SHAPE, "cannot reshape a tensor of shape %s into %s (in %s)",
-                              fm_shape_str(t, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b), op);
+            return ferry_fail(FERRY_ERR_SHAPE, "%s: cannot reshape a tensor of shape %s into %s", op,
+                              fm_shape_str(t, a, sizeof a), fm_dims_str(shape, ndim, b, sizeof b));
         sh[infer] = t->numel / known;
         known *= sh[infer];
     }
     if (known != t->numel)
-        return ferry_fail(FERRY_ERR_SHAPE, "cannot reshape a tensor of shape %s (%lld elements) into %s (in %s)",
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: cannot reshape a tensor of shape %s (%lld elements) into %s", op,
                           fm_shape_str(t, a, sizeof a), (long long)t->numel,
-                          fm_dims_str(shape, ndim, b, sizeof b), op);
+                          fm_dims_str(shape, ndim, b, sizeof b));
     ferry_tensor *base = NULL;
     st = ferry_tensor_contiguous(t, NULL, &base);
     if (st != FERRY_OK)
@@ -119,7 +119,7 @@ ferry_status ferry_tensor_flatten(ferry_tensor *t, ferry_tensor **out)
     if (st != FERRY_OK)
         return st;
     if (t->ndim < 1)
-        return ferry_fail(FERRY_ERR_SHAPE, "cannot flatten a 0-d tensor (in %s)", __func__);
+        return ferry_fail(FERRY_ERR_SHAPE, "%s: cannot flatten a 0-d tensor", __func__);
     int64_t shape[2] = {t->shape[0], -1};
     if (t->shape[0] == 0) {
         int64_t rest = 1;

@@ -493,35 +493,41 @@ extern "C" ferry_status FK_CU(fk_cuda_col2im)(const fk_ctx *c, ferry_dtype dt, c
     return fk_launched("col2im kernel");
 }
 
+// As k_pool_bwd: a 2-D grid, y over the n * c planes, x over a plane's output
+// pixels, whose row and column take one 32-bit division (pool_grid checks a
+// plane fits), so no element pays a 64-bit division.
 template <typename T> __global__ void k_pool_fwd(bool max, fk_conv g, const T *x, T *y, int32_t *idx)
 {
-    int64_t total = g.n * g.c * g.oh * g.ow;
+    int64_t planes = g.n * g.c, ohw = g.oh * g.ow;
+    int32_t ow32 = (int32_t)g.ow;
     float inv = 1.0f / (float)(g.kh * g.kw);
-    FK_GRID_STRIDE(t, total)
-    {
-        int64_t ox = t % g.ow, oy = (t / g.ow) % g.oh, p = t / (g.ow * g.oh);
+    for (int64_t p = blockIdx.y; p < planes; p += gridDim.y) {
         const T *plane = x + p * g.h * g.w;
-        float best = -INFINITY, s = 0.0f;
-        int32_t bi = -1;
-        for (int64_t ki = 0; ki < g.kh; ki++) {
-            int64_t iy = oy * g.sh - g.ph + ki;
-            if (iy < 0 || iy >= g.h)
-                continue;
-            for (int64_t kj = 0; kj < g.kw; kj++) {
-                int64_t ix = ox * g.sw - g.pw + kj;
-                if (ix < 0 || ix >= g.w)
+        for (int64_t q = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; q < ohw; q += (int64_t)gridDim.x * blockDim.x) {
+            int32_t q32 = (int32_t)q, oy32 = q32 / ow32;
+            int64_t oy = oy32, ox = q32 - oy32 * ow32, t = p * ohw + q;
+            float best = -INFINITY, s = 0.0f;
+            int32_t bi = -1;
+            for (int64_t ki = 0; ki < g.kh; ki++) {
+                int64_t iy = oy * g.sh - g.ph + ki;
+                if (iy < 0 || iy >= g.h)
                     continue;
-                float v = fk_f(plane[iy * g.w + ix]);
-                s += v;
-                if (bi < 0 || v > best || v != v) {
-                    best = v;
-                    bi = (int32_t)(iy * g.w + ix);
+                for (int64_t kj = 0; kj < g.kw; kj++) {
+                    int64_t ix = ox * g.sw - g.pw + kj;
+                    if (ix < 0 || ix >= g.w)
+                        continue;
+                    float v = fk_f(plane[iy * g.w + ix]);
+                    s += v;
+                    if (bi < 0 || v > best || v != v) {
+                        best = v;
+                        bi = (int32_t)(iy * g.w + ix);
+                    }
                 }
             }
+            y[t] = fk_to_f32<T>(max ? best : s * inv);
+            if (max)
+                idx[t] = bi;
         }
-        y[t] = fk_to_f32<T>(max ? best : s * inv);
-        if (max)
-            idx[t] = bi;
     }
 }
 
@@ -563,10 +569,11 @@ template <typename T> __global__ void k_pool_bwd(bool max, fk_conv g, const T *d
     }
 }
 
-// The 2-D grid of k_pool_bwd, or an error for a plane past 32-bit indexing.
-static ferry_status pool_bwd_grid(const fk_conv *g, const char *what, dim3 *grid)
+// The 2-D grid of k_pool_fwd (output planes: out) and k_pool_bwd (input
+// planes), or an error for a plane past 32-bit indexing.
+static ferry_status pool_grid(const fk_conv *g, bool out, const char *what, dim3 *grid)
 {
-    int64_t planes = g->n * g->c, hw = g->h * g->w;
+    int64_t planes = g->n * g->c, hw = out ? g->oh * g->ow : g->h * g->w;
     if (hw > INT32_MAX)
         return ferry_fail(FERRY_ERR_LIMIT, "%s: an image plane of %lld pixels exceeds 2^31", what, (long long)hw);
     int64_t bx = (hw + FK_THREADS - 1) / FK_THREADS;
@@ -582,8 +589,11 @@ extern "C" ferry_status FK_CU(fk_cuda_maxpool_fwd)(const fk_ctx *c, ferry_dtype 
     int64_t total = g->n * g->c * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
+    dim3 grid;
+    if ((st = pool_grid(g, true, "max pool", &grid)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "max pool", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_fwd<T>)(true, *g, (const T *)x, (T *)y, idx);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_fwd<T>)(true, *g, (const T *)x, (T *)y, idx);
     });
     return fk_launched("max pool kernel");
 }
@@ -597,7 +607,7 @@ extern "C" ferry_status FK_CU(fk_cuda_maxpool_bwd)(const fk_ctx *c, ferry_dtype 
     if (st != FERRY_OK || total == 0)
         return st;
     dim3 grid;
-    if ((st = pool_bwd_grid(g, "max pool backward", &grid)) != FERRY_OK)
+    if ((st = pool_grid(g, false, "max pool backward", &grid)) != FERRY_OK)
         return st;
     FK_FLOAT_TYPES(dt, T, "max pool backward", {
         FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_bwd<T>)(true, *g, (const T *)dy, idx, (T *)dx);
@@ -612,8 +622,11 @@ extern "C" ferry_status FK_CU(fk_cuda_avgpool_fwd)(const fk_ctx *c, ferry_dtype 
     int64_t total = g->n * g->c * g->oh * g->ow;
     if (st != FERRY_OK || total == 0)
         return st;
+    dim3 grid;
+    if ((st = pool_grid(g, true, "average pool", &grid)) != FERRY_OK)
+        return st;
     FK_FLOAT_TYPES(dt, T, "average pool", {
-        FK_LAUNCH(fk_blocks(total), FK_THREADS, fk_stream(c), k_pool_fwd<T>)(false, *g, (const T *)x, (T *)y, nullptr);
+        FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_fwd<T>)(false, *g, (const T *)x, (T *)y, nullptr);
     });
     return fk_launched("average pool kernel");
 }
@@ -626,7 +639,7 @@ extern "C" ferry_status FK_CU(fk_cuda_avgpool_bwd)(const fk_ctx *c, ferry_dtype 
     if (st != FERRY_OK || total == 0)
         return st;
     dim3 grid;
-    if ((st = pool_bwd_grid(g, "average pool backward", &grid)) != FERRY_OK)
+    if ((st = pool_grid(g, false, "average pool backward", &grid)) != FERRY_OK)
         return st;
     FK_FLOAT_TYPES(dt, T, "average pool backward", {
         FK_LAUNCH(grid, FK_THREADS, fk_stream(c), k_pool_bwd<T>)(false, *g, (const T *)dy, nullptr, (T *)dx);

@@ -404,6 +404,28 @@ static int64_t cols_chunks(int64_t tiles, int64_t n, int cols, int64_t *len)
     return chunks;
 }
 
+// The launch both column kernels (reduce_cols, softmax_cols) share: tiles of
+// cols columns, each split in chunks of len rows when the tiles alone are too
+// few to fill the GPU; parts: the partial results a split leaves in scratch.
+struct cols_plan {
+    int cols;
+    int64_t len, chunks, parts;
+    unsigned grid;
+};
+
+static cols_plan plan_cols(int64_t outer, int64_t n, int64_t inner)
+{
+    cols_plan p;
+    p.cols = reduce_cols_width(inner);
+    int64_t tiles = outer * ((inner + p.cols - 1) / p.cols);
+    p.len = 0;
+    p.chunks = cols_chunks(tiles, n, p.cols, &p.len);
+    int64_t blocks = tiles * p.chunks;
+    p.grid = (unsigned)(blocks < 65535 ? blocks : 65535);
+    p.parts = outer * inner * p.chunks;
+    return p;
+}
+
 // A column reduction: one launch, or (chunks > 1) k_reduce_cols's partials in
 // scratch memory kept between calls (scratch.c), merged by k_reduce_combine and
 // freed (stream-ordered) once it is queued.
@@ -411,27 +433,24 @@ template <typename T>
 static ferry_status reduce_cols(const fk_ctx *c, int op, void *y, const T *x, int64_t outer, int64_t n,
                                 int64_t inner)
 {
-    int cols = reduce_cols_width(inner);
-    int64_t tiles = outer * ((inner + cols - 1) / cols), len = 0;
-    int64_t chunks = cols_chunks(tiles, n, cols, &len), blocks = tiles * chunks;
-    if (chunks == 1) {
-        FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
-            op, y, x, outer, n, inner, cols, (int64_t)1, len, (double *)nullptr, (int64_t *)nullptr);
+    cols_plan p = plan_cols(outer, n, inner);
+    if (p.chunks == 1) {
+        FK_LAUNCH_COOP(p.grid, FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
+            op, y, x, outer, n, inner, p.cols, (int64_t)1, p.len, (double *)nullptr, (int64_t *)nullptr);
         return fk_launched("reduce kernel");
     }
-    int64_t parts = outer * inner * chunks;
     fk_scratch scratch;
-    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(int64_t)), &scratch);
+    ferry_status st = fk_scratch_take(c, (size_t)p.parts * (sizeof(double) + sizeof(int64_t)), &scratch);
     if (st != FERRY_OK)
         return st;
     double *pacc = (double *)scratch.p;
-    int64_t *parg = (int64_t *)(pacc + parts);
-    FK_LAUNCH_COOP((unsigned)(blocks < 65535 ? blocks : 65535), FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
-        op, y, x, outer, n, inner, cols, chunks, len, pacc, parg);
+    int64_t *parg = (int64_t *)(pacc + p.parts);
+    FK_LAUNCH_COOP(p.grid, FK_THREADS, fk_stream(c), k_reduce_cols<T>)(
+        op, y, x, outer, n, inner, p.cols, p.chunks, p.len, pacc, parg);
     st = fk_launched("reduce kernel");
     if (st == FERRY_OK) { // each output's partials, as the rows of a split reduction
         FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_reduce_combine<T>)(op, y, outer * inner, n,
-                                                                                         chunks, pacc, parg);
+                                                                                         p.chunks, pacc, parg);
         st = fk_launched("reduce combine kernel");
     }
     fk_scratch_give(c, &scratch);
@@ -610,26 +629,22 @@ template <typename T>
 static ferry_status softmax_cols(const fk_ctx *c, bool lg, T *y, const T *x, int64_t outer, int64_t n,
                                  int64_t inner)
 {
-    int cols = reduce_cols_width(inner);
-    int64_t tiles = outer * ((inner + cols - 1) / cols), len = 0;
-    int64_t chunks = cols_chunks(tiles, n, cols, &len), blocks = tiles * chunks;
-    unsigned grid = (unsigned)(blocks < 65535 ? blocks : 65535);
-    if (chunks == 1) {
-        FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols,
-                                                                         (int64_t)1, len, 0, (float *)nullptr,
-                                                                         (double *)nullptr);
+    cols_plan p = plan_cols(outer, n, inner);
+    if (p.chunks == 1) {
+        FK_LAUNCH_COOP(p.grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, p.cols,
+                                                                           (int64_t)1, p.len, 0, (float *)nullptr,
+                                                                           (double *)nullptr);
         return fk_launched("softmax kernel");
     }
-    int64_t parts = outer * inner * chunks;
     fk_scratch scratch;
-    ferry_status st = fk_scratch_take(c, (size_t)parts * (sizeof(double) + sizeof(float)), &scratch);
+    ferry_status st = fk_scratch_take(c, (size_t)p.parts * (sizeof(double) + sizeof(float)), &scratch);
     if (st != FERRY_OK)
         return st;
     double *psum = (double *)scratch.p;
-    float *pmax = (float *)(psum + parts);
+    float *pmax = (float *)(psum + p.parts);
     for (int phase = 0; phase < 3 && st == FERRY_OK; phase++) {
-        FK_LAUNCH_COOP(grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, cols, chunks,
-                                                                         len, phase, pmax, psum);
+        FK_LAUNCH_COOP(p.grid, FK_THREADS, fk_stream(c), k_softmax_cols<T>)(lg, y, x, outer, n, inner, p.cols,
+                                                                           p.chunks, p.len, phase, pmax, psum);
         st = fk_launched("softmax kernel");
     }
     fk_scratch_give(c, &scratch);

@@ -24,6 +24,7 @@ typedef struct sim_keep {
     fk_bn bn;
     fk_sgd sgd;
     fk_adam adam;
+    fk_embed embed;
 } sim_keep;
 
 typedef void (*keep_fn)(sim_keep *k, void *field);
@@ -48,6 +49,7 @@ SIM_KEEP_STRUCT(fk_xent, xent)
 SIM_KEEP_STRUCT(fk_bn, bn)
 SIM_KEEP_STRUCT(fk_sgd, sgd)
 SIM_KEEP_STRUCT(fk_adam, adam)
+SIM_KEEP_STRUCT(fk_embed, embed)
 
 static void keep_value(sim_keep *k, void *field)
 {
@@ -63,7 +65,8 @@ static void keep_value(sim_keep *k, void *field)
                                     const fk_xent *: keep_xent,                                      \
                                     const fk_bn *: keep_bn,                                          \
                                     const fk_sgd *: keep_sgd,                                        \
-                                    const fk_adam *: keep_adam, default: keep_value)
+                                    const fk_adam *: keep_adam,                                      \
+                                    const fk_embed *: keep_embed, default: keep_value)
 
 static ferry_status injected_fault(const char *kernel)
 {
