@@ -219,3 +219,110 @@ TEST(boxes_follow_through_the_loader)
     for (size_t i = 0; i < N; i++)
         free(p.file[i]);
 }
+
+/* ---- shards read as fields: KEY.png, KEY.boxes.npy, KEY.labels.npy ---- */
+
+/* An NPY 1.0 file: descr, shape text, data; the data at byte 128. */
+static size_t npy_file(uint8_t *out, const char *descr, const char *shape, const void *data,
+                       size_t bytes)
+{
+    char dict[118];
+    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                       descr, shape);
+    ASSERT(len > 0 && len < 117);
+    memcpy(out, "\x93NUMPY\x01\x00\x76\x00", 10);
+    memset(out + 10, ' ', 118);
+    memcpy(out + 10, dict, (size_t)len);
+    out[127] = '\n';
+    memcpy(out + 128, data, bytes);
+    return 128 + bytes;
+}
+
+TEST(boxes_follow_in_shards_read_as_fields)
+{
+    static painted_set p;
+    memset(&p, 0, sizeof p);
+    p.cfg = ferry_image_config_default();
+    p.cfg.width = W;
+    p.cfg.height = H;
+    p.cfg.channels = 3;
+    p.cfg.crop = FERRY_CROP_RANDOM_RESIZED;
+    p.cfg.random_hflip = true;
+    p.cfg.boxes_follow = true;
+    ft_tar t = {0};
+    for (size_t i = 0; i < N; i++) {
+        make_sample(&p, i);
+        char name[64], shape[32];
+        uint8_t npy[128 + MAXK * 16];
+        int64_t labels[MAXK];
+        for (size_t j = 0; j < p.k[i]; j++)
+            labels[j] = 100 + (int64_t)j;
+        snprintf(name, sizeof name, "s%03zu.png", i);
+        ft_tar_file(&t, name, p.file[i], p.bytes[i]);
+        snprintf(name, sizeof name, "s%03zu.boxes.npy", i);
+        snprintf(shape, sizeof shape, "(%zu, 4)", p.k[i]);
+        ft_tar_file(&t, name, npy, npy_file(npy, "<f4", shape, p.boxes[i], p.k[i] * 16));
+        snprintf(name, sizeof name, "s%03zu.labels.npy", i);
+        snprintf(shape, sizeof shape, "(%zu,)", p.k[i]);
+        ft_tar_file(&t, name, npy, npy_file(npy, "<i8", shape, labels, p.k[i] * 8));
+    }
+    ft_tar_end(&t);
+    const char *path = ft_tar_save(&t, "boxes_fields.tar");
+    const char *members[3] = {"png", "boxes.npy", "labels.npy"};
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards_fields(&path, 1, &p.cfg, members, 3, &ds));
+    const ferry_field *f;
+    size_t nf;
+    ASSERT_OK(ferry_dataset_fields(ds, &f, &nf));
+    ASSERT_EQ_SIZE(nf, (size_t)3);
+    ASSERT(f[1].role == FERRY_FIELD_BOXES_XYXY && f[1].ragged && f[1].shape[0] == MAXK);
+    ASSERT(f[2].role == FERRY_FIELD_FOLLOWS_BOXES && f[2].ragged);
+    /* Without boxes_follow, arrays as stored. */
+    ferry_image_config plain = p.cfg;
+    plain.boxes_follow = false;
+    ferry_dataset *ds2;
+    ASSERT_OK(ferry_dataset_shards_fields(&path, 1, &plain, members, 3, &ds2));
+    const ferry_field *f2;
+    ASSERT_OK(ferry_dataset_fields(ds2, &f2, &nf));
+    ASSERT(f2[1].role == FERRY_FIELD_PLAIN && f2[2].role == FERRY_FIELD_PLAIN);
+    ferry_dataset_release(ds2);
+    ferry_scratch *s;
+    ASSERT_OK(ferry_scratch_create(&s));
+    size_t kept = 0, dropped = 0;
+    for (uint64_t e = 0; e < 2; e++)
+        for (size_t i = 0; i < N; i++) {
+            ferry_sample_ctx ctx = {.seed = 3, .epoch = e, .train = true, .scratch = s};
+            uint8_t img[3 * H * W], want_img[3 * H * W];
+            float boxes[MAXK][4], want[MAXK][4];
+            int64_t labels[MAXK], want_l[MAXK];
+            memset(boxes, 0x55, sizeof boxes);
+            memset(labels, 0x55, sizeof labels);
+            void *dst[3] = {img, boxes, labels};
+            size_t len[3];
+            ASSERT_OK(ferry_dataset_get_fields(ds, i, dst, len, &ctx));
+            /* The same sample made directly. */
+            memcpy(want, p.boxes[i], sizeof want);
+            for (size_t j = 0; j < MAXK; j++)
+                want_l[j] = 100 + (int64_t)j;
+            void *const follow[1] = {want_l};
+            const size_t row[1] = {sizeof want_l[0]};
+            ferry_boxes b = {.xyxy = &want[0][0], .count = p.k[i], .follow = follow,
+                             .follow_row_bytes = row, .num_follow = 1};
+            ASSERT_OK(ferry_image_decode_boxes(p.file[i], p.bytes[i], &p.cfg, s, &ctx, i, NULL,
+                                               want_img, sizeof want_img, &b));
+            ASSERT_MEM_EQ(img, want_img, sizeof img);
+            ASSERT_EQ_SIZE(len[1], b.count);
+            ASSERT_EQ_SIZE(len[2], b.count);
+            ASSERT_MEM_EQ(boxes, want, b.count * sizeof want[0]);
+            ASSERT_MEM_EQ(labels, want_l, b.count * sizeof want_l[0]);
+            for (size_t j = b.count; j < MAXK; j++)
+                ASSERT(labels[j] == 0 && boxes[j][0] == 0 && boxes[j][2] == 0);
+            kept += b.count;
+            dropped += p.k[i] - b.count;
+        }
+    ASSERT_MSG(kept > dropped && dropped > 0, "kept %zu, dropped %zu", kept, dropped);
+    ferry_scratch_destroy(s);
+    ferry_dataset_release(ds);
+    for (size_t i = 0; i < N; i++)
+        free(p.file[i]);
+}

@@ -138,6 +138,14 @@ typedef struct ferry_image_config {
      * output is dropped with its per-box fields. 0 to 1; default (0): only
      * boxes with no area left. */
     double box_min_area_frac;
+    /* Shards read as fields (ferry_dataset_shards_fields) with an image
+     * member: true declares the member .boxes.npy (f32 [K, 4], x0 y0 x1 y1 in
+     * the stored image's pixels) the image's boxes, and each npy member listed
+     * after it with one or two dimensions and as many rows at most as
+     * following them (per-box labels, scores): all move with the image's
+     * crop, resize, flip and turn (docs/BOXES.md). Default false: arrays as
+     * stored. */
+    bool boxes_follow;
     ferry_image_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
