@@ -10,11 +10,10 @@
  * sample carries KEY.jpg, KEY.boxes.npy (f32 [K, 4], x0 y0 x1 y1 in pixels)
  * and KEY.labels.npy (i64 [K]).
  *
- * The shard is read back by a dataset of fields of the sample's own (image,
- * ragged boxes, labels following them) whose get() makes each sample with
- * ferry_image_decode_boxes: the crop and flip the image datasets would draw
- * for that sample and epoch, the boxes and their labels moved with the
- * pixels, clipped, and dropped when nothing is left of them.
+ * The shard is read back as fields (ferry_dataset_shards_fields: jpg,
+ * boxes.npy, labels.npy) with boxes_follow set: each crop and flip moves the
+ * boxes and their labels with the pixels, clips them, and drops those with
+ * nothing left.
  *
  * The sheet has one row per scene: the whole scene, then the same scene in
  * three epochs of the loader (each a new crop and flip), each with its boxes
@@ -248,116 +247,24 @@ static uint8_t *load_photo(const char *path, size_t *w, size_t *h)
     return px;
 }
 
-/* ---- loading the shard back: a dataset of fields ----
- * Each sample: the scene's JPEG, decoded, cropped and flipped by
- * ferry_image_decode_boxes, which moves its boxes (and their labels) with
- * the pixels. The shard is read whole and its members found by name. */
-typedef struct member {
-    const uint8_t *p;
-    size_t n;
-} member;
-
-typedef struct shard_set {
-    uint8_t *tar;
-    member jpg[SCENES], boxes[SCENES], labels[SCENES];
-    ferry_image_config cfg;
-} shard_set;
-
-/* The data of an NPY 1.0 member (the header's length is at bytes 8-9). */
-static member npy_data(member m)
-{
-    size_t hl = m.n >= 10 ? (size_t)m.p[8] | (size_t)m.p[9] << 8 : 0;
-    if (m.n < 10 || hl > m.n - 10)
-        return (member){NULL, 0};
-    return (member){m.p + 10 + hl, m.n - 10 - hl};
-}
-
-static ferry_status shard_get(void *user, size_t i, void *const *dst, size_t *lengths,
-                              const ferry_sample_ctx *ctx)
-{
-    const shard_set *t = user;
-    member bx = npy_data(t->boxes[i]), lb = npy_data(t->labels[i]);
-    size_t k = bx.n / 16;
-    if (!t->jpg[i].p || !bx.p || !lb.p || k > MAXK || lb.n != k * 8)
-        return ferry_set_error(FERRY_ERR_FORMAT, "scene %zu: a member is missing or odd", i);
-    memcpy(dst[1], bx.p, bx.n); /* little-endian f32 and i64, as this machine's */
-    memcpy(dst[2], lb.p, lb.n);
-    void *const follow[1] = {dst[2]};
-    const size_t row[1] = {sizeof(int64_t)};
-    ferry_boxes b = {.xyxy = dst[1], .count = k, .follow = follow, .follow_row_bytes = row,
-                     .num_follow = 1};
-    ferry_status st = ferry_image_decode_boxes(t->jpg[i].p, t->jpg[i].n, &t->cfg,
-                                               ctx ? ctx->scratch : NULL, ctx, i, NULL, dst[0],
-                                               3 * OUT * OUT, &b);
-    lengths[1] = lengths[2] = b.count;
-    return st;
-}
-
-/* The shard's members by name (ustar, as write_shard made it). */
-static int read_shard(const char *path, shard_set *t)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    size_t cap = 1 << 20, n = 0;
-    t->tar = malloc(cap);
-    while (t->tar) {
-        n += fread(t->tar + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *bigger = realloc(t->tar, cap *= 2);
-        if (!bigger)
-            free(t->tar);
-        t->tar = bigger;
-    }
-    fclose(f);
-    for (size_t off = 0; t->tar && off + 512 <= n && t->tar[off];) {
-        const char *h = (const char *)t->tar + off;
-        size_t size = strtoul(h + 124, NULL, 8);
-        if (size > n - off - 512)
-            return -1;
-        member m = {t->tar + off + 512, size};
-        unsigned i;
-        char ext[16];
-        if (sscanf(h, "scene%4u.%15s", &i, ext) == 2 && i < SCENES) {
-            if (!strcmp(ext, "jpg"))
-                t->jpg[i] = m;
-            else if (!strcmp(ext, "boxes.npy"))
-                t->boxes[i] = m;
-            else if (!strcmp(ext, "labels.npy"))
-                t->labels[i] = m;
-        }
-        off += 512 + (size + 511) / 512 * 512;
-    }
-    return t->tar ? 0 : -1;
-}
-
 /* Tiles 1..EPOCHS of each row: the loader's crops and flips, boxes drawn. */
 static ferry_status sheet_epochs(const char *shard, uint8_t *sheet, size_t sheet_w)
 {
-    static shard_set t;
-    if (read_shard(shard, &t))
-        return ferry_set_error(FERRY_ERR_IO, "cannot read %s back", shard);
-    t.cfg = ferry_image_config_default();
-    t.cfg.crop = FERRY_CROP_RANDOM_RESIZED;
-    t.cfg.crop_scale[0] = 0.2;
-    t.cfg.crop_scale[1] = 1.0;
-    t.cfg.width = t.cfg.height = OUT;
-    t.cfg.channels = 3;
-    t.cfg.random_hflip = true;
-    ferry_field fields[3] = {
-        {.name = "image", .dtype = FERRY_DTYPE_U8, .ndim = 3, .shape = {3, OUT, OUT},
-         .role = FERRY_FIELD_IMAGE},
-        {.name = "boxes", .dtype = FERRY_DTYPE_F32, .ndim = 2, .shape = {MAXK, 4},
-         .ragged = true, .role = FERRY_FIELD_BOXES_XYXY},
-        {.name = "labels", .dtype = FERRY_DTYPE_I64, .ndim = 1, .shape = {MAXK},
-         .ragged = true, .role = FERRY_FIELD_FOLLOWS_BOXES},
-    };
-    ferry_dataset_field_callbacks cb = {.len = SCENES, .fields = fields, .num_fields = 3,
-                                        .get = shard_get};
+    /* The shard as fields, in this order: the image, its boxes, their labels.
+     * boxes_follow makes the boxes and the labels after them move with the
+     * image's crop and flip. */
+    const char *members[] = {"jpg", "boxes.npy", "labels.npy"};
+    ferry_image_config cfg = ferry_image_config_default();
+    cfg.crop = FERRY_CROP_RANDOM_RESIZED;
+    cfg.crop_scale[0] = 0.2;
+    cfg.crop_scale[1] = 1.0;
+    cfg.width = cfg.height = OUT;
+    cfg.channels = 3;
+    cfg.random_hflip = true;
+    cfg.boxes_follow = true;
     ferry_dataset *ds = NULL;
     ferry_loader *l = NULL;
-    ferry_status st = ferry_dataset_custom_fields(&cb, &t, &ds);
+    ferry_status st = ferry_dataset_shards_fields(&shard, 1, &cfg, members, 3, &ds);
     if (st == FERRY_OK) {
         ferry_loader_config lc = {.dataset = ds, .batch_size = SHEET_ROWS, .seed = 7,
                                   .out_dtype = FERRY_DTYPE_U8, .layout = FERRY_LAYOUT_HWC};
@@ -375,11 +282,11 @@ static ferry_status sheet_epochs(const char *shard, uint8_t *sheet, size_t sheet
         /* Only the first batch of each epoch goes on the sheet. */
         size_t B = b.size;
         if ((st = ferry_tensor_copy_to_host(b.images, img, B * sizeof img[0])) != FERRY_OK ||
-            (st = ferry_tensor_copy_to_host(ferry_batch_field(&b, "boxes"), boxes,
+            (st = ferry_tensor_copy_to_host(ferry_batch_field(&b, "boxes.npy"), boxes,
                                             B * sizeof boxes[0])) != FERRY_OK ||
-            (st = ferry_tensor_copy_to_host(ferry_batch_field(&b, "labels"), labels,
+            (st = ferry_tensor_copy_to_host(ferry_batch_field(&b, "labels.npy"), labels,
                                             B * sizeof labels[0])) != FERRY_OK ||
-            (st = ferry_tensor_copy_to_host(ferry_batch_lengths(&b, "boxes"), lengths,
+            (st = ferry_tensor_copy_to_host(ferry_batch_lengths(&b, "boxes.npy"), lengths,
                                             B * sizeof lengths[0])) != FERRY_OK)
             break;
         for (size_t i = 0; i < B; i++) {
@@ -391,7 +298,6 @@ static ferry_status sheet_epochs(const char *shard, uint8_t *sheet, size_t sheet
         }
     }
     ferry_loader_destroy(l);
-    free(t.tar);
     return st;
 }
 
