@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "dataset/fields/follow_boxes.h"
 
 #define N 24
 #define W 40
@@ -325,4 +326,29 @@ TEST(boxes_follow_in_shards_read_as_fields)
     ferry_dataset_release(ds);
     for (size_t i = 0; i < N; i++)
         free(p.file[i]);
+}
+
+TEST(following_fields_need_one_row_per_box)
+{
+    ferry_field f[3] = {
+        {.name = "img", .dtype = FERRY_DTYPE_U8, .ndim = 3, .shape = {3, 4, 4},
+         .role = FERRY_FIELD_IMAGE},
+        {.name = "b", .dtype = FERRY_DTYPE_F32, .ndim = 2, .shape = {2, 4}, .ragged = true,
+         .role = FERRY_FIELD_BOXES_XYXY},
+        {.name = "lab", .dtype = FERRY_DTYPE_I64, .ndim = 1, .shape = {2}, .ragged = true,
+         .role = FERRY_FIELD_FOLLOWS_BOXES},
+    };
+    uint8_t img[48] = {0};
+    float b[2][4] = {{-4, 0, -1, 2}, {1, 1, 3, 3}}; /* the first is off the image */
+    int64_t lab[2] = {7, 8};
+    void *dst[3] = {img, b, lab};
+    size_t len[3] = {1, 2, 1};
+    ferry_image_geom g;
+    ferry__geom_start(&g, 4, 4, 1);
+    ASSERT_STATUS(ferry__fields_follow_boxes(f, 3, dst, len, &g, 0), FERRY_ERR_FORMAT);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "'lab' has 1 rows, the boxes ('b') 2");
+    len[2] = 2;
+    ASSERT_OK(ferry__fields_follow_boxes(f, 3, dst, len, &g, 0));
+    ASSERT(len[1] == 1 && len[2] == 1 && lab[0] == 8 && lab[1] == 0);
+    ASSERT(b[0][0] == 1 && b[0][3] == 3 && b[1][0] == 0 && b[1][3] == 0);
 }
