@@ -133,11 +133,6 @@ typedef struct ferry_image_config {
     size_t resize_shorter;  /* the shorter side before the centre crop; 0: 256/224 of
                              * the larger of height and width, rounded */
     bool crop_full_scale;   /* JPEG: never decode at a reduced DCT scale */
-    /* Boxes that follow the image (ferry_image_decode_boxes, docs/BOXES.md):
-     * a box left with less than this fraction of its area once clipped to the
-     * output is dropped with its per-box fields. 0 to 1; default (0): only
-     * boxes with no area left. */
-    double box_min_area_frac;
     /* Shards read as fields (ferry_dataset_shards_fields) with an image
      * member: true declares the member .boxes.npy (f32 [K, 4], x0 y0 x1 y1 in
      * the stored image's pixels) the image's boxes, and each npy member listed
@@ -146,6 +141,11 @@ typedef struct ferry_image_config {
      * crop, resize, flip and turn (docs/BOXES.md). Default false: arrays as
      * stored. */
     bool boxes_follow;
+    /* Boxes that follow the image (ferry_image_decode_boxes, docs/BOXES.md):
+     * a box left with less than this fraction of its area once clipped to the
+     * output is dropped with its per-box fields. 0 to 1; default (0): only
+     * boxes with no area left. */
+    double box_min_area_frac;
     ferry_image_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
