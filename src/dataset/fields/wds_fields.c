@@ -557,11 +557,13 @@ static ferry_status wds_get_fields(const ferry_dataset *ds, size_t index, void *
     ferry_sample_ctx c = ctx ? *ctx : (ferry_sample_ctx){0};
     c.scratch = s;
     /* The image first: its decode reuses s->file, which the others then refill.
-     * Its geometry moves the boxes, once they are read. */
+     * Its geometry (recorded only when asked for) moves the boxes once they
+     * are read. */
     ferry_image_geom g;
+    bool boxes = h->image_m != SIZE_MAX && h->cfg.boxes_follow;
     if (st == FERRY_OK && h->image_m != SIZE_MAX)
         st = ferry__image_sample_geom(ds, &h->cfg, index, read_image, h, sample_name(h, index),
-                                      dst[h->image_m], &c, &g);
+                                      dst[h->image_m], &c, boxes ? &g : NULL);
     for (size_t k = 0; st == FERRY_OK && k < h->nm; k++) {
         const ferry_field *f = &ds->fields[k];
         switch (h->m[k].kind) {
@@ -571,7 +573,7 @@ static ferry_status wds_get_fields(const ferry_dataset *ds, size_t index, void *
         case M_RAW: st = get_raw(h, f, index, k, s, dst[k], &lengths[k]); break;
         }
     }
-    if (st == FERRY_OK && h->image_m != SIZE_MAX)
+    if (st == FERRY_OK && boxes)
         st = ferry__fields_follow_boxes(ds->fields, h->nm, dst, lengths, &g,
                                         h->cfg.box_min_area_frac);
     ferry_scratch_destroy(own);
