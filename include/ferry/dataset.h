@@ -133,6 +133,19 @@ typedef struct ferry_image_config {
     size_t resize_shorter;  /* the shorter side before the centre crop; 0: 256/224 of
                              * the larger of height and width, rounded */
     bool crop_full_scale;   /* JPEG: never decode at a reduced DCT scale */
+    /* Shards read as fields (ferry_dataset_shards_fields) with an image
+     * member: true declares the member .boxes.npy (f32 [K, 4], x0 y0 x1 y1 in
+     * the stored image's pixels) the image's boxes, and each npy member listed
+     * after it with one or two dimensions and as many rows at most as
+     * following them (per-box labels, scores): all move with the image's
+     * crop, resize, flip and turn (docs/BOXES.md). Default false: arrays as
+     * stored. */
+    bool boxes_follow;
+    /* Boxes that follow the image (ferry_image_decode_boxes, docs/BOXES.md):
+     * a box left with less than this fraction of its area once clipped to the
+     * output is dropped with its per-box fields. 0 to 1; default (0): only
+     * boxes with no area left. */
+    double box_min_area_frac;
     ferry_image_limits limits;
     /* Compressed shards (.tar.gz) only: bytes of decompressed images held for
      * a later read, so that a shard is decompressed once however its samples
@@ -250,6 +263,36 @@ FERRY_API ferry_status ferry_jpeg_decode(const void *data, size_t n, const ferry
 FERRY_API ferry_status ferry_image_decode(const void *data, size_t n, const ferry_image_config *cfg,
                                           ferry_scratch *scratch, const char *name, void *dst,
                                           size_t dst_bytes);
+
+/* Boxes that travel with an image (docs/BOXES.md): count boxes, 4 floats each,
+ * x0 y0 x1 y1 in pixels of the image as stored (pixel edges: a box around
+ * pixels 3..7 is [3, 8)), and num_follow per-box fields (labels, scores)
+ * moved with them: follow[i] holds count rows of follow_row_bytes[i] bytes
+ * (num_follow at most 32). */
+typedef struct ferry_boxes {
+    float *xyxy;
+    size_t count;                  /* in: the boxes; out: those kept */
+    void *const *follow;
+    const size_t *follow_row_bytes;
+    size_t num_follow;
+} ferry_boxes;
+
+/* One image sample as the image datasets make it, for a dataset of your own:
+ * decoded as ferry_image_decode does, and with ctx->train (ctx may be NULL:
+ * no augmentation) cropped and augmented from sample index's stream of
+ * ctx->seed and ctx->epoch, the same draws an image dataset makes for that
+ * index. The boxes (may be NULL when there are none) go through every
+ * geometric step the pixels did (EXIF orientation, resize, crop, padded crop,
+ * flip), are clipped to the output and those cfg->box_min_area_frac drops
+ * are removed, the rest (and their follow rows) moved to the front in order;
+ * boxes->count says how many are left. A box that is not finite or not
+ * x0 < x1, y0 < y1 is dropped too. */
+FERRY_API ferry_status ferry_image_decode_boxes(const void *data, size_t n,
+                                                const ferry_image_config *cfg,
+                                                ferry_scratch *scratch,
+                                                const ferry_sample_ctx *ctx, size_t index,
+                                                const char *name, void *dst, size_t dst_bytes,
+                                                ferry_boxes *boxes);
 
 /* Writes 8-bit interleaved pixels (channels 1 gray, 2 gray+alpha, 3 RGB, 4 RGBA)
  * to a PNG file. For fixtures and `ferry export`. */

@@ -20,6 +20,7 @@
 #include "dataset/core/internal.h"
 #include "dataset/image/image.h"
 #include "dataset/fields/npy.h"
+#include "dataset/fields/follow_boxes.h"
 #include "dataset/shards/gz.h"
 #include "common/redact.h"
 #include "dataset/remote/remote.h"
@@ -555,10 +556,14 @@ static ferry_status wds_get_fields(const ferry_dataset *ds, size_t index, void *
     ferry_status st = ferry__sample_scratch(ctx, &s, &own);
     ferry_sample_ctx c = ctx ? *ctx : (ferry_sample_ctx){0};
     c.scratch = s;
-    /* The image first: its decode reuses s->file, which the others then refill. */
+    /* The image first: its decode reuses s->file, which the others then refill.
+     * Its geometry (recorded only when asked for) moves the boxes once they
+     * are read. */
+    ferry_image_geom g;
+    bool boxes = h->image_m != SIZE_MAX && h->cfg.boxes_follow;
     if (st == FERRY_OK && h->image_m != SIZE_MAX)
-        st = ferry__image_sample(ds, &h->cfg, index, read_image, h, sample_name(h, index),
-                                 dst[h->image_m], &c);
+        st = ferry__image_sample_geom(ds, &h->cfg, index, read_image, h, sample_name(h, index),
+                                      dst[h->image_m], &c, boxes ? &g : NULL);
     for (size_t k = 0; st == FERRY_OK && k < h->nm; k++) {
         const ferry_field *f = &ds->fields[k];
         switch (h->m[k].kind) {
@@ -568,6 +573,9 @@ static ferry_status wds_get_fields(const ferry_dataset *ds, size_t index, void *
         case M_RAW: st = get_raw(h, f, index, k, s, dst[k], &lengths[k]); break;
         }
     }
+    if (st == FERRY_OK && boxes)
+        st = ferry__fields_follow_boxes(ds->fields, h->nm, dst, lengths, &g,
+                                        h->cfg.box_min_area_frac);
     ferry_scratch_destroy(own);
     return st;
 }
@@ -731,6 +739,29 @@ static ferry_status npy_field(const wds *h, size_t k, ferry_field *f)
     return st;
 }
 
+/* cfg.boxes_follow with an image member: the member .boxes.npy (f32 [K, 4])
+ * is the image's boxes (FERRY_FIELD_BOXES_XYXY, made ragged), and each npy
+ * member listed after it with one or two dimensions and as many rows at most
+ * (per-box labels, scores) follows them: all move with the image. */
+static void box_roles(const wds *h, ferry_field *f)
+{
+    size_t b = SIZE_MAX;
+    for (size_t k = 0; k < h->nm && h->image_m != SIZE_MAX && h->cfg.boxes_follow; k++) {
+        if (h->m[k].kind != M_NPY)
+            continue;
+        if (b == SIZE_MAX && !strcmp(h->m[k].spec, "boxes.npy") &&
+            f[k].dtype == FERRY_DTYPE_F32 && f[k].ndim == 2 && f[k].shape[1] == 4) {
+            b = k;
+            f[k].ragged = true;
+            f[k].role = FERRY_FIELD_BOXES_XYXY;
+        } else if (b != SIZE_MAX && (f[k].ndim == 1 || f[k].ndim == 2) &&
+                   f[k].shape[0] == f[b].shape[0]) {
+            f[k].ragged = true;
+            f[k].role = FERRY_FIELD_FOLLOWS_BOXES;
+        }
+    }
+}
+
 static ferry_status make_fields(const wds *h, const ferry_sample_format *fmt, ferry_field *f)
 {
     for (size_t k = 0; k < h->nm; k++) {
@@ -767,6 +798,7 @@ static ferry_status make_fields(const wds *h, const ferry_sample_format *fmt, fe
         }
         }
     }
+    box_roles(h, f);
     return FERRY_OK;
 }
 

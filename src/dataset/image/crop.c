@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "ferry/rng.h"
 #include "dataset/image/image.h"
+#include "dataset/image/geom.h"
 
 /* Uniform in [a, b), as torch's uniform_ (53 random bits). */
 static double uniform(ferry_rng *r, double a, double b)
@@ -149,9 +150,11 @@ ferry_status ferry__image_decode_box(const void *data, size_t n, const ferry_ima
     return st;
 }
 
-ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_image_config *cfg,
-                                      const ferry_sample_format *fmt, ferry_scratch *scratch,
-                                      const char *name, void *dst, ferry_rng *r, double *resize_s)
+ferry_status ferry__image_decode_crop_geom(const void *data, size_t n,
+                                           const ferry_image_config *cfg,
+                                           const ferry_sample_format *fmt,
+                                           ferry_scratch *scratch, const char *name, void *dst,
+                                           ferry_rng *r, ferry_image_geom *g, double *resize_s)
 {
     ferry_image_info info = {0};
     ferry_status st = ferry__image_header(data, n, name, &info);
@@ -164,5 +167,21 @@ ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_im
         ferry__crop_random(cfg, w, h, r, &box);
     else
         ferry__crop_center(cfg, w, h, fmt->width, fmt->height, &box);
-    return ferry__image_decode_box(data, n, cfg, fmt, scratch, name, dst, &box, resize_s);
+    st = ferry__image_decode_box(data, n, cfg, fmt, scratch, name, dst, &box, resize_s);
+    if (st == FERRY_OK && g) {
+        /* The box resampled, in the oriented image's pixels, whatever DCT
+         * scale decoded it: the region decode maps it with the scale. */
+        ferry__geom_start(g, info.width, info.height,
+                          cfg->exif_orientation ? info.orientation : 1);
+        ferry__geom_box(g, box.x0, box.y0, box.x1, box.y1, fmt->width, fmt->height);
+    }
+    return st;
+}
+
+ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_image_config *cfg,
+                                      const ferry_sample_format *fmt, ferry_scratch *scratch,
+                                      const char *name, void *dst, ferry_rng *r, double *resize_s)
+{
+    return ferry__image_decode_crop_geom(data, n, cfg, fmt, scratch, name, dst, r, NULL,
+                                         resize_s);
 }

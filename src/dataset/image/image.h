@@ -98,6 +98,25 @@ ferry_status ferry__image_decode_crop(const void *data, size_t n, const ferry_im
                                       const char *name, void *dst, struct ferry_rng *r,
                                       double *resize_s);
 
+/* ---- the geometry a sample's transforms applied (dataset/image/geom.h) ----
+ * The variants below record it (g may be NULL) on the path that moves the
+ * pixels, with the draws that move them: boxes follow through boxes.h. */
+struct ferry_image_geom;
+/* ferry__image_decode_crop, recording the orientation and the box resampled. */
+ferry_status ferry__image_decode_crop_geom(const void *data, size_t n,
+                                           const ferry_image_config *cfg,
+                                           const ferry_sample_format *fmt,
+                                           ferry_scratch *scratch, const char *name, void *dst,
+                                           struct ferry_rng *r, struct ferry_image_geom *g,
+                                           double *resize_s);
+/* ferry__augment_rng, recording the shift of the padded crop and the flip. */
+void ferry__augment_geom(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                         uint8_t *img, struct ferry_rng *r, struct ferry_image_geom *g);
+/* What ferry__image_place (and the decoders' row-by-row placement) does to an
+ * oriented w x h image under cfg->resize, on top of g's orientation. */
+void ferry__image_place_geom(const ferry_image_config *cfg, size_t w, size_t h,
+                             const ferry_sample_format *fmt, struct ferry_image_geom *g);
+
 /* ColorJitter (jitter.c): the adjustments order[0..3] (0 brightness, 1
  * contrast, 2 saturation, 3 hue; -1 ends the list early) with factor[] (hue:
  * the shift in [-0.5, 0.5]), in place, as PIL computes them. */
@@ -128,6 +147,20 @@ typedef ferry_status (*ferry_image_read_fn)(const void *src, size_t index, ferry
 ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
                                  ferry_image_read_fn read, const void *src, const char *name,
                                  void *dst, const ferry_sample_ctx *ctx);
+/* The decode and augmentation of ferry__image_sample, of the n bytes at data,
+ * into dst (format fmt), timed into ctx->timing; the geometry in *g (may be
+ * NULL). s is the scratch (not NULL). */
+ferry_status ferry__image_sample_bytes(const ferry_image_config *cfg,
+                                       const ferry_sample_format *fmt, ferry_scratch *s,
+                                       const uint8_t *data, size_t n, size_t index,
+                                       const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                       struct ferry_image_geom *g);
+/* The same as ferry__image_sample, recording in *g (may be NULL) the geometry
+ * the pixels went through. */
+ferry_status ferry__image_sample_geom(const ferry_dataset *ds, const ferry_image_config *cfg,
+                                      size_t index, ferry_image_read_fn read, const void *src,
+                                      const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                      struct ferry_image_geom *g);
 
 /* ---- JPEG (jpeg_header.c, jpeg_decode.c) ---- */
 struct ferry_jpeg_state;

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "ferry/rng.h"
 #include "dataset/image/image.h"
+#include "dataset/image/geom.h"
 
 bool ferry__is_jpeg(const uint8_t *p, size_t n)
 {
@@ -149,41 +150,78 @@ static ferry_status check_picked_size(const ferry_dataset *ds, const ferry_image
     return FERRY_OK;
 }
 
-ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
-                                 ferry_image_read_fn read, const void *src, const char *name,
-                                 void *dst, const ferry_sample_ctx *ctx)
+/* The decode of one sample, its geometry recorded in g (may be NULL). */
+static ferry_status sample_decode(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                                  ferry_scratch *s, const uint8_t *data, size_t n,
+                                  const char *name, void *dst, ferry_rng *r, ferry_image_geom *g,
+                                  double *resize_s)
 {
-    ferry_scratch *s, *own;
-    ferry_status st = ferry__sample_scratch(ctx, &s, &own);
-    if (st != FERRY_OK)
+    if (cfg->crop != FERRY_CROP_NONE)
+        return ferry__image_decode_crop_geom(data, n, cfg, fmt, s, name, dst, r, g, resize_s);
+    ferry_status st = ferry__image_decode(data, n, cfg, fmt, s, name, dst);
+    ferry_image_info info = {0};
+    if (st != FERRY_OK || !g || (st = ferry__image_header(data, n, name, &info)) != FERRY_OK)
         return st;
-    size_t n = 0;
-    double t0 = ferry__clock(ctx), resize_s = 0;
-    st = read(src, index, s, &n);
-    if (st == FERRY_OK)
-        st = check_picked_size(ds, cfg, s->file, n, name);
-    double t1 = ferry__clock(ctx);
+    size_t w, h;
+    ferry__image_oriented_size(cfg, &info, &w, &h);
+    ferry__geom_start(g, info.width, info.height, cfg->exif_orientation ? info.orientation : 1);
+    ferry__image_place_geom(cfg, w, h, fmt, g);
+    return FERRY_OK;
+}
+
+ferry_status ferry__image_sample_bytes(const ferry_image_config *cfg,
+                                       const ferry_sample_format *fmt, ferry_scratch *s,
+                                       const uint8_t *data, size_t n, size_t index,
+                                       const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                       ferry_image_geom *g)
+{
+    double t1 = ferry__clock(ctx), resize_s = 0;
     /* One augmentation stream per sample: the crop's draws first, then the
      * flip's (without a crop, the flip's draws are those of before crops). */
     bool aug = ctx && ctx->train;
     ferry_rng r;
     if (aug)
         ferry_rng_init(&r, ctx->seed, FERRY_RNG_AUGMENT | ctx->epoch, (uint64_t)index);
-    if (st == FERRY_OK && cfg->crop != FERRY_CROP_NONE)
-        st = ferry__image_decode_crop(s->file, n, cfg, &ds->format, s, name, dst, aug ? &r : NULL,
-                                      ctx && ctx->timing ? &resize_s : NULL);
-    else if (st == FERRY_OK)
-        st = ferry__image_decode(s->file, n, cfg, &ds->format, s, name, dst);
+    ferry_status st = sample_decode(cfg, fmt, s, data, n, name, dst, aug ? &r : NULL, g,
+                                    ctx && ctx->timing ? &resize_s : NULL);
     double t2 = ferry__clock(ctx);
     if (st == FERRY_OK && aug)
-        ferry__augment_rng(cfg, &ds->format, dst, &r);
+        ferry__augment_geom(cfg, fmt, dst, &r, g);
     if (ctx && ctx->timing) {
         /* Channel conversion happens inside the decode, row by row; the crop's
          * resize is timed apart and counted as transform. */
-        ctx->timing->read_s += t1 - t0;
         ctx->timing->decode_s += t2 - t1 - resize_s;
         ctx->timing->transform_s += ferry__clock(ctx) - t2 + resize_s;
     }
+    return st;
+}
+
+ferry_status ferry__image_sample_geom(const ferry_dataset *ds, const ferry_image_config *cfg,
+                                      size_t index, ferry_image_read_fn read, const void *src,
+                                      const char *name, void *dst, const ferry_sample_ctx *ctx,
+                                      ferry_image_geom *g)
+{
+    ferry_scratch *s, *own;
+    ferry_status st = ferry__sample_scratch(ctx, &s, &own);
+    if (st != FERRY_OK)
+        return st;
+    size_t n = 0;
+    double t0 = ferry__clock(ctx);
+    st = read(src, index, s, &n);
+    if (st == FERRY_OK)
+        st = check_picked_size(ds, cfg, s->file, n, name);
+    if (ctx && ctx->timing)
+        ctx->timing->read_s += ferry__clock(ctx) - t0;
+    if (st == FERRY_OK)
+        st = ferry__image_sample_bytes(cfg, &ds->format, s, s->file, n, index, name, dst, ctx,
+                                       g);
     ferry_scratch_destroy(own);
     return st;
+}
+
+ferry_status ferry__image_sample(const ferry_dataset *ds, const ferry_image_config *cfg, size_t index,
+                                 ferry_image_read_fn read, const void *src, const char *name,
+                                 void *dst, const ferry_sample_ctx *ctx)
+{
+    return ferry__image_sample_geom(ds, cfg, index, read, src, name, dst, ctx, NULL);
 }

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "dataset/image/jpeg.h"
+#include "dataset/image/geom.h"
 
 /* A progressive file may hold any number of scans, each one a pass over the
  * whole coefficient buffer: thousands of tiny scans make a small file cost
@@ -281,7 +282,7 @@ static ferry_status decode_body(struct ferry_jpeg_state *st, void *arg)
             ferry__jpeg_fail(st, 1, "out of memory for a row");
         ferry_row_sink k = {
             .dst = j->dst, .C = C, .H = H, .W = W, .layout = j->fmt->layout,
-            .oy = ((ptrdiff_t)H - (ptrdiff_t)oh) / 2, .ox = ((ptrdiff_t)W - (ptrdiff_t)ow) / 2,
+            .oy = ferry__center_offset(H, oh), .ox = ferry__center_offset(W, ow),
             .src_w = ow, .sc = sc,
         };
         for (size_t y = 0; y < oh; y++) {

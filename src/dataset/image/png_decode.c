@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "dataset/image/image.h"
+#include "dataset/image/geom.h"
 
 static const uint8_t png_signature[8] = {137, 80, 78, 71, 13, 10, 26, 10};
 
@@ -229,7 +230,7 @@ static ferry_status decode_rows(decoder *d)
         }
         ferry_row_sink k = {
             .dst = d->dst, .C = C, .H = H, .W = W, .layout = d->fmt->layout,
-            .oy = ((ptrdiff_t)H - (ptrdiff_t)sh) / 2, .ox = ((ptrdiff_t)W - (ptrdiff_t)sw) / 2,
+            .oy = ferry__center_offset(H, sh), .ox = ferry__center_offset(W, sw),
             .src_w = sw, .sc = sc, .composite = has_alpha,
             .bg = {d->cfg->background[0], d->cfg->background[1], d->cfg->background[2]},
             .bg_gray = ferry__luma(d->cfg->background[0], d->cfg->background[1],

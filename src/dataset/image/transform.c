@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "ferry/rng.h"
 #include "dataset/image/image.h"
+#include "dataset/image/geom.h"
 
 ferry_image_config ferry_image_config_default(void)
 {
@@ -94,6 +95,10 @@ ferry_status ferry__image_config_check(const ferry_image_config *cfg, ferry_imag
                               "image config: color_jitter[%d] (%s) %g must be from 0 to %g", i,
                               jname[i], v, top);
     }
+    if (!(cfg->box_min_area_frac >= 0 && cfg->box_min_area_frac <= 1))
+        return ferry_fail(FERRY_ERR_INVALID_ARG,
+                          "image config: box_min_area_frac %g must be from 0 to 1",
+                          cfg->box_min_area_frac);
     if (cfg->crop != FERRY_CROP_NONE) {
         ferry_status st = crop_config_check(cfg, out);
         if (st != FERRY_OK)
@@ -249,8 +254,8 @@ ferry_status ferry__image_place(const uint8_t *src, size_t sw, size_t sh, size_t
                                       fmt->height, fmt->layout, scratch);
     }
     if (!same) {
-        k.oy = ((ptrdiff_t)fmt->height - (ptrdiff_t)sh) / 2;
-        k.ox = ((ptrdiff_t)fmt->width - (ptrdiff_t)sw) / 2;
+        k.oy = ferry__center_offset(fmt->height, sh);
+        k.ox = ferry__center_offset(fmt->width, sw);
         if (sw < fmt->width || sh < fmt->height)
             memset(dst, 0, fmt->channels * fmt->height * fmt->width);
     }
@@ -299,8 +304,25 @@ static void flip_plane(uint8_t *p, size_t h, size_t w, size_t e)
     }
 }
 
-void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt,
-                        uint8_t *img, ferry_rng *r)
+void ferry__image_place_geom(const ferry_image_config *cfg, size_t w, size_t h,
+                             const ferry_sample_format *fmt, ferry_image_geom *g)
+{
+    size_t W = fmt->width, H = fmt->height;
+    if (w == W && h == H)
+        return; /* placed as it is, whatever the mode */
+    if (cfg->resize == FERRY_RESIZE_BILINEAR) {
+        ferry__geom_box(g, 0, 0, (double)w, (double)h, W, H);
+        return;
+    }
+    /* Centred (FERRY_RESIZE_CENTER_CROP; FERRY_RESIZE_ERROR fails before). */
+    g->out_w = W;
+    g->out_h = H;
+    ferry__geom_shift(g, -ferry__center_offset(H, h), -ferry__center_offset(W, w));
+    ferry__geom_canvas(g);
+}
+
+void ferry__augment_geom(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                         uint8_t *img, ferry_rng *r, ferry_image_geom *g)
 {
     if (!fmt->width || !fmt->height)
         return;
@@ -313,11 +335,22 @@ void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format
         ptrdiff_t sx = (ptrdiff_t)ferry_rng_below(r, 2 * p + 1) - (ptrdiff_t)p;
         for (size_t c = 0; c < planes; c++)
             shift_plane(img + c * H * W, H, W, e, sy, sx);
+        if (g)
+            ferry__geom_shift(g, sy, sx);
     }
-    if (cfg->random_hflip && (ferry_rng_u32(r) & 1))
+    if (cfg->random_hflip && (ferry_rng_u32(r) & 1)) {
         for (size_t c = 0; c < planes; c++)
             flip_plane(img + c * H * W, H, W, e);
+        if (g)
+            ferry__geom_flip(g);
+    }
     ferry__jitter_rng(cfg, fmt, img, r);
+}
+
+void ferry__augment_rng(const ferry_image_config *cfg, const ferry_sample_format *fmt,
+                        uint8_t *img, ferry_rng *r)
+{
+    ferry__augment_geom(cfg, fmt, img, r, NULL);
 }
 
 void ferry__augment(const ferry_image_config *cfg, const ferry_sample_format *fmt, uint8_t *img,
