@@ -10,6 +10,42 @@
 #include "ferry/tensor.h"
 #include "harness.h"
 
+/* The child is made first, then added: a macro, as C leaves the order in which
+ * a function's arguments are evaluated open. */
+#define FT_STEP_ADD(seq, make)                                                 \
+    do {                                                                       \
+        ASSERT_OK(make);                                                       \
+        ASSERT_OK(ferry_sequential_add(seq, m));                               \
+    } while (0)
+
+/* samples/common.h's model_mlp and model_cnn for 1 x 28 x 28 images at
+ * width w = 4; a smaller w narrows every layer (w = 1: a quick test's). */
+static inline ferry_module *ft_step_model(bool cnn, int64_t w)
+{
+    ferry_module *seq = NULL, *m = NULL;
+    ASSERT_OK(ferry_sequential_create(&seq));
+    if (cnn) {
+        FT_STEP_ADD(seq, ferry_conv2d_create(1, 8 * w, 3, 1, 1, true, &m));
+        FT_STEP_ADD(seq, ferry_relu_create(&m));
+        FT_STEP_ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
+        FT_STEP_ADD(seq, ferry_conv2d_create(8 * w, 16 * w, 3, 1, 1, true, &m));
+        FT_STEP_ADD(seq, ferry_relu_create(&m));
+        FT_STEP_ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
+        FT_STEP_ADD(seq, ferry_flatten_create(&m));
+        FT_STEP_ADD(seq, ferry_linear_create(16 * w * 7 * 7, 32 * w, true, &m));
+        FT_STEP_ADD(seq, ferry_relu_create(&m));
+        FT_STEP_ADD(seq, ferry_linear_create(32 * w, 10, true, &m));
+    } else {
+        FT_STEP_ADD(seq, ferry_flatten_create(&m));
+        FT_STEP_ADD(seq, ferry_linear_create(784, 64 * w, true, &m));
+        FT_STEP_ADD(seq, ferry_relu_create(&m));
+        FT_STEP_ADD(seq, ferry_linear_create(64 * w, 32 * w, true, &m));
+        FT_STEP_ADD(seq, ferry_relu_create(&m));
+        FT_STEP_ADD(seq, ferry_linear_create(32 * w, 10, true, &m));
+    }
+    return seq;
+}
+
 typedef struct ft_step_rig {
     ferry_module *net;
     ferry_optim *opt;

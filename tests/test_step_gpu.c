@@ -24,39 +24,9 @@ static void require_sim(void)
     ferry_sim_debug_reset(0);
 }
 
-/* The child is made first, then added: a macro, as C leaves the order in which
- * a function's arguments are evaluated open. */
-#define ADD(seq, make)                                                         \
-    do {                                                                       \
-        ASSERT_OK(make);                                                       \
-        ASSERT_OK(ferry_sequential_add(seq, m));                               \
-    } while (0)
-
-/* samples/common.h's model_mlp and model_cnn, for 1 x 28 x 28 images. */
 static ferry_module *make_model(bool cnn)
 {
-    ferry_module *seq = NULL, *m = NULL;
-    ASSERT_OK(ferry_sequential_create(&seq));
-    if (cnn) {
-        ADD(seq, ferry_conv2d_create(1, 32, 3, 1, 1, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
-        ADD(seq, ferry_conv2d_create(32, 64, 3, 1, 1, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
-        ADD(seq, ferry_flatten_create(&m));
-        ADD(seq, ferry_linear_create(64 * 7 * 7, 128, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(128, 10, true, &m));
-    } else {
-        ADD(seq, ferry_flatten_create(&m));
-        ADD(seq, ferry_linear_create(784, 256, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(256, 128, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(128, 10, true, &m));
-    }
-    return seq;
+    return ft_step_model(cnn, 4);
 }
 
 typedef struct step_counts {

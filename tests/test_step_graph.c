@@ -17,6 +17,7 @@
 #include "ferry/ops.h"
 #include "ferry/tensor.h"
 #include "harness.h"
+#include "harness_step.h"
 
 static void require_sim(void)
 {
@@ -212,37 +213,9 @@ TEST(capture_forbids_pageable_copy)
 
 /* ---- the training step as a graph ---- */
 
-#define ADD(seq, make)                                                         \
-    do {                                                                       \
-        ASSERT_OK(make);                                                       \
-        ASSERT_OK(ferry_sequential_add(seq, m));                               \
-    } while (0)
-
-/* samples/common.h's model_mlp and model_cnn (the CNN narrower, for speed). */
 static ferry_module *make_model(bool cnn)
 {
-    ferry_module *seq = NULL, *m = NULL;
-    ASSERT_OK(ferry_sequential_create(&seq));
-    if (cnn) {
-        ADD(seq, ferry_conv2d_create(1, 8, 3, 1, 1, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
-        ADD(seq, ferry_conv2d_create(8, 16, 3, 1, 1, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_maxpool2d_create(2, 0, 0, &m));
-        ADD(seq, ferry_flatten_create(&m));
-        ADD(seq, ferry_linear_create(16 * 7 * 7, 32, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(32, 10, true, &m));
-    } else {
-        ADD(seq, ferry_flatten_create(&m));
-        ADD(seq, ferry_linear_create(784, 64, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(64, 32, true, &m));
-        ADD(seq, ferry_relu_create(&m));
-        ADD(seq, ferry_linear_create(32, 10, true, &m));
-    }
-    return seq;
+    return ft_step_model(cnn, 1);
 }
 
 typedef struct run_cfg {
