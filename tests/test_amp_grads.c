@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ferry/dataset.h"
 #include "ferry/device.h"
 #include "ferry/nn.h"
 #include "ferry/ops.h"
@@ -417,4 +418,120 @@ TEST(cnn_gpu)
 {
     ft_require_cuda();
     check(measure(true, ferry_cuda(0), "GPU"));
+}
+
+/* ---- a short training run, f32 against AMP ----
+ * Fashion-MNIST's test set (10,000 images: the smaller file) where the
+ * machine has it: 32 batches of 64 to train on (200 steps, about 6 epochs),
+ * the next 4 held out. Normalised with the training set's mean and std. */
+#define TB 64
+#define TNB 32
+#define THELD 4
+#define FMNIST "/usr/share/datasets/fashion-mnist/"
+
+typedef struct tdata {
+    ferry_tensor *x[TNB + THELD], *y[TNB + THELD];
+} tdata;
+
+static tdata fmnist_data(ferry_device dev)
+{
+    ferry_dataset *ds = NULL;
+    FILE *f = fopen(FMNIST "t10k-images-idx3-ubyte.gz", "rb");
+    if (!f)
+        SKIP("no Fashion-MNIST at " FMNIST);
+    fclose(f);
+    ASSERT_OK(ferry_dataset_idx(FMNIST "t10k-images-idx3-ubyte.gz", FMNIST "t10k-labels-idx1-ubyte.gz", NULL,
+                                &ds));
+    ASSERT(ferry_dataset_len(ds) >= (TNB + THELD) * TB);
+    ASSERT_EQ_SIZE(ferry_dataset_sample_bytes(ds), 784);
+    tdata d;
+    int64_t xs[4] = {TB, 1, 28, 28}, n = TB;
+    static float x[TB * 784];
+    for (int b = 0; b < TNB + THELD; b++) {
+        int64_t y[TB];
+        for (int64_t r = 0; r < TB; r++) {
+            uint8_t px[784];
+            ASSERT_OK(ferry_dataset_get(ds, (size_t)(b * TB + r), px, sizeof px, NULL, &y[r]));
+            for (int i = 0; i < 784; i++)
+                x[r * 784 + i] = (px[i] / 255.0f - 0.2860f) / 0.3530f;
+        }
+        ASSERT_OK(ferry_tensor_from_host(x, xs, 4, FERRY_DTYPE_F32, dev, &d.x[b]));
+        ASSERT_OK(ferry_tensor_from_host(y, &n, 1, FERRY_DTYPE_I64, dev, &d.y[b]));
+    }
+    ferry_dataset_release(ds);
+    return d;
+}
+
+typedef struct losses {
+    double train; /* mean over the last 20 steps */
+    double held;  /* on the held-out batches after training */
+} losses;
+
+/* `steps` SGD steps from the same initial weights, f32 or AMP bf16. */
+static losses train_loss(const tdata *d, ferry_device dev, bool amp_on, int steps)
+{
+    net t = build(false, dev);
+    ferry_optim *o = NULL;
+    ferry_amp *amp = NULL;
+    ferry_metrics *met = NULL;
+    ferry_stream *s = NULL;
+    ASSERT_OK(ferry_sgd_create(t.seq, 0.02, 0.9, 0.0, &o));
+    if (amp_on) {
+        ferry_amp_config ac = ferry_amp_config_default(FERRY_DTYPE_BF16);
+        ASSERT_OK(ferry_amp_create(t.seq, &ac, &amp));
+    }
+    ASSERT_OK(ferry_metrics_create(dev, &met));
+    ASSERT_OK(ferry_stream_create(dev, &s));
+    for (int i = 0; i < steps; i++) {
+        if (i == steps - 20)
+            ASSERT_OK(ferry_metrics_reset(met, s));
+        ASSERT_OK(ferry_train_step(t.seq, o, amp, d->x[i % TNB], d->y[i % TNB], met, s));
+    }
+    losses l = {0};
+    double acc = 0;
+    int64_t count = 0;
+    ASSERT_OK(ferry_metrics_get(met, &l.train, &acc, &count));
+    ASSERT_EQ_INT(count, 20 * TB);
+    ASSERT_OK(ferry_metrics_reset(met, s));
+    for (int b = TNB; b < TNB + THELD; b++)
+        ASSERT_OK(ferry_eval_step(t.seq, d->x[b], d->y[b], met, s));
+    ASSERT_OK(ferry_metrics_get(met, &l.held, &acc, &count));
+    ASSERT_EQ_INT(count, THELD * TB);
+    ferry_stream_destroy(s);
+    ferry_metrics_destroy(met);
+    ferry_amp_destroy(amp);
+    ferry_optim_destroy(o);
+    ferry_module_destroy(t.seq);
+    return l;
+}
+
+/* Both learn (from ln 10 = 2.30) and end within 0.05 + 10 % of each other,
+ * on the training batches and on the held-out ones. */
+static void train_compare(ferry_device dev, const char *where)
+{
+    tdata d = fmnist_data(dev);
+    losses f = train_loss(&d, dev, false, 200), h = train_loss(&d, dev, true, 200);
+    printf("  %s MLP, 200 SGD steps of 64: loss (last 20 steps / held out) f32 %.4f / %.4f, AMP bf16 %.4f / %.4f\n",
+           where, f.train, f.held, h.train, h.held);
+    for (int b = 0; b < TNB + THELD; b++) {
+        ferry_tensor_release(d.x[b]);
+        ferry_tensor_release(d.y[b]);
+    }
+    ASSERT_MSG(f.held < 2.0 && h.held < 2.0, "did not learn: f32 %.4f, AMP %.4f", f.held, h.held);
+    ASSERT_MSG(fabs(f.train - h.train) < 0.05 + 0.1 * f.train, "f32 %.4f against AMP %.4f", f.train, h.train);
+    ASSERT_MSG(fabs(f.held - h.held) < 0.05 + 0.1 * f.held, "f32 %.4f against AMP %.4f", f.held, h.held);
+}
+
+TEST(train_cpu)
+{
+    train_compare(ferry_cpu(), "CPU");
+}
+
+/* The simulated GPU takes 20 s for the two runs; the CPU's is the same step. */
+TEST(train_gpu)
+{
+    ft_require_cuda();
+    if (ferry_cuda_is_simulated())
+        SKIP("20 s on the simulated GPU; train_cpu runs the same steps");
+    train_compare(ferry_cuda(0), "GPU");
 }
