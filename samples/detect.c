@@ -303,11 +303,15 @@ static ferry_status sheet_epochs(const char *shard, uint8_t *sheet, size_t sheet
 
 int main(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(argc == 2 && !strcmp(argv[1], "--help") ? stdout : stderr,
+    /* --help or -h: the usage on stdout; anything but one folder: on stderr, status 2. */
+    int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+    if (argc != 2 || help || argv[1][0] == '-') {
+        if (argc == 2 && !help && argv[1][0] == '-')
+            fprintf(stderr, "detect: unknown option '%s'\n", argv[1]);
+        fprintf(help ? stdout : stderr,
                 "usage: %s OUT_DIR   (writes OUT_DIR/detect-000.tar and "
                 "OUT_DIR/detect_sheet.png)\n", argv[0]);
-        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+        return help ? 0 : 2;
     }
     size_t pw, ph;
     uint8_t *photo = load_photo(FERRY_SOURCE_DIR "/tests/ref/crop/src.jpg", &pw, &ph);

@@ -84,7 +84,7 @@ for sub in info bench "bench h2d" "bench decode" check export diff; do
     unknown "ferry $sub" "$ferry" $sub
 done
 nsamples=0
-for p in embed train_gray train_color bench_mlp train_chars; do
+for p in embed train_gray train_color bench_mlp train_chars bench_step detect; do
     if [ ! -x "$build/samples/$p" ]; then
         bad "$build/samples/$p not built"
         continue
@@ -97,7 +97,7 @@ done
 for f in "$build"/samples/*; do
     if [ ! -x "$f" ] || [ ! -f "$f" ]; then continue; fi
     case ${f##*/} in
-        embed|train_gray|train_color|bench_mlp|train_chars) ;;
+        embed|train_gray|train_color|bench_mlp|train_chars|bench_step|detect) ;;
         *) bad "samples/${f##*/} has no --help checks in scripts/cli-test.sh" ;;
     esac
 done
