@@ -8,6 +8,7 @@
 #   sh bench/fields_overhead.sh [BASE] [REPS]
 #   JPEG_DIR=/tmp/bench25 (made by scripts/make-bench-jpeg.py DIR 1000 10 when absent)
 #   BUILD_ARGS="CUDA=0" (make arguments for both builds)
+#   OLD_FERRY=PATH NEW_FERRY=PATH: ferry binaries built already (no builds then)
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -19,16 +20,21 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ferry-fields-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 echo "base $(git rev-parse --short "$base"), this tree $(git rev-parse --short HEAD)$(git diff --quiet || echo ' + changes')"
-mkdir -p "$work/base"
-git archive "$base" | tar -x -C "$work/base"
-# shellcheck disable=SC2086
-make -C "$work/base" -j2 $args BUILD=build/fb build/fb/ferry > "$work/base.log" 2>&1 ||
-    { tail -20 "$work/base.log"; exit 1; }
-# shellcheck disable=SC2086
-make -j2 $args BUILD=build/fields-bench build/fields-bench/ferry > "$work/this.log" 2>&1 ||
-    { tail -20 "$work/this.log"; exit 1; }
-old=$work/base/build/fb/ferry
-new=$here/build/fields-bench/ferry
+if [ -n "${OLD_FERRY:-}" ] && [ -n "${NEW_FERRY:-}" ]; then
+    old=$OLD_FERRY
+    new=$NEW_FERRY
+else
+    mkdir -p "$work/base"
+    git archive "$base" | tar -x -C "$work/base"
+    # shellcheck disable=SC2086
+    make -C "$work/base" -j2 $args BUILD=build/fb build/fb/ferry > "$work/base.log" 2>&1 ||
+        { tail -20 "$work/base.log"; exit 1; }
+    # shellcheck disable=SC2086
+    make -j2 $args BUILD=build/fields-bench build/fields-bench/ferry > "$work/this.log" 2>&1 ||
+        { tail -20 "$work/this.log"; exit 1; }
+    old=$work/base/build/fb/ferry
+    new=$here/build/fields-bench/ferry
+fi
 [ -d "$jpeg" ] || /usr/bin/python3 scripts/make-bench-jpeg.py "$jpeg" 1000 10
 
 rate() { # ferry-binary args...: images/s of the run's one row
