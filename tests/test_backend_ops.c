@@ -262,6 +262,8 @@ static double ld(ferry_dtype dt, const void *p, int64_t i)
     case FERRY_DTYPE_U8: return ((const uint8_t *)p)[i];
     case FERRY_DTYPE_I32: return ((const int32_t *)p)[i];
     case FERRY_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case FERRY_DTYPE_U16: return ((const uint16_t *)p)[i];
+    case FERRY_DTYPE_U32: return ((const uint32_t *)p)[i];
     default: return 0;
     }
 }
@@ -282,6 +284,10 @@ static void st(ferry_dtype dt, void *p, int64_t i, double v)
         ((int64_t *)p)[i] = isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN
                           : v >= 9223372036854775808.0 ? INT64_MAX : (int64_t)v;
         break;
+    case FERRY_DTYPE_U16: ((uint16_t *)p)[i] = isnan(v) ? 0 : v <= 0 ? 0 : v >= 65535 ? 65535 : (uint16_t)v; break;
+    case FERRY_DTYPE_U32:
+        ((uint32_t *)p)[i] = isnan(v) ? 0 : v <= 0 ? 0 : v >= 4294967295.0 ? UINT32_MAX : (uint32_t)v;
+        break;
     default: break;
     }
 }
@@ -295,9 +301,10 @@ static const char *dtn(ferry_dtype dt) { return ferry_dtype_name(dt); }
 
 static const ferry_dtype float_types[] = {FERRY_DTYPE_F32, FERRY_DTYPE_F16, FERRY_DTYPE_BF16};
 static const ferry_dtype all_types[] = {FERRY_DTYPE_F32, FERRY_DTYPE_F16, FERRY_DTYPE_BF16,
-                                        FERRY_DTYPE_U8,  FERRY_DTYPE_I32, FERRY_DTYPE_I64};
+                                        FERRY_DTYPE_U8,  FERRY_DTYPE_I32, FERRY_DTYPE_I64,
+                                        FERRY_DTYPE_U16, FERRY_DTYPE_U32};
 #define FOR_FLOAT(dt) for (size_t dt##_i = 0; dt##_i < 3 && ((dt = float_types[dt##_i]), 1); dt##_i++)
-#define FOR_ALL(dt) for (size_t dt##_i = 0; dt##_i < 6 && ((dt = all_types[dt##_i]), 1); dt##_i++)
+#define FOR_ALL(dt) for (size_t dt##_i = 0; dt##_i < 8 && ((dt = all_types[dt##_i]), 1); dt##_i++)
 
 /* NaN, +inf, -inf, -0 and 0 at fixed places of a float buffer. */
 static void put_specials(ferry_dtype dt, void *p, int64_t n)
@@ -466,6 +473,8 @@ static void source_range(ferry_dtype dt, double *lo, double *hi)
     case FERRY_DTYPE_U8: *lo = 0; *hi = 255; break;
     case FERRY_DTYPE_I32: *lo = -100000; *hi = 100000; break;
     case FERRY_DTYPE_I64: *lo = -1e12; *hi = 1e12; break;
+    case FERRY_DTYPE_U16: *lo = 0; *hi = 65535; break;
+    case FERRY_DTYPE_U32: *lo = 0; *hi = 4e9; break;
     default: *lo = -300; *hi = 300; break;
     }
 }
@@ -749,6 +758,8 @@ static void cases_reduce(void)
                     lo = -1000, hi = 1000;
                 else if (dt == FERRY_DTYPE_I64)
                     lo = -1e12, hi = 1e12;
+                else if (dt == FERRY_DTYPE_U16 || dt == FERRY_DTYPE_U32)
+                    lo = 0, hi = 1000;
                 ferry_dtype ydt = op == FK_ARGMAX ? FERRY_DTYPE_I64 : dt;
                 add_buf(t, "y", ydt, outer * inner, BI_UNIFORM, 0, 9,
                         op == FK_ARGMAX || !is_float(dt) ? BC_EXACT : BC_CLOSE);
@@ -966,14 +977,21 @@ static void naive_cast(const bo_case *t, void *const *p)
             st(t->dt, p[0], i, ld(t->dt2, p[1], i));
             continue;
         }
-        int64_t v = t->dt2 == FERRY_DTYPE_U8 ? ((const uint8_t *)p[1])[i]
-                  : t->dt2 == FERRY_DTYPE_I32 ? ((const int32_t *)p[1])[i] : ((const int64_t *)p[1])[i];
+        int64_t v = t->dt2 == FERRY_DTYPE_U8    ? ((const uint8_t *)p[1])[i]
+                  : t->dt2 == FERRY_DTYPE_I32   ? ((const int32_t *)p[1])[i]
+                  : t->dt2 == FERRY_DTYPE_U16   ? ((const uint16_t *)p[1])[i]
+                  : t->dt2 == FERRY_DTYPE_U32   ? ((const uint32_t *)p[1])[i]
+                                                : ((const int64_t *)p[1])[i];
         if (is_float(t->dt))
             st(t->dt, p[0], i, (double)(float)v);
         else if (t->dt == FERRY_DTYPE_I64)
             ((int64_t *)p[0])[i] = v;
         else if (t->dt == FERRY_DTYPE_I32)
             ((int32_t *)p[0])[i] = (int32_t)(v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v);
+        else if (t->dt == FERRY_DTYPE_U16)
+            ((uint16_t *)p[0])[i] = (uint16_t)(v < 0 ? 0 : v > UINT16_MAX ? UINT16_MAX : v);
+        else if (t->dt == FERRY_DTYPE_U32)
+            ((uint32_t *)p[0])[i] = (uint32_t)(v < 0 ? 0 : v > UINT32_MAX ? UINT32_MAX : v);
         else
             ((uint8_t *)p[0])[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
     }

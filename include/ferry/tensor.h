@@ -30,6 +30,8 @@ typedef enum ferry_dtype {
     FERRY_DTYPE_U8,
     FERRY_DTYPE_I32,
     FERRY_DTYPE_I64,
+    FERRY_DTYPE_U16, /* token ids as llm.c stores them; integer conversions saturate */
+    FERRY_DTYPE_U32,
     FERRY_DTYPE_COUNT /* the number of dtypes, not a dtype (grows as dtypes are added) */
 } ferry_dtype;
 

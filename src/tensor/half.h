@@ -106,6 +106,8 @@ FERRY_HD ferry_scalar_ ferry_load_(const void *p, int dt, int64_t k)
     case FERRY_DTYPE_BF16: s.f = ferry_bf16_to_f32_(((const uint16_t *)p)[k]); break;
     case FERRY_DTYPE_U8: s.i = ((const uint8_t *)p)[k]; s.is_int = 1; break;
     case FERRY_DTYPE_I32: s.i = ((const int32_t *)p)[k]; s.is_int = 1; break;
+    case FERRY_DTYPE_U16: s.i = ((const uint16_t *)p)[k]; s.is_int = 1; break;
+    case FERRY_DTYPE_U32: s.i = ((const uint32_t *)p)[k]; s.is_int = 1; break;
     default: s.i = ((const int64_t *)p)[k]; s.is_int = 1; break;
     }
     return s;
@@ -137,6 +139,8 @@ FERRY_HD void ferry_store_(void *p, int dt, int64_t k, ferry_scalar_ s)
     case FERRY_DTYPE_I32:
         ((int32_t *)p)[k] = (int32_t)ferry_to_int_(s, INT32_MIN, INT32_MAX);
         break;
+    case FERRY_DTYPE_U16: ((uint16_t *)p)[k] = (uint16_t)ferry_to_int_(s, 0, UINT16_MAX); break;
+    case FERRY_DTYPE_U32: ((uint32_t *)p)[k] = (uint32_t)ferry_to_int_(s, 0, UINT32_MAX); break;
     default: ((int64_t *)p)[k] = ferry_to_int_(s, INT64_MIN, INT64_MAX); break;
     }
 }

@@ -12,6 +12,7 @@
 static const struct { size_t size; const char *name; } dtypes[FERRY_DTYPE_COUNT] = {
     [FERRY_DTYPE_F32] = {4, "f32"}, [FERRY_DTYPE_F16] = {2, "f16"}, [FERRY_DTYPE_BF16] = {2, "bf16"},
     [FERRY_DTYPE_U8] = {1, "u8"},   [FERRY_DTYPE_I32] = {4, "i32"}, [FERRY_DTYPE_I64] = {8, "i64"},
+    [FERRY_DTYPE_U16] = {2, "u16"}, [FERRY_DTYPE_U32] = {4, "u32"},
 };
 
 size_t ferry_dtype_size(ferry_dtype dt)

@@ -172,6 +172,8 @@ MPI_Datatype fd_mpi_dtype(ferry_dtype dt)
     case FERRY_DTYPE_U8: return MPI_UINT8_T;
     case FERRY_DTYPE_I32: return MPI_INT32_T;
     case FERRY_DTYPE_I64: return MPI_INT64_T;
+    case FERRY_DTYPE_U16: return MPI_UINT16_T;
+    case FERRY_DTYPE_U32: return MPI_UINT32_T;
     default: return MPI_DATATYPE_NULL;
     }
 }

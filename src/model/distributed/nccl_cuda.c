@@ -103,7 +103,8 @@ static bool nccl_type(ferry_dtype dt, ncclDataType_t *out)
     case FERRY_DTYPE_U8: *out = ncclUint8; return true;
     case FERRY_DTYPE_I32: *out = ncclInt32; return true;
     case FERRY_DTYPE_I64: *out = ncclInt64; return true;
-    default: return false;
+    case FERRY_DTYPE_U32: *out = ncclUint32; return true;
+    default: return false; /* u16: NCCL has no 16-bit integer */
     }
 }
 

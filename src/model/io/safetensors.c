@@ -218,6 +218,7 @@ static ferry_status jskip(jp *j, int depth)
 static const struct { const char *name; ferry_dtype dt; } st_dtypes[] = {
     {"F32", FERRY_DTYPE_F32}, {"F16", FERRY_DTYPE_F16}, {"BF16", FERRY_DTYPE_BF16},
     {"U8", FERRY_DTYPE_U8},   {"I32", FERRY_DTYPE_I32}, {"I64", FERRY_DTYPE_I64},
+    {"U16", FERRY_DTYPE_U16}, {"U32", FERRY_DTYPE_U32},
 };
 
 static const char *st_dtype_name(ferry_dtype dt)

@@ -350,6 +350,8 @@ static inline float fk_ldf(ferry_dtype dt, const void *p, int64_t i)
     case FERRY_DTYPE_U8: return (float)((const uint8_t *)p)[i];
     case FERRY_DTYPE_I32: return (float)((const int32_t *)p)[i];
     case FERRY_DTYPE_I64: return (float)((const int64_t *)p)[i];
+    case FERRY_DTYPE_U16: return (float)((const uint16_t *)p)[i];
+    case FERRY_DTYPE_U32: return (float)((const uint32_t *)p)[i];
     default: return 0.0f;
     }
 }
@@ -360,6 +362,7 @@ static inline double fk_ldd(ferry_dtype dt, const void *p, int64_t i)
     case FERRY_DTYPE_F32: return ((const float *)p)[i];
     case FERRY_DTYPE_I32: return ((const int32_t *)p)[i];
     case FERRY_DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case FERRY_DTYPE_U32: return ((const uint32_t *)p)[i];
     default: return fk_ldf(dt, p, i);
     }
 }

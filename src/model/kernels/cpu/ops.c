@@ -23,6 +23,8 @@ void fk_std(ferry_dtype dt, void *p, int64_t i, double v)
     case FERRY_DTYPE_U8: ((uint8_t *)p)[i] = (uint8_t)fk_sat(v, 0, UINT8_MAX); break;
     case FERRY_DTYPE_I32: ((int32_t *)p)[i] = (int32_t)fk_sat(v, INT32_MIN, INT32_MAX); break;
     case FERRY_DTYPE_I64: ((int64_t *)p)[i] = fk_sat(v, INT64_MIN, INT64_MAX); break;
+    case FERRY_DTYPE_U16: ((uint16_t *)p)[i] = (uint16_t)fk_sat(v, 0, UINT16_MAX); break;
+    case FERRY_DTYPE_U32: ((uint32_t *)p)[i] = (uint32_t)fk_sat(v, 0, UINT32_MAX); break;
     default: break;
     }
 }

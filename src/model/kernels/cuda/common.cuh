@@ -59,6 +59,8 @@ __device__ __forceinline__ float fk_f(__nv_bfloat16 x) { return __bfloat162float
 __device__ __forceinline__ float fk_f(uint8_t x) { return (float)x; }
 __device__ __forceinline__ float fk_f(int32_t x) { return (float)x; }
 __device__ __forceinline__ float fk_f(int64_t x) { return (float)x; }
+__device__ __forceinline__ float fk_f(uint16_t x) { return (float)x; }
+__device__ __forceinline__ float fk_f(uint32_t x) { return (float)x; }
 
 __device__ __forceinline__ double fk_d(float x) { return x; }
 __device__ __forceinline__ double fk_d(__half x) { return __half2float(x); }
@@ -66,6 +68,8 @@ __device__ __forceinline__ double fk_d(__nv_bfloat16 x) { return __bfloat162floa
 __device__ __forceinline__ double fk_d(uint8_t x) { return x; }
 __device__ __forceinline__ double fk_d(int32_t x) { return x; }
 __device__ __forceinline__ double fk_d(int64_t x) { return (double)x; }
+__device__ __forceinline__ double fk_d(uint16_t x) { return x; }
+__device__ __forceinline__ double fk_d(uint32_t x) { return x; }
 
 /* Stores round as the CPU's fk_std does: double to f32, then f32 to f16/bf16 with
  * tensor/half.h's bit code (NaN payloads included), integers saturated. */
@@ -85,6 +89,8 @@ template <> __device__ __forceinline__ int32_t fk_to<int32_t>(double v)
     return (int32_t)fk_sat(v, INT32_MIN, INT32_MAX);
 }
 template <> __device__ __forceinline__ int64_t fk_to<int64_t>(double v) { return fk_sat(v, INT64_MIN, INT64_MAX); }
+template <> __device__ __forceinline__ uint16_t fk_to<uint16_t>(double v) { return (uint16_t)fk_sat(v, 0, UINT16_MAX); }
+template <> __device__ __forceinline__ uint32_t fk_to<uint32_t>(double v) { return (uint32_t)fk_sat(v, 0, UINT32_MAX); }
 
 /* An f32 result stored into a float dtype: the same bits as fk_to<T>((double)v),
  * without a conversion through double (which runs at the double rate). */
@@ -113,6 +119,8 @@ template <> __device__ __forceinline__ __nv_bfloat16 fk_to_f32<__nv_bfloat16>(fl
     case FERRY_DTYPE_U8: { typedef uint8_t T; __VA_ARGS__; } break;                               \
     case FERRY_DTYPE_I32: { typedef int32_t T; __VA_ARGS__; } break;                              \
     case FERRY_DTYPE_I64: { typedef int64_t T; __VA_ARGS__; } break;                              \
+    case FERRY_DTYPE_U16: { typedef uint16_t T; __VA_ARGS__; } break;                             \
+    case FERRY_DTYPE_U32: { typedef uint32_t T; __VA_ARGS__; } break;                             \
     default: return fk_bad_dtype(dt, what);                                                       \
     }
 

@@ -483,7 +483,8 @@ extern "C" ferry_status FK_CU(fk_cuda_reduce)(const fk_ctx *c, fk_rop op, ferry_
     ferry_status st = fk_enter(c, &guard);
     if (st != FERRY_OK || outer * inner == 0)
         return st;
-    if (dt == FERRY_DTYPE_U8 || dt == FERRY_DTYPE_I32 || dt == FERRY_DTYPE_I64) {
+    if (dt == FERRY_DTYPE_U8 || dt == FERRY_DTYPE_I32 || dt == FERRY_DTYPE_I64 || dt == FERRY_DTYPE_U16 ||
+        dt == FERRY_DTYPE_U32) {
         FK_ALL_TYPES(dt, T, "reduction", {
             FK_LAUNCH(fk_blocks(outer * inner), FK_THREADS, fk_stream(c), k_reduce_exact<T>)((int)op, y, (const T *)x,
                                                                                          outer, n, inner);
