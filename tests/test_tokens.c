@@ -47,6 +47,22 @@ static uint32_t tok_at(const void *row, size_t j, size_t width)
                             (uint32_t)p[3] << 24;
 }
 
+/* Element [i][j] of a 2-D integer tensor in host memory, by its strides
+ * (inputs and targets are strided views of the batch's token rows). */
+static int64_t at2(const ferry_tensor *t, size_t i, size_t j)
+{
+    const int64_t *s = ferry_tensor_strides(t);
+    int64_t k = (int64_t)i * s[0] + (int64_t)j * s[1];
+    const void *d = ferry_tensor_data(t);
+    switch (ferry_tensor_dtype(t)) {
+    case FERRY_DTYPE_I32: return ((const int32_t *)d)[k];
+    case FERRY_DTYPE_I64: return ((const int64_t *)d)[k];
+    case FERRY_DTYPE_U16: return ((const uint16_t *)d)[k];
+    case FERRY_DTYPE_U32: return ((const uint32_t *)d)[k];
+    default: ASSERT_MSG(0, "dtype %s", ferry_dtype_name(ferry_tensor_dtype(t))); return 0;
+    }
+}
+
 static ferry_tokens *open_tokens(const char *const *paths, size_t n, ferry_tokens_config c)
 {
     ferry_tokens *t = NULL;
@@ -387,18 +403,17 @@ static size_t drain(ferry_loader *l, size_t T, size_t *out, size_t max)
     ferry_batch b;
     ferry_status st;
     while ((st = ferry_loader_next(l, NULL, &b)) == FERRY_OK && n < max) {
-        const int32_t *in = ferry_tensor_data(ferry_batch_field(&b, "inputs"));
-        const int32_t *tg = ferry_tensor_data(ferry_batch_field(&b, "targets"));
+        const ferry_tensor *in = ferry_batch_field(&b, "inputs"), *tg = ferry_batch_field(&b, "targets");
         ASSERT(in && tg);
         for (size_t i = 0; i < b.size; i++) {
-            const int32_t *x = in + i * T, *y = tg + i * T;
-            ASSERT_EQ_INT(x[0] % (int32_t)T, 0);
+            int64_t x0 = at2(in, i, 0);
+            ASSERT_EQ_INT(x0 % (int64_t)T, 0);
             for (size_t j = 0; j < T; j++) {
-                ASSERT_EQ_INT(x[j], x[0] + (int32_t)j);
-                ASSERT_EQ_INT(y[j], x[0] + (int32_t)j + 1);
+                ASSERT_EQ_INT(at2(in, i, j), x0 + (int64_t)j);
+                ASSERT_EQ_INT(at2(tg, i, j), x0 + (int64_t)j + 1);
             }
-            ASSERT_EQ_SIZE((size_t)x[0] / T, b.indices[i]);
-            out[n++] = (size_t)x[0] / T;
+            ASSERT_EQ_SIZE((size_t)x0 / T, b.indices[i]);
+            out[n++] = (size_t)x0 / T;
         }
     }
     ASSERT_STATUS(st, FERRY_END);
@@ -627,8 +642,8 @@ TEST(tokens_api_bad_input)
     ferry_tokens_destroy(t);
 }
 
-/* On a GPU (the simulated one too): inputs and targets arrive as the rows'
- * tokens, widened; with token_dtype U8 the rows cross as stored. */
+/* On a GPU (the simulated one too): the rows cross as stored (u16) and
+ * arrive as dt, widened on the device; inputs and targets are views of them. */
 static void gpu_rows(ferry_dtype dt)
 {
     ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7, .token_dtype = dt});
@@ -640,24 +655,19 @@ static void gpu_rows(ferry_dtype dt)
     size_t seen = 0;
     uint16_t want[8];
     while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
-        ferry_tensor *in = NULL, *tg = NULL;
-        ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, dt == FERRY_DTYPE_U8 ? "tokens" : "inputs"),
-                                  ferry_cpu(), false, &in));
-        if (dt != FERRY_DTYPE_U8)
-            ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "targets"), ferry_cpu(), false, &tg));
+        ferry_tensor *rows = ferry_batch_field(&b, "tokens"), *in = NULL, *tg = NULL;
+        ASSERT_EQ_INT(ferry_tensor_dtype(rows), dt);
+        ASSERT_EQ_INT(ferry_tensor_device(rows).type, FERRY_DEVICE_CUDA);
+        ASSERT(ferry_tensor_data(ferry_batch_field(&b, "inputs")) == ferry_tensor_data(rows));
+        ASSERT(ferry_tensor_data(ferry_batch_field(&b, "targets")) ==
+               (char *)ferry_tensor_data(rows) + ferry_dtype_size(dt));
+        ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "inputs"), ferry_cpu(), false, &in));
+        ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "targets"), ferry_cpu(), false, &tg));
         for (size_t i = 0; i < b.size; i++) {
             ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
-            if (dt == FERRY_DTYPE_U8) {
-                ASSERT_MEM_EQ((const uint16_t *)ferry_tensor_data(in) + i * 8, want, sizeof want);
-                continue;
-            }
             for (size_t j = 0; j < 7; j++) {
-                int64_t x = dt == FERRY_DTYPE_I64 ? ((const int64_t *)ferry_tensor_data(in))[i * 7 + j]
-                                                  : ((const int32_t *)ferry_tensor_data(in))[i * 7 + j];
-                int64_t y = dt == FERRY_DTYPE_I64 ? ((const int64_t *)ferry_tensor_data(tg))[i * 7 + j]
-                                                  : ((const int32_t *)ferry_tensor_data(tg))[i * 7 + j];
-                ASSERT_EQ_INT(x, want[j]);
-                ASSERT_EQ_INT(y, want[j + 1]);
+                ASSERT_EQ_INT(at2(in, i, j), want[j]);
+                ASSERT_EQ_INT(at2(tg, i, j), want[j + 1]);
             }
         }
         seen += b.size;
@@ -674,7 +684,121 @@ TEST(windows_reach_the_gpu_as_fields)
     ft_require_cuda();
     gpu_rows(FERRY_DTYPE_I32);
     gpu_rows(FERRY_DTYPE_I64);
-    gpu_rows(FERRY_DTYPE_U8);
+    gpu_rows(FERRY_DTYPE_U16);
+    gpu_rows(FERRY_DTYPE_U32);
+}
+
+/* What crosses to the device per batch is the rows as stored: 2 bytes a
+ * token, not the 8 that widened inputs and targets would take. */
+TEST(tokens_cross_as_stored)
+{
+    ft_require_cuda();
+    enum { T = 255, B = 16 };
+    const char *p = counting_file("cross.bin", 64 * T + 1);
+    /* counting_file writes u32 tokens: re-write them as u16 */
+    size_t n;
+    uint8_t *d = ft_read_file(p, &n);
+    size_t tokens = (n - 1024) / 4;
+    uint8_t *u = calloc(1, 1024 + tokens * 2);
+    int32_t h[3] = {20240520, 1, (int32_t)tokens};
+    memcpy(u, h, sizeof h);
+    for (size_t j = 0; j < tokens; j++) {
+        uint16_t v = (uint16_t)j;
+        memcpy(u + 1024 + 2 * j, &v, 2);
+    }
+    const char *p16 = ft_tmp("cross16.bin");
+    ft_write_file(p16, u, 1024 + tokens * 2);
+    free(d);
+    free(u);
+    for (int wide = 0; wide < 2; wide++) {
+        ferry_tokens *t = open_tokens(wide ? &p : &p16, 1, (ferry_tokens_config){.seq_len = T});
+        ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = B,
+                                 .num_workers = 2, .device = ft_device("cuda:0"), .drop_last = true};
+        ferry_loader *l = NULL;
+        ASSERT_OK(ferry_loader_create(&c, &l));
+        ferry_batch b;
+        size_t batches = 0;
+        while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+            ferry_tensor *in = NULL;
+            ASSERT_EQ_INT(ferry_tensor_dtype(ferry_batch_field(&b, "inputs")), FERRY_DTYPE_I32);
+            ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "inputs"), ferry_cpu(), false, &in));
+            ASSERT_EQ_INT(at2(in, 3, 5), (int64_t)b.indices[3] * T + 5);
+            ferry_tensor_release(in);
+            batches++;
+        }
+        ferry_loader_stats st;
+        ASSERT_OK(ferry_loader_stats_get(l, &st));
+        size_t per = (size_t)(st.h2d_bytes / batches), rows = B * (T + 1) * (wide ? 4 : 2);
+        ASSERT_MSG(per >= rows && per < rows + 4096, "%zu bytes a batch crossed for %zu of rows "
+                   "(%s tokens)", per, rows, wide ? "u32" : "u16");
+        ferry_loader_destroy(l);
+        ferry_tokens_destroy(t);
+    }
+}
+
+/* The fields as declared: the stored row, two views of it, and in a batch
+ * on the CPU (widened by the workers there) inputs and targets as strided
+ * views of the one [B, T + 1] row, not copies. */
+TEST(inputs_and_targets_are_views_of_the_row)
+{
+    enum { T = 7 };
+    ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = T});
+    const ferry_field *f = NULL;
+    size_t nf = 0;
+    ASSERT_OK(ferry_dataset_fields(ferry_tokens_dataset(t), &f, &nf));
+    ASSERT_EQ_SIZE(nf, 3);
+    ASSERT_STR_EQ(f[0].name, "tokens");
+    ASSERT_EQ_INT(f[0].dtype, FERRY_DTYPE_U16);
+    ASSERT_EQ_INT(f[0].batch_dtype, FERRY_DTYPE_I32);
+    ASSERT_EQ_SIZE(f[0].shape[0], T + 1);
+    ASSERT_STR_EQ(f[1].view_of, "tokens");
+    ASSERT_EQ_SIZE(f[1].view_start, 0);
+    ASSERT_STR_EQ(f[2].view_of, "tokens");
+    ASSERT_EQ_SIZE(f[2].view_start, 1);
+    ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 5, .shuffle = true,
+                             .seed = 4, .num_workers = 2, .device = ferry_cpu()};
+    ferry_loader *l = NULL;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ferry_batch b;
+    uint16_t want[T + 1];
+    while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
+        ferry_tensor *rows = ferry_batch_field(&b, "tokens"), *in = ferry_batch_field(&b, "inputs"),
+                     *tg = ferry_batch_field(&b, "targets");
+        ASSERT(ferry_tensor_is_contiguous(rows));
+        ASSERT_EQ_INT(ferry_tensor_dtype(in), FERRY_DTYPE_I32);
+        ASSERT_EQ_INT(ferry_tensor_dim(in, 0), (int64_t)b.size);
+        ASSERT_EQ_INT(ferry_tensor_dim(in, 1), T);
+        ASSERT_EQ_INT(ferry_tensor_strides(in)[0], T + 1);
+        ASSERT_EQ_INT(ferry_tensor_strides(tg)[1], 1);
+        ASSERT(ferry_tensor_data(in) == ferry_tensor_data(rows));
+        ASSERT(ferry_tensor_data(tg) == (int32_t *)ferry_tensor_data(rows) + 1);
+        ASSERT(ferry_batch_lengths(&b, "inputs") == NULL);
+        for (size_t i = 0; i < b.size; i++) {
+            ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
+            for (size_t j = 0; j <= T; j++)
+                ASSERT_EQ_INT(at2(rows, i, j), want[j]);
+        }
+    }
+    ferry_loader_destroy(l);
+    /* field_dtypes names the row, not a view; naming the row overrides the dataset's i32 */
+    ferry_field_dtype bad = {"targets", FERRY_DTYPE_I64}, good = {"tokens", FERRY_DTYPE_U16};
+    c.field_dtypes = &bad;
+    c.num_field_dtypes = 1;
+    ASSERT_STATUS(ferry_loader_create(&c, &l), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "'targets' is a view of 'tokens'");
+    c.field_dtypes = &good;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    ASSERT_OK(ferry_loader_next(l, NULL, &b));
+    ASSERT_EQ_INT(ferry_tensor_dtype(ferry_batch_field(&b, "targets")), FERRY_DTYPE_U16);
+    ASSERT_OK(ferry_tokens_read(t, b.indices[0], want));
+    ASSERT_EQ_INT(at2(ferry_batch_field(&b, "targets"), 0, T - 1), want[T]);
+    ferry_loader_destroy(l);
+    ferry_tokens_destroy(t);
+    /* u32 files cannot arrive as u16 */
+    const char *p32 = REF "s2_000.bin";
+    ASSERT_STATUS(ferry_tokens_open(&p32, 1, &(ferry_tokens_config){.seq_len = 4,
+                                    .token_dtype = FERRY_DTYPE_U16}, &t), FERRY_ERR_INVALID_ARG);
+    ASSERT_STR_CONTAINS(ferry_last_error(), "token_dtype u16");
 }
 
 /* Documents through the loader: every row's inputs, targets, offsets (with
@@ -688,9 +812,9 @@ TEST(documents_through_the_loader_as_fields)
     const ferry_field *f = NULL;
     size_t nf = 0;
     ASSERT_OK(ferry_dataset_fields(ferry_tokens_dataset(t), &f, &nf));
-    ASSERT_EQ_SIZE(nf, 4);
-    ASSERT_STR_EQ(f[2].name, "offsets");
-    ASSERT(f[2].ragged);
+    ASSERT_EQ_SIZE(nf, 5);
+    ASSERT_STR_EQ(f[3].name, "offsets");
+    ASSERT(f[3].ragged);
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 6, .shuffle = true,
                              .seed = 2, .num_workers = 3, .device = ferry_cpu()};
     ferry_loader *l = NULL;
@@ -698,8 +822,7 @@ TEST(documents_through_the_loader_as_fields)
     ferry_batch b;
     size_t seen = 0;
     while (ferry_loader_next(l, NULL, &b) == FERRY_OK) {
-        const int32_t *in = ferry_tensor_data(ferry_batch_field(&b, "inputs"));
-        const int32_t *tg = ferry_tensor_data(ferry_batch_field(&b, "targets"));
+        const ferry_tensor *in = ferry_batch_field(&b, "inputs"), *tg = ferry_batch_field(&b, "targets");
         const int32_t *off = ferry_tensor_data(ferry_batch_field(&b, "offsets"));
         const int32_t *pos = ferry_tensor_data(ferry_batch_field(&b, "positions"));
         const int64_t *len = ferry_tensor_data(ferry_batch_lengths(&b, "offsets"));
@@ -712,8 +835,8 @@ TEST(documents_through_the_loader_as_fields)
             ASSERT_OK(ferry_tokens_row_docs(t, b.indices[i], o, T + 1, &nd, p));
             ASSERT_EQ_INT(len[i], nd + 1);
             for (size_t j = 0; j < T; j++) {
-                ASSERT_EQ_INT(in[i * T + j], row[j]);
-                ASSERT_EQ_INT(tg[i * T + j], row[j + 1]);
+                ASSERT_EQ_INT(at2(in, i, j), row[j]);
+                ASSERT_EQ_INT(at2(tg, i, j), row[j + 1]);
                 ASSERT_EQ_INT(pos[i * T + j], p[j]);
             }
             for (size_t j = 0; j <= nd; j++)
@@ -724,27 +847,26 @@ TEST(documents_through_the_loader_as_fields)
     ASSERT_EQ_SIZE(seen, ferry_tokens_len(t));
     ferry_loader_destroy(l);
     ferry_tokens_destroy(t);
-    /* As stored: "tokens" in place of inputs and targets, the boundaries kept. */
+    /* get_fields writes the row as stored and the boundaries; views get no dst. */
     t = open_tokens(S1, 3, (ferry_tokens_config){
-        .seq_len = T, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256,
-        .token_dtype = FERRY_DTYPE_U8});
+        .seq_len = T, .cut = FERRY_TOKENS_DOCUMENTS, .delimiter = 50256});
     ASSERT_OK(ferry_dataset_fields(ferry_tokens_dataset(t), &f, &nf));
-    ASSERT_EQ_SIZE(nf, 3);
     ASSERT_STR_EQ(f[0].name, "tokens");
-    ASSERT_EQ_SIZE(f[0].shape[0], 2 * (T + 1));
-    ASSERT_STR_EQ(f[1].name, "offsets");
-    void *dst[3];
+    ASSERT_EQ_SIZE(f[0].shape[0], T + 1);
+    void *dst[5];
     uint16_t row[T + 1], want[T + 1];
     int32_t o[T + 1], p[T], o2[T + 1];
-    size_t lens[3] = {0}, nd = 0;
+    size_t lens[5] = {0}, nd = 0;
     dst[0] = row;
-    dst[1] = o;
-    dst[2] = p;
+    dst[1] = dst[2] = NULL;
+    dst[3] = o;
+    dst[4] = p;
     ASSERT_OK(ferry_dataset_get_fields(ferry_tokens_dataset(t), 2, dst, lens, NULL));
     ASSERT_OK(ferry_tokens_read(t, 2, want));
     ASSERT_MEM_EQ(row, want, sizeof row);
     ASSERT_OK(ferry_tokens_row_docs(t, 2, o2, T + 1, &nd, NULL));
-    ASSERT_EQ_SIZE(lens[1], nd + 1);
+    ASSERT_EQ_SIZE(lens[3], nd + 1);
+    ASSERT_EQ_SIZE(lens[1], T);
     ASSERT_MEM_EQ(o, o2, (nd + 1) * sizeof *o);
     ferry_tokens_destroy(t);
 }
@@ -754,7 +876,7 @@ TEST(documents_through_the_loader_as_fields)
 TEST(streaming_reads_every_window_once)
 {
     ferry_tokens *t = open_tokens(S1, 3, (ferry_tokens_config){.seq_len = 7,
-                                                               .token_dtype = FERRY_DTYPE_U8});
+                                                               .token_dtype = FERRY_DTYPE_U16});
     size_t n = ferry_tokens_len(t);
     ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = 5, .shuffle = true,
                              .seed = 3, .num_workers = 2, .device = ferry_cpu(),

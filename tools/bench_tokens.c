@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli_args.h"
 #include "commands.h"
@@ -27,18 +28,22 @@ typedef struct bopts {
     uint64_t make;
     const char *device;
     ferry_dtype dtype;
+    size_t step_us;
 } bopts;
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: ferry bench tokens [--batch B] [--seq-len T] [--workers N] [--batches K]\n"
-               "                          [--device DEV] [--make TOKENS] PATH...\n"
+               "                          [--device DEV] [--step-us U] [--make TOKENS] PATH...\n"
                "tokens/s and time per next() of the loader over token files (windows of T + 1,\n"
                "shuffled) against a synchronous fread loop as llm.c's loader does, in one run.\n"
                "  --batch B (16), --seq-len T (1024), --workers N (2), --batches K (2000),\n"
                "  --prefetch P (4), --device cpu|cuda:N (the default device)\n"
-               "  --dtype i32|i64|u8: inputs and targets as i32 (default) or i64, widened by\n"
-               "                the workers, or u8: the rows as stored (one field, \"tokens\")\n"
+               "  --dtype i32|i64|u16|u32: the dtype inputs and targets arrive in (i32); the\n"
+               "                rows cross as stored and are widened on the device\n"
+               "  --step-us U: the training step's time between two next() calls (0): the\n"
+               "                training thread sleeps, as it waits for the GPU, and both loops\n"
+               "                get the same; next()'s time excludes it (tokens/s does not)\n"
                "  --make TOKENS: first write that many random uint16 tokens as llm.c shards of\n"
                "                100M tokens into PATH (a folder that must not exist)\n");
 }
@@ -46,7 +51,8 @@ static void usage(FILE *f)
 static int parse(int argc, char **argv, bopts *o)
 {
     static const char *const valued[] = {"--batch", "--seq-len", "--workers", "--batches",
-                                         "--device", "--make", "--prefetch", "--dtype", NULL};
+                                         "--device", "--make", "--prefetch", "--dtype",
+                                         "--step-us", NULL};
     *o = (bopts){.batch = 16, .T = 1024, .workers = 2, .batches = 2000, .prefetch = 4,
                  .dtype = FERRY_DTYPE_I32};
     o->paths = calloc((size_t)argc, sizeof *o->paths);
@@ -69,14 +75,16 @@ static int parse(int argc, char **argv, bopts *o)
                 : !strcmp(a, "--workers") ? cli_size(PROG, a, v, 0, 64, &o->workers)
                 : !strcmp(a, "--batches") ? cli_size(PROG, a, v, 2, 1 << 30, &o->batches)
                 : !strcmp(a, "--prefetch") ? cli_size(PROG, a, v, 1, 64, &o->prefetch)
+                : !strcmp(a, "--step-us") ? cli_size(PROG, a, v, 0, 10000000, &o->step_us)
                 : !strcmp(a, "--make") ? cli_u64(PROG, a, v, &o->make) : 0;
         if (!strcmp(a, "--device"))
             o->device = v;
         if (!strcmp(a, "--dtype")) {
             o->dtype = !strcmp(v, "i32") ? FERRY_DTYPE_I32 : !strcmp(v, "i64") ? FERRY_DTYPE_I64
-                     : !strcmp(v, "u8") ? FERRY_DTYPE_U8 : FERRY_DTYPE_COUNT;
+                     : !strcmp(v, "u16") ? FERRY_DTYPE_U16 : !strcmp(v, "u32") ? FERRY_DTYPE_U32
+                     : FERRY_DTYPE_COUNT;
             if (o->dtype == FERRY_DTYPE_COUNT)
-                return cli_bad_value(PROG, a, v, "i32, i64 or u8");
+                return cli_bad_value(PROG, a, v, "i32, i64, u16 or u32");
         }
         if (bad)
             return CLI_USAGE;
@@ -146,6 +154,14 @@ static result summarize(double *t, size_t n, double wall)
     return r;
 }
 
+/* The training step's time: the training thread waits (for the GPU, say). */
+static void step(size_t us)
+{
+    struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    while (us && nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
 /* llm.c's loader: the next B*T + 1 tokens of the current shard (the next
  * shard when they do not fit), one fseek and one fread, widened into int32
  * inputs and targets in the training thread. */
@@ -186,6 +202,7 @@ static int sync_loop(const ferry_tok_source *src, const bopts *o, double *t, res
         }
         pos += B * T;
         t[b] = ferry_now() - a;
+        step(o->step_us);
     }
     *out = summarize(t, o->batches, ferry_now() - t0);
     if (bad)
@@ -224,6 +241,7 @@ static int loader_loop(ferry_tokens *tk, const bopts *o, double *t, result *out)
         if (st == FERRY_END)
             st = ferry_loader_reset(l, b.epoch + 1) == FERRY_OK ? ferry_loader_next(l, NULL, &b) : st;
         t[i] = ferry_now() - a;
+        step(o->step_us);
     }
     if (st == FERRY_OK)
         st = ferry_device_synchronize(ferry_loader_device(l));
@@ -274,9 +292,8 @@ int bench_tokens(int argc, char **argv)
     ferry_tokens_info in;
     ferry_tokens_info_get(tk, &in);
     printf("%zu files, %.3g tokens, T=%zu, B=%zu, %zu workers, prefetch %zu, %zu batches, "
-           "inputs and targets %s\n", in.shards, (double)in.tokens, o.T, o.batch, o.workers,
-           o.prefetch, o.batches, o.dtype == FERRY_DTYPE_U8 ? "as stored (u8 rows)"
-                                  : ferry_dtype_name(o.dtype));
+           "inputs and targets %s, step %zu us\n", in.shards, (double)in.tokens, o.T, o.batch,
+           o.workers, o.prefetch, o.batches, ferry_dtype_name(o.dtype), o.step_us);
     double *t = calloc(o.batches, sizeof *t);
     result rl = {0}, rs = {0};
     rc = !t || loader_loop(tk, &o, t, &rl) || sync_loop(src, &o, t, &rs);

@@ -34,8 +34,14 @@ void tool_fields_print(FILE *f, const ferry_dataset *ds)
         fprintf(f, "  field %-12s %-4s [", fl[k].name, ferry_dtype_name(fl[k].dtype));
         for (size_t d = 0; d < fl[k].ndim; d++)
             fprintf(f, "%s%s%zu", d ? ", " : "", d == 0 && fl[k].ragged ? "<=" : "", fl[k].shape[d]);
-        fprintf(f, "]%s\n", fl[k].role == FERRY_FIELD_IMAGE ? " image"
-                            : fl[k].ragged ? " ragged: padded, lengths beside" : "");
+        fprintf(f, "]%s", fl[k].role == FERRY_FIELD_IMAGE ? " image"
+                          : fl[k].ragged ? " ragged: padded, lengths beside" : "");
+        if (fl[k].view_of)
+            fprintf(f, " view of %s[%zu:%zu]", fl[k].view_of, fl[k].view_start,
+                    fl[k].view_start + fl[k].shape[0]);
+        if (fl[k].batch_dtype != FERRY_DTYPE_F32 && fl[k].batch_dtype != fl[k].dtype)
+            fprintf(f, " (arrives as %s)", ferry_dtype_name(fl[k].batch_dtype));
+        fputc('\n', f);
     }
 }
 

@@ -44,10 +44,26 @@ typedef enum ferry_field_role {
 typedef struct ferry_field {
     const char *name;
     ferry_dtype dtype;
+    /* The dtype the loader delivers the field (and its views) in, converted
+     * on the device after the batch's one copy (by the workers on the CPU):
+     * u16 token ids cross as stored and arrive as i32. field_dtypes
+     * overrides it. 0 (FERRY_DTYPE_F32) means the field's own dtype; a field
+     * stored otherwise that should arrive as f32 says so in field_dtypes. */
+    ferry_dtype batch_dtype;
     size_t ndim;
     size_t shape[FERRY_FIELD_MAX_DIMS];
     bool ragged;
     ferry_field_role role;
+    /* A view: no bytes of its own, but entries [view_start, view_start +
+     * shape[0]) along the first dimension of the earlier field named view_of
+     * (a fixed field with ndim >= 1 that is no view), with its dtype and
+     * trailing shape. A token window's inputs and targets are two views of
+     * its T + 1 tokens, so the batch carries the window once. get() writes no
+     * view (its dst is NULL); the batch's view is a strided tensor (row
+     * stride the parent's), which the layers make contiguous on the device
+     * as they need. NULL: a field of its own. */
+    const char *view_of;
+    size_t view_start;
 } ferry_field;
 
 /* Bytes of one sample of f at its full (maximum) shape; 0 for an invalid
@@ -68,7 +84,8 @@ FERRY_API ferry_status ferry_dataset_field_index(const ferry_dataset *ds, const 
                                                  size_t *index);
 
 /* Decodes every field of sample index: dst[k] receives field k
- * (ferry_field_bytes of it, aligned for its dtype), lengths[k] (may be NULL
+ * (ferry_field_bytes of it, aligned for its dtype; NULL for a view, which
+ * is not written), lengths[k] (may be NULL
  * when no field is ragged) a ragged field's entries; other entries of
  * lengths are set to shape[0] (1 for a scalar). A ragged field is zero past
  * its length, so equal samples give equal bytes. Thread-safe; errors name
@@ -77,7 +94,8 @@ FERRY_API ferry_status ferry_dataset_get_fields(const ferry_dataset *ds, size_t 
                                                 void *const *dst, size_t *lengths,
                                                 const struct ferry_sample_ctx *ctx);
 
-/* A dataset of your own, by fields. get() fills dst[k] for each field k and,
+/* A dataset of your own, by fields. get() fills dst[k] for each field k
+ * (dst[k] is NULL for a view: nothing to write) and,
  * for each ragged one, lengths[k] (at most its shape[0]; unset or larger is
  * FERRY_ERR_FORMAT naming the field). It need not clear a ragged field past
  * its length. Thread-safe, as for ferry_dataset_custom; an IMAGE field is
@@ -100,7 +118,8 @@ FERRY_API ferry_status ferry_dataset_custom_fields(const ferry_dataset_field_cal
                                                    void *user, ferry_dataset **out);
 
 /* One column of a memory dataset: n samples of field, in the caller's
- * memory, used without copying (it must outlive the dataset). A fixed field:
+ * memory, used without copying (it must outlive the dataset). A view: no
+ * data (NULL). A fixed field:
  * data holds n * ferry_field_bytes(&field) bytes. A ragged field: data holds
  * the rows packed, sample i's rows [offsets[i], offsets[i + 1]) (offsets: n + 1
  * entries, not decreasing, from 0; no sample more than shape[0] rows). */

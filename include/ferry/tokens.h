@@ -17,14 +17,17 @@
  * The samples form a ferry_dataset (ferry_tokens_dataset) of fields that the
  * loader shuffles, splits across ranks and resumes as any other:
  *
- *   "inputs"    [T] i32 (or i64): the row's first T tokens
- *   "targets"   [T] i32 (or i64): its last T (inputs shifted by one)
+ *   "tokens"    [T + 1] u16 or u32: the row as stored, read straight into the
+ *               loader's pinned slot; it crosses to the device as stored (2 or
+ *               4 bytes a token) and is widened there to token_dtype
+ *   "inputs"    [T]: a view of tokens' first T (no bytes of its own)
+ *   "targets"   [T]: a view of its last T (inputs shifted by one)
  *   "offsets"   documents: ragged [T + 1] i32, cu_seqlens (ndocs + 1 of them)
  *   "positions" documents: [T] i32, each input's place in its document
  *
- * With token_dtype U8, one field "tokens" replaces inputs and targets: the
- * row's T + 1 tokens as stored (u16 or u32, little-endian) as bytes.
- * Get them with ferry_batch_field(&batch, "inputs"). docs/TOKENS.md says more. */
+ * In a batch, inputs and targets are [B, T] strided views (row stride T + 1)
+ * of the one [B, T + 1] window: ferry_batch_field(&batch, "inputs"). Layers
+ * that need them contiguous copy them on the device. docs/TOKENS.md says more. */
 #ifndef FERRY_TOKENS_H
 #define FERRY_TOKENS_H
 
@@ -69,9 +72,9 @@ typedef struct ferry_tokens_config {
      * disjoint shares from the distributed sampler with no padding. 0: 1.
      * 840 suits any world size from 1 to 8. */
     size_t len_multiple;
-    /* The dtype of "inputs" and "targets": FERRY_DTYPE_I32 (the default, 0
-     * also meaning it) or FERRY_DTYPE_I64; FERRY_DTYPE_U8 gives the field
-     * "tokens" in their place, the row as stored. */
+    /* The dtype "tokens" (so inputs and targets) arrive in: FERRY_DTYPE_I32
+     * (the default, 0 also meaning it), I64, or U16/U32 (as stored, or u16
+     * files widened to u32). The widening runs on the device. */
     ferry_dtype token_dtype;
     double remote_timeout_s;   /* 0: 10 */
     size_t remote_retries;     /* 0: 5 */

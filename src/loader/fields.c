@@ -1,7 +1,9 @@
 /* The loader's fields past the image and the label: each a region of the slot
  * after the labels (a ragged one with its i64 lengths after it), so that the
- * whole batch, every field, still crosses in the slot's one copy; their views
- * and the batch's lookup by name. */
+ * whole batch, every field, still crosses in the slot's one copy; a field's
+ * conversion to its batch dtype (on the device after the copy, by the workers
+ * on the CPU); views of a field (a token window's inputs and targets) as
+ * strided tensors over its region; and the batch's lookup by name. */
 #include <string.h>
 
 #include "common/error.h"
@@ -32,7 +34,13 @@ size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start)
         ferry_loader_field *x = &l->xf[l->nxf++];
         *x = (ferry_loader_field){.index = k, .bytes = ferry_field_bytes(&f[k]),
                                   .ragged = f[k].ragged, .dtype = f[k].dtype,
-                                  .out_dtype = f[k].dtype};
+                                  .out_dtype = f[k].dtype, .parent = SIZE_MAX};
+        if (f[k].view_of) { /* no bytes of its own; the parent is checked in field_casts */
+            for (size_t j = 0; j + 1 < l->nxf; j++)
+                if (strcmp(f[l->xf[j].index].name, f[k].view_of) == 0)
+                    x->parent = j;
+            continue;
+        }
         if ((x->offset = region(&at, l->batch, x->bytes)) == SIZE_MAX)
             return SIZE_MAX;
         if (x->ragged && (x->lengths_offset = region(&at, l->batch, sizeof(int64_t))) == SIZE_MAX)
@@ -41,15 +49,56 @@ size_t ferry_loader_layout_fields_(ferry_loader *l, size_t start)
     return at;
 }
 
+/* Each view's parent is a field of the loader's own (not the image or label,
+ * which go their own ways). */
+static ferry_status check_views(const ferry_loader *l, const ferry_field *f)
+{
+    for (size_t j = 0; j < l->nxf; j++) {
+        const ferry_field *x = &f[l->xf[j].index];
+        if (x->view_of && l->xf[j].parent == SIZE_MAX)
+            return ferry_fail(FERRY_ERR_UNSUPPORTED, "loader: field '%s' is a view of '%s', the "
+                              "dataset's image or label field: the loader views other fields "
+                              "only", x->name, x->view_of);
+    }
+    return FERRY_OK;
+}
+
+/* Field x is delivered as dt: a region of its own in field_out when dt differs. */
+static ferry_status set_cast(ferry_loader *l, ferry_loader_field *x, const char *name,
+                             ferry_dtype dt)
+{
+    x->cast = false;
+    x->out_dtype = x->dtype;
+    if (dt == x->dtype)
+        return FERRY_OK;
+    size_t elems = x->bytes / ferry_dtype_size(x->dtype), bytes;
+    if (!ferry_mul_size(elems * ferry_dtype_size(dt), l->batch, &bytes) || bytes > SIZE_MAX / 4)
+        return ferry_fail(FERRY_ERR_LIMIT, "field '%s' as %s: too large", name, ferry_dtype_name(dt));
+    x->cast = true;
+    x->out_dtype = dt;
+    return FERRY_OK;
+}
+
 ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_config *cfg)
 {
     const ferry_field *f;
     size_t n;
     (void)ferry_dataset_fields(l->ds, &f, &n);
     l->field_out_bytes = 0;
+    ferry_status st = check_views(l, f);
+    if (st != FERRY_OK)
+        return st;
     if (cfg->num_field_dtypes && !cfg->field_dtypes)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "num_field_dtypes is %zu but field_dtypes is NULL",
                           cfg->num_field_dtypes);
+    for (size_t j = 0; j < l->nxf; j++) { /* the dataset's own choice first */
+        ferry_loader_field *x = &l->xf[j];
+        ferry_dtype want = f[x->index].batch_dtype;
+        if (!f[x->index].view_of && want != FERRY_DTYPE_F32 &&
+            (st = set_cast(l, x, f[x->index].name, want)) != FERRY_OK)
+            return st;
+    }
+    bool named[FERRY_FIELD_MAX] = {false};
     for (size_t c = 0; c < cfg->num_field_dtypes; c++) {
         const ferry_field_dtype *fd = &cfg->field_dtypes[c];
         size_t k;
@@ -67,20 +116,24 @@ ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_confi
             return ferry_fail(FERRY_ERR_INVALID_ARG, "field_dtypes[%zu]: '%s' is the dataset's %s "
                               "field (%s)", c, fd->name, k == l->image_field ? "image" : "label",
                               k == l->image_field ? "its dtype is out_dtype" : "labels are i64");
-        if (fd->dtype == x->dtype || x->cast)
+        if (x->parent != SIZE_MAX)
+            return ferry_fail(FERRY_ERR_INVALID_ARG, "field_dtypes[%zu]: '%s' is a view of '%s': "
+                              "name '%s', and its views follow", c, fd->name, f[k].view_of,
+                              f[k].view_of);
+        if (named[k]) /* the first entry for a field wins */
             continue;
-        size_t elems = x->bytes / ferry_dtype_size(x->dtype), bytes;
-        if (!ferry_mul_size(elems * ferry_dtype_size(fd->dtype), l->batch, &bytes) ||
-            bytes > SIZE_MAX / 4)
-            return ferry_fail(FERRY_ERR_LIMIT, "field '%s' as %s: too large", fd->name,
-                              ferry_dtype_name(fd->dtype));
-        x->cast = true;
-        x->out_dtype = fd->dtype;
-        x->out_offset = l->field_out_bytes;
-        l->field_out_bytes += align_up(bytes, 256);
+        named[k] = true;
+        if ((st = set_cast(l, x, fd->name, fd->dtype)) != FERRY_OK)
+            return st;
     }
-    (void)f;
-    (void)n;
+    for (size_t j = 0; j < l->nxf; j++) { /* the regions, in field order */
+        ferry_loader_field *x = &l->xf[j];
+        if (!x->cast)
+            continue;
+        x->out_offset = l->field_out_bytes;
+        l->field_out_bytes += align_up(x->bytes / ferry_dtype_size(x->dtype) *
+                                       ferry_dtype_size(x->out_dtype) * l->batch, 256);
+    }
     return FERRY_OK;
 }
 
@@ -98,6 +151,19 @@ ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slo
             return st;
     }
     return FERRY_OK;
+}
+
+void ferry_loader_convert_sample_fields_(const ferry_loader *l, const ferry_slot *s, size_t pos)
+{
+    for (size_t j = 0; j < l->nxf; j++) {
+        const ferry_loader_field *x = &l->xf[j];
+        if (!x->cast)
+            continue;
+        size_t elems = x->bytes / ferry_dtype_size(x->dtype);
+        ferry_convert_host_(s->host + x->offset + pos * x->bytes, x->dtype,
+                            s->field_out + x->out_offset + pos * elems * ferry_dtype_size(x->out_dtype),
+                            x->out_dtype, (int64_t)elems);
+    }
 }
 
 /* Drops view v's own tensors (the image's and label's belong to images[v],
@@ -127,6 +193,12 @@ static ferry_status view_field(ferry_loader *l, ferry_slot *s, const ferry_field
     for (size_t d = 0; d < f->ndim; d++)
         shape[d + 1] = (int64_t)f->shape[d];
     uint8_t *dev = s->dev;
+    if (x->parent != SIZE_MAX) { /* the parent's rows, entries [view_start, ...) of each */
+        const ferry_tensor *p = b->tensors[l->xf[x->parent].index];
+        return ferry_tensor_view_(p, shape, p->strides, f->ndim + 1,
+                                  p->offset + (int64_t)f->view_start * p->strides[1],
+                                  &b->tensors[x->index]);
+    }
     ferry_status st = x->cast ? ferry_tensor_from_blob(s->field_out + x->out_offset, shape,
                                                        f->ndim + 1, x->out_dtype, l->dev,
                                                        &b->tensors[x->index])
@@ -168,7 +240,8 @@ void ferry_loader_field_dsts_(const ferry_loader *l, uint8_t *host, size_t pos, 
     if (l->label_field != SIZE_MAX)
         dst[l->label_field] = label;
     for (size_t j = 0; j < l->nxf; j++)
-        dst[l->xf[j].index] = host + l->xf[j].offset + pos * l->xf[j].bytes;
+        dst[l->xf[j].index] = l->xf[j].parent != SIZE_MAX ? NULL
+                              : host + l->xf[j].offset + pos * l->xf[j].bytes;
 }
 
 void ferry_loader_store_lengths_(const ferry_loader *l, uint8_t *host, size_t pos,

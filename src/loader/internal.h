@@ -37,6 +37,7 @@ typedef struct ferry_loader_field {
     bool cast;              /* delivered as out_dtype, converted after the copy */
     ferry_dtype dtype, out_dtype;
     size_t out_offset;      /* cast: in the slot's field_out region */
+    size_t parent;          /* a view's field (in xf), whose region it shares; SIZE_MAX: none */
 } ferry_loader_field;
 
 /* What ferry_batch.fields points at: every field's tensor of one view of a
@@ -197,6 +198,9 @@ ferry_status ferry_loader_field_casts_(ferry_loader *l, const ferry_loader_confi
 /* Queues the conversions of slot s's fields (count samples) on stream. */
 ferry_status ferry_loader_convert_fields_(const ferry_loader *l, const ferry_slot *s, size_t count,
                                           ferry_stream *stream);
+/* The CPU's conversion of sample pos's fields into field_out, by the worker
+ * that decoded it (on a GPU the device converts the batch at delivery). */
+void ferry_loader_convert_sample_fields_(const ferry_loader *l, const ferry_slot *s, size_t pos);
 ferry_status ferry_loader_field_views_(ferry_loader *l, ferry_slot *s, int v, size_t size);
 void ferry_loader_field_views_release_(ferry_slot *s);
 void ferry_loader_field_dsts_(const ferry_loader *l, uint8_t *host, size_t pos, void *image,

@@ -806,7 +806,7 @@ static ferry_status deliver(ferry_loader *l, ferry_slot *s, ferry_stream *stream
         sp.count = s->count;
         st = ferry_convert_batch(l->dev, stream, &sp, s->dev, s->out);
     }
-    if (st == FERRY_OK && l->field_out_bytes)
+    if (st == FERRY_OK && l->field_out_bytes && l->gpu) /* the CPU's: by the workers */
         st = ferry_loader_convert_fields_(l, s, s->count, stream);
     return st;
 }

@@ -54,6 +54,10 @@ static uint64_t hash_fields(uint64_t h, const ferry_dataset *ds)
         h = fnv_u64(h, f[k].ndim);
         for (size_t d = 0; d < f[k].ndim; d++)
             h = fnv_u64(h, f[k].shape[d]);
+        if (f[k].view_of) /* (only then: earlier states stay valid) */
+            h = fnv_u64(fnv(h, f[k].view_of, strlen(f[k].view_of) + 1), f[k].view_start);
+        if (f[k].batch_dtype != FERRY_DTYPE_F32)
+            h = fnv_u64(h, 0x100u + (uint64_t)f[k].batch_dtype);
     }
     return h;
 }

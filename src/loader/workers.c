@@ -125,9 +125,10 @@ static void add_seconds(_Atomic double *a, double v)
 
 /* Decodes dataset sample `index`, every field, into place pos of the slot
  * whose host buffer is host (the image in the wire format). Lock not held. */
-static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, uint8_t *host,
+static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, ferry_slot *slot,
                                size_t pos, int64_t *label)
 {
+    uint8_t *host = slot->host;
     FERRY_ASSERT_NOT_HELD(&l->lock);
     ferry_sample_timing t = {0};
     ferry_sample_ctx ctx = {
@@ -146,6 +147,8 @@ static ferry_status decode_one(ferry_loader *l, ferry_worker *w, size_t index, u
     ferry_status st = ferry_dataset_get_fields(l->ds, index, dsts, lengths, &ctx);
     if (st == FERRY_OK)
         ferry_loader_store_lengths_(l, host, pos, lengths);
+    if (st == FERRY_OK && l->field_out_bytes && !l->gpu)
+        ferry_loader_convert_sample_fields_(l, slot, pos);
     if (st == FERRY_OK && w->sample_buf) {
         double t0 = ferry_thread_cpu_now();
         ferry_convert_sample_cpu(&l->wire_spec, w->sample_buf, image);
@@ -256,7 +259,7 @@ static ferry_status try_candidate(ferry_loader *l, ferry_worker *w, task *t, siz
 {
     if (atomic_load_explicit(&l->known_bad[index], memory_order_relaxed))
         return FERRY_ERR_FORMAT;
-    ferry_status st = decode_one(l, w, index, t->slot->host, t->pos, &t->label);
+    ferry_status st = decode_one(l, w, index, t->slot, t->pos, &t->label);
     if (st != FERRY_OK)
         atomic_store_explicit(&l->known_bad[index], 1, memory_order_relaxed);
     else
@@ -315,7 +318,7 @@ static void run_task(ferry_loader *l, ferry_worker *w, task *t)
     if (l->known_bad && atomic_load_explicit(&l->known_bad[t->index], memory_order_relaxed))
         t->st = ferry_fail(FERRY_ERR_IO, "failed to decode earlier in this loader's life");
     else
-        t->st = decode_one(l, w, t->index, t->slot->host, t->pos, &t->label);
+        t->st = decode_one(l, w, t->index, t->slot, t->pos, &t->label);
     if (t->st == FERRY_OK)
         t->st = check_sample_time(l, w, t->index);
     if (t->st != FERRY_OK && t->st != FERRY_ERR_TIMEOUT && l->cfg.on_error == FERRY_ON_ERROR_SKIP)

@@ -88,6 +88,40 @@ static ferry_status check_role(const ferry_field *f, size_t n, size_t k, const c
                       (int)x->role);
 }
 
+/* A view's demands: an earlier fixed field of its own, the same dtype and
+ * trailing shape, entries inside it; and a batch dtype that is a dtype. */
+static ferry_status check_view(const ferry_field *f, size_t k, const char *what)
+{
+    const ferry_field *x = &f[k];
+    if (x->batch_dtype != FERRY_DTYPE_F32 && !ferry_dtype_size(x->batch_dtype))
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: field '%s': batch_dtype %d", what, x->name,
+                          (int)x->batch_dtype);
+    if (!x->view_of)
+        return FERRY_OK;
+    const ferry_field *p = NULL;
+    for (size_t j = 0; j < k && !p; j++)
+        if (f[j].name && strcmp(f[j].name, x->view_of) == 0)
+            p = &f[j];
+    if (!p || p->view_of || p->ragged || p->ndim == 0)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: field '%s' is a view of '%.*s', which is %s",
+                          what, x->name, FERRY_FIELD_NAME_MAX, x->view_of,
+                          !p ? "no earlier field" : p->view_of ? "a view itself"
+                          : p->ragged ? "ragged" : "a scalar");
+    bool same = x->dtype == p->dtype && x->ndim == p->ndim && !x->ragged &&
+                x->role == FERRY_FIELD_PLAIN && x->batch_dtype == FERRY_DTYPE_F32;
+    for (size_t d = 1; d < x->ndim && same; d++)
+        same = x->shape[d] == p->shape[d];
+    if (!same)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: field '%s', a view of '%s', must have its "
+                          "dtype and trailing shape and no role, raggedness or batch_dtype of its "
+                          "own", what, x->name, p->name);
+    if (x->view_start > p->shape[0] || x->shape[0] > p->shape[0] - x->view_start)
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: field '%s': entries [%zu, %zu + %zu) of "
+                          "'%s', which has %zu", what, x->name, x->view_start, x->view_start,
+                          x->shape[0], p->name, p->shape[0]);
+    return FERRY_OK;
+}
+
 ferry_status ferry__fields_check(const ferry_field *f, size_t n, const char *what)
 {
     if (!f || n == 0 || n > FERRY_FIELD_MAX)
@@ -110,7 +144,7 @@ ferry_status ferry__fields_check(const ferry_field *f, size_t n, const char *wha
         if (x->ragged && x->ndim == 0)
             return ferry_fail(FERRY_ERR_INVALID_ARG, "%s: field '%s': a scalar cannot be ragged",
                               what, x->name);
-        if ((st = check_role(f, n, k, what)) != FERRY_OK)
+        if ((st = check_role(f, n, k, what)) != FERRY_OK || (st = check_view(f, k, what)) != FERRY_OK)
             return st;
     }
     return FERRY_OK;
@@ -124,6 +158,9 @@ void ferry__fields_set(ferry_dataset *ds, const ferry_field *f, size_t n)
         ds->fields[k] = f[k];
         snprintf(ds->field_names[k], sizeof ds->field_names[k], "%s", f[k].name);
         ds->fields[k].name = ds->field_names[k];
+        for (size_t j = 0; j < k && f[k].view_of; j++) /* checked: an earlier field's name */
+            if (strcmp(f[j].name, f[k].view_of) == 0)
+                ds->fields[k].view_of = ds->field_names[j];
         if (f[k].role == FERRY_FIELD_IMAGE && ds->image_field == SIZE_MAX)
             ds->image_field = k;
         if (f[k].dtype == FERRY_DTYPE_I64 && f[k].ndim == 0 && ds->label_field == SIZE_MAX)
@@ -229,7 +266,7 @@ ferry_status ferry_dataset_get_fields(const ferry_dataset *ds, size_t index, voi
     size_t own[FERRY_FIELD_MAX];
     bool ragged = false;
     for (size_t k = 0; k < ds->num_fields; k++) {
-        if (!dst[k])
+        if (!dst[k] && !ds->fields[k].view_of)
             return FERRY_ARG_ERROR("dst[%zu] (field '%s') is NULL", k, ds->fields[k].name);
         ragged |= ds->fields[k].ragged;
     }

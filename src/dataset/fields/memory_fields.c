@@ -18,6 +18,8 @@ static ferry_status mf_get_fields(const ferry_dataset *ds, size_t index, void *c
     for (size_t k = 0; k < m->n; k++) {
         const ferry_memory_field *c = &m->cols[k];
         const uint8_t *src = c->data;
+        if (c->field.view_of)
+            continue;
         if (c->field.ragged) {
             size_t row = ferry_field_row_bytes(&ds->fields[k]);
             size_t a = c->offsets[index], b = c->offsets[index + 1];
@@ -96,6 +98,8 @@ ferry_status ferry_dataset_memory_fields(const ferry_memory_field *cols, size_t 
     ferry_status st = ferry__fields_check(f, num_cols, "memory dataset");
     for (size_t k = 0; st == FERRY_OK && k < num_cols; k++) {
         size_t total;
+        if (f[k].view_of)
+            continue;
         if (!cols[k].data && n)
             st = ferry_fail(FERRY_ERR_INVALID_ARG, "memory dataset: field '%s' has no data",
                             f[k].name);

@@ -32,10 +32,10 @@ static ferry_status check_config(const ferry_tokens_config *c)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "documents need a delimiter token from 0 to "
                           "2^32 - 1 (it is %lld)", (long long)c->delimiter);
     if (c->token_dtype != FERRY_DTYPE_F32 && c->token_dtype != FERRY_DTYPE_I32 &&
-        c->token_dtype != FERRY_DTYPE_I64 && c->token_dtype != FERRY_DTYPE_U8)
+        c->token_dtype != FERRY_DTYPE_I64 && c->token_dtype != FERRY_DTYPE_U16 &&
+        c->token_dtype != FERRY_DTYPE_U32)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "token_dtype %s: inputs and targets are i32 "
-                          "(the default) or i64, or u8 for the rows as stored",
-                          ferry_dtype_name(c->token_dtype));
+                          "(the default), i64, u16 or u32", ferry_dtype_name(c->token_dtype));
     if (c->pad_token > UINT32_MAX)
         return ferry_fail(FERRY_ERR_INVALID_ARG, "pad_token %lld is over 2^32 - 1",
                           (long long)c->pad_token);
@@ -140,6 +140,12 @@ ferry_status ferry_tokens_open(const char *const *paths, size_t n, const ferry_t
     if (st != FERRY_OK) {
         ferry_host_free(t);
         return st;
+    }
+    if (t->dtype == FERRY_DTYPE_U16 && t->src.token_bytes == 4) {
+        ferry__tok_source_close(&t->src);
+        ferry_host_free(t);
+        return ferry_fail(FERRY_ERR_INVALID_ARG, "token_dtype u16: the token files hold u32 "
+                          "tokens, which u16 cannot carry");
     }
     t->info.shards = t->src.n;
     for (size_t k = 0; k < t->src.n; k++)
