@@ -167,6 +167,10 @@ struct ferry_loader {
     ferry_loader_stats stats;
     char skipped_names[FERRY_LOADER_MAX_SKIPPED_NAMES][256];
     bool warm;                 /* the first batch has been delivered */
+    size_t idle_workers;       /* waiting on work_cv; guarded by lock */
+    /* What next() counts after it has let go of the lock (the caller's time in
+     * it, its allocations): written by the caller alone, read by stats_get. */
+    _Atomic uint64_t next_ns, next_allocs;
 
     FILE *trace;               /* FERRY_TRACE: Chrome trace events; guarded by trace_lock */
     ferry_mutex trace_lock;

@@ -839,7 +839,24 @@ static void release_current(ferry_loader *l, ferry_stream *stream)
     prev->state = SLOT_FREE;
     l->current = NULL;
     ferry_slots_assign(l);
-    pthread_cond_broadcast(&l->work_cv);
+}
+
+/* Whether next() should wake an idle worker as it leaves: when fewer than
+ * half the slots are decoded ahead. A wake costs the caller a system call
+ * (5 us on a small VM, more when it wakes every worker at once), so next()
+ * wakes one worker, that one the next while work remains
+ * (ferry_worker_run_one), and only once the read-ahead runs low: with half
+ * the slots still ready the workers lose nothing by starting a step later.
+ * A caller about to wait wakes them at once (await_target). Lock held. */
+static bool should_wake(const ferry_loader *l)
+{
+    FERRY_ASSERT_HELD(&l->lock);
+    if (l->idle_workers == 0)
+        return false;
+    size_t ready = 0, low = l->nslots / 2 ? l->nslots / 2 : 1;
+    for (size_t k = 0; k < l->nslots; k++)
+        ready += l->slots[k].state == SLOT_READY;
+    return ready < low;
 }
 
 /* Waits for the slot next() returns to be ready, decoding in this thread when
@@ -859,6 +876,8 @@ static ferry_slot *await_target(ferry_loader *l, bool *ready)
         } else if (timed_out(l, s)) {
             break;
         } else {
+            if (l->idle_workers > 0) /* work they were not told of (should_wake) */
+                pthread_cond_signal(&l->work_cv);
             wait_ready(l);
         }
     }
@@ -931,6 +950,9 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
     }
     /* The previous batch was used on the stream it was delivered on: its slot is
      * released in that stream's order, even if this call names another. */
+    if (l->current) /* a batch was delivered by a next() that has returned */
+        l->warm = true;
+    bool warm = l->warm;
     release_current(l, l->last_stream);
     l->last_stream = stream;
     if (l->delivered == l->num_batches) {
@@ -944,28 +966,30 @@ ferry_status ferry_loader_next(ferry_loader *l, ferry_stream *stream, ferry_batc
     double waited = ferry_now() - t_wait;
     l->stats.wait_s += waited;
     st = check_target(l, s, ready);
-    if (st != FERRY_OK || !s) {
-        ferry_mutex_unlock(&l->lock);
-        return st;
+    if (st == FERRY_OK && s) {
+        take_slot(l, s);
+        l->stats.batches++;
+        l->stats.samples += s->count;
+        ferry_slot_count_skips(l, s);
     }
-    take_slot(l, s);
+    bool wake = should_wake(l);
     ferry_mutex_unlock(&l->lock);
+    if (wake)
+        pthread_cond_signal(&l->work_cv);
+    if (st != FERRY_OK || !s)
+        return st;
 
-    /* The slot is ours now: no worker touches a delivered slot. */
+    /* The slot is ours now: no worker touches a delivered slot. The lock is
+     * not taken again: a second round would wait on the workers just woken. */
     st = deliver(l, s, stream);
     fill_batch(l, s, out);
 
     double t_exit = ferry_now();
     ferry_trace_event(l, waited > 0 ? "next (waiting)" : "next", 0, t_enter, t_exit, "batch", s->batch);
-    ferry_mutex_lock(&l->lock);
-    if (l->warm)
-        l->stats.allocs_after_warmup += (uint64_t)(ferry_debug_thread_alloc_count() - allocs0);
-    l->warm = true;
-    l->stats.batches++;
-    l->stats.samples += s->count;
-    ferry_slot_count_skips(l, s);
-    l->stats.next_s += t_exit - t_enter;
-    ferry_mutex_unlock(&l->lock);
+    if (warm)
+        atomic_fetch_add_explicit(&l->next_allocs, (uint64_t)(ferry_debug_thread_alloc_count() - allocs0),
+                                  memory_order_relaxed);
+    atomic_fetch_add_explicit(&l->next_ns, (uint64_t)((t_exit - t_enter) * 1e9), memory_order_relaxed);
     return st;
 }
 
@@ -1042,6 +1066,8 @@ ferry_status ferry_loader_stats_get(ferry_loader *l, ferry_loader_stats *out)
     for (size_t k = 0; k < l->nslots; k++)
         ferry_slot_collect_timing(l, &l->slots[k], false);
     *out = l->stats;
+    out->next_s += (double)atomic_load(&l->next_ns) * 1e-9;
+    out->allocs_after_warmup += atomic_load(&l->next_allocs);
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
         out->read_s += atomic_load(&l->workers[i].read_s);
@@ -1062,6 +1088,8 @@ void ferry_loader_stats_reset(ferry_loader *l)
     l->stats.pinned = keep.pinned;
     l->stats.host_bytes = keep.host_bytes;
     l->stats.device_bytes = keep.device_bytes;
+    atomic_store(&l->next_ns, 0);
+    atomic_store(&l->next_allocs, 0);
     size_t n = l->nworkers ? l->nworkers : 1;
     for (size_t i = 0; i < n; i++) {
         atomic_store(&l->workers[i].read_s, 0.0);

@@ -421,7 +421,11 @@ bool ferry_worker_run_one(ferry_loader *l, ferry_worker *w, ferry_slot *only)
     }
     task t;
     claim_sample(l, w, s, &t);
+    /* More to hand out and a worker idle: wake it (next() wakes one only). */
+    bool more = l->idle_workers > 0 && (s->next_pos < s->count || l->next_assign < l->num_batches);
     ferry_mutex_unlock(&l->lock);
+    if (more)
+        pthread_cond_signal(&l->work_cv);
     run_task(l, w, &t);
     ferry_mutex_lock(&l->lock);
     if (record_task(l, w, &t))
@@ -445,6 +449,7 @@ static void *worker_main(void *arg)
 {
     ferry_worker *w = arg;
     ferry_loader *l = w->loader;
+    ferry_thread_background();
     if (l->gpu)
         ferry_cuda_set_device(l->dev.index); /* copies and events on the loader's device */
     ferry_mutex_lock(&l->lock);
@@ -453,7 +458,9 @@ static void *worker_main(void *arg)
             continue;
         if (l->cfg.restart_workers && !epoch_has_work(l))
             break; /* the next reset starts fresh workers */
+        l->idle_workers++;
         ferry_cond_wait(&l->work_cv, &l->lock);
+        l->idle_workers--;
     }
     ferry_mutex_unlock(&l->lock);
     return NULL;
