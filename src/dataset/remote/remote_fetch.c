@@ -8,7 +8,10 @@
  * every response is checked against
  * the object as first seen (size, ETag, Content-Range, Content-Length), so
  * that a changed object or a lying server is an error naming the URL and the
- * byte offset, never bytes of two versions handed on as one. */
+ * byte offset, never bytes of two versions handed on as one. A request may
+ * go on a ferry_remote_conn (remote.h): its handle, reset after each request,
+ * keeps the connection alive for the next one to the same server, unless the
+ * request failed below HTTP. */
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <math.h>
