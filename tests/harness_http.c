@@ -1,5 +1,6 @@
 /* The tests' fault-injecting HTTP server (harness_http.h). One thread accepts;
- * each connection gets a thread that answers one request and closes. */
+ * each connection gets a thread that answers one request and closes, or with
+ * keep_alive, one request after the other until it may not go on. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +32,7 @@ struct ft_http {
     char **heads;             /* every request's head; guarded by lock */
     size_t nheads, heads_cap; /* guarded by lock */
     atomic_uint requests;
+    atomic_uint accepted;     /* connections */
     atomic_int live;          /* connection threads running */
     atomic_bool stop;
     atomic_bool dead;         /* ft_http_die: the port closes, answers stop */
@@ -70,11 +72,20 @@ static bool send_all(int fd, const void *p, size_t n)
 }
 
 /* The request's head into req (NUL-terminated); *got: all bytes read, which
- * may run past the head into a PUT's body. */
-static bool read_request(int fd, char *req, size_t cap, size_t *got)
+ * may run past the head into a PUT's body. False when the client closes, or
+ * sends nothing for 5 s, or the server stops: a kept-alive connection waits
+ * here between requests, and must not hold ft_http_stop up. */
+static bool read_request(ft_http *s, int fd, char *req, size_t cap, size_t *got)
 {
     size_t n = 0;
+    int quiet_ms = 0;
     while (n + 1 < cap) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int ready = poll(&p, 1, 50);
+        if (atomic_load(&s->stop) || ready < 0 || (ready == 0 && (quiet_ms += 50) >= 5000))
+            return false;
+        if (ready == 0)
+            continue;
         ssize_t r = recv(fd, req + n, cap - 1 - n, 0);
         if (r <= 0)
             return false;
@@ -122,13 +133,14 @@ unsigned ft_http_count(ft_http *s, const char *needle)
     return c;
 }
 
-static void reply_status(int fd, int status, unsigned retry_after)
+/* An error's answer; keep: on a connection kept open after it. */
+static bool reply_status(int fd, int status, unsigned retry_after, bool keep)
 {
     char h[256];
-    int n = snprintf(h, sizeof h, "HTTP/1.1 %d Oops\r\nContent-Length: 5\r\n%s%.0u%sConnection: "
-                     "close\r\n\r\noops!", status, retry_after ? "Retry-After: " : "",
-                     retry_after, retry_after ? "\r\n" : "");
-    send_all(fd, h, (size_t)n);
+    int n = snprintf(h, sizeof h, "HTTP/1.1 %d Oops\r\nContent-Length: 5\r\n%s%.0u%s%s\r\n"
+                     "oops!", status, retry_after ? "Retry-After: " : "", retry_after,
+                     retry_after ? "\r\n" : "", keep ? "" : "Connection: close\r\n");
+    return send_all(fd, h, (size_t)n) && keep;
 }
 
 /* PUT: the body (Content-Length bytes, the first of them already in req)
@@ -142,7 +154,7 @@ static void put_file(int fd, const char *req, size_t got, const char *path)
     snprintf(part, sizeof part, "%s.part", path);
     FILE *f = want >= 0 ? fopen(part, "wb") : NULL;
     if (!f) {
-        reply_status(fd, want < 0 ? 411 : 500, 0);
+        reply_status(fd, want < 0 ? 411 : 500, 0, false);
         return;
     }
     long have = (long)(got - (size_t)(body - req));
@@ -161,8 +173,9 @@ static void put_file(int fd, const char *req, size_t got, const char *path)
     send_all(fd, h, sizeof h - 1);
 }
 
-/* The body [a, b) of file f, with this request's faults. */
-static void send_body(ft_http *s, int fd, FILE *f, long a, long b, const ft_http_faults *x,
+/* The body [a, b) of file f, with this request's faults: true when all of
+ * it went out. */
+static bool send_body(ft_http *s, int fd, FILE *f, long a, long b, const ft_http_faults *x,
                       unsigned nth)
 {
     char buf[16384];
@@ -183,24 +196,28 @@ static void send_body(ft_http *s, int fd, FILE *f, long a, long b, const ft_http
             want = a + (b - a) / 2 - at; /* the stall comes before the body's end */
         hold_if_frozen(s);
         if (want <= 0 || atomic_load(&s->dead) || atomic_load(&s->stop))
-            return; /* dropped mid-body, or the server died or stopped */
+            return false; /* dropped mid-body, or the server died or stopped */
         size_t got = fread(buf, 1, (size_t)want, f);
         if (!got || !send_all(fd, buf, got))
-            return;
+            return false;
         at += (long)got;
         if (stall && at - a >= (b - a) / 2) {
             sleep_s(x->stall_s);
             stall = false;
         }
     }
+    return true;
 }
 
-static void answer(ft_http *s, int fd)
+/* One request on fd: true when the connection may answer another (keep_alive,
+ * and the answer went out whole as it said). */
+static bool answer(ft_http *s, int fd)
 {
     char req[4096], path[1600], method[16], target[900];
     size_t got = 0;
-    if (!read_request(fd, req, sizeof req, &got) || sscanf(req, "%15s %899s", method, target) != 2)
-        return;
+    if (!read_request(s, fd, req, sizeof req, &got) ||
+        sscanf(req, "%15s %899s", method, target) != 2)
+        return false;
     keep_head(s, req);
     pthread_mutex_lock(&s->lock);
     ft_http_faults x = s->f;
@@ -214,40 +231,37 @@ static void answer(ft_http *s, int fd)
         atomic_store(&s->frozen, true);
     if (atomic_load(&s->frozen)) { /* accepted, never answered */
         hold_if_frozen(s);
-        return;
+        return false;
     }
     if (atomic_fetch_add(&s->requests, 1) >= FT_HTTP_MAX_REQUESTS || atomic_load(&s->dead))
-        return;
+        return false;
     if (x.delay_s > 0)
         sleep_s(x.delay_s);
-    if (nth < x.fail_first && (!x.fail_path || strstr(target, x.fail_path))) {
-        reply_status(fd, x.fail_status, x.retry_after);
-        return;
-    }
+    if (nth < x.fail_first && (!x.fail_path || strstr(target, x.fail_path)))
+        return reply_status(fd, x.fail_status, x.retry_after, x.keep_alive);
     if (x.redirect_to) {
         char h[1200];
         int n = snprintf(h, sizeof h, "HTTP/1.1 307 Temporary Redirect\r\nLocation: %s%s\r\n"
                          "Content-Length: 0\r\nConnection: close\r\n\r\n", x.redirect_to, target);
         send_all(fd, h, (size_t)n);
-        return;
+        return false;
     }
     snprintf(path, sizeof path, "%s%s", s->root, target);
     if (!strcmp(method, "PUT")) {
         if (x.drop_every && nth % x.drop_every == x.drop_every - 1)
-            return; /* closed with the body unread, no answer: a reset */
+            return false; /* closed with the body unread, no answer: a reset */
         if (strstr(target, ".."))
-            reply_status(fd, 403, 0);
+            reply_status(fd, 403, 0, false);
         else
             put_file(fd, req, got, path);
-        return;
+        return false;
     }
     struct stat sb;
     FILE *f = strstr(target, "..") ? NULL : fopen(path, "rb");
     if (!f || fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         if (f)
             fclose(f);
-        reply_status(fd, 404, 0);
-        return;
+        return reply_status(fd, 404, 0, x.keep_alive);
     }
     long size = (long)sb.st_size, a = 0, b = size;
     const char *r = strcasestr(req, "\r\nRange: bytes=");
@@ -268,16 +282,31 @@ static void answer(ft_http *s, int fd)
     if (ranged)
         n += snprintf(h + n, sizeof h - (size_t)n, "Content-Range: bytes %ld-%ld/%ld\r\n", a,
                       b - 1, size);
-    n += snprintf(h + n, sizeof h - (size_t)n, "Connection: close\r\n\r\n");
-    if (send_all(fd, h, (size_t)n) && get)
-        send_body(s, fd, f, a, x.clen_lie < 0 ? b + x.clen_lie : b, &x, nth);
+    n += snprintf(h + n, sizeof h - (size_t)n, "%s\r\n",
+                  x.keep_alive ? "" : "Connection: close\r\n");
+    bool whole = send_all(fd, h, (size_t)n) &&
+                 (!get || send_body(s, fd, f, a, x.clen_lie < 0 ? b + x.clen_lie : b, &x, nth));
     fclose(f);
+    return x.keep_alive && whole && !(get && x.clen_lie);
+}
+
+/* keep_max of the faults now in force (0: none). */
+static unsigned keep_max(ft_http *s)
+{
+    pthread_mutex_lock(&s->lock);
+    unsigned m = s->f.keep_max;
+    pthread_mutex_unlock(&s->lock);
+    return m;
 }
 
 static void *conn_main(void *arg)
 {
     conn *c = arg;
-    answer(c->s, c->fd);
+    for (unsigned done = 1; answer(c->s, c->fd); done++) {
+        unsigned m = keep_max(c->s);
+        if (m && done >= m)
+            break; /* closed without a word, as an idle timeout does */
+    }
     shutdown(c->fd, SHUT_RDWR);
     close(c->fd);
     atomic_fetch_sub(&c->s->live, 1);
@@ -302,6 +331,7 @@ static void *accept_main(void *arg)
         int fd = accept(s->lfd, NULL, NULL);
         if (fd < 0)
             continue;
+        atomic_fetch_add(&s->accepted, 1);
         struct timeval tv = {5, 0}; /* a stuck peer cannot hold a thread longer */
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -350,6 +380,8 @@ void ft_http_set_faults(ft_http *s, const ft_http_faults *f)
 }
 
 unsigned ft_http_requests(const ft_http *s) { return atomic_load(&s->requests); }
+
+unsigned ft_http_connections(const ft_http *s) { return atomic_load(&s->accepted); }
 
 void ft_http_die(ft_http *s)
 {

@@ -6,7 +6,8 @@
  * (faults: the error bursts, and drop_every closes it unanswered). Every
  * request's head is kept, to count what clients sent (ft_http_count).
  * Bounded: each connection has socket timeouts, stop() waits a few
- * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests. */
+ * seconds at most, and it answers at most FT_HTTP_MAX_REQUESTS requests.
+ * Connections are counted (ft_http_connections); keep_alive keeps them open. */
 #ifndef FERRY_TEST_HARNESS_HTTP_H
 #define FERRY_TEST_HARNESS_HTTP_H
 
@@ -34,6 +35,14 @@ typedef struct ft_http_faults {
     double trickle_s;       /* ... one piece every trickle_s seconds */
     unsigned die_after;     /* the server dies at this request (0: never): see ft_http_die */
     unsigned freeze_after;  /* the server freezes at this request (0: never): ft_http_freeze */
+    /* HTTP/1.1 persistent connections (opt-in; without it every answer says
+     * "Connection: close" and closes): a connection answers request after
+     * request, error statuses too, until the client closes it, a fault cuts
+     * it, or it has answered keep_max requests (0: no limit): then it closes
+     * after the last answer without a word, as a server whose keep-alive
+     * timeout ran out does. */
+    bool keep_alive;
+    unsigned keep_max;
 } ft_http_faults;
 
 typedef struct ft_http ft_http;
@@ -45,6 +54,8 @@ const char *ft_http_base(const ft_http *s);
 /* New faults from the next request on; counts restart at zero. */
 void ft_http_set_faults(ft_http *s, const ft_http_faults *f);
 unsigned ft_http_requests(const ft_http *s);
+/* TCP connections accepted so far (with keep_alive, fewer than requests). */
+unsigned ft_http_connections(const ft_http *s);
 /* How many requests so far had needle in their head (request line and
  * headers; case-insensitive): what a client sent, e.g. "x-amz-security-token"
  * or "GET /a.tar.ferry-index". */

@@ -592,11 +592,13 @@ static void print_row(const bench_opts *o, const bench_row *r)
         if (r->has_net)
             printf(",\"net_bytes\":%llu,\"net_requests\":%llu,\"net_retries\":%llu,"
                    "\"net_hits\":%llu,\"net_misses\":%llu,\"net_wait_s\":%.4f,"
-                   "\"net_streamed\":%llu,\"net_ranged\":%llu,\"net_downloads\":%llu",
+                   "\"net_streamed\":%llu,\"net_ranged\":%llu,\"net_downloads\":%llu,"
+                   "\"net_connections\":%llu",
                    (unsigned long long)n->bytes_fetched, (unsigned long long)n->requests,
                    (unsigned long long)n->retries, (unsigned long long)n->hits,
                    (unsigned long long)n->misses, n->wait_s, (unsigned long long)n->stream_reads,
-                   (unsigned long long)n->range_reads, (unsigned long long)n->downloads);
+                   (unsigned long long)n->range_reads, (unsigned long long)n->downloads,
+                   (unsigned long long)n->connections);
         printf("}\n");
     } else {
         printf("%7zu %6zu %4s %7s %4s %-7s %10.0f %8.1f %7.1f%% %8.2f  %016llx%s\n", r->workers,
@@ -615,11 +617,12 @@ static void print_row(const bench_opts *o, const bench_row *r)
         if (r->has_net) /* waited: reads' time waiting on the network, summed over workers */
             printf("        network: %.2f MB fetched, %llu requests, %llu retries; hits %llu, "
                    "misses %llu, waited %.3f s; %llu reads streamed, %llu by Range, "
-                   "%llu whole-shard downloads\n", (double)n->bytes_fetched / 1e6,
+                   "%llu whole-shard downloads; %llu connections opened\n",
+                   (double)n->bytes_fetched / 1e6,
                    (unsigned long long)n->requests, (unsigned long long)n->retries,
                    (unsigned long long)n->hits, (unsigned long long)n->misses, n->wait_s,
                    (unsigned long long)n->stream_reads, (unsigned long long)n->range_reads,
-                   (unsigned long long)n->downloads);
+                   (unsigned long long)n->downloads, (unsigned long long)n->connections);
     }
     fflush(stdout);
 }

@@ -63,9 +63,10 @@ typedef struct ferry_remote_obj {
     char etag[128];      /* empty when the server sends none */
 } ferry_remote_obj;
 
-/* Counters, added to atomically by the fetcher (one struct per cache). */
+/* Counters, added to atomically by the fetcher (one struct per cache).
+ * connects: TCP connections opened (a request on a kept-alive one opens none). */
 typedef struct ferry_remote_counters {
-    _Atomic uint64_t bytes, requests, retries;
+    _Atomic uint64_t bytes, requests, retries, connects;
 } ferry_remote_counters;
 
 /* Where fetched bytes go, in order from the first one asked for. Nonzero
@@ -88,6 +89,30 @@ ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
                                const ferry_remote_obj *obj, uint64_t from, uint64_t end,
                                ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
                                ferry_remote_counters *cnt);
+
+/* A connection kept for the next request: one libcurl handle, reset between
+ * requests (no option or header of one request reaches the next) but keeping
+ * its connection cache, so that requests one after the other to one server
+ * (a stream slot's shards, a worker's Range reads) reuse a kept-alive
+ * connection instead of opening one each (connect, accept, slow start, the
+ * handle's setup: per shard, on both sides). A request that failed below HTTP
+ * (reset, timeout, cut body, cancel) drops the handle and its connections:
+ * the next request, a retry among them, connects afresh. Used by one thread
+ * at a time. NULL where a conn is taken: a handle for that call alone. */
+typedef struct ferry_remote_conn ferry_remote_conn;
+/* *out NULL without libcurl (every request is refused there anyway). */
+ferry_status ferry__remote_conn_create(ferry_remote_conn **out);
+void ferry__remote_conn_destroy(ferry_remote_conn *c);
+/* ferry__remote_get and ferry__remote_read on conn c (NULL: their own). */
+ferry_status ferry__remote_conn_get(ferry_remote_conn *c, const char *url,
+                                    const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                    uint64_t from, uint64_t end, ferry_remote_sink sink,
+                                    ferry_remote_cancelled cancelled, void *arg,
+                                    ferry_remote_counters *cnt);
+ferry_status ferry__remote_conn_read(ferry_remote_conn *c, const char *url,
+                                     const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                     uint64_t off, size_t n, uint8_t *dst,
+                                     ferry_remote_counters *cnt);
 
 /* ---- uploading (remote_put.c) ---- */
 /* PUTs the file at path to url (http(s)://, or s3:// signed), whole; transient
@@ -136,6 +161,7 @@ typedef struct ferry_remote_setup {
 
 typedef struct ferry_remote_stats {
     uint64_t bytes_fetched, requests, retries;
+    uint64_t connections; /* TCP connections the requests opened (kept-alive ones reused) */
     uint64_t hits;       /* reads whose bytes were already there (cache or stream) */
     uint64_t misses;     /* reads that waited for the network */
     uint64_t downloads, evictions, failures;
@@ -154,6 +180,7 @@ static inline void ferry__remote_stats_since(ferry_remote_stats *now, const ferr
     now->bytes_fetched -= before->bytes_fetched;
     now->requests -= before->requests;
     now->retries -= before->retries;
+    now->connections -= before->connections;
     now->hits -= before->hits;
     now->misses -= before->misses;
     now->downloads -= before->downloads;

@@ -561,6 +561,7 @@ void ferry__remote_cache_stats(ferry_remote_cache *c, ferry_remote_stats *out)
     out->bytes_fetched = atomic_load(&c->cnt.bytes);
     out->requests = atomic_load(&c->cnt.requests);
     out->retries = atomic_load(&c->cnt.retries);
+    out->connections = atomic_load(&c->cnt.connects);
 }
 
 /* ---- create / destroy ---- */

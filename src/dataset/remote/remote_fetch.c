@@ -8,7 +8,10 @@
  * every response is checked against
  * the object as first seen (size, ETag, Content-Range, Content-Length), so
  * that a changed object or a lying server is an error naming the URL and the
- * byte offset, never bytes of two versions handed on as one. */
+ * byte offset, never bytes of two versions handed on as one. A request may
+ * go on a ferry_remote_conn (remote.h): its handle, reset after each request,
+ * keeps the connection alive for the next one to the same server, unless the
+ * request failed below HTTP. */
 #include <curl/curl.h>
 #include <inttypes.h>
 #include <math.h>
@@ -211,10 +214,68 @@ static int on_progress(void *p, curl_off_t a, curl_off_t now, curl_off_t c, curl
     return x->cancelled && x->cancelled(x->arg);
 }
 
-static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *o, xfer *x,
-                         struct curl_slist **hdrs, char *errbuf)
+struct ferry_remote_conn {
+    CURL *h; /* NULL until the first request, and after one that failed below HTTP */
+};
+
+ferry_status ferry__remote_conn_create(ferry_remote_conn **out)
 {
-    CURL *h = curl_easy_init();
+    *out = ferry_host_calloc(1, sizeof **out);
+    return *out ? FERRY_OK : FERRY_ERR_NO_MEMORY;
+}
+
+void ferry__remote_conn_destroy(ferry_remote_conn *c)
+{
+    if (!c)
+        return;
+    if (c->h)
+        curl_easy_cleanup(c->h);
+    ferry_host_free(c);
+}
+
+/* Each new connection's socket (not a kept one reused): counted. */
+static int on_socket(void *p, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)fd;
+    if (purpose == CURLSOCKTYPE_IPCXN)
+        atomic_fetch_add(&((xfer *)p)->cnt->connects, 1);
+    return CURL_SOCKOPT_OK;
+}
+
+/* c's handle for the next request: as conn_done left it, every option at
+ * libcurl's default. NULL when none can be made. */
+static CURL *conn_handle(ferry_remote_conn *c)
+{
+    if (!c->h)
+        c->h = curl_easy_init();
+    return c->h;
+}
+
+/* After a request on c: what curl_easy_perform returned. A failure below
+ * HTTP may have left the connection in any state (a body cut short, a stall,
+ * a cancel mid-body); the handle goes, with its connection cache, so that the
+ * next request (a retry, or the next shard's) connects afresh. An HTTP error
+ * status is an answer on a sound connection: curl keeps it when the server
+ * does. A handle kept is reset at once: every option back at libcurl's
+ * default (curl_easy_reset keeps only its connections and its DNS and TLS
+ * session caches), so that nothing of this request (its headers, an S3
+ * session token among them, Range, credentials) reaches the next, and the
+ * handle keeps no pointer to this request's buffers and callbacks' data. */
+static void conn_done(ferry_remote_conn *c, CURLcode rc)
+{
+    if (rc != CURLE_OK) {
+        curl_easy_cleanup(c->h);
+        c->h = NULL;
+    } else {
+        curl_easy_reset(c->h);
+    }
+}
+
+static CURL *make_handle(ferry_remote_conn *c, const ferry_remote_target *t,
+                         const ferry_remote_opts *o, xfer *x, struct curl_slist **hdrs,
+                         char *errbuf)
+{
+    CURL *h = conn_handle(c);
     if (!h)
         return NULL;
     long tmo = (long)ceil(o->timeout_s);
@@ -243,6 +304,8 @@ static CURL *make_handle(const ferry_remote_target *t, const ferry_remote_opts *
     curl_easy_setopt(h, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     curl_easy_setopt(h, CURLOPT_XFERINFODATA, x);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, on_socket);
+    curl_easy_setopt(h, CURLOPT_SOCKOPTDATA, x);
     curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "ferry");
@@ -355,12 +418,9 @@ static double backoff(const ferry_remote_opts *o, unsigned try, uint64_t *rng, d
     return b * (0.5 + 0.5 * (double)(*rng >> 11) / 9007199254740992.0); /* "equal jitter" */
 }
 
-static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bool head)
+static ferry_status run_on(ferry_remote_conn *c, const char *url, const ferry_remote_opts *o,
+                           xfer *x, bool head)
 {
-    pthread_once(&curl_once, init_curl);
-    if (curl_init_rc != CURLE_OK)
-        return ferry_fail_at(FERRY_ERR_IO, url, "libcurl failed to start: %s",
-                             curl_easy_strerror(curl_init_rc));
     ferry_remote_target t;
     ferry_status st = ferry__remote_target(url, &t);
     uint64_t rng = (uint64_t)(ferry_now() * 1e9) ^ (uint64_t)(uintptr_t)x ^ 0x9e3779b97f4a7c15ull;
@@ -371,7 +431,7 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         x->stall_s = o->timeout_s, x->seen_at = 0, x->seen_bytes = 0, x->stalled = false;
         x->limit_s = ferry__remote_deadline_s(o, head ? 0 : x->end - x->at);
         x->deadline = ferry_now() + x->limit_s, x->too_slow = false;
-        CURL *h = make_handle(&t, o, x, &hdrs, errbuf);
+        CURL *h = make_handle(c, &t, o, x, &hdrs, errbuf);
         if (!h) {
             curl_slist_free_all(hdrs);
             return ferry_fail_at(FERRY_ERR_NO_MEMORY, url, "curl_easy_init failed");
@@ -390,7 +450,7 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
         atomic_fetch_add(&x->cnt->requests, 1);
         CURLcode rc = curl_easy_perform(h);
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &x->status);
-        curl_easy_cleanup(h);
+        conn_done(c, rc);
         curl_slist_free_all(hdrs);
         st = classify(x, rc, errbuf, head);
         if (st == FERRY_OK || x->fatal)
@@ -414,11 +474,28 @@ static ferry_status run(const char *url, const ferry_remote_opts *o, xfer *x, bo
     return st;
 }
 
+/* A request on c, or (c NULL) on a handle of its own, closed after. */
+static ferry_status run(ferry_remote_conn *c, const char *url, const ferry_remote_opts *o, xfer *x,
+                        bool head)
+{
+    pthread_once(&curl_once, init_curl);
+    if (curl_init_rc != CURLE_OK)
+        return ferry_fail_at(FERRY_ERR_IO, url, "libcurl failed to start: %s",
+                             curl_easy_strerror(curl_init_rc));
+    if (c)
+        return run_on(c, url, o, x, head);
+    ferry_remote_conn own = {0};
+    ferry_status st = run_on(&own, url, o, x, head);
+    if (own.h)
+        curl_easy_cleanup(own.h);
+    return st;
+}
+
 ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
                                 ferry_remote_counters *cnt, ferry_remote_obj *out)
 {
     xfer x = {.url = url, .cnt = cnt};
-    ferry_status st = run(url, o, &x, true);
+    ferry_status st = run(NULL, url, o, &x, true);
     if (st != FERRY_OK)
         return st;
     if (!x.has_len)
@@ -428,14 +505,23 @@ ferry_status ferry__remote_stat(const char *url, const ferry_remote_opts *o,
     return FERRY_OK;
 }
 
-ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
-                               const ferry_remote_obj *obj, uint64_t from, uint64_t end,
-                               ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
-                               ferry_remote_counters *cnt)
+ferry_status ferry__remote_conn_get(ferry_remote_conn *c, const char *url,
+                                    const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                    uint64_t from, uint64_t end, ferry_remote_sink sink,
+                                    ferry_remote_cancelled cancelled, void *arg,
+                                    ferry_remote_counters *cnt)
 {
     if (end > obj->size)
         end = obj->size;
     xfer x = {.url = url, .obj = obj, .at = from, .end = end, .sink = sink,
               .cancelled = cancelled, .arg = arg, .cnt = cnt};
-    return from >= end ? FERRY_OK : run(url, o, &x, false);
+    return from >= end ? FERRY_OK : run(c, url, o, &x, false);
+}
+
+ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
+                               const ferry_remote_obj *obj, uint64_t from, uint64_t end,
+                               ferry_remote_sink sink, ferry_remote_cancelled cancelled, void *arg,
+                               ferry_remote_counters *cnt)
+{
+    return ferry__remote_conn_get(NULL, url, o, obj, from, end, sink, cancelled, arg, cnt);
 }

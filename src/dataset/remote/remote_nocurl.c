@@ -25,3 +25,21 @@ ferry_status ferry__remote_get(const char *url, const ferry_remote_opts *o,
     (void)o, (void)obj, (void)from, (void)end, (void)sink, (void)cancelled, (void)arg, (void)cnt;
     return no_curl(url);
 }
+
+ferry_status ferry__remote_conn_create(ferry_remote_conn **out)
+{
+    *out = NULL; /* no connection to keep: every request is refused */
+    return FERRY_OK;
+}
+
+void ferry__remote_conn_destroy(ferry_remote_conn *c) { (void)c; }
+
+ferry_status ferry__remote_conn_get(ferry_remote_conn *c, const char *url,
+                                    const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                    uint64_t from, uint64_t end, ferry_remote_sink sink,
+                                    ferry_remote_cancelled cancelled, void *arg,
+                                    ferry_remote_counters *cnt)
+{
+    (void)c;
+    return ferry__remote_get(url, o, obj, from, end, sink, cancelled, arg, cnt);
+}

@@ -28,12 +28,20 @@ ferry_status ferry__remote_read(const char *url, const ferry_remote_opts *o,
                                 const ferry_remote_obj *obj, uint64_t off, size_t n, uint8_t *dst,
                                 ferry_remote_counters *cnt)
 {
+    return ferry__remote_conn_read(NULL, url, o, obj, off, n, dst, cnt);
+}
+
+ferry_status ferry__remote_conn_read(ferry_remote_conn *c, const char *url,
+                                     const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                     uint64_t off, size_t n, uint8_t *dst,
+                                     ferry_remote_counters *cnt)
+{
     if (off > obj->size || n > obj->size - off)
         return ferry_fail_at(FERRY_ERR_IO, url, "bytes %llu to %llu are past its end (%llu bytes)",
                              (unsigned long long)off, (unsigned long long)off + n,
                              (unsigned long long)obj->size);
     membuf m = {.d = dst, .cap = n, .url = url};
-    ferry_status st = ferry__remote_get(url, o, obj, off, off + n, to_mem, NULL, &m, cnt);
+    ferry_status st = ferry__remote_conn_get(c, url, o, obj, off, off + n, to_mem, NULL, &m, cnt);
     if (st == FERRY_OK && m.n != n) /* cannot be: the fetch checks the length */
         return ferry_fail_at(FERRY_ERR_IO, url, "at byte %llu: %zu of %zu bytes came",
                              (unsigned long long)off, m.n, n);

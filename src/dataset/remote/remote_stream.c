@@ -29,7 +29,10 @@
  * a hang.
  *
  * Each of the NSTREAMS slots has one fetch thread, started at its first
- * stream and kept: a stream hands it a job (slot_main).
+ * stream and kept: a stream hands it a job (slot_main). The thread keeps one
+ * connection (ferry_remote_conn) for its streams, one shard after the other,
+ * and Range reads take one from a pool of idle ones: a kept-alive connection
+ * instead of a new one, and a new libcurl handle, for every shard.
  *
  * Locking: one mutex for every stream's state and the ring's bytes; a fetch
  * thread copies into the ring without it (a curl buffer at a time; wend
@@ -84,6 +87,7 @@ typedef struct rstream {
     ferry_status st;           /* the fetch's failure (ended) */
     char err[1024];
     pthread_t th;
+    ferry_remote_conn *conn;   /* the thread's, for all its fetches (NULL: one per request) */
 } rstream;
 
 struct ferry_remote_streams {
@@ -106,6 +110,8 @@ struct ferry_remote_streams {
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
+    ferry_remote_conn *idle[NSTREAMS]; /* connections for Range reads, not in use */
+    size_t nidle;
     uint64_t hits, misses, started, ahead, streamed, ranged, threads;
     double wait_s;
 };
@@ -199,9 +205,10 @@ static void fetch(rstream *r)
     struct ferry_remote_streams *o = r->o;
     const char *url = o->paths[r->fetching];
     double t0 = ferry_now();
-    ferry_status st = ferry__remote_get(url, &o->opts, ferry__remote_cache_obj(o->cache, r->fetching),
-                                        r->base, UINT64_MAX, sink, stopped, r,
-                                        ferry__remote_cache_counters(o->cache));
+    ferry_status st = ferry__remote_conn_get(r->conn, url, &o->opts,
+                                             ferry__remote_cache_obj(o->cache, r->fetching),
+                                             r->base, UINT64_MAX, sink, stopped, r,
+                                             ferry__remote_cache_counters(o->cache));
     if (!atomic_load(&r->stop)) /* a stream closed by a reader or a reset says nothing */
         ferry__remote_down_note(ferry__remote_cache_down(o->cache), url, st, ferry_now() - t0);
     pthread_mutex_lock(&o->lock);
@@ -223,6 +230,8 @@ static void *slot_main(void *arg)
 {
     rstream *r = arg;
     struct ferry_remote_streams *o = r->o;
+    if (ferry__remote_conn_create(&r->conn) != FERRY_OK) /* then a handle per request */
+        ferry_clear_error();
     pthread_mutex_lock(&o->lock);
     for (;;) {
         while (!r->job && !r->quit)
@@ -235,6 +244,8 @@ static void *slot_main(void *arg)
         pthread_mutex_lock(&o->lock);
     }
     pthread_mutex_unlock(&o->lock);
+    ferry__remote_conn_destroy(r->conn);
+    r->conn = NULL;
     return NULL;
 }
 
@@ -391,6 +402,32 @@ static void start_next(struct ferry_remote_streams *o, size_t k)
 
 /* ---- reads ---- */
 
+/* An idle connection for a Range read, or a new one (NULL: none could be
+ * made, the read gets a handle of its own). Lock not held. */
+static ferry_remote_conn *conn_take(struct ferry_remote_streams *o)
+{
+    ferry_remote_conn *c = NULL;
+    pthread_mutex_lock(&o->lock);
+    if (o->nidle)
+        c = o->idle[--o->nidle];
+    pthread_mutex_unlock(&o->lock);
+    if (!c && ferry__remote_conn_create(&c) != FERRY_OK)
+        ferry_clear_error();
+    return c;
+}
+
+/* Back to the pool, or closed when the pool is full. Lock not held. */
+static void conn_give(struct ferry_remote_streams *o, ferry_remote_conn *c)
+{
+    pthread_mutex_lock(&o->lock);
+    if (c && o->nidle < NSTREAMS) {
+        o->idle[o->nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&o->lock);
+    ferry__remote_conn_destroy(c);
+}
+
 static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_t off, size_t n,
                                uint8_t *dst)
 {
@@ -399,8 +436,10 @@ static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_
     if (st != FERRY_OK)
         return st;
     double t0 = ferry_now();
-    st = ferry__remote_read(o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k), off, n,
-                            dst, ferry__remote_cache_counters(o->cache));
+    ferry_remote_conn *c = conn_take(o);
+    st = ferry__remote_conn_read(c, o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k),
+                                 off, n, dst, ferry__remote_cache_counters(o->cache));
+    conn_give(o, c);
     ferry__remote_down_note(down, o->paths[k], st, ferry_now() - t0);
     return st;
 }
@@ -697,6 +736,8 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
             pthread_join(r->th, NULL);
         ferry_host_free(r->ring);
     }
+    for (size_t i = 0; i < o->nidle; i++)
+        ferry__remote_conn_destroy(o->idle[i]);
     ferry_host_free(o->failed);
     ferry_host_free(o->failed_at);
     ferry_host_free(o->failed_st);
