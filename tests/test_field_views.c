@@ -159,6 +159,41 @@ TEST(memory_views_need_no_data)
     ferry_dataset_release(ds);
 }
 
+/* The label path (a label-only read decodes into a buffer of its own) gives
+ * views no destination either. */
+static ferry_status labelled_get(void *user, size_t i, void *const *dst, size_t *lengths,
+                                 const struct ferry_sample_ctx *ctx)
+{
+    (void)user;
+    (void)lengths;
+    (void)ctx;
+    if (dst[1])
+        return ferry_set_error(FERRY_ERR_INVALID_ARG, "a view was given a destination");
+    uint16_t *s = dst[0];
+    for (size_t j = 0; j < L; j++)
+        s[j] = seq_val(i, j);
+    int64_t lab = (int64_t)(i % 5);
+    memcpy(dst[2], &lab, sizeof lab);
+    return FERRY_OK;
+}
+
+TEST(label_reads_skip_views)
+{
+    ferry_field f[4]; /* view_fields writes four */
+    view_fields(f);
+    f[2] = (ferry_field){.name = "label", .dtype = FERRY_DTYPE_I64, .ndim = 0};
+    ferry_dataset_field_callbacks cb = {.len = N, .fields = f, .num_fields = 3,
+                                        .num_classes = 5, .get = labelled_get};
+    ferry_dataset *ds = NULL;
+    ASSERT_OK(ferry_dataset_custom_fields(&cb, NULL, &ds));
+    for (size_t i = 0; i < N; i++) {
+        int64_t lab = -1;
+        ASSERT_OK(ferry_dataset_label(ds, i, &lab));
+        ASSERT_EQ_INT(lab, (int64_t)(i % 5));
+    }
+    ferry_dataset_release(ds);
+}
+
 static void refused(ferry_field *f, size_t n, const char *needle)
 {
     ferry_dataset_field_callbacks cb = {.len = N, .fields = f, .num_fields = n, .get = views_get};

@@ -587,6 +587,33 @@ TEST(remote_shards_read_by_range)
     ft_http_stop(srv);
 }
 
+/* The Range reads of windows keep their connections (a pool of the
+ * source's): reading every window opens a few, not one a window. */
+TEST(remote_windows_reuse_connections)
+{
+    ft_http_faults f = {.keep_alive = true};
+    ft_http *srv = ft_http_start(FERRY_SOURCE_DIR "/tests/ref/tokens", &f);
+    char url[256];
+    snprintf(url, sizeof url, "%s/s1_000.bin", ft_http_base(srv));
+    const char *u = url;
+    ferry_tokens *t = NULL;
+    ferry_status st = ferry_tokens_open(&u, 1, &(ferry_tokens_config){.seq_len = 3}, &t);
+    if (st == FERRY_ERR_UNSUPPORTED) {
+        ft_http_stop(srv);
+        SKIP("built without libcurl");
+    }
+    ASSERT_OK(st);
+    size_t n = ferry_tokens_len(t);
+    ASSERT(n >= 20);
+    uint16_t row[4];
+    for (size_t i = 0; i < n; i++)
+        ASSERT_OK(ferry_tokens_read(t, i, row));
+    unsigned req = ft_http_requests(srv), conns = ft_http_connections(srv);
+    ASSERT_MSG(req >= n && conns <= 2, "%u connections for %u requests", conns, req);
+    ferry_tokens_destroy(t);
+    ft_http_stop(srv);
+}
+
 /* docs/API_ERRORS.md, tokens.h: every public call's answer to bad input. */
 TEST(tokens_api_bad_input)
 {

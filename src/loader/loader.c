@@ -847,7 +847,7 @@ static void release_current(ferry_loader *l, ferry_stream *stream)
  * wakes one worker, that one the next while work remains
  * (ferry_worker_run_one), and only once the read-ahead runs low: with half
  * the slots still ready the workers lose nothing by starting a step later.
- * A caller about to wait wakes them at once (await_target). Lock held. */
+ * A caller about to wait wakes them all at once (await_target). Lock held. */
 static bool should_wake(const ferry_loader *l)
 {
     FERRY_ASSERT_HELD(&l->lock);
@@ -876,8 +876,8 @@ static ferry_slot *await_target(ferry_loader *l, bool *ready)
         } else if (timed_out(l, s)) {
             break;
         } else {
-            if (l->idle_workers > 0) /* work they were not told of (should_wake) */
-                pthread_cond_signal(&l->work_cv);
+            if (l->idle_workers > 0) /* starved: every idle worker, at once */
+                pthread_cond_broadcast(&l->work_cv);
             wait_ready(l);
         }
     }

@@ -36,7 +36,7 @@ static ferry_status cf_label(const ferry_dataset *ds, size_t index, int64_t *lab
         return FERRY_ERR_NO_MEMORY;
     void *d[FERRY_FIELD_MAX];
     for (size_t k = 0; k < ds->num_fields; k++)
-        d[k] = buf + off[k];
+        d[k] = ds->fields[k].view_of ? NULL : buf + off[k];
     ferry_status st = cf_get_fields(ds, index, d, lengths, NULL);
     if (st == FERRY_OK)
         memcpy(label, d[ds->label_field], sizeof *label);

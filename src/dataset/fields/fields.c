@@ -308,7 +308,7 @@ ferry_status ferry__dataset_get_raw(const ferry_dataset *ds, size_t index, void 
         return FERRY_ERR_NO_MEMORY;
     void *d[FERRY_FIELD_MAX];
     for (size_t k = 0; k < ds->num_fields; k++)
-        d[k] = k == ds->image_field ? dst : buf + off[k];
+        d[k] = k == ds->image_field ? dst : ds->fields[k].view_of ? NULL : buf + off[k];
     for (size_t k = 0; k < ds->num_fields; k++)
         lengths[k] = ds->fields[k].ragged ? SIZE_MAX : 1;
     ferry_status st = ferry__dataset_get_fields_raw(ds, index, d, lengths, ctx);

@@ -9,6 +9,7 @@
 #ifndef FERRY_DATASET_REMOTE_H
 #define FERRY_DATASET_REMOTE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdatomic.h>
@@ -110,6 +111,27 @@ ferry_status ferry__remote_conn_get(ferry_remote_conn *c, const char *url,
                                     ferry_remote_cancelled cancelled, void *arg,
                                     ferry_remote_counters *cnt);
 ferry_status ferry__remote_conn_read(ferry_remote_conn *c, const char *url,
+                                     const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                     uint64_t off, size_t n, uint8_t *dst,
+                                     ferry_remote_counters *cnt);
+
+/* Idle connections shared by threads that make Range reads (remote_read.c):
+ * take one (a new one when none is idle; NULL when none could be made, and
+ * the read then gets a handle of its own), give it back after the read
+ * (closed when the pool is full). Zeroed, it is not in use: fini is a no-op. */
+#define FERRY_REMOTE_POOL_MAX 8
+typedef struct ferry_remote_pool {
+    pthread_mutex_t lock;
+    ferry_remote_conn *idle[FERRY_REMOTE_POOL_MAX];
+    size_t nidle;
+    bool on;
+} ferry_remote_pool;
+void ferry__remote_pool_init(ferry_remote_pool *p);
+void ferry__remote_pool_fini(ferry_remote_pool *p);
+ferry_remote_conn *ferry__remote_pool_take(ferry_remote_pool *p);
+void ferry__remote_pool_give(ferry_remote_pool *p, ferry_remote_conn *c);
+/* ferry__remote_conn_read on a connection of pool p. */
+ferry_status ferry__remote_pool_read(ferry_remote_pool *p, const char *url,
                                      const ferry_remote_opts *o, const ferry_remote_obj *obj,
                                      uint64_t off, size_t n, uint8_t *dst,
                                      ferry_remote_counters *cnt);

@@ -1,6 +1,7 @@
 /* Remote bytes straight into memory, past the cache: one member's byte range
  * (a read that the cache or a stream cannot serve), and a small whole object
- * (a shard's index kept beside it). */
+ * (a shard's index kept beside it); and the pool of kept connections such
+ * reads share across threads. */
 #include <string.h>
 
 #include "common/error.h"
@@ -72,4 +73,56 @@ ferry_status ferry__remote_fetch_small(const char *url, const ferry_remote_opts 
     *out = m.d;
     *n = m.n;
     return FERRY_OK;
+}
+
+/* ---- the pool of idle connections ---- */
+void ferry__remote_pool_init(ferry_remote_pool *p)
+{
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
+    p->on = true;
+}
+
+void ferry__remote_pool_fini(ferry_remote_pool *p)
+{
+    if (!p->on)
+        return;
+    for (size_t i = 0; i < p->nidle; i++)
+        ferry__remote_conn_destroy(p->idle[i]);
+    pthread_mutex_destroy(&p->lock);
+    memset(p, 0, sizeof *p);
+}
+
+ferry_remote_conn *ferry__remote_pool_take(ferry_remote_pool *p)
+{
+    ferry_remote_conn *c = NULL;
+    pthread_mutex_lock(&p->lock);
+    if (p->nidle)
+        c = p->idle[--p->nidle];
+    pthread_mutex_unlock(&p->lock);
+    if (!c && ferry__remote_conn_create(&c) != FERRY_OK)
+        ferry_clear_error();
+    return c;
+}
+
+void ferry__remote_pool_give(ferry_remote_pool *p, ferry_remote_conn *c)
+{
+    pthread_mutex_lock(&p->lock);
+    if (c && p->nidle < FERRY_REMOTE_POOL_MAX) {
+        p->idle[p->nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&p->lock);
+    ferry__remote_conn_destroy(c);
+}
+
+ferry_status ferry__remote_pool_read(ferry_remote_pool *p, const char *url,
+                                     const ferry_remote_opts *o, const ferry_remote_obj *obj,
+                                     uint64_t off, size_t n, uint8_t *dst,
+                                     ferry_remote_counters *cnt)
+{
+    ferry_remote_conn *c = ferry__remote_pool_take(p);
+    ferry_status st = ferry__remote_conn_read(c, url, o, obj, off, n, dst, cnt);
+    ferry__remote_pool_give(p, c);
+    return st;
 }

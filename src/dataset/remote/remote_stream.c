@@ -110,8 +110,7 @@ struct ferry_remote_streams {
     uint8_t *led;              /* per shard: its next one has been started */
     ferry_status *failed_st;
     uint64_t tick;
-    ferry_remote_conn *idle[NSTREAMS]; /* connections for Range reads, not in use */
-    size_t nidle;
+    ferry_remote_pool pool;    /* connections for Range reads, not in use */
     uint64_t hits, misses, started, ahead, streamed, ranged, threads;
     double wait_s;
 };
@@ -402,32 +401,6 @@ static void start_next(struct ferry_remote_streams *o, size_t k)
 
 /* ---- reads ---- */
 
-/* An idle connection for a Range read, or a new one (NULL: none could be
- * made, the read gets a handle of its own). Lock not held. */
-static ferry_remote_conn *conn_take(struct ferry_remote_streams *o)
-{
-    ferry_remote_conn *c = NULL;
-    pthread_mutex_lock(&o->lock);
-    if (o->nidle)
-        c = o->idle[--o->nidle];
-    pthread_mutex_unlock(&o->lock);
-    if (!c && ferry__remote_conn_create(&c) != FERRY_OK)
-        ferry_clear_error();
-    return c;
-}
-
-/* Back to the pool, or closed when the pool is full. Lock not held. */
-static void conn_give(struct ferry_remote_streams *o, ferry_remote_conn *c)
-{
-    pthread_mutex_lock(&o->lock);
-    if (c && o->nidle < NSTREAMS) {
-        o->idle[o->nidle++] = c;
-        c = NULL;
-    }
-    pthread_mutex_unlock(&o->lock);
-    ferry__remote_conn_destroy(c);
-}
-
 static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_t off, size_t n,
                                uint8_t *dst)
 {
@@ -436,10 +409,9 @@ static ferry_status read_range(struct ferry_remote_streams *o, size_t k, uint64_
     if (st != FERRY_OK)
         return st;
     double t0 = ferry_now();
-    ferry_remote_conn *c = conn_take(o);
-    st = ferry__remote_conn_read(c, o->paths[k], &o->once, ferry__remote_cache_obj(o->cache, k),
-                                 off, n, dst, ferry__remote_cache_counters(o->cache));
-    conn_give(o, c);
+    st = ferry__remote_pool_read(&o->pool, o->paths[k], &o->once,
+                                 ferry__remote_cache_obj(o->cache, k), off, n, dst,
+                                 ferry__remote_cache_counters(o->cache));
     ferry__remote_down_note(down, o->paths[k], st, ferry_now() - t0);
     return st;
 }
@@ -696,6 +668,7 @@ ferry_status ferry__remote_streams_create(char *const *paths, size_t n, ferry_re
         return FERRY_ERR_NO_MEMORY;
     }
     pthread_mutex_init(&o->lock, NULL);
+    ferry__remote_pool_init(&o->pool);
     pthread_cond_init(&o->cv, NULL);
     for (size_t i = 0; i < NSTREAMS; i++) {
         pthread_cond_init(&o->s[i].data, NULL);
@@ -736,8 +709,7 @@ void ferry__remote_streams_destroy(ferry_remote_streams *o)
             pthread_join(r->th, NULL);
         ferry_host_free(r->ring);
     }
-    for (size_t i = 0; i < o->nidle; i++)
-        ferry__remote_conn_destroy(o->idle[i]);
+    ferry__remote_pool_fini(&o->pool);
     ferry_host_free(o->failed);
     ferry_host_free(o->failed_at);
     ferry_host_free(o->failed_st);

@@ -59,6 +59,7 @@ typedef struct ferry_tok_source {
     size_t token_bytes;    /* every shard's */
     ferry_remote_opts opts;
     ferry_remote_counters counters;
+    ferry_remote_pool pool;   /* kept connections for the URL shards' Range reads */
 } ferry_tok_source;
 
 ferry_status ferry__tok_source_open(const char *const *paths, size_t n,

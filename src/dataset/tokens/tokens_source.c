@@ -48,7 +48,8 @@ static ferry_status read_bytes(ferry_tok_source *s, ferry_tok_shard *sh, uint64_
 {
     if (sh->fd >= 0)
         return pread_all(sh->fd, sh->path, off, n, dst);
-    return ferry__remote_read(sh->path, &s->opts, &sh->obj, off, n, dst, &s->counters);
+    return ferry__remote_pool_read(&s->pool, sh->path, &s->opts, &sh->obj, off, n, dst,
+                                   &s->counters);
 }
 
 static ferry_status open_local(ferry_tok_shard *sh, uint64_t *size)
@@ -126,6 +127,7 @@ ferry_status ferry__tok_source_open(const char *const *paths, size_t n,
     for (size_t i = 0; i < m; i++)
         out->shards[i] = (ferry_tok_shard){.path = names[i], .fd = -1};
     out->n = m;
+    ferry__remote_pool_init(&out->pool); /* close finishes it */
     ferry_host_free(names);
     for (size_t k = 0; k < m && st == FERRY_OK; k++)
         st = open_shard(out, &out->shards[k], cfg);
@@ -149,6 +151,7 @@ void ferry__tok_source_close(ferry_tok_source *s)
         ferry_host_free(s->shards[k].path);
     }
     ferry_host_free(s->shards);
+    ferry__remote_pool_fini(&s->pool);
     memset(s, 0, sizeof *s);
 }
 
