@@ -254,3 +254,36 @@ uint64_t ft_epoch_digest(ferry_loader *l)
     ASSERT_STATUS(st, FERRY_END);
     return h;
 }
+
+ferry_loader *ft_streaming_loader(ferry_dataset *ds, size_t workers, uint64_t seed)
+{
+    ferry_loader_config c = ferry_loader_config_default();
+    c.dataset = ds;
+    c.batch_size = 4;
+    c.shuffle = true;
+    c.seed = seed;
+    c.num_workers = workers;
+    c.device = ferry_cpu();
+    c.pin_memory = FERRY_PIN_MEMORY_OFF;
+    c.out_dtype = FERRY_DTYPE_U8;
+    c.stream_shuffle_buffer = 6;
+    ferry_loader *l;
+    ASSERT_OK(ferry_loader_create(&c, &l));
+    return l;
+}
+
+int64_t ft_at2(const ferry_tensor *t, size_t i, size_t j)
+{
+    const int64_t *st = ferry_tensor_strides(t);
+    int64_t k = (int64_t)i * st[0] + (int64_t)j * st[1];
+    const void *d = ferry_tensor_data(t);
+    switch (ferry_tensor_dtype(t)) {
+    case FERRY_DTYPE_U8: return ((const uint8_t *)d)[k];
+    case FERRY_DTYPE_I32: return ((const int32_t *)d)[k];
+    case FERRY_DTYPE_I64: return ((const int64_t *)d)[k];
+    case FERRY_DTYPE_U16: return ((const uint16_t *)d)[k];
+    case FERRY_DTYPE_U32: return ((const uint32_t *)d)[k];
+    case FERRY_DTYPE_F32: return (int64_t)((const float *)d)[k];
+    default: ASSERT_MSG(0, "ft_at2: dtype %s", ferry_dtype_name(ferry_tensor_dtype(t))); return 0;
+    }
+}

@@ -115,6 +115,13 @@ void ft_assert_mem_eq(const char *file, int line, const char *an, const char *bn
 _Noreturn void ft_skip_missing(const char *kind, const char *reason);
 
 /* Skips the test with "no CUDA device" when none is present (kind "gpu"). */
+/* Element [i][j] of a 2-D tensor in host memory, by its strides (a view's
+ * too), as an integer: any integer dtype, or f32 truncated. */
+int64_t ft_at2(const ferry_tensor *t, size_t i, size_t j);
+/* A streaming loader over ds on the CPU, as the remote tests compare them:
+ * batches of 4 u8 images, shuffled with seed, a stream shuffle buffer of 6,
+ * `workers` workers. */
+ferry_loader *ft_streaming_loader(ferry_dataset *ds, size_t workers, uint64_t seed);
 void ft_require_cuda(void);
 /* Skips unless a real NVIDIA GPU is present: for what the simulated GPU cannot
  * stand in for (cuBLAS numerics, NCCL, bandwidth). */

@@ -421,3 +421,47 @@ void ft_http_stop(ft_http *s)
         free(s);
     } /* else leaked on purpose: a thread still uses it (the test then fails elsewhere) */
 }
+
+struct ferry_dataset *ft_http_shards_dataset(const ft_http *srv, size_t nsh, const char *cache_rel)
+{
+    static char v[64][256];
+    const char *p[64];
+    ASSERT(nsh <= 64);
+    for (size_t k = 0; k < nsh; k++) {
+        snprintf(v[k], sizeof v[k], "%s/sh%02zu.tar", ft_http_base(srv), k);
+        p[k] = v[k];
+    }
+    char parent[256];
+    snprintf(parent, sizeof parent, "%s", cache_rel);
+    char *slash = strrchr(parent, '/');
+    if (slash) { /* the cache folder's parent must exist */
+        snprintf(slash, sizeof parent - (size_t)(slash - parent), "/.made");
+        ft_write_file(ft_tmp(parent), "", 0);
+    }
+    static char dir[600];
+    snprintf(dir, sizeof dir, "%s", ft_tmp(cache_rel));
+    ferry_image_config c = ferry_image_config_default();
+    c.remote_cache_dir = dir;
+    c.remote_timeout_s = 2;
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards(p, nsh, &c, &ds));
+    return ds;
+}
+
+void ft_require_curl(void)
+{
+#ifndef FERRY_HAVE_CURL
+    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
+#endif
+}
+
+struct ferry_dataset *ft_local_shards_dataset(char (*paths)[600], size_t nsh)
+{
+    const char *p[64];
+    ASSERT(nsh <= 64);
+    for (size_t k = 0; k < nsh; k++)
+        p[k] = paths[k];
+    ferry_dataset *ds;
+    ASSERT_OK(ferry_dataset_shards(p, nsh, NULL, &ds));
+    return ds;
+}

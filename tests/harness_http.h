@@ -71,4 +71,13 @@ bool ft_http_dead(const ft_http *s);
 void ft_http_freeze(ft_http *s);
 void ft_http_stop(ft_http *s);
 
+/* Skips the test in a build without libcurl (CURL=0). */
+void ft_require_curl(void);
+/* The same shards from disk: paths as ft_indexed_png_shards wrote them. */
+struct ferry_dataset *ft_local_shards_dataset(char (*paths)[600], size_t nsh);
+/* A dataset over srv's shards sh00.tar .. (as ft_indexed_png_shards names
+ * them, nsh <= 64) by URL, its remote cache in ft_tmp(cache_rel) (the folder
+ * above it made), a 2 s timeout. */
+struct ferry_dataset *ft_http_shards_dataset(const ft_http *srv, size_t nsh, const char *cache_rel);
+
 #endif

@@ -53,20 +53,6 @@ static ferry_dataset *views_dataset(void)
     return ds;
 }
 
-/* Element [i][j] of a 2-D tensor copied to the host, by its strides. */
-static int64_t at2(const ferry_tensor *t, size_t i, size_t j)
-{
-    const int64_t *s = ferry_tensor_strides(t);
-    int64_t k = (int64_t)i * s[0] + (int64_t)j * s[1];
-    const void *d = ferry_tensor_data(t);
-    switch (ferry_tensor_dtype(t)) {
-    case FERRY_DTYPE_I64: return ((const int64_t *)d)[k];
-    case FERRY_DTYPE_U16: return ((const uint16_t *)d)[k];
-    case FERRY_DTYPE_F32: return (int64_t)((const float *)d)[k];
-    default: ASSERT_MSG(0, "dtype %s", ferry_dtype_name(ferry_tensor_dtype(t))); return 0;
-    }
-}
-
 static ferry_tensor *host(ferry_tensor *t)
 {
     ferry_tensor *h = NULL;
@@ -101,10 +87,10 @@ static void check_loader(ferry_dataset *ds, const ferry_field_dtype *fd, ferry_d
             size_t s = b.indices[i];
             ASSERT_EQ_INT(((const int32_t *)ferry_tensor_data(id))[i], (int64_t)s);
             for (size_t j = 0; j < L; j++)
-                ASSERT_EQ_INT(at2(hs, i, j), seq_val(s, j));
+                ASSERT_EQ_INT(ft_at2(hs, i, j), seq_val(s, j));
             for (size_t j = 0; j < 4; j++) {
-                ASSERT_EQ_INT(at2(hh, i, j), seq_val(s, j));
-                ASSERT_EQ_INT(at2(ht, i, j), seq_val(s, j + 2));
+                ASSERT_EQ_INT(ft_at2(hh, i, j), seq_val(s, j));
+                ASSERT_EQ_INT(ft_at2(ht, i, j), seq_val(s, j + 2));
             }
         }
         ferry_tensor_release(hs);

@@ -57,20 +57,13 @@ static void add_sample(ft_tar *t, size_t i)
     ft_tar_png_sample(t, key, px, IW, IH, i % 7, "dead/tmp.png");
 }
 
-static void need_curl(void)
-{
-#ifndef FERRY_HAVE_CURL
-    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
-#endif
-}
-
 /* NSH plain shards, each with its index beside it (SHARD.ferry-index), so
  * that create reads only the indexes: the shards' bytes come in the epoch. */
 static const char *www(void)
 {
     static bool made;
     static char dir[600];
-    need_curl();
+    ft_require_curl();
     snprintf(dir, sizeof dir, "%s", ft_tmp("dead/www"));
     if (made)
         return dir;

@@ -21,18 +21,11 @@ enum { NSH = 12, PER = 9, IW = 7, IH = 5, SLOTS = 8 };
 
 static char paths[NSH][600];
 
-static void need_curl(void)
-{
-#ifndef FERRY_HAVE_CURL
-    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
-#endif
-}
-
 /* The shards in ft_tmp("reuse/www"), made once. */
 static const char *www(void)
 {
     static bool made;
-    need_curl();
+    ft_require_curl();
     if (!made)
         ft_indexed_png_shards("reuse/www", NSH, PER, IW, IH, paths);
     made = true;
@@ -245,48 +238,7 @@ TEST(nothing_of_one_request_reaches_the_next)
 static ferry_dataset *open_local(void)
 {
     www();
-    const char *p[NSH];
-    for (size_t s = 0; s < NSH; s++)
-        p[s] = paths[s];
-    ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_shards(p, NSH, NULL, &ds));
-    return ds;
-}
-
-static ferry_dataset *open_urls(const ft_http *srv, const char *cache)
-{
-    static char v[NSH][256];
-    const char *p[NSH];
-    for (size_t s = 0; s < NSH; s++) {
-        url_of(srv, s, v[s], sizeof v[s]);
-        p[s] = v[s];
-    }
-    static char dir[256];
-    ft_write_file(ft_tmp("reuse/.made"), "", 0); /* the cache folder's parent */
-    snprintf(dir, sizeof dir, "%s", ft_tmp(cache));
-    ferry_image_config c = ferry_image_config_default();
-    c.remote_cache_dir = dir;
-    c.remote_timeout_s = 2;
-    ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_shards(p, NSH, &c, &ds));
-    return ds;
-}
-
-static ferry_loader *streaming_loader(ferry_dataset *ds, size_t workers)
-{
-    ferry_loader_config c = ferry_loader_config_default();
-    c.dataset = ds;
-    c.batch_size = 4;
-    c.shuffle = true;
-    c.seed = 9;
-    c.num_workers = workers;
-    c.device = ferry_cpu();
-    c.pin_memory = FERRY_PIN_MEMORY_OFF;
-    c.out_dtype = FERRY_DTYPE_U8;
-    c.stream_shuffle_buffer = 6;
-    ferry_loader *l;
-    ASSERT_OK(ferry_loader_create(&c, &l));
-    return l;
+    return ft_local_shards_dataset(paths, NSH);
 }
 
 static ferry_remote_stats stats_of(const ferry_dataset *ds)
@@ -304,12 +256,12 @@ static void streams_over(bool keep, size_t workers)
 {
     ft_http *srv = ft_http_start(www(), &(ft_http_faults){.keep_alive = keep});
     ferry_dataset *local = open_local();
-    ferry_dataset *remote = open_urls(srv, keep ? "reuse/cache-keep" : "reuse/cache-close");
+    ferry_dataset *remote = ft_http_shards_dataset(srv, NSH, keep ? "reuse/cache-keep" : "reuse/cache-close");
     /* From here on (the dataset's create has asked and ended its requests),
      * both counts include the loader's warm-up read. */
     ferry_remote_stats s0 = stats_of(remote);
     unsigned c0 = ft_http_connections(srv);
-    ferry_loader *a = streaming_loader(local, workers), *b = streaming_loader(remote, workers);
+    ferry_loader *a = ft_streaming_loader(local, workers, 9), *b = ft_streaming_loader(remote, workers, 9);
     for (uint64_t e = 0; e < 3; e++) {
         ASSERT_OK(ferry_loader_reset(a, e));
         ASSERT_OK(ferry_loader_reset(b, e));

@@ -26,9 +26,7 @@ static char paths[NSH][600];
 static const char *www(void)
 {
     static bool made;
-#ifndef FERRY_HAVE_CURL
-    SKIP("built without libcurl (CURL=0): test_remote's build_without_curl_refuses_urls");
-#endif
+    ft_require_curl();
     if (!made)
         ft_indexed_png_shards("slots/www", NSH, PER, IW, IH, paths);
     made = true;
@@ -38,48 +36,7 @@ static const char *www(void)
 static ferry_dataset *open_local(void)
 {
     www();
-    const char *p[NSH];
-    for (size_t s = 0; s < NSH; s++)
-        p[s] = paths[s];
-    ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_shards(p, NSH, NULL, &ds));
-    return ds;
-}
-
-static ferry_dataset *open_urls(const ft_http *srv, const char *cache)
-{
-    static char v[NSH][256];
-    const char *p[NSH];
-    for (size_t s = 0; s < NSH; s++) {
-        snprintf(v[s], sizeof v[s], "%s/sh%02zu.tar", ft_http_base(srv), s);
-        p[s] = v[s];
-    }
-    static char dir[256];
-    ft_write_file(ft_tmp("slots/.made"), "", 0); /* the cache folder's parent */
-    snprintf(dir, sizeof dir, "%s", ft_tmp(cache));
-    ferry_image_config c = ferry_image_config_default();
-    c.remote_cache_dir = dir;
-    c.remote_timeout_s = 2;
-    ferry_dataset *ds;
-    ASSERT_OK(ferry_dataset_shards(p, NSH, &c, &ds));
-    return ds;
-}
-
-static ferry_loader *streaming_loader(ferry_dataset *ds, size_t workers)
-{
-    ferry_loader_config c = ferry_loader_config_default();
-    c.dataset = ds;
-    c.batch_size = 4;
-    c.shuffle = true;
-    c.seed = 5;
-    c.num_workers = workers;
-    c.device = ferry_cpu();
-    c.pin_memory = FERRY_PIN_MEMORY_OFF;
-    c.out_dtype = FERRY_DTYPE_U8;
-    c.stream_shuffle_buffer = 6;
-    ferry_loader *l;
-    ASSERT_OK(ferry_loader_create(&c, &l));
-    return l;
+    return ft_local_shards_dataset(paths, NSH);
 }
 
 static uint64_t epoch(ferry_loader *l, uint64_t e)
@@ -100,8 +57,8 @@ static ferry_remote_stats stats_of(const ferry_dataset *ds)
 TEST(stream_slots_keep_their_threads)
 {
     ft_http *srv = ft_http_start(www(), NULL);
-    ferry_dataset *local = open_local(), *remote = open_urls(srv, "slots/cache-keep");
-    ferry_loader *a = streaming_loader(local, 2), *b = streaming_loader(remote, 2);
+    ferry_dataset *local = open_local(), *remote = ft_http_shards_dataset(srv, NSH, "slots/cache-keep");
+    ferry_loader *a = ft_streaming_loader(local, 2, 5), *b = ft_streaming_loader(remote, 2, 5);
     ferry_remote_stats s0 = stats_of(remote);
     for (uint64_t e = 0; e < 4; e++) {
         uint64_t x = epoch(a, e), y = epoch(b, e);
@@ -130,7 +87,7 @@ TEST(stream_slots_same_batches_for_any_worker_count)
 {
     ft_http *srv = ft_http_start(www(), NULL);
     ferry_dataset *local = open_local();
-    ferry_loader *ref = streaming_loader(local, 2);
+    ferry_loader *ref = ft_streaming_loader(local, 2, 5);
     uint64_t want[3];
     for (uint64_t e = 0; e < 3; e++)
         want[e] = epoch(ref, e);
@@ -139,8 +96,8 @@ TEST(stream_slots_same_batches_for_any_worker_count)
     for (size_t w = 0; w < 2; w++) {
         char cache[64];
         snprintf(cache, sizeof cache, "slots/cache-w%zu", workers[w]);
-        ferry_dataset *remote = open_urls(srv, cache);
-        ferry_loader *l = streaming_loader(remote, workers[w]);
+        ferry_dataset *remote = ft_http_shards_dataset(srv, NSH, cache);
+        ferry_loader *l = ft_streaming_loader(remote, workers[w], 5);
         for (uint64_t e = 0; e < 3; e++) {
             uint64_t got = epoch(l, e);
             ASSERT_MSG(got == want[e], "%zu workers, epoch %llu: %llx, disk %llx", workers[w],
@@ -178,7 +135,7 @@ static unsigned gets_of(ft_http *srv, size_t k, unsigned want)
 TEST(stream_starts_two_shards_ahead_and_the_head_one_shard_early)
 {
     ft_http *srv = ft_http_start(www(), NULL);
-    ferry_dataset *remote = open_urls(srv, "slots/cache-ahead");
+    ferry_dataset *remote = ft_http_shards_dataset(srv, NSH, "slots/cache-ahead");
     size_t idx[NSH * PER], n = ferry_dataset_sample_bytes(remote);
     for (size_t i = 0; i < NSH * PER; i++)
         idx[i] = i;

@@ -47,22 +47,6 @@ static uint32_t tok_at(const void *row, size_t j, size_t width)
                             (uint32_t)p[3] << 24;
 }
 
-/* Element [i][j] of a 2-D integer tensor in host memory, by its strides
- * (inputs and targets are strided views of the batch's token rows). */
-static int64_t at2(const ferry_tensor *t, size_t i, size_t j)
-{
-    const int64_t *s = ferry_tensor_strides(t);
-    int64_t k = (int64_t)i * s[0] + (int64_t)j * s[1];
-    const void *d = ferry_tensor_data(t);
-    switch (ferry_tensor_dtype(t)) {
-    case FERRY_DTYPE_I32: return ((const int32_t *)d)[k];
-    case FERRY_DTYPE_I64: return ((const int64_t *)d)[k];
-    case FERRY_DTYPE_U16: return ((const uint16_t *)d)[k];
-    case FERRY_DTYPE_U32: return ((const uint32_t *)d)[k];
-    default: ASSERT_MSG(0, "dtype %s", ferry_dtype_name(ferry_tensor_dtype(t))); return 0;
-    }
-}
-
 static ferry_tokens *open_tokens(const char *const *paths, size_t n, ferry_tokens_config c)
 {
     ferry_tokens *t = NULL;
@@ -406,11 +390,11 @@ static size_t drain(ferry_loader *l, size_t T, size_t *out, size_t max)
         const ferry_tensor *in = ferry_batch_field(&b, "inputs"), *tg = ferry_batch_field(&b, "targets");
         ASSERT(in && tg);
         for (size_t i = 0; i < b.size; i++) {
-            int64_t x0 = at2(in, i, 0);
+            int64_t x0 = ft_at2(in, i, 0);
             ASSERT_EQ_INT(x0 % (int64_t)T, 0);
             for (size_t j = 0; j < T; j++) {
-                ASSERT_EQ_INT(at2(in, i, j), x0 + (int64_t)j);
-                ASSERT_EQ_INT(at2(tg, i, j), x0 + (int64_t)j + 1);
+                ASSERT_EQ_INT(ft_at2(in, i, j), x0 + (int64_t)j);
+                ASSERT_EQ_INT(ft_at2(tg, i, j), x0 + (int64_t)j + 1);
             }
             ASSERT_EQ_SIZE((size_t)x0 / T, b.indices[i]);
             out[n++] = (size_t)x0 / T;
@@ -693,8 +677,8 @@ static void gpu_rows(ferry_dtype dt)
         for (size_t i = 0; i < b.size; i++) {
             ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
             for (size_t j = 0; j < 7; j++) {
-                ASSERT_EQ_INT(at2(in, i, j), want[j]);
-                ASSERT_EQ_INT(at2(tg, i, j), want[j + 1]);
+                ASSERT_EQ_INT(ft_at2(in, i, j), want[j]);
+                ASSERT_EQ_INT(ft_at2(tg, i, j), want[j + 1]);
             }
         }
         seen += b.size;
@@ -749,7 +733,7 @@ TEST(tokens_cross_as_stored)
             ferry_tensor *in = NULL;
             ASSERT_EQ_INT(ferry_tensor_dtype(ferry_batch_field(&b, "inputs")), FERRY_DTYPE_I32);
             ASSERT_OK(ferry_tensor_to(ferry_batch_field(&b, "inputs"), ferry_cpu(), false, &in));
-            ASSERT_EQ_INT(at2(in, 3, 5), (int64_t)b.indices[3] * T + 5);
+            ASSERT_EQ_INT(ft_at2(in, 3, 5), (int64_t)b.indices[3] * T + 5);
             ferry_tensor_release(in);
             batches++;
         }
@@ -803,7 +787,7 @@ TEST(inputs_and_targets_are_views_of_the_row)
         for (size_t i = 0; i < b.size; i++) {
             ASSERT_OK(ferry_tokens_read(t, b.indices[i], want));
             for (size_t j = 0; j <= T; j++)
-                ASSERT_EQ_INT(at2(rows, i, j), want[j]);
+                ASSERT_EQ_INT(ft_at2(rows, i, j), want[j]);
         }
     }
     ferry_loader_destroy(l);
@@ -818,7 +802,7 @@ TEST(inputs_and_targets_are_views_of_the_row)
     ASSERT_OK(ferry_loader_next(l, NULL, &b));
     ASSERT_EQ_INT(ferry_tensor_dtype(ferry_batch_field(&b, "targets")), FERRY_DTYPE_U16);
     ASSERT_OK(ferry_tokens_read(t, b.indices[0], want));
-    ASSERT_EQ_INT(at2(ferry_batch_field(&b, "targets"), 0, T - 1), want[T]);
+    ASSERT_EQ_INT(ft_at2(ferry_batch_field(&b, "targets"), 0, T - 1), want[T]);
     ferry_loader_destroy(l);
     ferry_tokens_destroy(t);
     /* u32 files cannot arrive as u16 */
@@ -862,8 +846,8 @@ TEST(documents_through_the_loader_as_fields)
             ASSERT_OK(ferry_tokens_row_docs(t, b.indices[i], o, T + 1, &nd, p));
             ASSERT_EQ_INT(len[i], nd + 1);
             for (size_t j = 0; j < T; j++) {
-                ASSERT_EQ_INT(at2(in, i, j), row[j]);
-                ASSERT_EQ_INT(at2(tg, i, j), row[j + 1]);
+                ASSERT_EQ_INT(ft_at2(in, i, j), row[j]);
+                ASSERT_EQ_INT(ft_at2(tg, i, j), row[j + 1]);
                 ASSERT_EQ_INT(pos[i * T + j], p[j]);
             }
             for (size_t j = 0; j <= nd; j++)
