@@ -848,7 +848,7 @@ static void release_current(ferry_loader *l, ferry_stream *stream)
  * (ferry_worker_run_one), and only once the read-ahead runs low: with half
  * the slots still ready the workers lose nothing by starting a step later.
  * A caller about to wait wakes them all at once (await_target). Lock held. */
-static bool should_wake(const ferry_loader *l)
+static bool should_wake(ferry_loader *l)
 {
     FERRY_ASSERT_HELD(&l->lock);
     if (l->idle_workers == 0)
