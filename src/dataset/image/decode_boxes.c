@@ -36,23 +36,10 @@ ferry_status ferry_image_decode_boxes(const void *data, size_t n, const ferry_im
         return FERRY_ARG_ERROR("NULL data or dst");
     ferry_status st = check_boxes(boxes);
     ferry_image_config c;
-    if (st != FERRY_OK || (st = ferry__image_config_check(cfg, &c)) != FERRY_OK)
-        return st;
-    ferry_image_info info = {0};
-    if ((st = ferry__image_header(data, n, name, &info)) != FERRY_OK)
-        return st;
-    const char *who = name ? name : info.kind == FERRY_IMAGE_JPEG ? "JPEG" : "PNG";
-    if ((st = ferry__image_check_limits(&info, n, &c.limits, who)) != FERRY_OK)
-        return st;
-    size_t w, h;
-    ferry__image_oriented_size(&c, &info, &w, &h);
     ferry_sample_format fmt;
-    ferry__image_resolve(&c, w, h, info.channels, &fmt);
-    size_t need = ferry_sample_format_bytes(&fmt);
-    if (!need || dst_bytes < need)
-        return ferry_fail_at(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT, who,
-                             "the output (%zux%zux%zu) needs %zu bytes, dst has %zu",
-                             fmt.channels, fmt.height, fmt.width, need, dst_bytes);
+    if (st != FERRY_OK ||
+        (st = ferry__image_plan(-1, data, n, cfg, name, dst_bytes, &c, &fmt)) != FERRY_OK)
+        return st;
     ferry_scratch *own = NULL;
     if (!scratch && (st = ferry_scratch_create(&own)) != FERRY_OK)
         return st;

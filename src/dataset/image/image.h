@@ -189,6 +189,13 @@ ferry_status ferry__image_header(const uint8_t *data, size_t n, const char *name
 ferry_status ferry__image_decode(const void *data, size_t n, const ferry_image_config *cfg,
                                  const ferry_sample_format *fmt, ferry_scratch *scratch,
                                  const char *name, void *dst);
+/* What a public decode of data checks before it decodes (image_decode.c):
+ * the config (into *c), the header (kind FERRY_IMAGE_JPEG: a JPEG's only;
+ * < 0: either), the limits, and that dst_bytes holds the output, whose
+ * format goes to *fmt. Errors name `name` (or the kind). */
+ferry_status ferry__image_plan(int kind, const void *data, size_t n, const ferry_image_config *cfg,
+                               const char *name, size_t dst_bytes, ferry_image_config *c,
+                               ferry_sample_format *fmt);
 /* The size info's image has once cfg's EXIF handling is applied. */
 static inline void ferry__image_oriented_size(const ferry_image_config *cfg,
                                               const ferry_image_info *info, size_t *w, size_t *h)

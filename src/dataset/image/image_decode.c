@@ -73,16 +73,11 @@ ferry_status ferry__image_decode(const void *data, size_t n, const ferry_image_c
     return ferry__png_decode(data, n, cfg, fmt, scratch, name, dst);
 }
 
-/* The public decoders: config, header, limits and the output size checked
- * before the decode. kind < 0: either. */
-static ferry_status decode_public(int kind, const char *fn, const void *data, size_t n,
-                                  const ferry_image_config *cfg, ferry_scratch *scratch,
-                                  const char *name, void *dst, size_t dst_bytes)
+ferry_status ferry__image_plan(int kind, const void *data, size_t n, const ferry_image_config *cfg,
+                               const char *name, size_t dst_bytes, ferry_image_config *c,
+                               ferry_sample_format *fmt)
 {
-    if ((!data && n) || !dst)
-        return ferry_fail_at(FERRY_ERR_INVALID_ARG, fn, "NULL argument");
-    ferry_image_config c;
-    ferry_status st = ferry__image_config_check(cfg, &c);
+    ferry_status st = ferry__image_config_check(cfg, c);
     if (st != FERRY_OK)
         return st;
     ferry_image_info info = {0};
@@ -93,17 +88,31 @@ static ferry_status decode_public(int kind, const char *fn, const void *data, si
     if (st != FERRY_OK)
         return st;
     const char *who = name ? name : info.kind == FERRY_IMAGE_JPEG ? "JPEG" : "PNG";
-    if ((st = ferry__image_check_limits(&info, n, &c.limits, who)) != FERRY_OK)
+    if ((st = ferry__image_check_limits(&info, n, &c->limits, who)) != FERRY_OK)
         return st;
     size_t w, h;
-    ferry__image_oriented_size(&c, &info, &w, &h);
-    ferry_sample_format fmt;
-    ferry__image_resolve(&c, w, h, info.channels, &fmt);
-    size_t need = ferry_sample_format_bytes(&fmt);
+    ferry__image_oriented_size(c, &info, &w, &h);
+    ferry__image_resolve(c, w, h, info.channels, fmt);
+    size_t need = ferry_sample_format_bytes(fmt);
     if (!need || dst_bytes < need)
         return ferry_fail_at(need ? FERRY_ERR_INVALID_ARG : FERRY_ERR_LIMIT, who,
                              "the output (%zux%zux%zu) needs %zu bytes, dst has %zu",
-                             fmt.channels, fmt.height, fmt.width, need, dst_bytes);
+                             fmt->channels, fmt->height, fmt->width, need, dst_bytes);
+    return FERRY_OK;
+}
+
+/* The public decoders: the plan checked, then the decode. kind < 0: either. */
+static ferry_status decode_public(int kind, const char *fn, const void *data, size_t n,
+                                  const ferry_image_config *cfg, ferry_scratch *scratch,
+                                  const char *name, void *dst, size_t dst_bytes)
+{
+    if ((!data && n) || !dst)
+        return ferry_fail_at(FERRY_ERR_INVALID_ARG, fn, "NULL argument");
+    ferry_image_config c;
+    ferry_sample_format fmt;
+    ferry_status st = ferry__image_plan(kind, data, n, cfg, name, dst_bytes, &c, &fmt);
+    if (st != FERRY_OK)
+        return st;
     return ferry__image_decode(data, n, &c, &fmt, scratch, name, dst);
 }
 
