@@ -346,20 +346,21 @@ static uint64_t fields_digest(ferry_loader *l)
     return h;
 }
 
-/* A u32 file whose token j is j: a window names itself by its first token. */
-static const char *counting_file(const char *rel, size_t tokens)
+/* An llm.c file whose token j is j (width 4: u32; 2: u16, so tokens < 65536):
+ * a window names itself by its first token. */
+static const char *counting_file(const char *rel, size_t tokens, size_t width)
 {
-    uint32_t *v = malloc(tokens * 4);
-    for (size_t j = 0; j < tokens; j++)
-        v[j] = (uint32_t)j;
     const char *p = ft_tmp(rel);
-    uint8_t *d = calloc(1, 1024 + tokens * 4);
-    int32_t h[3] = {20240801, 7, (int32_t)tokens};
+    uint8_t *d = calloc(1, 1024 + tokens * width);
+    int32_t h[3] = {width == 2 ? 20240520 : 20240801, width == 2 ? 1 : 7, (int32_t)tokens};
     memcpy(d, h, sizeof h);
-    memcpy(d + 1024, v, tokens * 4);
-    ft_write_file(p, d, 1024 + tokens * 4);
+    for (size_t j = 0; j < tokens; j++) {
+        uint32_t v = (uint32_t)j; /* little-endian, as the files */
+        for (size_t b = 0; b < width; b++)
+            d[1024 + j * width + b] = (uint8_t)(v >> (8 * b));
+    }
+    ft_write_file(p, d, 1024 + tokens * width);
     free(d);
-    free(v);
     return p;
 }
 
@@ -407,7 +408,7 @@ static size_t drain(ferry_loader *l, size_t T, size_t *out, size_t max)
 TEST(ranks_1_to_8_disjoint_equal_counts)
 {
     enum { T = 4, WINDOWS = 841 }; /* one past 840: the multiple cuts one */
-    const char *p = counting_file("count.bin", WINDOWS * T + 1);
+    const char *p = counting_file("count.bin", WINDOWS * T + 1, 4);
     ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = T, .len_multiple = 840});
     ASSERT_EQ_SIZE(ferry_tokens_len(t), 840);
     size_t *got = malloc(840 * sizeof *got);
@@ -437,7 +438,7 @@ TEST(ranks_1_to_8_disjoint_equal_counts)
 
 TEST(same_batches_any_worker_count)
 {
-    const char *p = counting_file("count2.bin", 300 * 8 + 5);
+    const char *p = counting_file("count2.bin", 300 * 8 + 5, 4);
     ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 8});
     ferry_dataset *ds = ferry_dataset_retain(ferry_tokens_dataset(t));
     ferry_tokens_destroy(t); /* the dataset keeps what it needs */
@@ -458,7 +459,7 @@ TEST(same_batches_any_worker_count)
 TEST(resume_same_and_other_world_size)
 {
     enum { T = 4, N = 120, B = 5 };
-    const char *p = counting_file("count3.bin", N * T + 1);
+    const char *p = counting_file("count3.bin", N * T + 1, 4);
     ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = T, .len_multiple = 12});
     ferry_dataset *ds = ferry_tokens_dataset(t);
     /* Same world size (2): rank 0 stops after 3 batches; a new loader with other
@@ -512,7 +513,7 @@ TEST(resume_same_and_other_world_size)
 
 TEST(corrupt_shard_mid_run_is_named_or_skipped)
 {
-    const char *p = counting_file("shrink.bin", 50 * 4 + 1);
+    const char *p = counting_file("shrink.bin", 50 * 4 + 1, 4);
     ferry_tokens *t = open_tokens(&p, 1, (ferry_tokens_config){.seq_len = 4});
     ASSERT_EQ_INT(truncate(p, 1024 + 100 * 4), 0); /* the file shrinks after open */
     uint32_t row[5];
@@ -705,22 +706,8 @@ TEST(tokens_cross_as_stored)
 {
     ft_require_cuda();
     enum { T = 255, B = 16 };
-    const char *p = counting_file("cross.bin", 64 * T + 1);
-    /* counting_file writes u32 tokens: re-write them as u16 */
-    size_t n;
-    uint8_t *d = ft_read_file(p, &n);
-    size_t tokens = (n - 1024) / 4;
-    uint8_t *u = calloc(1, 1024 + tokens * 2);
-    int32_t h[3] = {20240520, 1, (int32_t)tokens};
-    memcpy(u, h, sizeof h);
-    for (size_t j = 0; j < tokens; j++) {
-        uint16_t v = (uint16_t)j;
-        memcpy(u + 1024 + 2 * j, &v, 2);
-    }
-    const char *p16 = ft_tmp("cross16.bin");
-    ft_write_file(p16, u, 1024 + tokens * 2);
-    free(d);
-    free(u);
+    const char *p = counting_file("cross.bin", 64 * T + 1, 4);
+    const char *p16 = counting_file("cross16.bin", 64 * T + 1, 2);
     for (int wide = 0; wide < 2; wide++) {
         ferry_tokens *t = open_tokens(wide ? &p : &p16, 1, (ferry_tokens_config){.seq_len = T});
         ferry_loader_config c = {.dataset = ferry_tokens_dataset(t), .batch_size = B,
